@@ -1,0 +1,132 @@
+"""The grader: final state vs golden state, plus the task's extra checks, gives a `Verdict`.
+
+The golden change set comes from replaying the task's gold tool calls on a fresh sandbox (cached per
+task and backend). An attempt passes iff its change set equals the golden one after normalisation
+(volatile columns masked, free text by presence) and every extra SQL check holds. The verdict never
+looks at the path the agent took; only reply rubrics (judged elsewhere) read the final reply. Any
+failure of the infrastructure or of the grader itself is a *system error*, never a 0.
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+from groundstate.state.base import Backend, Sandbox, Template
+from groundstate.state.changes import ChangeSet, canon_value, diff
+from groundstate.tasks import Task
+
+
+class GoldReplayError(RuntimeError):
+    """The gold solution does not run: the task is broken, not the agent."""
+
+
+@dataclass
+class Verdict:
+    reward: int | None  # 1 or 0; None for a system error or an unjudged rubric task
+    reasons: list[str] = field(default_factory=list)
+    diff: list[dict[str, Any]] = field(default_factory=list)
+    system_error: str | None = None
+    state_reward: int | None = None  # the final-state part alone (before any rubric)
+    unjudged: bool = False  # rubric task graded without a judge: counted apart, never pass or fail
+    changes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.reward == 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "reward": self.reward,
+            "state_reward": self.state_reward,
+            "reasons": self.reasons,
+            "diff": self.diff,
+            "system_error": self.system_error,
+            "unjudged": self.unjudged,
+            "changes": self.changes,
+        }
+
+
+def system_error(message: str) -> Verdict:
+    return Verdict(reward=None, reasons=[message], system_error=message)
+
+
+def replay(sandbox: Sandbox, calls: list[dict[str, Any]]) -> list[tuple[bool, str]]:
+    """Run tool calls in order on a sandbox; returns (ok, result) per call."""
+    tools = sandbox.template.domain.tools
+    return [(r.ok, r.content) for r in (tools.call(sandbox.connection, c["tool"], c["args"]) for c in calls)]
+
+
+class Grader:
+    """Grades attempts of tasks on one backend; caches each task's golden change set."""
+
+    def __init__(self, backend: Backend):
+        self.backend = backend
+        self._golden: dict[tuple[str, str], ChangeSet] = {}
+        self._lock = threading.Lock()
+
+    def golden(self, task: Task, template: Template) -> ChangeSet:
+        """The raw golden change set of a task: its gold calls replayed on a fresh sandbox."""
+        key = (template.key, task.fingerprint())
+        with self._lock:
+            cached = self._golden.get(key)
+        if cached is not None:
+            return cached
+        with self.backend.open(template) as sandbox:
+            results = replay(sandbox, [c.model_dump() for c in task.gold])
+            failed = [(i, r) for i, (ok, r) in enumerate(results) if not ok]
+            if failed:
+                i, r = failed[0]
+                raise GoldReplayError(f"gold call {i} ({task.gold[i].tool}) of task {task.id} failed: {r}")
+            golden = sandbox.changes()
+        with self._lock:
+            self._golden[key] = golden
+        return golden
+
+    def grade(self, task: Task, sandbox: Sandbox, trajectory: Any = None, judge: Any = None) -> Verdict:
+        """Verdict of an attempt from its sandbox's final state (and, for rubric tasks, a judge of the reply)."""
+        try:
+            norm = sandbox.normaliser
+            expected = self.golden(task, sandbox.template).masked(norm)
+            actual_raw = sandbox.changes()
+            actual = actual_raw.masked(norm)
+            reasons: list[str] = []
+            rows = diff(expected, actual)
+            if rows:
+                reasons.append(f"final state differs from the golden state in {len(rows)} row(s)")
+            for i, check in enumerate(task.checks):
+                got = [[canon_value(v) for v in r.values()] for r in sandbox.connection.query(check.sql)]
+                want = [[canon_value(v) for v in r] for r in check.expect]
+                if got != want:
+                    reasons.append(f"check {i} failed: {check.sql!r} returned {got}, expected {want}")
+            state_reward = 0 if reasons else 1
+            verdict = Verdict(reward=state_reward, reasons=reasons or ["final state matches the golden state"], diff=rows,
+                              state_reward=state_reward, changes=actual_raw.counts())
+        except Exception as e:  # the grader or the database failed: not the agent's fault
+            return system_error(f"grader failed: {type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}")
+        if task.rubrics:
+            if judge is None:
+                verdict.reward, verdict.unjudged = None, True
+                verdict.reasons.append(f"{len(task.rubrics)} reply rubric(s) unjudged: no judge configured")
+            else:
+                return judge.apply(task, trajectory, verdict)
+        return verdict
+
+
+def grader_for(backend: Backend) -> Grader:
+    """The backend's grader (one per backend object, so golden states are computed once)."""
+    grader = getattr(backend, "_gs_grader", None)
+    if grader is None:
+        grader = Grader(backend)
+        backend._gs_grader = grader  # type: ignore[attr-defined]
+    return grader
+
+
+def grade(task: Task, sandbox: Sandbox, trajectory: Any = None, judge: Any = None) -> Verdict:
+    """Grade one attempt from its sandbox's final state."""
+    owner = sandbox.template.owner
+    if owner is None:
+        return system_error("sandbox has no backend to replay the gold solution on")
+    return grader_for(owner).grade(task, sandbox, trajectory, judge)

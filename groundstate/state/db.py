@@ -1,0 +1,103 @@
+"""The connection a domain's tools receive: one small API over SQLite and PostgreSQL.
+
+Tools write SQL once, with `?` placeholders; the backend adapts the dialect. Arguments are
+always bound as parameters, never formatted into SQL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import re
+from typing import Any, Iterator
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def check_identifier(name: str) -> str:
+    """Return `name` if it is a plain SQL identifier, else raise: identifiers cannot be bound as parameters."""
+    if not _IDENT.match(name):
+        raise ValueError(f"not a plain SQL identifier: {name!r}")
+    return name
+
+
+class Db:
+    """A sandbox connection as tools see it: `query`, `one`, `execute`, `insert`, and the domain's fixed `today`."""
+
+    dialect: str = "sqlite"
+
+    def __init__(self, raw: Any, today: dt.date | None = None):
+        self.raw = raw
+        self.today = today or dt.date(2026, 1, 1)
+        self.rows_read = 0  # rows fetched through this wrapper (tools and grader), for cost accounting
+
+    # -- dialect hooks -------------------------------------------------------------------------
+    def _sql(self, sql: str) -> str:
+        return sql
+
+    def _cursor_execute(self, sql: str, params: tuple) -> Any:
+        return self.raw.execute(self._sql(sql), params)
+
+    # -- public API ----------------------------------------------------------------------------
+    def query(self, sql: str, *params: Any) -> list[dict[str, Any]]:
+        """Run a SELECT and return its rows as dicts."""
+        cur = self._cursor_execute(sql, params)
+        cols = [d[0] for d in cur.description] if cur.description else []
+        rows = [dict(zip(cols, r)) for r in cur.fetchall()]
+        self.rows_read += len(rows)
+        return rows
+
+    def one(self, sql: str, *params: Any) -> dict[str, Any] | None:
+        """Run a SELECT and return the first row, or None."""
+        rows = self.query(sql, *params)
+        return rows[0] if rows else None
+
+    def scalar(self, sql: str, *params: Any) -> Any:
+        """Run a SELECT and return the first column of the first row, or None."""
+        row = self.one(sql, *params)
+        return next(iter(row.values())) if row else None
+
+    def execute(self, sql: str, *params: Any) -> int:
+        """Run a write statement and return the number of rows it affected."""
+        cur = self._cursor_execute(sql, params)
+        return cur.rowcount
+
+    def insert(self, table: str, **values: Any) -> int:
+        """Insert one row; when `id` is not given it is max(id) + 1, so ids are identical on every backend."""
+        check_identifier(table)
+        if "id" not in values:
+            values["id"] = int(self.scalar(f"SELECT COALESCE(MAX(id), 0) + 1 AS n FROM {table}"))
+        cols = [check_identifier(c) for c in values]
+        marks = ", ".join("?" for _ in cols)
+        self.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({marks})", *values.values())
+        return int(values["id"])
+
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[None]:
+        """All-or-nothing block: a tool that fails part-way leaves no partial write."""
+        self.raw.execute("SAVEPOINT gs_tool")
+        try:
+            yield
+        except BaseException:
+            self.raw.execute("ROLLBACK TO SAVEPOINT gs_tool")
+            self.raw.execute("RELEASE SAVEPOINT gs_tool")
+            raise
+        else:
+            self.raw.execute("RELEASE SAVEPOINT gs_tool")
+
+
+class PgDb(Db):
+    """PostgreSQL flavour: `?` placeholders become `%s` (and literal `%` is escaped)."""
+
+    dialect = "postgres"
+
+    def _sql(self, sql: str) -> str:
+        return sql.replace("%", "%%").replace("?", "%s")
+
+    def _cursor_execute(self, sql: str, params: tuple) -> Any:
+        return self.raw.execute(self._sql(sql), params, prepare=False)
+
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[None]:
+        with self.raw.transaction():
+            yield

@@ -1,0 +1,93 @@
+"""SQLite backend: the embedded default.
+
+The task template is a serialized in-memory database (seed + patch + change-capture triggers); each
+attempt deserializes its own private copy, which costs a copy of the database pages.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from typing import TYPE_CHECKING, Any
+
+from groundstate.state.base import Backend, Sandbox, Template, apply_patch, patch_key
+from groundstate.state.capture import LOG_DDL, LOG_TABLE, sqlite_triggers
+from groundstate.state.db import Db
+
+if TYPE_CHECKING:
+    from groundstate.tasks import Domain
+
+
+def _connect() -> sqlite3.Connection:
+    conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+def load_rows(conn: sqlite3.Connection, rows: dict[str, list[dict[str, Any]]]) -> None:
+    for table, table_rows in rows.items():
+        if not table_rows:
+            continue
+        cols = list(table_rows[0])
+        conn.executemany(
+            f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})",
+            [tuple(r[c] for c in cols) for r in table_rows],
+        )
+
+
+class SqliteSandbox(Sandbox):
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.connection.raw.close()
+
+
+class SqliteBackend(Backend):
+    name = "sqlite"
+
+    def __init__(self, scale: float = 1.0):
+        self.scale = scale
+        self._bases: dict[str, bytes] = {}
+        self._templates: dict[str, Template] = {}
+        self._lock = threading.Lock()
+
+    def _base(self, domain: "Domain") -> bytes:
+        key = f"{domain.name}:{domain.content_hash}"
+        if key not in self._bases:
+            conn = _connect()
+            conn.executescript(domain.schema_sql)
+            conn.execute("BEGIN")
+            load_rows(conn, domain.seed_rows(self.scale))
+            conn.execute("COMMIT")
+            conn.execute(LOG_DDL)
+            for table in domain.tables:
+                for ddl in sqlite_triggers(table, domain.columns[table], domain.primary_keys[table]):
+                    conn.execute(ddl)
+            self._bases[key] = conn.serialize()
+            conn.close()
+        return self._bases[key]
+
+    def prepare(self, domain: "Domain", patch: dict[str, list[dict[str, Any]]] | None = None) -> Template:
+        patch = patch or {}
+        key = patch_key(domain, patch) + f":{self.scale}"
+        with self._lock:
+            if key not in self._templates:
+                base = self._base(domain)
+                if patch:
+                    conn = _connect()
+                    conn.deserialize(base)
+                    db = Db(conn, domain.config.today)
+                    conn.execute("BEGIN")
+                    apply_patch(db, domain, patch)
+                    conn.execute(f"DELETE FROM {LOG_TABLE}")
+                    conn.execute("COMMIT")
+                    base = conn.serialize()
+                    conn.close()
+                self._templates[key] = Template(self.name, domain, key, base, self)
+            return self._templates[key]
+
+    def open(self, template: Template) -> SqliteSandbox:
+        conn = _connect()
+        conn.deserialize(template.handle)
+        conn.execute("PRAGMA foreign_keys = ON")
+        return SqliteSandbox(template, Db(conn, template.domain.config.today))

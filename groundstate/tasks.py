@@ -1,0 +1,282 @@
+"""Domains and tasks: the data that defines a world and what an agent must do in it.
+
+A *domain* is a folder: `domain.yaml`, `schema.sql`, `seed.py`, `tools.py`, `policy.md` and `tasks/*.yaml`.
+A *task* is data, validated with pydantic when it is loaded: a malformed file fails with its path,
+the task id and the field, and unknown tools, tables or columns are load-time errors.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import hashlib
+import importlib.util
+import json
+import random
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from groundstate.tools import ToolError, Toolset
+
+DOMAINS_DIR = Path(__file__).parent / "domains"
+
+
+class TaskFileError(ValueError):
+    """A task or domain file is malformed; the message names the file, the task and the field."""
+
+    def __init__(self, path: Path | str, message: str, task_id: str | None = None, field: str | None = None):
+        self.path, self.task_id, self.field = str(path), task_id, field
+        where = str(path)
+        if task_id:
+            where += f": task {task_id!r}"
+        if field:
+            where += f": field {field!r}"
+        super().__init__(f"{where}: {message}")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ToolCall(_Strict):
+    tool: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class SqlCheck(_Strict):
+    """An extra check: the query's rows (as lists, in order) must equal `expect`."""
+
+    sql: str
+    expect: list[list[Any]]
+
+
+class UserSpec(_Strict):
+    persona: str | None = None  # who the simulated user is (for an LLM user)
+    context: str | None = None  # facts the user knows and reveals when asked
+    script: list[str] = Field(default_factory=list)  # scripted replies, in order
+
+
+class Limits(_Strict):
+    max_turns: int = Field(30, ge=1)  # agent turns
+    max_tool_calls: int = Field(40, ge=0)
+
+
+class Task(_Strict):
+    id: str = Field(pattern=r"^[A-Za-z0-9_.:\-]+$")
+    domain: str
+    instruction: str = Field(min_length=1)
+    user: UserSpec = Field(default_factory=UserSpec)
+    patch: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
+    gold: list[ToolCall]
+    checks: list[SqlCheck] = Field(default_factory=list)
+    rubrics: list[str] = Field(default_factory=list)  # yes/no questions about the final reply, for an LLM judge
+    tags: list[str] = Field(default_factory=list)
+    family: str = "unspecified"
+    template: str | None = None
+    split: Literal["pool", "bench"] | None = None
+    limits: Limits = Field(default_factory=Limits)
+
+    def fingerprint(self) -> str:
+        """Hash of what defines the task's outcome (domain, patch, gold), independent of id and wording."""
+        body = json.dumps({"d": self.domain, "p": self.patch, "g": [c.model_dump() for c in self.gold]}, sort_keys=True, default=str)
+        return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+class DomainConfig(_Strict):
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    description: str = ""
+    split: Literal["pool", "bench"] = "pool"
+    today: dt.date = dt.date(2026, 1, 1)
+    seed: int = 0
+    volatile: dict[str, list[str]] = Field(default_factory=dict)  # masked before comparison (timestamps)
+    free_text: dict[str, list[str]] = Field(default_factory=dict)  # compared by presence, not wording
+    json_columns: dict[str, list[str]] = Field(default_factory=dict)  # canonicalised as JSON
+
+
+def _pydantic_error(path: Path, e: pydantic.ValidationError, task_id: str | None, prefix: str = "") -> TaskFileError:
+    err = e.errors()[0]
+    field = prefix + ".".join(str(x) for x in err["loc"])
+    more = f" (and {len(e.errors()) - 1} more problems)" if len(e.errors()) > 1 else ""
+    return TaskFileError(path, f"{err['msg']}{more}", task_id, field or None)
+
+
+def _load_yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise TaskFileError(path, f"not valid YAML: {e}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise TaskFileError(path, f"cannot be read: {e}") from None
+
+
+def _import_file(path: Path, name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise TaskFileError(path, "cannot be imported")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+class Domain:
+    """A backend world: schema, deterministic seed, toolset, policy and its tasks."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        cfg_path = self.path / "domain.yaml"
+        raw = _load_yaml(cfg_path)
+        if not isinstance(raw, dict):
+            raise TaskFileError(cfg_path, "must be a mapping")
+        try:
+            self.config = DomainConfig.model_validate(raw)
+        except pydantic.ValidationError as e:
+            raise _pydantic_error(cfg_path, e, None) from None
+        self.name = self.config.name
+        self.schema_sql = (self.path / "schema.sql").read_text(encoding="utf-8")
+        self.policy = (self.path / "policy.md").read_text(encoding="utf-8") if (self.path / "policy.md").exists() else ""
+        self.tools = Toolset.from_module(_import_file(self.path / "tools.py", f"groundstate_domain_{self.name}_tools"))
+        self._seed_module = _import_file(self.path / "seed.py", f"groundstate_domain_{self.name}_seed")
+        self.columns, self.primary_keys = _introspect_schema(self.schema_sql, self.path / "schema.sql")
+        for kind in ("volatile", "free_text", "json_columns"):
+            for table, cols in getattr(self.config, kind).items():
+                for c in cols:
+                    if table not in self.columns or c not in self.columns[table]:
+                        raise TaskFileError(cfg_path, f"unknown column {table}.{c}", field=f"{kind}.{table}")
+        self._tasks: list[Task] | None = None
+
+    @functools.cached_property
+    def content_hash(self) -> str:
+        """Changes whenever the schema, the seed or the tools change: keys cached templates and golden states."""
+        h = hashlib.sha256()
+        for f in ("domain.yaml", "schema.sql", "seed.py", "tools.py"):
+            h.update((self.path / f).read_bytes())
+        return h.hexdigest()[:16]
+
+    def seed_rows(self, scale: float = 1.0) -> dict[str, list[dict[str, Any]]]:
+        """The deterministic seed: the same rows on every call and every machine."""
+        if scale == 1.0:
+            return self._seed_cached
+        return self._seed_module.generate(random.Random(self.config.seed), scale=scale)
+
+    @functools.cached_property
+    def _seed_cached(self) -> dict[str, list[dict[str, Any]]]:
+        return self._seed_module.generate(random.Random(self.config.seed), scale=1.0)
+
+    @property
+    def tables(self) -> list[str]:
+        return list(self.columns)
+
+    def system_prompt(self) -> str:
+        return self.policy
+
+    # -- tasks ---------------------------------------------------------------------------------
+    @property
+    def tasks(self) -> list[Task]:
+        if self._tasks is None:
+            tasks: list[Task] = []
+            for f in sorted((self.path / "tasks").glob("*.yaml")) if (self.path / "tasks").is_dir() else []:
+                tasks.extend(self.load_task_file(f))
+            seen: dict[str, Path] = {}
+            for t in tasks:
+                if t.id in seen:
+                    raise TaskFileError(self.path / "tasks", f"duplicate task id (also in {seen[t.id]})", t.id, "id")
+                seen[t.id] = self.path
+            self._tasks = tasks
+        return self._tasks
+
+    def load_task_file(self, path: Path) -> list[Task]:
+        """Load and validate one YAML or JSON file holding `tasks: [...]` (or a bare list)."""
+        path = Path(path)
+        raw = json.loads(path.read_text(encoding="utf-8")) if path.suffix == ".json" else _load_yaml(path)
+        if isinstance(raw, dict) and "tasks" in raw:
+            raw = raw["tasks"]
+        if not isinstance(raw, list):
+            raise TaskFileError(path, "must hold a list of tasks (or a mapping with a 'tasks' list)", field="tasks")
+        return [self.validate_task(path, i, item) for i, item in enumerate(raw)]
+
+    def validate_task(self, path: Path, index: int, item: Any) -> Task:
+        if not isinstance(item, dict):
+            raise TaskFileError(path, f"task #{index} must be a mapping", field=f"tasks[{index}]")
+        task_id = str(item.get("id", f"#{index}"))
+        item = {"domain": self.name, "split": self.config.split, **item}
+        try:
+            task = Task.model_validate(item)
+        except pydantic.ValidationError as e:
+            raise _pydantic_error(path, e, task_id) from None
+        if task.domain != self.name:
+            raise TaskFileError(path, f"belongs to domain {task.domain!r}, found in {self.name!r}", task_id, "domain")
+        for table, rows in task.patch.items():
+            if table not in self.columns:
+                raise TaskFileError(path, f"unknown table {table!r}", task_id, f"patch.{table}")
+            for j, row in enumerate(rows):
+                for col in row:
+                    if col not in self.columns[table]:
+                        raise TaskFileError(path, f"unknown column {table}.{col}", task_id, f"patch.{table}[{j}].{col}")
+                missing = [k for k in self.primary_keys[table] if k not in row]
+                if missing:
+                    raise TaskFileError(path, f"patch row lacks primary key {missing}", task_id, f"patch.{table}[{j}]")
+        for j, call in enumerate(task.gold):
+            if call.tool not in self.tools:
+                raise TaskFileError(path, f"unknown tool {call.tool!r}", task_id, f"gold[{j}].tool")
+            try:
+                self.tools[call.tool].validate(call.args)
+            except ToolError as e:
+                raise TaskFileError(path, str(e), task_id, f"gold[{j}].args") from None
+        for j, check in enumerate(task.checks):
+            try:
+                _schema_connection(self.schema_sql).execute("EXPLAIN " + check.sql)
+            except sqlite3.Error as e:
+                raise TaskFileError(path, f"check query does not compile against the schema: {e}", task_id, f"checks[{j}].sql") from None
+        return task
+
+    def task(self, task_id: str) -> Task:
+        for t in self.tasks:
+            if t.id == task_id:
+                return t
+        raise KeyError(f"no task {task_id!r} in domain {self.name!r}")
+
+
+@functools.lru_cache(maxsize=32)
+def _schema_connection(schema_sql: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(":memory:", check_same_thread=False)
+    conn.executescript(schema_sql)
+    return conn
+
+
+def _introspect_schema(schema_sql: str, path: Path) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    try:
+        conn = _schema_connection(schema_sql)
+    except sqlite3.Error as e:
+        raise TaskFileError(path, f"schema does not load: {e}") from None
+    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY rowid")]
+    columns, pks = {}, {}
+    for t in tables:
+        info = conn.execute(f"PRAGMA table_info({t})").fetchall()
+        columns[t] = [r[1] for r in info]
+        pks[t] = [r[1] for r in sorted((r for r in info if r[5]), key=lambda r: r[5])]
+        if not pks[t]:
+            raise TaskFileError(path, f"table {t} has no primary key (the grader keys rows by it)")
+    return columns, pks
+
+
+@functools.lru_cache(maxsize=None)
+def load_domain(name_or_path: str) -> Domain:
+    """A bundled domain by name, or any domain folder by path."""
+    p = Path(name_or_path)
+    if not (p / "domain.yaml").exists():
+        p = DOMAINS_DIR / name_or_path
+    if not (p / "domain.yaml").exists():
+        known = ", ".join(bundled_domains())
+        raise KeyError(f"unknown domain {name_or_path!r}; bundled: {known}")
+    return Domain(p)
+
+
+def bundled_domains() -> list[str]:
+    return sorted(p.name for p in DOMAINS_DIR.iterdir() if (p / "domain.yaml").exists())

@@ -1,0 +1,175 @@
+"""Tool specs from plain typed functions.
+
+A domain's tool is a function whose first parameter is the sandbox `Db`; the rest of the signature
+becomes the JSON schema (through pydantic), the docstring the description. `@tool(write=True)`
+marks tools that change state. Calls are validated, run atomically, and every failure comes back
+to the agent as an error result: the episode goes on.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import pydantic
+
+__all__ = ["tool", "ToolError", "ToolSpec", "ToolResult", "Toolset"]
+
+
+class ToolError(Exception):
+    """A refusal the agent should read (business rule, missing record); never a crash."""
+
+
+def tool(fn: Callable | None = None, *, write: bool = False):
+    """Mark a function as a domain tool; `write=True` if it may change the database."""
+
+    def mark(f: Callable) -> Callable:
+        f.__gs_tool__ = {"write": write}
+        return f
+
+    return mark(fn) if fn is not None else mark
+
+
+_ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$")
+_ARG_LINE = re.compile(r"^\s+(\w+)\s*(\([^)]*\))?:\s*(.*)$")
+
+
+def _split_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """Google-style docstring -> (description, {param: description})."""
+    lines = inspect.cleandoc(doc or "").splitlines()
+    desc, params, current, in_args = [], {}, None, False
+    for line in lines:
+        if _ARGS_HEADER.match(line):
+            in_args = True
+            continue
+        if in_args:
+            if line and not line[0].isspace() and line.rstrip().endswith(":"):
+                in_args = False  # next section (Returns:, Raises:)
+                continue
+            m = _ARG_LINE.match(line)
+            if m:
+                current = m.group(1)
+                params[current] = m.group(3).strip()
+            elif current and line.strip():
+                params[current] += " " + line.strip()
+            continue
+        desc.append(line)
+    return "\n".join(desc).strip(), params
+
+
+@dataclass
+class ToolResult:
+    ok: bool
+    content: str  # what the agent sees: JSON of the return value, or the error message
+    write: bool = False
+
+
+@dataclass
+class ToolSpec:
+    name: str
+    description: str
+    fn: Callable
+    args_model: type[pydantic.BaseModel]
+    write: bool
+    params: dict[str, Any] = field(default_factory=dict)  # parameter name -> annotation
+
+    @classmethod
+    def from_function(cls, fn: Callable) -> "ToolSpec":
+        meta = getattr(fn, "__gs_tool__", {"write": False})
+        sig = inspect.signature(fn)
+        hints = typing.get_type_hints(fn, include_extras=True)
+        description, param_docs = _split_docstring(fn.__doc__ or "")
+        if not description:
+            raise ValueError(f"tool {fn.__name__} has no docstring: the docstring is its description")
+        fields: dict[str, Any] = {}
+        params: dict[str, Any] = {}
+        for i, (name, p) in enumerate(sig.parameters.items()):
+            if i == 0:
+                continue  # the Db
+            ann = hints.get(name, Any)
+            default = ... if p.default is inspect.Parameter.empty else p.default
+            fields[name] = (ann, pydantic.Field(default, description=param_docs.get(name)))
+            params[name] = ann
+        model = pydantic.create_model(
+            f"{fn.__name__}_args", __config__=pydantic.ConfigDict(extra="forbid", strict=False), **fields
+        )
+        return cls(fn.__name__, description, fn, model, bool(meta["write"]), params)
+
+    def json_schema(self) -> dict[str, Any]:
+        schema = self.args_model.model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        return schema
+
+    def openai_schema(self) -> dict[str, Any]:
+        """The tool in the OpenAI / Hugging Face chat-template `tools` format."""
+        return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": self.json_schema()}}
+
+    def validate(self, arguments: Any) -> dict[str, Any]:
+        """Validated keyword arguments, or `ToolError` with a message the agent can act on."""
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except json.JSONDecodeError as e:
+                raise ToolError(f"arguments of {self.name} are not valid JSON: {e.msg}") from None
+        if not isinstance(arguments, dict):
+            raise ToolError(f"arguments of {self.name} must be a JSON object, got {type(arguments).__name__}")
+        try:
+            parsed = self.args_model.model_validate(arguments)
+        except pydantic.ValidationError as e:
+            problems = "; ".join(
+                f"{'.'.join(str(x) for x in err['loc']) or '(arguments)'}: {err['msg']}" for err in e.errors()
+            )
+            raise ToolError(f"invalid arguments for {self.name}: {problems}") from None
+        return {k: getattr(parsed, k) for k in self.args_model.model_fields}
+
+
+def _to_json(value: Any) -> str:
+    return json.dumps(value, default=str, ensure_ascii=False, sort_keys=True)
+
+
+class Toolset:
+    """A domain's tools by name. `call` never raises for anything the agent did."""
+
+    def __init__(self, specs: list[ToolSpec]):
+        self.specs = {s.name: s for s in specs}
+
+    @classmethod
+    def from_module(cls, module: Any) -> "Toolset":
+        fns = [
+            obj
+            for name, obj in vars(module).items()
+            if callable(obj) and hasattr(obj, "__gs_tool__") and not name.startswith("_")
+        ]
+        return cls([ToolSpec.from_function(f) for f in fns])
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.specs
+
+    def __getitem__(self, name: str) -> ToolSpec:
+        return self.specs[name]
+
+    def names(self) -> list[str]:
+        return list(self.specs)
+
+    def openai_schemas(self, allowed: list[str] | None = None) -> list[dict[str, Any]]:
+        return [s.openai_schema() for n, s in self.specs.items() if allowed is None or n in allowed]
+
+    def call(self, db: Any, name: str, arguments: Any) -> ToolResult:
+        spec = self.specs.get(name)
+        if spec is None:
+            return ToolResult(False, f"error: unknown tool {name!r}; available tools: {', '.join(self.specs)}")
+        try:
+            kwargs = spec.validate(arguments)
+            with db.atomic():
+                value = spec.fn(db, **kwargs)
+        except ToolError as e:
+            return ToolResult(False, f"error: {e}", spec.write)
+        except Exception as e:  # a bug or a database error inside the tool: the agent sees it, the run goes on
+            return ToolResult(False, f"error: {name} failed: {type(e).__name__}: {e}", spec.write)
+        return ToolResult(True, _to_json(value), spec.write)

@@ -1,0 +1,98 @@
+"""Mutations of tool calls: the lint's mutants and the noisy agent's corruptions share them."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import types
+import typing
+from typing import Any, Literal
+
+from groundstate.tools import Toolset
+
+Call = dict[str, Any]  # {"tool": name, "args": {...}}
+
+
+def _strip(annotation: Any) -> Any:
+    """Unwrap Annotated and Optional to the underlying type."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _strip(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _strip(args[0]) if len(args) == 1 else annotation
+    return annotation
+
+
+def alternative(annotation: Any, value: Any) -> Any:
+    """Another valid value of the same type, deterministically; `None` when there is none."""
+    ann = _strip(annotation)
+    origin = typing.get_origin(ann)
+    if origin is Literal:
+        others = [o for o in typing.get_args(ann) if o != value]
+        return others[0] if others else None
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, float):
+        return round(value + 1.0, 2)
+    if isinstance(value, str):
+        try:
+            return (dt.date.fromisoformat(value) + dt.timedelta(days=1)).isoformat()
+        except ValueError:
+            return value + "-x" if value else "x"
+    if isinstance(value, list):
+        if len(value) > 1:
+            return value[:-1]
+        if value and isinstance(value[0], int) and not isinstance(value[0], bool):
+            return [value[0] + 1]
+        return None
+    if isinstance(value, dict) and value:
+        k = sorted(value)[-1]
+        return {kk: vv for kk, vv in value.items() if kk != k}
+    return None
+
+
+def mutants(gold: list[Call], toolset: Toolset) -> list[tuple[str, list[Call], int]]:
+    """(description, calls, index of the mutated call) for each write call: drop it, duplicate it, change each argument."""
+    out = []
+    for i, call in enumerate(gold):
+        spec = toolset.specs.get(call["tool"])
+        if spec is None or not spec.write:
+            continue
+        out.append((f"drop gold[{i}] {call['tool']}", gold[:i] + gold[i + 1 :], i))
+        out.append((f"duplicate gold[{i}] {call['tool']}", gold[: i + 1] + [call] + gold[i + 1 :], i + 1))
+        for name, value in call["args"].items():
+            alt = alternative(spec.params.get(name, Any), value)
+            if alt is None:
+                continue
+            changed = {**call, "args": {**call["args"], name: alt}}
+            out.append((f"change gold[{i}] {call['tool']}.{name}: {value!r} -> {alt!r}", gold[:i] + [changed] + gold[i + 1 :], i))
+    return out
+
+
+def corrupt(gold: list[Call], toolset: Toolset, p: float, rng: random.Random) -> list[Call]:
+    """Each call independently, with probability p: dropped, one argument changed, or duplicated."""
+    out: list[Call] = []
+    for call in gold:
+        if rng.random() >= p:
+            out.append(call)
+            continue
+        how = rng.choice(["drop", "change", "duplicate"])
+        if how == "drop":
+            continue
+        if how == "duplicate":
+            out += [call, call]
+            continue
+        spec = toolset.specs.get(call["tool"])
+        names = [n for n in call["args"] if spec is not None]
+        rng.shuffle(names)
+        for name in names:
+            alt = alternative(spec.params.get(name, Any), call["args"][name])
+            if alt is not None:
+                out.append({**call, "args": {**call["args"], name: alt}})
+                break
+        else:
+            continue  # nothing to change: the call is lost
+    return out
