@@ -84,9 +84,11 @@ async def run_episode(
         if turn.tool_calls:
             over = False
             for call in turn.tool_calls:
-                if calls_made >= max_tool_calls:
+                if over or calls_made >= max_tool_calls:
+                    # answer every call id so the conversation stays well-formed for chat templates and training
                     over = True
-                    break
+                    messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": "error: tool-call limit reached; call not executed"})
+                    continue
                 calls_made += 1
                 if call.parse_error:
                     ok, content, write = False, f"error: {call.parse_error}", False

@@ -101,7 +101,7 @@ class DomainConfig(_Strict):
 
 def _pydantic_error(path: Path, e: pydantic.ValidationError, task_id: str | None, prefix: str = "") -> TaskFileError:
     err = e.errors()[0]
-    field = prefix + ".".join(str(x) for x in err["loc"])
+    field = prefix + "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in err["loc"]).lstrip(".")
     more = f" (and {len(e.errors()) - 1} more problems)" if len(e.errors()) > 1 else ""
     return TaskFileError(path, f"{err['msg']}{more}", task_id, field or None)
 
@@ -181,20 +181,28 @@ class Domain:
     def tasks(self) -> list[Task]:
         if self._tasks is None:
             tasks: list[Task] = []
-            for f in sorted((self.path / "tasks").glob("*.yaml")) if (self.path / "tasks").is_dir() else []:
-                tasks.extend(self.load_task_file(f))
             seen: dict[str, Path] = {}
-            for t in tasks:
-                if t.id in seen:
-                    raise TaskFileError(self.path / "tasks", f"duplicate task id (also in {seen[t.id]})", t.id, "id")
-                seen[t.id] = self.path
+            folder = self.path / "tasks"
+            files = sorted(f for f in folder.iterdir() if f.suffix in (".yaml", ".yml", ".json")) if folder.is_dir() else []
+            for f in files:
+                for t in self.load_task_file(f):
+                    if t.id in seen:
+                        raise TaskFileError(f, f"duplicate task id (first defined in {seen[t.id]})", t.id, "id")
+                    seen[t.id] = f
+                    tasks.append(t)
             self._tasks = tasks
         return self._tasks
 
     def load_task_file(self, path: Path) -> list[Task]:
         """Load and validate one YAML or JSON file holding `tasks: [...]` (or a bare list)."""
         path = Path(path)
-        raw = json.loads(path.read_text(encoding="utf-8")) if path.suffix == ".json" else _load_yaml(path)
+        if path.suffix == ".json":
+            try:
+                raw = json.loads(path.read_text(encoding="utf-8"))
+            except (json.JSONDecodeError, UnicodeDecodeError, OSError) as e:
+                raise TaskFileError(path, f"not valid JSON: {e}") from None
+        else:
+            raw = _load_yaml(path)
         if isinstance(raw, dict) and "tasks" in raw:
             raw = raw["tasks"]
         if not isinstance(raw, list):
@@ -230,6 +238,8 @@ class Domain:
             except ToolError as e:
                 raise TaskFileError(path, str(e), task_id, f"gold[{j}].args") from None
         for j, check in enumerate(task.checks):
+            if not check.sql.lstrip().upper().startswith(("SELECT", "WITH")):
+                raise TaskFileError(path, "a check must be a read-only query (SELECT or WITH)", task_id, f"checks[{j}].sql")
             try:
                 _schema_connection(self.schema_sql).execute("EXPLAIN " + check.sql)
             except sqlite3.Error as e:
@@ -280,3 +290,12 @@ def load_domain(name_or_path: str) -> Domain:
 
 def bundled_domains() -> list[str]:
     return sorted(p.name for p in DOMAINS_DIR.iterdir() if (p / "domain.yaml").exists())
+
+
+def iter_tasks(domains: list[str] | None = None, split: str | None = None) -> list[tuple[Task, Domain]]:
+    """(task, domain) pairs of the given domains (default: every bundled one), optionally of one split."""
+    out = []
+    for name in domains or bundled_domains():
+        d = load_domain(name)
+        out += [(t, d) for t in d.tasks if split is None or t.split == split]
+    return out

@@ -118,6 +118,7 @@ class Backend(ABC):
     """Turns (domain, patch) into templates and templates into sandboxes."""
 
     name: str
+    max_open: int | None = None  # how many sandboxes may be open at once (None: no limit)
 
     @abstractmethod
     def prepare(self, domain: "Domain", patch: dict[str, list[dict[str, Any]]] | None = None) -> Template: ...

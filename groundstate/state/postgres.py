@@ -4,7 +4,8 @@ Isolation by template databases: a task's start state is a database (`gs_tpl_<ke
 per-domain base; each attempt gets `CREATE DATABASE gs_sb_<pid>_<n> TEMPLATE gs_tpl_<key>`, its own copy
 of every table *and sequence*, and drops it on close. Concurrent attempts therefore never share a row, a
 lock or a sequence. PostgreSQL's `max_connections` bounds how many sandboxes can be open at once, so
-`open` waits for a free slot (`max_open`).
+`open` waits for a free slot (`max_open`); async callers should bound their own concurrency to
+`max_open` too, so that threads blocked in `open` never starve the episodes holding the slots.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ class PostgresBackend(Backend):
         self._lock = threading.Lock()
         self._admin_lock = threading.Lock()
         self._admin: psycopg.Connection | None = None
+        self.max_open = max_open
         self._slots = threading.BoundedSemaphore(max_open)
         self._counter = itertools.count()
         self.opened = 0
@@ -189,7 +191,7 @@ class PostgresBackend(Backend):
     def cleanup_stale(self) -> list[str]:
         """Drop sandbox databases left by processes that no longer run (a crash skips `close`)."""
         dropped = []
-        for (name,) in self._admin_execute("SELECT datname FROM pg_database WHERE datname LIKE 'gs\\_sb\\_%'"):
+        for (name,) in self._admin_execute("SELECT datname FROM pg_database WHERE datname LIKE %s", ("gs\\_sb\\_%",)):
             pid = int(name.split("_")[2])
             try:
                 os.kill(pid, 0)

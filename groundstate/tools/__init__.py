@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -35,21 +36,24 @@ def tool(fn: Callable | None = None, *, write: bool = False):
 
 
 _ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$")
+_SECTION = re.compile(r"^(Returns|Return|Raises|Yields|Examples?|Notes?|Attributes):\s*$")
 _ARG_LINE = re.compile(r"^\s+(\w+)\s*(\([^)]*\))?:\s*(.*)$")
 
 
 def _split_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """Google-style docstring -> (description, {param: description})."""
+    """Google-style docstring -> (description: the prose before any section, {param: description})."""
     lines = inspect.cleandoc(doc or "").splitlines()
-    desc, params, current, in_args = [], {}, None, False
+    desc, params, current, in_args, in_other = [], {}, None, False, False
     for line in lines:
         if _ARGS_HEADER.match(line):
-            in_args = True
+            in_args, in_other = True, False
+            continue
+        if _SECTION.match(line):
+            in_args, in_other = False, True
+            continue
+        if in_other:
             continue
         if in_args:
-            if line and not line[0].isspace() and line.rstrip().endswith(":"):
-                in_args = False  # next section (Returns:, Raises:)
-                continue
             m = _ARG_LINE.match(line)
             if m:
                 current = m.group(1)
@@ -119,6 +123,10 @@ class ToolSpec:
                 raise ToolError(f"arguments of {self.name} are not valid JSON: {e.msg}") from None
         if not isinstance(arguments, dict):
             raise ToolError(f"arguments of {self.name} must be a JSON object, got {type(arguments).__name__}")
+        for name, value in arguments.items():
+            # lenient coercion accepts "3" for 3, but true/false are never numbers
+            if isinstance(value, bool) and _strip_optional(self.params.get(name)) in (int, float):
+                raise ToolError(f"invalid arguments for {self.name}: {name}: expected a number, got a boolean")
         try:
             parsed = self.args_model.model_validate(arguments)
         except pydantic.ValidationError as e:
@@ -127,6 +135,11 @@ class ToolSpec:
             )
             raise ToolError(f"invalid arguments for {self.name}: {problems}") from None
         return {k: getattr(parsed, k) for k in self.args_model.model_fields}
+
+
+def _strip_optional(annotation: Any) -> Any:
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    return args[0] if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1 else annotation
 
 
 def _to_json(value: Any) -> str:

@@ -1,0 +1,166 @@
+"""The `groundstate` command line: a thin typer app over the library."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from groundstate.tasks import TaskFileError, iter_tasks
+
+app = typer.Typer(help="Train and evaluate tool-using LLM agents with rewards read from the final state of a real database.", no_args_is_help=True)
+tasks_app = typer.Typer(help="Inspect and check tasks.", no_args_is_help=True)
+app.add_typer(tasks_app, name="tasks")
+console = Console(stderr=True)
+out = Console()
+
+BackendOpt = typer.Option("sqlite", "--backend", help="sqlite (embedded default) or postgres.")
+DsnOpt = typer.Option(None, "--pg-dsn", help="PostgreSQL DSN (default: $GROUNDSTATE_PG_DSN or postgresql://postgres@127.0.0.1:5432/postgres).")
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
+                    TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=False)
+
+
+def _load(domain: list[str] | None, split: str | None = None):
+    try:
+        return iter_tasks(domain or None, split)
+    except (TaskFileError, KeyError) as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+
+
+@tasks_app.command("lint")
+def tasks_lint(
+    domain: Optional[list[str]] = typer.Option(None, "--domain", "-d", help="Domain name or folder (repeatable; default: all bundled)."),
+    backend: str = BackendOpt,
+    pg_dsn: Optional[str] = DsnOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+    out_file: Optional[Path] = typer.Option(None, "--out", help="Also write the full per-task report as JSON here."),
+    workers: int = typer.Option(0, help="Parallel tasks (default: 1 on sqlite, 8 on postgres)."),
+) -> None:
+    """Gold must pass, no-op must fail, and mutants of the gold solution must be killed."""
+    from groundstate.lint import lint
+    from groundstate.state import make_backend
+
+    pairs = _load(domain)
+    be = make_backend(backend, pg_dsn)
+    workers = workers or (1 if be.name == "sqlite" else 8)
+    with _progress() as progress:
+        bar = progress.add_task(f"lint ({be.name})", total=len(pairs), status="")
+        report = lint(pairs, be, workers=workers, on_done=lambda r: progress.update(bar, advance=1, status=r.task_id))
+    be.close()
+    summary = report.summary()
+    if out_file:
+        out_file.parent.mkdir(parents=True, exist_ok=True)
+        out_file.write_text(json.dumps(report.to_json(), indent=1, default=str))
+    if as_json:
+        out.print_json(data=summary)
+    else:
+        table = Table(title=f"tasks lint · {be.name}")
+        for col in ("task", "gold", "no-op", "mutants killed", "equivalent", "problems"):
+            table.add_column(col)
+        for t in report.tasks:
+            table.add_row(t.task_id, "pass" if t.gold_pass else "[red]FAIL[/red]", "fail" if t.noop_fail else "[red]PASS[/red]",
+                          f"{t.killed}/{t.counted}", str(len(t.mutants) - t.counted), "; ".join(t.problems)[:80])
+        out.print(table)
+        for s in summary["survivors"]:
+            out.print(f"[yellow]survivor[/yellow] {s['task_id']}: {s['mutant']} — {s['reason']}")
+        n = summary["tasks"]
+        out.print(f"{n} tasks on {be.name}: gold pass {summary['gold_pass']}/{n}, no-op fail {summary['noop_fail']}/{n}, "
+                  f"mutants killed {summary['mutants_killed']}/{summary['mutants']} ({summary['mutant_kill_rate']:.1%}), "
+                  f"{summary['mutants_equivalent']} equivalent")
+    if out_file:
+        console.print(f"report written to {out_file}")
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@tasks_app.command("list")
+def tasks_list(
+    split: Optional[str] = typer.Option(None, help="pool or bench."),
+    domain: Optional[list[str]] = typer.Option(None, "--domain", "-d", help="Domain name (repeatable)."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON array of tasks."),
+) -> None:
+    """Tasks with their domain, split, family and template; counts per domain, family and split."""
+    pairs = _load(domain, split)
+    if as_json:
+        out.print_json(data=[{"id": t.id, "domain": t.domain, "split": t.split, "family": t.family, "template": t.template,
+                              "gold_calls": len(t.gold), "tags": t.tags} for t, _ in pairs])
+        return
+    counts: dict[tuple[str, str, str], int] = {}
+    for t, _ in pairs:
+        counts[(t.domain, t.split or "", t.family)] = counts.get((t.domain, t.split or "", t.family), 0) + 1
+    table = Table(title=f"{len(pairs)} tasks")
+    for col in ("domain", "split", "family", "tasks"):
+        table.add_column(col)
+    for (d, s, f), n in sorted(counts.items()):
+        table.add_row(d, s, f, str(n))
+    out.print(table)
+
+
+@app.command()
+def quickstart(
+    domain: Optional[list[str]] = typer.Option(None, "--domain", "-d", help="Domain (default: all bundled)."),
+    backend: str = BackendOpt,
+    pg_dsn: Optional[str] = DsnOpt,
+    out_dir: Path = typer.Option(Path("runs/quickstart"), "--out", help="Where to write the verdicts."),
+) -> None:
+    """Run every bundled task with the scripted gold and no-op agents and print the verdict table."""
+    from groundstate.agents import make_agent, make_user
+    from groundstate.episode import run_episode
+    from groundstate.grading import grader_for
+    from groundstate.state import make_backend
+
+    pairs = _load(domain)
+    be = make_backend(backend, pg_dsn)
+    grader = grader_for(be)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results_path = out_dir / "verdicts.jsonl"
+    start = time.perf_counter()
+    per_domain: dict[str, dict[str, list[int]]] = {}
+
+    async def one(task, dom, spec):
+        sandbox = be.open(be.prepare(dom, task.patch))
+        try:
+            traj = await run_episode(task, dom, sandbox, make_agent(spec, task, dom), make_user("scripted", task))
+            return grader.grade(task, sandbox, traj), traj
+        finally:
+            sandbox.close()
+
+    with results_path.open("w") as f, _progress() as progress:
+        bar = progress.add_task("quickstart", total=len(pairs) * 2, status="")
+        for task, dom in pairs:
+            for spec in ("scripted:gold", "scripted:noop"):
+                verdict, traj = asyncio.run(one(task, dom, spec))
+                per_domain.setdefault(dom.name, {}).setdefault(spec, []).append(verdict.state_reward or 0)
+                f.write(json.dumps({"task_id": task.id, "agent": spec, "reward": verdict.reward, "verdict": verdict.to_json(),
+                                    "finish_reason": traj.finish_reason}) + "\n")
+                progress.update(bar, advance=1, status=task.id)
+    table = Table(title=f"verdicts on {be.name} ({time.perf_counter() - start:.1f} s)")
+    for col in ("domain", "tasks", "scripted:gold pass", "scripted:noop pass"):
+        table.add_column(col)
+    for name, by_agent in per_domain.items():
+        g, n = by_agent["scripted:gold"], by_agent["scripted:noop"]
+        table.add_row(name, str(len(g)), f"{sum(g) / len(g):.0%}", f"{sum(n) / len(n):.0%}")
+    out.print(table)
+    console.print(f"verdicts written to {results_path}")
+    be.close()
+
+
+def main() -> None:  # pragma: no cover
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,45 @@
+import os
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from groundstate.state.postgres import PostgresBackend, default_dsn
+from groundstate.state.sqlite import SqliteBackend
+from groundstate.tasks import Domain
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _pg_available() -> bool:
+    try:
+        psycopg.connect(default_dsn(), connect_timeout=3).close()
+        return True
+    except psycopg.Error:
+        return False
+
+
+PG_AVAILABLE = _pg_available()
+
+
+@pytest.fixture(scope="session")
+def shop() -> Domain:
+    return Domain(FIXTURES / "shop")
+
+
+@pytest.fixture(scope="session")
+def pg_backend():
+    if not PG_AVAILABLE:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL is required in CI but {default_dsn()} is not reachable")
+        pytest.skip("PostgreSQL not reachable")
+    backend = PostgresBackend()
+    yield backend
+    backend.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request):
+    if request.param == "sqlite":
+        return SqliteBackend()
+    return request.getfixturevalue("pg_backend")
