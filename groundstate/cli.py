@@ -86,6 +86,33 @@ def tasks_lint(
         raise typer.Exit(1)
 
 
+@tasks_app.command("generate")
+def tasks_generate(
+    domain: Optional[list[str]] = typer.Option(None, "--domain", "-d", help="Domain (repeatable; default: every bundled domain with a generator)."),
+    check: bool = typer.Option(False, "--check", help="Only verify that the checked-in files are reproduced exactly (exit 1 if not)."),
+) -> None:
+    """Regenerate task files from each domain's seeded generator (byte-identical for unchanged generators)."""
+    from groundstate.tasks import bundled_domains, load_domain, render_generated_tasks
+
+    names = domain or [d for d in bundled_domains() if (load_domain(d).path / "taskgen.py").exists()]
+    stale = []
+    for name in names:
+        path, text = render_generated_tasks(load_domain(name))
+        current = path.read_text(encoding="utf-8") if path.exists() else None
+        if check:
+            if current != text:
+                stale.append(str(path))
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        console.print(f"{name}: {text.count(chr(10) + '- id: ')} tasks written to {path}")
+    if check:
+        if stale:
+            console.print("[red]out of date:[/red] " + ", ".join(stale))
+            raise typer.Exit(1)
+        console.print(f"{len(names)} task files reproduced exactly")
+
+
 @tasks_app.command("list")
 def tasks_list(
     split: Optional[str] = typer.Option(None, help="pool or bench."),
@@ -107,6 +134,71 @@ def tasks_list(
     for (d, s, f), n in sorted(counts.items()):
         table.add_row(d, s, f, str(n))
     out.print(table)
+
+
+def _slug(text: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-")[:60]
+
+
+@app.command()
+def run(
+    agent: str = typer.Option(..., "--agent", help="scripted:gold|noop|noisy:P, openai:MODEL[@URL] or hf:PATH."),
+    tasks: str = typer.Option("bench", "--tasks", help="pool, bench, all, a domain, a YAML list of ids, or a glob; comma-separated."),
+    k: int = typer.Option(1, "--k", min=1, help="Attempts per task."),
+    user: str = typer.Option("scripted", "--user", help="scripted or openai:MODEL[@URL]."),
+    judge: Optional[str] = typer.Option(None, "--judge", help="openai:MODEL[@URL] for reply rubrics (without: rubric tasks are unjudged)."),
+    out_path: Optional[Path] = typer.Option(None, "--out", help="Results JSONL (default: runs/<agent>_<tasks>_k<k>/results.jsonl). Re-running resumes it."),
+    repair: bool = typer.Option(False, "--repair", help="Retry only the attempts that ended in a system error."),
+    concurrency: int = typer.Option(8, "--concurrency", "-c", min=1, help="Attempts in flight."),
+    seed: int = typer.Option(0, help="Seed for scripted noise and sampling."),
+    temperature: Optional[float] = typer.Option(None, help="Sampling temperature."),
+    top_p: Optional[float] = typer.Option(None, help="Nucleus sampling."),
+    top_k: Optional[int] = typer.Option(None, help="Top-k sampling (where the server accepts it)."),
+    max_tokens: Optional[int] = typer.Option(None, help="Max new tokens per agent turn."),
+    max_turns: Optional[int] = typer.Option(None, help="Override the tasks' agent-turn limit."),
+    backend: str = BackendOpt,
+    pg_dsn: Optional[str] = DsnOpt,
+) -> None:
+    """Run tasks × k attempts, appending one JSON record per attempt; re-run the same command to resume."""
+    from groundstate.runner import RunConfig
+    from groundstate.runner import run as run_tasks
+    from groundstate.selectors import select_tasks
+    from groundstate.state import make_backend
+
+    try:
+        pairs = select_tasks(tasks)
+    except (ValueError, TaskFileError, KeyError) as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    sampling = {k_: v for k_, v in {"temperature": temperature, "top_p": top_p, "top_k": top_k, "max_tokens": max_tokens}.items() if v is not None}
+    cfg = RunConfig(agent=agent, user=user, judge=judge, k=k, concurrency=concurrency, seed=seed, sampling=sampling, max_turns=max_turns)
+    path = out_path or Path("runs") / f"{_slug(agent)}_{_slug(tasks)}_k{k}" / "results.jsonl"
+    be = make_backend(backend, pg_dsn)
+    if hasattr(be, "cleanup_stale"):
+        be.cleanup_stale()
+    with _progress() as progress:
+        bar = progress.add_task(f"run {agent}", total=len(pairs) * k, status="")
+        tally = {"pass": 0, "fail": 0, "syserr": 0}
+        from groundstate.results import read_records
+
+        done_before = len({(r["task_id"], r["attempt"]) for r in read_records(path) if r.get("system_error") is None}) if path.exists() else 0
+        if repair:
+            done_before = len(pairs) * k - len({(r["task_id"], r["attempt"]) for r in read_records(path) if r.get("system_error")})
+        progress.update(bar, completed=done_before)
+
+        def on_result(r):
+            tally["syserr" if r["system_error"] else "pass" if r["reward"] == 1 else "fail"] += 1
+            progress.update(bar, advance=1, status=f"pass {tally['pass']} · fail {tally['fail']} · system errors {tally['syserr']}")
+
+        summary = run_tasks(pairs, cfg, be, path, repair=repair, on_result=on_result)
+    be.close()
+    out.print(f"{summary.ran} attempts run ({summary.skipped} already done) in {summary.seconds:.1f} s: "
+              f"{summary.passed} passed, {summary.failed} failed, {summary.system_errors} system errors, {summary.unjudged} unjudged")
+    console.print(f"results written to {summary.path}\nmanifest written to {summary.manifest}")
+    if summary.system_errors:
+        console.print(f"[yellow]{summary.system_errors} system errors:[/yellow] re-run with --repair to retry them")
 
 
 @app.command()

@@ -15,7 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from groundstate.agents.scripted import ScriptedAgent, ScriptedUser, make_agent
+from groundstate.agents import make_agent
+from groundstate.agents.scripted import ScriptedAgent, ScriptedUser
 from groundstate.episode import run_episode
 from groundstate.grading import Verdict, grader_for
 from groundstate.state.base import Backend

@@ -48,7 +48,7 @@ def attempt_seed(task_id: str, attempt: int, seed: int = 0) -> int:
     return int.from_bytes(hashlib.sha256(f"{task_id}:{attempt}:{seed}".encode()).digest()[:8], "big")
 
 
-def make_agent(spec: str, task: Task, domain: Domain, attempt: int = 0, seed: int = 0):
+def make_scripted_agent(spec: str, task: Task, domain: Domain, attempt: int = 0, seed: int = 0):
     """An agent from a spec string for one attempt (`scripted:gold`, `scripted:noop`, `scripted:noisy:0.3`)."""
     kind = spec.removeprefix("scripted:")
     gold = [c.model_dump() for c in task.gold]
@@ -68,7 +68,3 @@ def make_agent(spec: str, task: Task, domain: Domain, attempt: int = 0, seed: in
     raise ValueError(f"unknown agent spec {spec!r}: use scripted:gold, scripted:noop or scripted:noisy:P")
 
 
-def make_user(spec: str, task: Task):
-    if spec in ("scripted", "scripted:task"):
-        return ScriptedUser(task.user.script)
-    raise ValueError(f"unknown user spec {spec!r}: use scripted")

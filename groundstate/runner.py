@@ -1,0 +1,261 @@
+"""The runner: tasks × k attempts, concurrent, resumable, one results line per attempt.
+
+Each attempt is keyed (task id, attempt index) and appended to a JSONL file as it finishes. Running
+the same command again resumes: finished keys are skipped, and system-error keys are retried
+(`repair=True` retries only those). Blocking database work runs off the event loop on PostgreSQL;
+concurrency is bounded by `concurrency` and by the backend's open-sandbox limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import platform
+import subprocess
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from groundstate import __version__
+from groundstate.agents import make_agent, make_user
+from groundstate.episode import run_episode
+from groundstate.grading import Grader, Verdict, grader_for, system_error
+from groundstate.results import Record, ResultsWriter, key_of, read_records, rewrite_atomically
+from groundstate.state.base import Backend
+from groundstate.tasks import Domain, Task
+
+
+@dataclass
+class RunConfig:
+    agent: str = "scripted:gold"
+    user: str = "scripted"
+    judge: str | None = None
+    k: int = 1
+    concurrency: int = 8
+    seed: int = 0
+    sampling: dict[str, Any] = field(default_factory=dict)  # temperature, top_p, top_k, max_tokens
+    max_turns: int | None = None
+    max_tool_calls: int | None = None
+
+
+@dataclass
+class RunSummary:
+    path: Path
+    manifest: Path
+    planned: int
+    skipped: int
+    ran: int
+    passed: int
+    failed: int
+    system_errors: int
+    unjudged: int
+    seconds: float
+
+
+def task_list_hash(tasks: list[tuple[Task, Domain]]) -> str:
+    h = hashlib.sha256()
+    for t, d in tasks:
+        h.update(f"{t.id}:{t.fingerprint()}:{d.content_hash}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def _git_revision() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=Path(__file__).parent).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def write_manifest(path: Path, cfg: RunConfig, tasks: list[tuple[Task, Domain]], backend: Backend, extra: dict[str, Any] | None = None) -> Path:
+    manifest = path.with_suffix(".manifest.json")
+    previous = json.loads(manifest.read_text()) if manifest.exists() else {}
+    body = {
+        "command": sys.argv,
+        "groundstate": __version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "git_revision": _git_revision(),
+        "backend": backend.name,
+        "tasks": len(tasks),
+        "task_list_hash": task_list_hash(tasks),
+        "config": asdict(cfg),
+        "started": previous.get("started") or datetime.now(timezone.utc).isoformat(),
+        "updated": datetime.now(timezone.utc).isoformat(),
+        "resumed": previous.get("resumed", -1) + 1,
+        **(extra or {}),
+    }
+    if previous.get("task_list_hash") not in (None, body["task_list_hash"]):
+        body["warning"] = "the task list changed since this results file was started"
+    manifest.write_text(json.dumps(body, indent=1, default=str))
+    return manifest
+
+
+class AgentPool:
+    """Agents for attempts: scripted agents are per attempt; model-backed agents are built once and shared."""
+
+    def __init__(self, cfg: RunConfig):
+        self.cfg = cfg
+        self._shared: dict[str, Any] = {}
+
+    def agent(self, task: Task, domain: Domain, attempt: int):
+        spec = self.cfg.agent
+        if spec.startswith("scripted:"):
+            return make_agent(spec, task, domain, attempt, self.cfg.seed)
+        if spec not in self._shared:
+            self._shared[spec] = make_agent(spec, task, domain, attempt, self.cfg.seed, sampling=self.cfg.sampling)
+        return self._shared[spec]
+
+    def user(self, task: Task):
+        return make_user(self.cfg.user, task)
+
+    def judge(self):
+        if self.cfg.judge is None:
+            return None
+        if "judge" not in self._shared:
+            from groundstate.judge import make_judge
+
+            self._shared["judge"] = make_judge(self.cfg.judge)
+        return self._shared["judge"]
+
+
+def model_name(spec: str) -> str:
+    kind, _, rest = spec.partition(":")
+    if kind == "openai":
+        return rest.split("@", 1)[0]
+    return rest if kind == "hf" else spec
+
+
+async def run_attempt(task: Task, domain: Domain, attempt: int, backend: Backend, grader: Grader, agents: AgentPool, cfg: RunConfig) -> Record:
+    """One attempt to one results record. Anything that is not the agent's doing becomes a system error."""
+    started = time.perf_counter()
+    timings: dict[str, float] = {}
+    offload = backend.name != "sqlite"
+    traj = None
+    sandbox = None
+    try:
+        t0 = time.perf_counter()
+        template = await asyncio.to_thread(backend.prepare, domain, task.patch) if offload else backend.prepare(domain, task.patch)
+        sandbox = await asyncio.to_thread(backend.open, template) if offload else backend.open(template)
+        timings["sandbox_s"] = time.perf_counter() - t0
+        agent = agents.agent(task, domain, attempt)
+        t0 = time.perf_counter()
+        traj = await run_episode(task, domain, sandbox, agent, agents.user(task), max_turns=cfg.max_turns, max_tool_calls=cfg.max_tool_calls, offload=offload)
+        timings["episode_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        judge = agents.judge()
+        if offload or (judge is not None and task.rubrics):
+            verdict = await asyncio.to_thread(grader.grade, task, sandbox, traj, judge)
+        else:
+            verdict = grader.grade(task, sandbox, traj, judge)
+        timings["grade_s"] = time.perf_counter() - t0
+    except Exception as e:  # endpoint down, database gone, a bug: never the agent's failure
+        verdict = system_error(f"{type(e).__name__}: {e}")
+        verdict.reasons.append(traceback.format_exc(limit=4))
+    finally:
+        if sandbox is not None:
+            try:
+                await asyncio.to_thread(sandbox.close) if offload else sandbox.close()
+            except Exception:  # noqa: BLE001 - a failed drop must not hide the attempt's result
+                pass
+    timings["total_s"] = time.perf_counter() - started
+    return make_record(task, attempt, cfg, verdict, traj, timings)
+
+
+def make_record(task: Task, attempt: int, cfg: RunConfig, verdict: Verdict, traj: Any, timings: dict[str, float]) -> Record:
+    return {
+        "task_id": task.id,
+        "attempt": attempt,
+        "domain": task.domain,
+        "split": task.split,
+        "family": task.family,
+        "template": task.template,
+        "reward": verdict.reward,
+        "system_error": verdict.system_error,
+        "unjudged": verdict.unjudged,
+        "finish_reason": traj.finish_reason if traj is not None else None,
+        "agent": cfg.agent,
+        "model": model_name(cfg.agent),
+        "user": cfg.user,
+        "seed": cfg.seed,
+        "usage": traj.usage.to_json() if traj is not None else {"input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0},
+        "verdict": verdict.to_json(),
+        "trajectory": traj.to_json() if traj is not None else None,
+        "timings": {k: round(v, 6) for k, v in timings.items()},
+    }
+
+
+def plan(tasks: list[tuple[Task, Domain]], k: int, existing: list[Record], repair: bool) -> tuple[list[tuple[Task, Domain, int]], list[Record]]:
+    """Which attempts to run, and which existing records to keep (the last clean record per key wins)."""
+    keep: dict[tuple[str, int], Record] = {}
+    for r in existing:
+        keep[key_of(r)] = r if (key_of(r) not in keep or r.get("system_error") is None) else keep[key_of(r)]
+    retry = {key for key, r in keep.items() if r.get("system_error") is not None}
+    kept = [r for key, r in keep.items() if key not in retry]
+    done = {key_of(r) for r in kept}
+    todo = []
+    for t, d in tasks:
+        for a in range(k):
+            key = (t.id, a)
+            if key in done:
+                continue
+            if repair and key not in retry:
+                continue
+            todo.append((t, d, a))
+    return todo, kept
+
+
+async def run_async(
+    tasks: list[tuple[Task, Domain]],
+    cfg: RunConfig,
+    backend: Backend,
+    results_path: Path,
+    repair: bool = False,
+    on_result: Callable[[Record], None] | None = None,
+) -> RunSummary:
+    start = time.perf_counter()
+    results_path = Path(results_path)
+    results_path.parent.mkdir(parents=True, exist_ok=True)
+    existing = read_records(results_path, repair_tail=True)
+    todo, kept = plan(tasks, cfg.k, existing, repair)
+    if len(kept) != len(existing):
+        rewrite_atomically(results_path, kept)  # drop superseded system errors before their retries are appended
+    manifest = write_manifest(results_path, cfg, tasks, backend)
+    grader = grader_for(backend)
+    agents = AgentPool(cfg)
+    limit = min(cfg.concurrency, backend.max_open or cfg.concurrency)
+    slots = asyncio.Semaphore(max(1, limit))
+    writer = ResultsWriter(results_path)
+    counts = {"passed": 0, "failed": 0, "system_errors": 0, "unjudged": 0}
+
+    async def one(t: Task, d: Domain, a: int) -> None:
+        async with slots:
+            record = await run_attempt(t, d, a, backend, grader, agents, cfg)
+        writer.write(record)
+        if record["system_error"]:
+            counts["system_errors"] += 1
+        elif record["unjudged"]:
+            counts["unjudged"] += 1
+        elif record["reward"] == 1:
+            counts["passed"] += 1
+        else:
+            counts["failed"] += 1
+        if on_result:
+            on_result(record)
+
+    try:
+        await asyncio.gather(*(one(t, d, a) for t, d, a in todo))
+    finally:
+        writer.close()
+    return RunSummary(results_path, manifest, len(tasks) * cfg.k, len(tasks) * cfg.k - len(todo), len(todo),
+                      counts["passed"], counts["failed"], counts["system_errors"], counts["unjudged"], time.perf_counter() - start)
+
+
+def run(tasks: list[tuple[Task, Domain]], cfg: RunConfig, backend: Backend, results_path: Path, repair: bool = False,
+        on_result: Callable[[Record], None] | None = None) -> RunSummary:
+    """Run (or resume) tasks × k attempts into `results_path`."""
+    return asyncio.run(run_async(tasks, cfg, backend, results_path, repair, on_result))
