@@ -201,6 +201,109 @@ def run(
         console.print(f"[yellow]{summary.system_errors} system errors:[/yellow] re-run with --repair to retry them")
 
 
+def _read_run(path: Path):
+    from groundstate.results import read_records
+
+    try:
+        return read_records(path)
+    except (OSError, ValueError) as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+
+
+def _fmt(x, pct=True):
+    if x is None or (isinstance(x, float) and x != x):
+        return "—"
+    return f"{x:.2%}" if pct else f"{x}"
+
+
+@app.command()
+def metrics(
+    results: Path = typer.Argument(..., help="Results JSONL of a run."),
+    k: Optional[int] = typer.Option(None, "--k", help="k for pass@k / pass^k (default: attempts per task)."),
+    prices: Optional[Path] = typer.Option(None, "--prices", help="YAML price table overriding the bundled one."),
+    by: str = typer.Option("domain", "--by", help="Breakdown: domain (family is always included in --json)."),
+    allow_incomplete: bool = typer.Option(False, "--allow-incomplete", help="Compute despite missing, duplicated or system-error keys."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """pass@1, pass@k, pass^k, Observed k/k with intervals, per-domain breakdown, tokens and cost."""
+    from groundstate.metrics import compute, load_prices
+
+    records = _read_run(results)
+    try:
+        m = compute(records, k, load_prices(prices), allow_incomplete)
+    except ValueError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(1) from None
+    if as_json:
+        out.print_json(data={k_: v for k_, v in m.items() if k_ != "per_task"} | {"per_task": m["per_task"]})
+        return
+    iv = m["intervals"]
+    table = Table(title=f"{results} · {m['tasks']} tasks × k={m['k']}")
+    table.add_column("metric")
+    table.add_column("value")
+    table.add_column("95% CI (bootstrap over tasks)")
+    ci = lambda name: "—" if name not in iv else f"[{_fmt(iv[name][0])}, {_fmt(iv[name][1])}]"  # noqa: E731
+    table.add_row("pass@1", _fmt(m["pass_at_1"]), ci("pass_at_1"))
+    table.add_row(f"pass@{m['k']} (unbiased)", _fmt(m["pass_at_k"]), ci("pass_at_k"))
+    table.add_row("tasks solved at least once", str(m["solved_at_least_once"]), "")
+    table.add_row(f"pass^{m['k']} (unbiased)", _fmt(m["pass_hat_k"]), ci("pass_hat_k"))
+    table.add_row(f"pass^{m['k']} (plug-in (c/n)^k)", _fmt(m["pass_hat_k_plugin"]), "")
+    table.add_row(f"Observed {m['k']}/{m['k']}", f"{m['observed_k_of_k']} ({_fmt(m['observed_k_of_k_rate'])})", ci("observed_k_of_k_rate"))
+    table.add_row("system errors", str(m["system_errors"]), "excluded from the rates")
+    table.add_row("unjudged (rubric, no judge)", str(m["unjudged"]), "counted apart")
+    table.add_row("cost (USD)", "—" if m["cost_usd"] is None else f"{m['cost_usd']:.4f}", "")
+    table.add_row("cost per dependable task", "—" if m["cost_per_dependable_task"] is None else f"{m['cost_per_dependable_task']:.4f}",
+                  m["cost_per_dependable_task_note"] or "")
+    out.print(table)
+    group = m.get(f"by_{by}", {})
+    if group:
+        t2 = Table(title=f"by {by}")
+        for col in (by, "tasks", "pass@1", f"pass@{m['k']}", f"pass^{m['k']}", f"{m['k']}/{m['k']}"):
+            t2.add_column(col)
+        for g, v in group.items():
+            t2.add_row(g, str(v["tasks"]), _fmt(v["pass_at_1"]), _fmt(v["pass_at_k"]), _fmt(v["pass_hat_k"]), str(v["observed_k_of_k"]))
+        out.print(t2)
+
+
+@app.command()
+def compare(
+    base: Path = typer.Argument(..., help="Baseline results JSONL."),
+    cand: Path = typer.Argument(..., help="Candidate results JSONL."),
+    k: Optional[int] = typer.Option(None, "--k"),
+    prices: Optional[Path] = typer.Option(None, "--prices"),
+    allow_incomplete: bool = typer.Option(False, "--allow-incomplete"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Lift of each metric on the shared tasks (paired bootstrap CI, P(lift > 0)), task transitions, cost change."""
+    from groundstate.metrics import compare as compare_runs
+    from groundstate.metrics import load_prices
+
+    try:
+        c = compare_runs(_read_run(base), _read_run(cand), k, load_prices(prices), allow_incomplete=allow_incomplete)
+    except ValueError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(1) from None
+    if as_json:
+        out.print_json(data=c)
+        return
+    t = Table(title=f"{cand} vs {base} · {c['shared_tasks']} shared tasks · k={c['k']}")
+    for col in ("metric", "base", "candidate", "lift", "95% CI", "P(lift > 0)"):
+        t.add_column(col)
+    for name, v in c["metrics"].items():
+        t.add_row(name, _fmt(v["base"]), _fmt(v["candidate"]), f"{v['lift']:+.2%}", f"[{v['ci_95'][0]:+.2%}, {v['ci_95'][1]:+.2%}]", f"{v['p_lift_positive']:.3f}")
+    out.print(t)
+    tr = Table(title="task transitions (rows: base, columns: candidate)")
+    tr.add_column("base \\ candidate")
+    for col in ("never", "sometimes", "always"):
+        tr.add_column(col)
+    for a, row in c["transitions"].items():
+        tr.add_row(a, *(str(row[z]) for z in ("never", "sometimes", "always")))
+    out.print(tr)
+    kk = c["observed_k_of_k"]
+    out.print(f"Observed k/k: {kk['base']} → {kk['candidate']} (moved in {kk['moved_in']}, fell out {kk['fell_out']}); cost USD: {c['cost_usd']}")
+
+
 @app.command()
 def quickstart(
     domain: Optional[list[str]] = typer.Option(None, "--domain", "-d", help="Domain (default: all bundled)."),

@@ -1,0 +1,302 @@
+"""Reliability metrics from results records alone.
+
+Per task: clean attempts n and successes c (system errors and unjudged attempts excluded and counted
+apart). Aggregates over tasks:
+- pass@1 = mean c/n;
+- pass@k (unbiased) = mean 1 − C(n−c, k)/C(n, k): the chance that at least one of k attempts passes;
+- pass^k (unbiased) = mean C(c, k)/C(n, k): the chance that all k attempts pass; and the plug-in
+  (c/n)^k that some published harnesses report, labelled as such;
+- Observed k/k = tasks with c = n = k (solved in every attempt);
+with per-task Jeffreys intervals and bootstrap-over-tasks intervals for each aggregate; and cost:
+total inference cost and cost per dependable task (total cost / tasks solved k/k).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import yaml
+from scipy import stats
+
+from groundstate.results import Record
+
+DEFAULT_PRICES = Path(__file__).parent / "prices.yaml"
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k: 1 − C(n−c, k)/C(n, k)."""
+    _check(n, c, k)
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass^k: C(c, k)/C(n, k)."""
+    _check(n, c, k)
+    return math.comb(c, k) / math.comb(n, k)
+
+
+def pass_hat_k_plugin(n: int, c: int, k: int) -> float:
+    """Plug-in pass^k: (c/n)^k (biased for small n; kept for comparison with published numbers)."""
+    _check(n, c, k)
+    return (c / n) ** k
+
+
+def _check(n: int, c: int, k: int) -> None:
+    if not (0 <= c <= n) or n < 1:
+        raise ValueError(f"need 0 <= c <= n and n >= 1 (n={n}, c={c})")
+    if not 1 <= k <= n:
+        raise ValueError(f"k={k} is outside 1..n={n}: pass@k needs at least k clean attempts")
+
+
+def jeffreys_interval(n: int, c: int, level: float = 0.95) -> tuple[float, float]:
+    """Jeffreys interval for a binomial rate: quantiles of Beta(c + ½, n − c + ½); ends pinned at 0 and 1."""
+    a = (1 - level) / 2
+    lo = 0.0 if c == 0 else float(stats.beta.ppf(a, c + 0.5, n - c + 0.5))
+    hi = 1.0 if c == n else float(stats.beta.ppf(1 - a, c + 0.5, n - c + 0.5))
+    return lo, hi
+
+
+@dataclass
+class TaskCounts:
+    task_id: str
+    domain: str | None
+    family: str | None
+    n: int = 0  # clean attempts
+    c: int = 0  # successes
+    system_errors: int = 0
+    unjudged: int = 0
+    attempts: set[int] = field(default_factory=set)
+
+
+@dataclass
+class Coverage:
+    complete: bool
+    k: int
+    missing: list[tuple[str, int]]
+    duplicated: list[tuple[str, int]]
+    system_errors: list[tuple[str, int]]
+    unequal: dict[str, int]  # task -> clean attempts, where it differs from k
+
+    def problems(self) -> list[str]:
+        out = []
+        if self.missing:
+            out.append(f"{len(self.missing)} missing keys, e.g. {self.missing[:5]}")
+        if self.duplicated:
+            out.append(f"{len(self.duplicated)} duplicated keys, e.g. {self.duplicated[:5]}")
+        if self.system_errors:
+            out.append(f"{len(self.system_errors)} system errors, e.g. {self.system_errors[:5]} (retry them with `groundstate run ... --repair`)")
+        if self.unequal:
+            out.append(f"{len(self.unequal)} tasks without exactly k={self.k} clean attempts, e.g. {dict(list(self.unequal.items())[:5])}")
+        return out
+
+
+def task_counts(records: Iterable[Record]) -> dict[str, TaskCounts]:
+    out: dict[str, TaskCounts] = {}
+    for r in records:
+        t = out.setdefault(r["task_id"], TaskCounts(r["task_id"], r.get("domain"), r.get("family")))
+        t.attempts.add(int(r["attempt"]))
+        if r.get("system_error"):
+            t.system_errors += 1
+        elif r.get("unjudged"):
+            t.unjudged += 1
+        else:
+            t.n += 1
+            t.c += int(r["reward"] == 1)
+    return out
+
+
+def coverage(records: list[Record], k: int | None = None) -> Coverage:
+    seen = Counter((r["task_id"], int(r["attempt"])) for r in records)
+    counts = task_counts(records)
+    k = k or max((max(t.attempts) + 1 for t in counts.values()), default=0)
+    missing = sorted((tid, a) for tid in counts for a in range(k) if (tid, a) not in seen)
+    duplicated = sorted(key for key, n in seen.items() if n > 1)
+    errors = sorted((r["task_id"], int(r["attempt"])) for r in records if r.get("system_error"))
+    unequal = {tid: t.n for tid, t in counts.items() if t.n != k and t.unjudged == 0}
+    return Coverage(not (missing or duplicated or errors or unequal), k, missing, duplicated, errors, unequal)
+
+
+def load_prices(path: Path | None = None) -> dict[str, dict[str, float]]:
+    """Model → USD per million tokens (`input`, `cached_input`, `output`); an override file extends the bundled table."""
+    prices = yaml.safe_load(DEFAULT_PRICES.read_text()) or {}
+    if path is not None:
+        prices.update(yaml.safe_load(Path(path).read_text()) or {})
+    return prices
+
+
+def record_cost(r: Record, prices: dict[str, dict[str, float]]) -> float | None:
+    """USD of one attempt's tokens, or None when its model has no price (scripted agents cost nothing)."""
+    if str(r.get("agent") or "").startswith("scripted:"):
+        return 0.0
+    p = prices.get(r.get("model") or "") or prices.get(r.get("agent") or "")
+    if p is None:
+        return None
+    u = r.get("usage") or {}
+    cached = u.get("cached_input_tokens", 0) or 0
+    fresh = max(0, (u.get("input_tokens", 0) or 0) - cached)
+    return (fresh * p.get("input", 0) + cached * p.get("cached_input", p.get("input", 0)) + (u.get("output_tokens", 0) or 0) * p.get("output", 0)) / 1e6
+
+
+def _aggregates(tasks: list[TaskCounts], k: int) -> dict[str, float]:
+    usable = [t for t in tasks if t.n >= 1]
+    if not usable:
+        return {"pass_at_1": float("nan"), "pass_at_k": float("nan"), "pass_hat_k": float("nan"), "pass_hat_k_plugin": float("nan")}
+    with_k = [t for t in usable if t.n >= k]
+    return {
+        "pass_at_1": float(np.mean([t.c / t.n for t in usable])),
+        "pass_at_k": float(np.mean([pass_at_k(t.n, t.c, k) for t in with_k])) if with_k else float("nan"),
+        "pass_hat_k": float(np.mean([pass_hat_k(t.n, t.c, k) for t in with_k])) if with_k else float("nan"),
+        "pass_hat_k_plugin": float(np.mean([pass_hat_k_plugin(t.n, t.c, k) for t in with_k])) if with_k else float("nan"),
+    }
+
+
+def bootstrap(tasks: list[TaskCounts], k: int, reps: int = 2000, seed: int = 0, level: float = 0.95) -> dict[str, list[float]]:
+    """Percentile intervals of each aggregate, resampling tasks with replacement."""
+    if not tasks:
+        return {}
+    rng = np.random.default_rng(seed)
+    n = np.array([t.n for t in tasks])
+    c = np.array([t.c for t in tasks])
+    p1 = np.where(n > 0, c / np.maximum(n, 1), np.nan)
+    pk = np.array([pass_at_k(t.n, t.c, k) if t.n >= k else np.nan for t in tasks])
+    hk = np.array([pass_hat_k(t.n, t.c, k) if t.n >= k else np.nan for t in tasks])
+    kk = (n == k) & (c == k)
+    idx = rng.integers(0, len(tasks), size=(reps, len(tasks)))
+    a = (1 - level) / 2
+    out = {}
+    for name, values in (("pass_at_1", p1), ("pass_at_k", pk), ("pass_hat_k", hk), ("observed_k_of_k_rate", kk.astype(float))):
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a resample of only k-less tasks has no value
+            samples = np.nanmean(values[idx], axis=1) if not np.all(np.isnan(values)) else np.full(reps, np.nan)
+        out[name] = [float(np.nanquantile(samples, a)), float(np.nanquantile(samples, 1 - a))] if not np.all(np.isnan(samples)) else [float("nan")] * 2
+    return out
+
+
+def compute(records: list[Record], k: int | None = None, prices: dict[str, dict[str, float]] | None = None,
+            allow_incomplete: bool = False, by: str | None = "domain", bootstrap_reps: int = 2000) -> dict[str, Any]:
+    """All figures of `groundstate metrics --json`. Raises ValueError on incomplete coverage unless allowed."""
+    if not records:
+        raise ValueError("no results records")
+    cov = coverage(records, k)
+    k = cov.k
+    if not cov.complete and not allow_incomplete:
+        raise ValueError("incomplete run: " + "; ".join(cov.problems()) + " — use --allow-incomplete to compute anyway")
+    counts = task_counts(records)
+    judged = [t for t in counts.values() if t.n > 0]
+    prices = prices if prices is not None else load_prices()
+    costs = [record_cost(r, prices) for r in records]
+    priced = [x for x in costs if x is not None]
+    cost = float(sum(priced)) if priced and len(priced) == len(costs) else (None if not priced else float(sum(priced)))
+    kk = sum(1 for t in judged if t.n == k and t.c == k)
+    agg = _aggregates(judged, k)
+    out: dict[str, Any] = {
+        "tasks": len(counts),
+        "k": k,
+        "attempts": len(records),
+        "clean_attempts": sum(t.n for t in counts.values()),
+        "system_errors": sum(t.system_errors for t in counts.values()),
+        "unjudged": sum(t.unjudged for t in counts.values()),
+        "complete": cov.complete,
+        "coverage_problems": cov.problems(),
+        **agg,
+        "solved_at_least_once": sum(1 for t in judged if t.c > 0),
+        "pass_at_k_note": "solved_at_least_once equals pass@k x tasks only when every task has n = k",
+        "observed_k_of_k": kk,
+        "observed_k_of_k_rate": kk / len(judged) if judged else float("nan"),
+        "intervals": bootstrap(judged, k, reps=bootstrap_reps) if bootstrap_reps else {},
+        "tokens": {
+            "input": sum((r.get("usage") or {}).get("input_tokens", 0) or 0 for r in records),
+            "cached_input": sum((r.get("usage") or {}).get("cached_input_tokens", 0) or 0 for r in records),
+            "output": sum((r.get("usage") or {}).get("output_tokens", 0) or 0 for r in records),
+        },
+        "cost_usd": cost,
+        "cost_priced_attempts": len(priced),
+        "cost_per_attempt": cost / len(records) if cost is not None and records else None,
+        "cost_per_dependable_task": (cost / kk) if cost is not None and kk > 0 else None,
+        "cost_per_dependable_task_note": None if kk > 0 else "undefined: no task was solved k/k",
+        "per_task": [
+            {"task_id": t.task_id, "domain": t.domain, "family": t.family, "n": t.n, "c": t.c, "system_errors": t.system_errors,
+             "unjudged": t.unjudged, "rate": t.c / t.n if t.n else None, "jeffreys_95": list(jeffreys_interval(t.n, t.c)) if t.n else None}
+            for t in sorted(counts.values(), key=lambda t: t.task_id)
+        ],
+    }
+    for group in ("domain", "family"):
+        if by is None and group == "domain":
+            continue
+        groups: dict[str, list[TaskCounts]] = defaultdict(list)
+        for t in judged:
+            groups[str(getattr(t, group))].append(t)
+        out[f"by_{group}"] = {
+            g: {"tasks": len(ts), **_aggregates(ts, k), "observed_k_of_k": sum(1 for t in ts if t.n == k and t.c == k),
+                "solved_at_least_once": sum(1 for t in ts if t.c > 0)}
+            for g, ts in sorted(groups.items())
+        }
+    return out
+
+
+def category(n: int, c: int) -> str:
+    """never (c = 0), sometimes, or always (c = n)."""
+    return "never" if c == 0 else "always" if c == n else "sometimes"
+
+
+def compare(base: list[Record], cand: list[Record], k: int | None = None, prices: dict | None = None,
+            reps: int = 2000, seed: int = 0, allow_incomplete: bool = False) -> dict[str, Any]:
+    """Lift of each metric on the shared tasks, with paired bootstrap intervals and P(lift > 0); task transitions; cost change."""
+    bc, cc = task_counts(base), task_counts(cand)
+    shared = sorted(t for t in set(bc) & set(cc) if bc[t].n > 0 and cc[t].n > 0)
+    if not shared:
+        raise ValueError("the two runs share no task with clean attempts")
+    k = k or min(coverage(base).k, coverage(cand).k)
+    b = [bc[t] for t in shared]
+    c = [cc[t] for t in shared]
+    for name, recs in (("base", base), ("candidate", cand)):
+        cov = coverage([r for r in recs if r["task_id"] in set(shared)], k)
+        if not cov.complete and not allow_incomplete:
+            raise ValueError(f"{name} run incomplete on the shared tasks: " + "; ".join(cov.problems()))
+
+    def per_task(ts: list[TaskCounts]) -> dict[str, np.ndarray]:
+        return {
+            "pass_at_1": np.array([t.c / t.n for t in ts]),
+            "pass_at_k": np.array([pass_at_k(t.n, t.c, min(k, t.n)) for t in ts]),
+            "pass_hat_k": np.array([pass_hat_k(t.n, t.c, min(k, t.n)) for t in ts]),
+            "observed_k_of_k_rate": np.array([float(t.n == k and t.c == k) for t in ts]),
+        }
+
+    pb, pc = per_task(b), per_task(c)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(shared), size=(reps, len(shared)))
+    lifts = {}
+    for m in pb:
+        d = pc[m] - pb[m]
+        samples = d[idx].mean(axis=1)
+        lifts[m] = {"base": float(pb[m].mean()), "candidate": float(pc[m].mean()), "lift": float(d.mean()),
+                    "ci_95": [float(np.quantile(samples, 0.025)), float(np.quantile(samples, 0.975))],
+                    "p_lift_positive": float((samples > 0).mean())}
+    transitions: dict[str, dict[str, int]] = {a: {z: 0 for z in ("never", "sometimes", "always")} for a in ("never", "sometimes", "always")}
+    for x, y in zip(b, c):
+        transitions[category(x.n, x.c)][category(y.n, y.c)] += 1
+    prices = prices if prices is not None else load_prices()
+    keep = set(shared)
+    costs = {}
+    for name, recs in (("base", base), ("candidate", cand)):
+        cs = [record_cost(r, prices) for r in recs if r["task_id"] in keep]
+        costs[name] = float(sum(x for x in cs if x is not None)) if any(x is not None for x in cs) else None
+    into_kk = sum(1 for x, y in zip(b, c) if not (x.n == k and x.c == k) and (y.n == k and y.c == k))
+    out_kk = sum(1 for x, y in zip(b, c) if (x.n == k and x.c == k) and not (y.n == k and y.c == k))
+    return {
+        "shared_tasks": len(shared),
+        "only_in_base": len(set(bc) - set(cc)),
+        "only_in_candidate": len(set(cc) - set(bc)),
+        "k": k,
+        "metrics": lifts,
+        "observed_k_of_k": {"base": int(pb["observed_k_of_k_rate"].sum()), "candidate": int(pc["observed_k_of_k_rate"].sum()),
+                            "moved_in": into_kk, "fell_out": out_kk},
+        "transitions": transitions,
+        "cost_usd": {**costs, "change": (costs["candidate"] - costs["base"]) if None not in costs.values() else None},
+    }
