@@ -305,6 +305,23 @@ def compare(
 
 
 @app.command()
+def report(
+    results: Path = typer.Argument(..., help="Results JSONL of a run."),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", help="Baseline results for a before/after comparison."),
+    output: Path = typer.Option(Path("report.html"), "-o", "--output", help="Where to write the HTML file."),
+) -> None:
+    """One self-contained HTML report: metrics, success grid, plots, and failing attempts with their diffs."""
+    from groundstate.report import write_report
+
+    records = _read_run(results)
+    if not records:
+        console.print(f"[red]error:[/red] {results} holds no records")
+        raise typer.Exit(2)
+    path = write_report(records, output, f"groundstate report · {results}", _read_run(baseline) if baseline else None)
+    console.print(f"report written to {path}")
+
+
+@app.command()
 def quickstart(
     domain: Optional[list[str]] = typer.Option(None, "--domain", "-d", help="Domain (default: all bundled)."),
     backend: str = BackendOpt,

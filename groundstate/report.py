@@ -1,0 +1,166 @@
+"""`groundstate report`: one self-contained HTML file a person would rather look at than read.
+
+Plots are rendered with matplotlib and embedded as PNG data URIs, so the file opens without network.
+Contents: headline metrics, the task × attempt success grid sorted by pass rate (each failing attempt
+links to its verdict diff and trajectory), the histogram of c/k, pass@k and pass^k against k,
+per-domain bars, and with a baseline the before/after comparison and transition chart.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from groundstate.metrics import category, compare, compute, pass_at_k, pass_hat_k, task_counts  # noqa: E402
+from groundstate.results import Record  # noqa: E402
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1200px;color:#1c2330;padding:0 16px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #dde2ea;padding-bottom:4px}
+table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #dde2ea;padding:4px 8px;text-align:left}
+th{background:#f4f6f9}.muted{color:#6b7585}.grid{display:grid;gap:2px;align-items:center}
+.cell{width:14px;height:14px;border-radius:2px;display:block}.pass{background:#2e9d5b}.fail{background:#d64545}
+.err{background:#9aa3b2}.unj{background:#e0b400}.tid{font:11px monospace;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;max-width:260px}
+.plots img{max-width:48%;margin:4px;border:1px solid #eef0f4}pre{background:#f6f8fa;padding:8px;overflow:auto;max-height:360px;font-size:12px}
+details{margin:6px 0;border:1px solid #eef0f4;padding:4px 8px}
+"""
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def _pct(x: Any) -> str:
+    return "—" if x is None or (isinstance(x, float) and x != x) else f"{x:.1%}"
+
+
+def _anchor(task_id: str, attempt: int) -> str:
+    return "a-" + "".join(ch if ch.isalnum() else "-" for ch in task_id) + f"-{attempt}"
+
+
+def _plots(records: list[Record], m: dict[str, Any]) -> list[str]:
+    counts = [t for t in task_counts(records).values() if t.n > 0]
+    k = m["k"]
+    out = []
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    ax.hist([t.c / t.n for t in counts], bins=[i / k - 0.5 / k for i in range(k + 2)], color="#3a6fd8", edgecolor="white")
+    ax.set(xlabel="c / k (share of attempts solved)", ylabel="tasks", title="Per-task success rate")
+    out.append(_png(fig))
+    ks = list(range(1, k + 1))
+    full = [t for t in counts if t.n >= k]
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    if full:
+        ax.plot(ks, [sum(pass_at_k(t.n, t.c, j) for t in full) / len(full) for j in ks], "o-", label="pass@k", color="#2e9d5b")
+        ax.plot(ks, [sum(pass_hat_k(t.n, t.c, j) for t in full) / len(full) for j in ks], "o-", label="pass^k", color="#d64545")
+    ax.set(xlabel="k", ylabel="rate", ylim=(0, 1.02), title="pass@k and pass^k against k")
+    ax.legend()
+    out.append(_png(fig))
+    by = m.get("by_domain", {})
+    if by:
+        fig, ax = plt.subplots(figsize=(5, 3.2))
+        names = list(by)
+        ax.bar([i - 0.2 for i in range(len(names))], [by[n]["pass_at_1"] for n in names], 0.4, label="pass@1", color="#3a6fd8")
+        ax.bar([i + 0.2 for i in range(len(names))], [by[n]["pass_hat_k"] for n in names], 0.4, label=f"pass^{k}", color="#d64545")
+        ax.set_xticks(range(len(names)), names, rotation=20)
+        ax.set(ylim=(0, 1.02), title="By domain")
+        ax.legend()
+        out.append(_png(fig))
+    return out
+
+
+def _transition_plot(c: dict[str, Any]) -> str:
+    cats = ["never", "sometimes", "always"]
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    bottom = [0] * 3
+    colors = {"never": "#d64545", "sometimes": "#e0b400", "always": "#2e9d5b"}
+    for to in cats:
+        vals = [c["transitions"][fr][to] for fr in cats]
+        ax.bar(cats, vals, bottom=bottom, label=f"→ {to}", color=colors[to])
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    ax.set(xlabel="baseline category", ylabel="tasks", title="Before → after transitions")
+    ax.legend()
+    return _png(fig)
+
+
+def render(records: list[Record], title: str, baseline: list[Record] | None = None, allow_incomplete: bool = True) -> str:
+    m = compute(records, allow_incomplete=allow_incomplete, bootstrap_reps=1000)
+    k = m["k"]
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{CSS}</style></head><body>"]
+    parts.append(f"<h1>{html.escape(title)}</h1><div class='muted'>{m['tasks']} tasks × k = {k} · {m['attempts']} attempts · "
+                 f"{m['system_errors']} system errors · {m['unjudged']} unjudged</div>")
+    iv = m.get("intervals", {})
+    ci = lambda n: f"[{_pct(iv[n][0])}, {_pct(iv[n][1])}]" if n in iv else ""  # noqa: E731
+    rows = [("pass@1", _pct(m["pass_at_1"]), ci("pass_at_1")), (f"pass@{k}", _pct(m["pass_at_k"]), ci("pass_at_k")),
+            (f"pass^{k} (unbiased)", _pct(m["pass_hat_k"]), ci("pass_hat_k")), (f"pass^{k} (plug-in)", _pct(m["pass_hat_k_plugin"]), ""),
+            (f"Observed {k}/{k}", f"{m['observed_k_of_k']} ({_pct(m['observed_k_of_k_rate'])})", ci("observed_k_of_k_rate")),
+            ("solved at least once", str(m["solved_at_least_once"]), ""),
+            ("cost (USD)", "—" if m["cost_usd"] is None else f"{m['cost_usd']:.4f}", ""),
+            ("cost per dependable task", "—" if m["cost_per_dependable_task"] is None else f"{m['cost_per_dependable_task']:.4f}", m["cost_per_dependable_task_note"] or "")]
+    parts.append("<h2>Metrics</h2><table><tr><th>metric</th><th>value</th><th>95% CI / note</th></tr>"
+                 + "".join(f"<tr><td>{a}</td><td>{b}</td><td class='muted'>{c}</td></tr>" for a, b, c in rows) + "</table>")
+    # the success grid: tasks sorted by pass rate, one cell per attempt
+    by_task: dict[str, dict[int, Record]] = {}
+    for r in records:
+        by_task.setdefault(r["task_id"], {})[int(r["attempt"])] = r
+    rate = {t.task_id: (t.c / t.n if t.n else -1) for t in task_counts(records).values()}
+    order = sorted(by_task, key=lambda t: (-rate[t], t))
+    parts.append(f"<h2>Success grid</h2><div class='muted'>green pass · red fail (links to the verdict) · grey system error · "
+                 f"yellow unjudged; tasks sorted by pass rate</div><div class='grid' id='success-grid' "
+                 f"style='grid-template-columns:260px 48px repeat({k},16px)'>")
+    for tid in order:
+        cnt = task_counts(by_task[tid].values())[tid]
+        parts.append(f"<div class='tid' title='{html.escape(tid)}'>{html.escape(tid)}</div><div class='muted'>{cnt.c}/{cnt.n}</div>")
+        for a in range(k):
+            r = by_task[tid].get(a)
+            if r is None:
+                parts.append("<span></span>")
+                continue
+            cls = "err" if r.get("system_error") else "unj" if r.get("unjudged") else "pass" if r.get("reward") == 1 else "fail"
+            if cls == "pass":
+                parts.append(f"<span class='cell pass' title='{html.escape(tid)} #{a}: pass'></span>")
+            else:
+                parts.append(f"<a class='cell {cls}' href='#{_anchor(tid, a)}' title='{html.escape(tid)} #{a}: {cls}'></a>")
+    parts.append("</div>")
+    if baseline is not None:
+        c = compare(baseline, records, allow_incomplete=True, reps=1000)
+        parts.append(f"<h2>Against the baseline ({c['shared_tasks']} shared tasks)</h2><table><tr><th>metric</th><th>baseline</th>"
+                     "<th>this run</th><th>lift</th><th>95% CI</th><th>P(lift &gt; 0)</th></tr>"
+                     + "".join(f"<tr><td>{n}</td><td>{_pct(v['base'])}</td><td>{_pct(v['candidate'])}</td><td>{v['lift']:+.1%}</td>"
+                               f"<td>[{v['ci_95'][0]:+.1%}, {v['ci_95'][1]:+.1%}]</td><td>{v['p_lift_positive']:.3f}</td></tr>"
+                               for n, v in c["metrics"].items()) + "</table>")
+        kk = c["observed_k_of_k"]
+        parts.append(f"<p>Observed k/k: {kk['base']} → {kk['candidate']} (moved in {kk['moved_in']}, fell out {kk['fell_out']}).</p>")
+        parts.append(f"<div class='plots'><img alt='transitions' src='{_transition_plot(c)}'></div>")
+    parts.append("<h2>Plots</h2><div class='plots'>" + "".join(f"<img alt='plot' src='{p}'>" for p in _plots(records, m)) + "</div>")
+    parts.append("<h2>Failing attempts</h2>")
+    for tid in order:
+        for a, r in sorted(by_task[tid].items()):
+            if r.get("reward") == 1:
+                continue
+            v = r.get("verdict") or {}
+            reason = r.get("system_error") or "; ".join(v.get("reasons", [])[:2])
+            parts.append(f"<details id='{_anchor(tid, a)}'><summary><b>{html.escape(tid)}</b> attempt {a} — {html.escape(str(reason))[:200]}</summary>"
+                         f"<div>verdict diff</div><pre>{html.escape(json.dumps(v.get('diff', []), indent=1, default=str))}</pre>"
+                         f"<div>trajectory</div><pre>{html.escape(json.dumps((r.get('trajectory') or {}).get('messages', []), indent=1, default=str)[:20000])}</pre></details>")
+    parts.append("<script>document.querySelectorAll('a.cell').forEach(a=>a.addEventListener('click',()=>{const d=document.getElementById(a.getAttribute('href').slice(1));if(d)d.open=true;}));</script>")
+    parts.append("</body></html>")
+    return "".join(parts)
+
+
+def write_report(records: list[Record], out: Path, title: str, baseline: list[Record] | None = None) -> Path:
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(records, title, baseline), encoding="utf-8")
+    return out
