@@ -56,7 +56,10 @@ def test_concurrent_attempts_never_see_each_others_writes(backend, shop, n):
         assert fresh.connection.scalar("SELECT total FROM orders WHERE id = 1") == 10
         assert len(fresh.changes()) == 0
     if backend.name == "postgres":
-        assert backend.sandbox_databases() == []  # every sandbox database was dropped
+        assert backend.in_use == 0  # every sandbox was released...
+        assert backend.reused > 0  # ...and clones were reset by rollback and reused
+        backend.drain()
+        assert backend.sandbox_databases() == []  # ...and dropped when the pool is drained
 
 
 def test_inserted_ids_are_identical_across_backends_and_attempts(backend, shop):

@@ -1,21 +1,28 @@
 """PostgreSQL backend: the real server, for large worlds and many concurrent episodes.
 
-Isolation by template databases: a task's start state is a database (`gs_tpl_<key>`) built once from a
-per-domain base; each attempt gets `CREATE DATABASE gs_sb_<pid>_<n> TEMPLATE gs_tpl_<key>`, its own copy
-of every table *and sequence*, and drops it on close. Concurrent attempts therefore never share a row, a
-lock or a sequence. PostgreSQL's `max_connections` bounds how many sandboxes can be open at once, so
-`open` waits for a free slot (`max_open`); async callers should bound their own concurrency to
+Isolation scheme: *template databases, pooled clones, one transaction per attempt*.
+- A task's start state is a database (`gs_tpl_<key>`) built once from a per-domain base (`gs_base_…`).
+- A sandbox is a private clone (`CREATE DATABASE gs_sb_<pid>_<n> TEMPLATE gs_tpl_<key>`) with its own
+  tables, triggers and sequences, used by one attempt at a time inside one transaction (`BEGIN` at open).
+- At close the transaction is rolled back, which restores the clone exactly (rows and change log; any
+  sequences are reset to their template values), and the clone goes back to a per-template pool for the
+  next attempt of the same task. Concurrent attempts never share a database, a row lock or a sequence.
+Cloning costs tens of milliseconds; reusing a pooled clone costs a ROLLBACK. PostgreSQL's
+`max_connections` bounds how many clones can be open at once (`max_open`); when the pool is full, idle
+clones of other templates are dropped to make room. Async callers should bound their own concurrency to
 `max_open` too, so that threads blocked in `open` never starve the episodes holding the slots.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import re
 import threading
 import zlib
-from typing import TYPE_CHECKING, Any
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, Iterator
 
 import psycopg
 from psycopg import sql
@@ -41,19 +48,27 @@ def portable_to_postgres(schema_sql: str) -> str:
     return re.sub(r"\bREAL\b", "DOUBLE PRECISION", schema_sql, flags=re.IGNORECASE)
 
 
+class _Clone:
+    """A pooled sandbox database and its connection."""
+
+    def __init__(self, dbname: str, conn: psycopg.Connection, template_key: str, sequences: dict[str, int]):
+        self.dbname, self.conn, self.template_key, self.sequences = dbname, conn, template_key, sequences
+
+
 class PostgresSandbox(Sandbox):
     backend: "PostgresBackend | None" = None
-    dbname: str = ""
+    clone: _Clone | None = None
+
+    @property
+    def dbname(self) -> str:
+        return self.clone.dbname if self.clone else ""
 
     def close(self) -> None:
         if self.closed:
             return
         self.closed = True
-        try:
-            self.connection.raw.close()
-        finally:
-            assert self.backend is not None
-            self.backend._drop(self.dbname)
+        assert self.backend is not None and self.clone is not None
+        self.backend._release(self.clone)
 
 
 class PostgresBackend(Backend):
@@ -62,25 +77,42 @@ class PostgresBackend(Backend):
     def __init__(self, dsn: str | None = None, scale: float = 1.0, max_open: int = 40):
         self.dsn = dsn or default_dsn()
         self.scale = scale
+        self.max_open = max_open
         self._templates: dict[str, Template] = {}
         self._lock = threading.Lock()
-        self._admin_lock = threading.Lock()
-        self._admin: psycopg.Connection | None = None
-        self.max_open = max_open
-        self._slots = threading.BoundedSemaphore(max_open)
+        self._admins: list[psycopg.Connection] = []
+        self._admin_pool_lock = threading.Lock()
+        self._pool = threading.Condition()
+        self._idle: "OrderedDict[str, _Clone]" = OrderedDict()  # dbname -> idle clone, least recently used first
+        self._clones = 0  # clones in existence (idle or in use)
         self._counter = itertools.count()
-        self.opened = 0
-        self.dropped = 0
+        self.cloned = 0  # CREATE DATABASE count
+        self.reused = 0  # sandboxes served from the pool
+        self.in_use = 0
 
     # -- connections ---------------------------------------------------------------------------
     def connect(self, dbname: str) -> psycopg.Connection:
         return psycopg.connect(make_conninfo(self.dsn, dbname=dbname), autocommit=True)
 
+    @contextlib.contextmanager
+    def _admin(self) -> Iterator[psycopg.Connection]:
+        """An autocommit connection to the maintenance database, from a small pool (CREATE DATABASE runs in parallel)."""
+        with self._admin_pool_lock:
+            conn = self._admins.pop() if self._admins else None
+        if conn is None or conn.closed:
+            conn = psycopg.connect(self.dsn, autocommit=True)
+        try:
+            yield conn
+        except BaseException:
+            conn.close()
+            raise
+        else:
+            with self._admin_pool_lock:
+                self._admins.append(conn)
+
     def _admin_execute(self, query: sql.Composable | str, params: tuple = ()) -> list[tuple]:
-        with self._admin_lock:
-            if self._admin is None or self._admin.closed:
-                self._admin = psycopg.connect(self.dsn, autocommit=True)
-            cur = self._admin.execute(query, params)
+        with self._admin() as conn:
+            cur = conn.execute(query, params)
             return cur.fetchall() if cur.description else []
 
     def _exists(self, dbname: str) -> bool:
@@ -96,21 +128,22 @@ class PostgresBackend(Backend):
     def _build(self, dbname: str, template: str | None, fill) -> None:
         """Create `dbname` (from `template`), fill it, mark it ready; safe across processes via an advisory lock."""
         lock_id = zlib.crc32(dbname.encode()) & 0x7FFFFFFF  # stable across processes
-        self._admin_execute("SELECT pg_advisory_lock(%s)", (lock_id,))
-        try:
-            if self._ready(dbname):
-                return
-            if self._exists(dbname):  # a half-built leftover of a crashed process
-                self._admin_execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(dbname)))
-            create = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname))
-            if template:
-                create = sql.SQL("CREATE DATABASE {} TEMPLATE {} STRATEGY FILE_COPY").format(sql.Identifier(dbname), sql.Identifier(template))
-            self._admin_execute(create)
-            with self.connect(dbname) as conn:
-                fill(conn)
-            self._admin_execute(sql.SQL("COMMENT ON DATABASE {} IS 'groundstate:ready'").format(sql.Identifier(dbname)))
-        finally:
-            self._admin_execute("SELECT pg_advisory_unlock(%s)", (lock_id,))
+        with self._admin() as lock_conn:  # held for the whole build: the lock belongs to this session
+            lock_conn.execute("SELECT pg_advisory_lock(%s)", (lock_id,))
+            try:
+                if self._ready(dbname):
+                    return
+                if self._exists(dbname):  # a half-built leftover of a crashed process
+                    self._admin_execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(dbname)))
+                create = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname))
+                if template:
+                    create = sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(dbname), sql.Identifier(template))
+                self._admin_execute(create)
+                with self.connect(dbname) as conn:
+                    fill(conn)
+                self._admin_execute(sql.SQL("COMMENT ON DATABASE {} IS 'groundstate:ready'").format(sql.Identifier(dbname)))
+            finally:
+                lock_conn.execute("SELECT pg_advisory_unlock(%s)", (lock_id,))
 
     # -- templates -----------------------------------------------------------------------------
     def _base(self, domain: "Domain") -> str:
@@ -161,27 +194,89 @@ class PostgresBackend(Backend):
 
     # -- sandboxes -----------------------------------------------------------------------------
     def open(self, template: Template) -> PostgresSandbox:
-        self._slots.acquire()
-        dbname = f"gs_sb_{os.getpid()}_{next(self._counter)}"
+        """A private clone of the template inside a fresh transaction: pooled if one is idle, else cloned."""
+        evict: _Clone | None = None
+        clone: _Clone | None = None
+        with self._pool:
+            while True:
+                clone = next((c for c in self._idle.values() if c.template_key == template.key), None)
+                if clone is not None:
+                    del self._idle[clone.dbname]
+                    break
+                if self._clones < self.max_open:
+                    self._clones += 1
+                    break
+                if self._idle:  # make room: drop the least recently used idle clone of another template
+                    evict = self._idle.popitem(last=False)[1]
+                    break
+                self._pool.wait()
+            self.in_use += 1
         try:
-            self._admin_execute(
-                sql.SQL("CREATE DATABASE {} TEMPLATE {} STRATEGY FILE_COPY").format(sql.Identifier(dbname), sql.Identifier(template.handle))
-            )
-            conn = self.connect(dbname)
+            if evict is not None:
+                self._drop(evict)
+            if clone is None:
+                clone = self._clone(template)
+            else:
+                self.reused += 1
+            clone.conn.execute("BEGIN")
         except BaseException:
-            self._slots.release()
+            with self._pool:
+                self.in_use -= 1
+                self._clones -= 1
+                self._pool.notify_all()
             raise
-        self.opened += 1
-        sandbox = PostgresSandbox(template, PgDb(conn, template.domain.config.today))
-        sandbox.backend, sandbox.dbname = self, dbname
+        sandbox = PostgresSandbox(template, PgDb(clone.conn, template.domain.config.today))
+        sandbox.backend, sandbox.clone = self, clone
         return sandbox
 
-    def _drop(self, dbname: str) -> None:
+    def _clone(self, template: Template) -> _Clone:
+        dbname = f"gs_sb_{os.getpid()}_{next(self._counter)}"
+        self._admin_execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(dbname), sql.Identifier(template.handle)))
+        self.cloned += 1
+        conn = self.connect(dbname)
+        seqs = {name: value for name, value in conn.execute(
+            "SELECT schemaname || '.' || sequencename, last_value FROM pg_sequences WHERE schemaname = 'public'").fetchall()}
+        return _Clone(dbname, conn, template.key, seqs)
+
+    def _release(self, clone: _Clone) -> None:
+        """Roll the attempt back and return the clone to the pool; discard it if it cannot be proven clean."""
+        reusable = False
         try:
-            self._admin_execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname)))
-            self.dropped += 1
+            clone.conn.execute("ROLLBACK")
+            for name, value in clone.sequences.items():  # sequences are not transactional
+                clone.conn.execute("SELECT setval(%s, %s, %s)", (name, value or 1, value is not None))
+            reusable = clone.conn.execute(f"SELECT COUNT(*) FROM {LOG_TABLE}").fetchone()[0] == 0
+        except psycopg.Error:
+            reusable = False
+        with self._pool:
+            self.in_use -= 1
+            if reusable:
+                self._idle[clone.dbname] = clone
+                self._pool.notify_all()
+                return
+        try:
+            self._drop(clone)
         finally:
-            self._slots.release()
+            with self._pool:
+                self._clones -= 1
+                self._pool.notify_all()
+
+    def _drop(self, clone: _Clone) -> None:
+        try:
+            clone.conn.close()
+        finally:
+            self._admin_execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(clone.dbname)))
+
+    def drain(self) -> int:
+        """Drop every idle pooled clone (sandboxes in use are untouched); returns how many were dropped."""
+        with self._pool:
+            idle = list(self._idle.values())
+            self._idle.clear()
+            self._clones -= len(idle)
+            self._pool.notify_all()
+        for clone in idle:
+            self._drop(clone)
+        return len(idle)
 
     def sandbox_databases(self) -> list[str]:
         """Sandbox databases of this process that still exist (0 after every sandbox is closed)."""
@@ -212,10 +307,12 @@ class PostgresBackend(Backend):
         self._templates.clear()
 
     def close(self) -> None:
-        with self._admin_lock:
-            if self._admin is not None:
-                self._admin.close()
-                self._admin = None
+        """Drop the pooled clones and close the maintenance connections (templates stay cached on the server)."""
+        self.drain()
+        with self._admin_pool_lock:
+            for conn in self._admins:
+                conn.close()
+            self._admins.clear()
 
 
 def make_backend(name: str, dsn: str | None = None, **kw: Any) -> Backend:
