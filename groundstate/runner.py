@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from groundstate import __version__
 from groundstate.agents import make_agent, make_user
+from groundstate.agents.scripted import attempt_seed
 from groundstate.episode import run_episode
 from groundstate.grading import Grader, Verdict, grader_for, system_error
 from groundstate.results import Record, ResultsWriter, key_of, read_records, rewrite_atomically
@@ -108,7 +109,10 @@ class AgentPool:
             return make_agent(spec, task, domain, attempt, self.cfg.seed)
         if spec not in self._shared:
             self._shared[spec] = make_agent(spec, task, domain, attempt, self.cfg.seed, sampling=self.cfg.sampling)
-        return self._shared[spec]
+        shared = self._shared[spec]
+        if hasattr(shared, "with_seed"):  # local models: the same weights, an independent seed per attempt
+            return shared.with_seed(attempt_seed(task.id, attempt, self.cfg.seed))
+        return shared
 
     def user(self, task: Task):
         return make_user(self.cfg.user, task)
@@ -126,7 +130,9 @@ class AgentPool:
 def model_name(spec: str) -> str:
     kind, _, rest = spec.partition(":")
     if kind == "openai":
-        return rest.split("@", 1)[0]
+        from groundstate.agents.openai_compat import parse_endpoint
+
+        return parse_endpoint(spec)[0]
     return rest if kind == "hf" else spec
 
 

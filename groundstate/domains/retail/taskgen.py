@@ -23,7 +23,6 @@ from typing import Any, Callable
 
 
 HERE = Path(__file__).resolve().parent
-TASKS_FILE = HERE / "tasks" / "retail.yaml"
 
 # Tables in foreign-key order: patch rows are applied in this order.
 TABLE_ORDER = [

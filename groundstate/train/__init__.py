@@ -1,0 +1,1 @@
+"""Training: models and tokenizers groundstate builds itself, chat formats, GRPO engines."""

@@ -1,0 +1,120 @@
+"""Tiny models built from scratch, for offline runs and tests: a byte-level BPE tokenizer and a Qwen2 model.
+
+No weights are downloaded: the tokenizer is trained in seconds on text from the domain (policy, tool
+schemas, instructions, rendered tool calls) and the model starts from random weights, to be
+warm-started with supervised fine-tuning. Both save with `save_pretrained`, so `hf:DIR` loads them
+like any Hugging Face checkpoint. The chat format is `chat_template.jinja` beside this file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+CHAT_TEMPLATE_PATH = Path(__file__).with_name("chat_template.jinja")
+
+IM_START, IM_END, END_OF_TEXT = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
+SPECIAL_TOKENS = [END_OF_TEXT, IM_START, IM_END]  # control tokens: dropped by skip_special_tokens
+FORMAT_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]  # kept in decoded text
+
+# Qwen2's pre-tokenizer split: numbers are cut into single digits, so ids and amounts copy digit by digit.
+_SPLIT = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+
+
+def chat_template() -> str:
+    return CHAT_TEMPLATE_PATH.read_text()
+
+
+def build_tokenizer(texts: Iterable[str], vocab_size: int = 1024):
+    """A byte-level BPE tokenizer trained on `texts`, with groundstate's chat template; `len()` is at most `vocab_size`.
+
+    eos is `<|im_end|>` (ends an assistant turn), pad is `<|endoftext|>`; the tool-call, tool-response and
+    think tags are single added tokens that stay in decoded text.
+    """
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    if vocab_size < 256 + len(SPECIAL_TOKENS) + len(FORMAT_TOKENS):
+        raise ValueError(f"vocab_size {vocab_size} is below the byte alphabet plus the special tokens")
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(_SPLIT), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size - len(FORMAT_TOKENS),
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(list(texts), trainer=trainer)
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in FORMAT_TOKENS])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token=IM_END,
+        pad_token=END_OF_TEXT,
+        extra_special_tokens=[IM_START],
+        clean_up_tokenization_spaces=False,
+        model_max_length=32768,
+    )
+    fast.chat_template = chat_template()
+    return fast
+
+
+def build_model(tokenizer, hidden: int = 128, layers: int = 3, heads: int = 4, kv_heads: int = 2, ffn: int = 256, seed: int = 0, max_positions: int = 8192):
+    """A randomly initialised Qwen2 causal LM sized for `tokenizer`, tied embeddings, float32, eval mode.
+
+    Stops at `<|im_end|>` or `<|endoftext|>`. The global torch RNG is left as it was.
+    """
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    im_end = tokenizer.convert_tokens_to_ids(IM_END)
+    eot = tokenizer.convert_tokens_to_ids(END_OF_TEXT)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=ffn,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=max_positions,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=im_end,
+        pad_token_id=eot,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Qwen2ForCausalLM(config)
+    model.generation_config = GenerationConfig(eos_token_id=[im_end, eot], pad_token_id=eot, bos_token_id=None)
+    return model.eval()
+
+
+def save_tiny(directory: str | Path, texts: Iterable[str], *, vocab_size: int = 1024, **model_kw: Any) -> Path:
+    """Build a tokenizer on `texts` and a model for it, and save both to `directory` (loadable as `hf:DIR`)."""
+    directory = Path(directory)
+    tokenizer = build_tokenizer(texts, vocab_size=vocab_size)
+    model = build_model(tokenizer, **model_kw)
+    directory.mkdir(parents=True, exist_ok=True)
+    tokenizer.save_pretrained(directory)
+    model.save_pretrained(directory)
+    return directory
+
+
+def domain_corpus(domain: Any, repeat: int = 20) -> list[str]:
+    """Text to train a domain's tokenizer on: its policy, tool schemas, task instructions and gold calls,
+    rendered as the model will see and write them (repeated so that their pieces become merges)."""
+    from groundstate.agents.toolcall_format import render_tool_call
+
+    schemas = domain.tools.openai_schemas()
+    texts = [domain.system_prompt(), *(json.dumps(s, ensure_ascii=False) for s in schemas)]
+    for task in domain.tasks:
+        texts.append(task.instruction)
+        texts.extend(render_tool_call(c.tool, c.args) for c in task.gold)
+    texts.extend(render_tool_call(s["function"]["name"], {}) for s in schemas)
+    return texts * repeat
