@@ -321,53 +321,131 @@ def report(
     console.print(f"report written to {path}")
 
 
+tiny_app = typer.Typer(help="Tiny models built offline on this machine.", no_args_is_help=True)
+app.add_typer(tiny_app, name="tiny")
+
+
+@tiny_app.command("build")
+def tiny_build(
+    out_dir: Path = typer.Option(..., "--out", help="Model directory to write (loadable as hf:DIR)."),
+    domain: str = typer.Option("kiosk", "--domain", help="Pool domain whose fresh instances are the demonstrations."),
+    max_steps: int = typer.Option(1500, help="Upper bound on supervised steps."),
+    target: float = typer.Option(0.35, help="Stop once held-out pass@1 reaches this (a deliberately imperfect base)."),
+    demonstrations: int = typer.Option(6000, help="Fresh demonstrations to render."),
+    seed: int = typer.Option(0),
+) -> None:
+    """Train a tokenizer, build a tiny Qwen2 and warm-start it with TRL's SFTTrainer — nothing is downloaded."""
+    from groundstate.train.sft import SftConfig
+    from groundstate.train.tiny import build_tiny_policy
+
+    info = build_tiny_policy(out_dir, domain, sft=SftConfig(demonstrations=demonstrations, max_steps=max_steps, target_pass_at_1=target, seed=seed),
+                             log=lambda m: console.print(m))
+    out.print(f"{info['parameters'] / 1e6:.2f}M-parameter model, {info['sft']['steps']} SFT steps, held-out pass@1 history: "
+              + ", ".join(f"{h['step']}: {h['val_pass_at_1']:.2f}" for h in info["sft"]["history"]))
+    console.print(f"model written to {out_dir} (use it as --agent hf:{out_dir})")
+
+
 @app.command()
-def quickstart(
-    domain: Optional[list[str]] = typer.Option(None, "--domain", "-d", help="Domain (default: all bundled)."),
+def train(
+    model: str = typer.Option(..., "--model", help="Hugging Face model directory (or hub id where reachable)."),
+    train_tasks: str = typer.Option(..., "--train", help="Training tasks: a selection train.yaml or any --tasks selector."),
+    val_tasks: Optional[str] = typer.Option(None, "--val", help="Validation tasks, evaluated after training (k = --val-k)."),
+    engine: str = typer.Option("trl", "--engine", help="trl (one machine) or verl (GPUs and nodes)."),
+    group_size: int = typer.Option(8, "--group-size"),
+    tasks_per_step: int = typer.Option(8, "--tasks-per-step"),
+    steps: int = typer.Option(100, "--steps"),
+    lr: float = typer.Option(1e-6, "--lr"),
+    temperature: float = typer.Option(1.0, "--temperature"),
+    top_p: float = typer.Option(1.0, "--top-p"),
+    top_k: int = typer.Option(0, "--top-k"),
+    beta: float = typer.Option(0.0, "--beta", help="KL coefficient (0: KL-free, like the reference recipe)."),
+    refill_ratio: float = typer.Option(1.0, "--refill-ratio", help="At most this × tasks-per-step extra groups to replace zero-variance ones."),
+    save_steps: int = typer.Option(25, "--save-steps"),
+    max_new_tokens: int = typer.Option(512, "--max-new-tokens"),
+    max_context: int = typer.Option(8192, "--max-context"),
+    use_vllm: bool = typer.Option(False, "--use-vllm", help="GPU path: TRL's vLLM integration for generation."),
+    val_k: int = typer.Option(8, "--val-k"),
+    seed: int = typer.Option(0),
+    out_dir: Path = typer.Option(Path("runs/train"), "--out"),
     backend: str = BackendOpt,
     pg_dsn: Optional[str] = DsnOpt,
-    out_dir: Path = typer.Option(Path("runs/quickstart"), "--out", help="Where to write the verdicts."),
 ) -> None:
-    """Run every bundled task with the scripted gold and no-op agents and print the verdict table."""
-    from groundstate.agents import make_agent, make_user
-    from groundstate.episode import run_episode
-    from groundstate.grading import grader_for
+    """GRPO with the final-state verdict as the only reward; checkpoints are Hugging Face model directories."""
+    from groundstate.selectors import select_tasks
     from groundstate.state import make_backend
 
-    pairs = _load(domain)
+    if engine != "trl":
+        console.print(f"[red]error:[/red] engine {engine!r} is not available in this build: use --engine trl")
+        raise typer.Exit(2)
+    from groundstate.train.trl_engine import TrainConfig, train_trl
+
+    try:
+        pairs = select_tasks(train_tasks)
+    except (ValueError, TaskFileError, KeyError) as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
     be = make_backend(backend, pg_dsn)
-    grader = grader_for(be)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    results_path = out_dir / "verdicts.jsonl"
-    start = time.perf_counter()
-    per_domain: dict[str, dict[str, list[int]]] = {}
+    cfg = TrainConfig(group_size=group_size, tasks_per_step=tasks_per_step, steps=steps, lr=lr, temperature=temperature, top_p=top_p,
+                      top_k=top_k, beta=beta, refill_ratio=refill_ratio, save_steps=save_steps, max_new_tokens=max_new_tokens,
+                      max_context=max_context, seed=seed, use_vllm=use_vllm)
+    with _progress() as progress:
+        bar = progress.add_task("GRPO", total=steps, status="")
+        final = train_trl(model, pairs, be, out_dir, cfg, on_step=lambda r: progress.update(
+            bar, completed=r["step"], status=f"reward {r['sampled_reward']:.2f} · informative {r['informative']}/{r['groups']}"))
+    console.print(f"checkpoint written to {final}\nmetrics written to {out_dir / 'metrics.jsonl'}\nrollouts written to {out_dir / 'rollouts.jsonl'}")
+    if val_tasks:
+        from groundstate.runner import RunConfig, run as run_tasks
 
-    async def one(task, dom, spec):
-        sandbox = be.open(be.prepare(dom, task.patch))
-        try:
-            traj = await run_episode(task, dom, sandbox, make_agent(spec, task, dom), make_user("scripted", task))
-            return grader.grade(task, sandbox, traj), traj
-        finally:
-            sandbox.close()
+        path = out_dir / "val.jsonl"
+        summary = run_tasks(select_tasks(val_tasks), RunConfig(agent=f"hf:{final}", k=val_k, seed=seed, concurrency=256,
+                                                               sampling={"temperature": temperature, "top_p": top_p, "top_k": top_k}), be, path)
+        out.print(f"validation: {summary.passed}/{summary.ran} attempts passed")
+        console.print(f"validation results written to {path}")
 
-    with results_path.open("w") as f, _progress() as progress:
-        bar = progress.add_task("quickstart", total=len(pairs) * 2, status="")
-        for task, dom in pairs:
-            for spec in ("scripted:gold", "scripted:noop"):
-                verdict, traj = asyncio.run(one(task, dom, spec))
-                per_domain.setdefault(dom.name, {}).setdefault(spec, []).append(verdict.state_reward or 0)
-                f.write(json.dumps({"task_id": task.id, "agent": spec, "reward": verdict.reward, "verdict": verdict.to_json(),
-                                    "finish_reason": traj.finish_reason}) + "\n")
-                progress.update(bar, advance=1, status=task.id)
-    table = Table(title=f"verdicts on {be.name} ({time.perf_counter() - start:.1f} s)")
-    for col in ("domain", "tasks", "scripted:gold pass", "scripted:noop pass"):
+
+@app.command()
+def quickstart(
+    out_dir: Path = typer.Option(Path("runs/quickstart"), "--out", help="Where every artefact goes."),
+    seed: int = typer.Option(0),
+    grpo_steps: int = typer.Option(120, "--grpo-steps"),
+    sft_max_steps: int = typer.Option(1500, "--sft-max-steps"),
+    max_pool: Optional[int] = typer.Option(None, "--max-pool", help="Use only the first N pool tasks (a reduced run)."),
+    ood: bool = typer.Option(True, "--ood/--no-ood", help="Also evaluate on the out-of-distribution benchmark."),
+) -> None:
+    """The offline end-to-end demo: tiny base → probe → select → evaluate → GRPO → evaluate → compare, report."""
+    from groundstate.quickstart import QuickstartConfig, run_quickstart
+
+    cfg = QuickstartConfig(seed=seed, grpo_steps=grpo_steps, sft_max_steps=sft_max_steps, max_pool=max_pool, ood=ood)
+    t0 = time.perf_counter()
+    s = run_quickstart(out_dir, cfg, log=lambda m: console.print(m))
+    table = Table(title=f"held-out validation ({s['val_tasks']} tasks × k={s['base']['k']}): base vs GRPO-trained")
+    for col in ("metric", "base", "trained"):
         table.add_column(col)
-    for name, by_agent in per_domain.items():
-        g, n = by_agent["scripted:gold"], by_agent["scripted:noop"]
-        table.add_row(name, str(len(g)), f"{sum(g) / len(g):.0%}", f"{sum(n) / len(n):.0%}")
+    k = s["base"]["k"]
+    price = s["notional_price_usd_per_million_tokens"]
+    rows = [("pass@1", "pass_at_1", True), (f"pass@{k}", "pass_at_k", True), (f"pass^{k}", "pass_hat_k", True),
+            (f"Observed {k}/{k}", "observed_k_of_k", False), ("cost per dependable task (USD)", "cost_per_dependable_task", False)]
+    for label, key, pct in rows:
+        table.add_row(label, _fmt(s["base"][key], pct), _fmt(s["trained"][key], pct))
     out.print(table)
-    console.print(f"verdicts written to {results_path}")
-    be.close()
+    out.print(f"cost at a notional ${price['input']}/M input and ${price['output']}/M output tokens")
+    if s["base_ood"]:
+        t2 = Table(title=f"out-of-distribution benchmark ({s['base_ood']['tasks']} tasks × k={s['base_ood']['k']})")
+        for col in ("metric", "base", "trained"):
+            t2.add_column(col)
+        for label, key, pct in rows[:4]:
+            t2.add_row(label, _fmt(s["base_ood"][key], pct), _fmt(s["trained_ood"][key], pct))
+        out.print(t2)
+    out.print("stage seconds: " + ", ".join(f"{k_} {v}" for k_, v in s["stage_seconds"].items()) + f"; total {time.perf_counter() - t0:.0f} s")
+    for name, path in s["paths"].items():
+        console.print(f"{name}: {path}")
+    console.print(f"summary written to {out_dir / 'summary.json'}")
+
+
+from groundstate.cli_select import probe_command, select_command  # noqa: E402
+
+app.command("probe")(probe_command)
+app.command("select")(select_command)
 
 
 def main() -> None:  # pragma: no cover
