@@ -107,6 +107,10 @@ class AgentPool:
         spec = self.cfg.agent
         if spec.startswith("scripted:"):
             return make_agent(spec, task, domain, attempt, self.cfg.seed)
+        if spec.startswith("hf:"):  # one model, batched across the attempts in flight; each attempt its own token record
+            if spec not in self._shared:
+                self._shared[spec] = local_policy(spec.removeprefix("hf:"), self.cfg)
+            return self._shared[spec].agent()
         if spec not in self._shared:
             self._shared[spec] = make_agent(spec, task, domain, attempt, self.cfg.seed, sampling=self.cfg.sampling)
         shared = self._shared[spec]
@@ -125,6 +129,20 @@ class AgentPool:
 
             self._shared["judge"] = make_judge(self.cfg.judge)
         return self._shared["judge"]
+
+
+def local_policy(path: str, cfg: RunConfig):
+    """A batched local policy for `hf:PATH` runs (generation is shared across concurrent attempts)."""
+    from groundstate.train.policy import BatchedPolicy, SamplingParams
+
+    s = dict(cfg.sampling)
+    params = SamplingParams(
+        temperature=s.get("temperature", 1.0),
+        top_p=s.get("top_p", 1.0),
+        top_k=s.get("top_k", 0),
+        max_new_tokens=s.get("max_tokens", SamplingParams.max_new_tokens),
+    )
+    return BatchedPolicy.from_pretrained(path, params, seed=cfg.seed)
 
 
 def model_name(spec: str) -> str:

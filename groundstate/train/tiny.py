@@ -118,3 +118,38 @@ def domain_corpus(domain: Any, repeat: int = 20) -> list[str]:
         texts.extend(render_tool_call(c.tool, c.args) for c in task.gold)
     texts.extend(render_tool_call(s["function"]["name"], {}) for s in schemas)
     return texts * repeat
+
+
+def build_tiny_policy(out_dir: str | Path, domain_name: str = "kiosk", *, vocab_size: int = 512, sft: Any = None,
+                      log: Any = print, **model_kw: Any) -> dict[str, Any]:
+    """`groundstate tiny build`: tokenizer + tiny Qwen2 + supervised warm-start on the pool domain, saved as a
+    Hugging Face directory (`hf:DIR`). The prompt omits tool schemas and the policy text: the tiny model
+    learns its tools from the demonstrations (recorded in `groundstate.json`). Nothing is downloaded."""
+    import time
+
+    from groundstate.tasks import load_domain
+    from groundstate.train.policy import PROMPT_FLAGS, ChatCodec
+    from groundstate.train.sft import SftConfig, fresh_tasks, train_sft
+
+    t0 = time.perf_counter()
+    out_dir = Path(out_dir)
+    domain = load_domain(domain_name)
+    flags = {"tools_in_prompt": False, "system_in_prompt": False}
+    cfg = sft or SftConfig()
+    texts = domain_corpus(domain, repeat=5)
+    bootstrap = build_tokenizer(texts, vocab_size=vocab_size)  # a first tokenizer only to render sample prompts
+    codec = ChatCodec(bootstrap, **flags)
+    for t in fresh_tasks(domain, 200, cfg.seed + 7, "corpus"):
+        texts.append(codec.render([{"role": "user", "content": t.instruction}], None, True))
+    tokenizer = build_tokenizer(texts, vocab_size=vocab_size)
+    model = build_model(tokenizer, **model_kw)
+    params = sum(p.numel() for p in model.parameters())
+    log(f"  tokenizer: {len(tokenizer)} tokens; model: Qwen2, {params / 1e6:.2f}M parameters")
+    report = train_sft(model.train(), tokenizer, domain, out_dir, cfg, flags, log=log)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    info = {**flags, "domain": domain_name, "parameters": params, "vocab": len(tokenizer), "sft": report,
+            "seconds": round(time.perf_counter() - t0, 1)}
+    (out_dir / PROMPT_FLAGS).write_text(json.dumps(info, indent=1, default=str))
+    return info

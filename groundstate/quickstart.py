@@ -1,0 +1,158 @@
+"""The offline end-to-end demo (`make quickstart`): the whole method on a model this machine builds.
+
+Stages: a scripted sanity check of every bundled task → build the tiny base (tokenizer, 0.5M-parameter
+Qwen2, supervised warm-start on fresh kiosk demonstrations, stopped at an imperfect base) → probe the
+kiosk pool (n = 4) → select (Jeffreys bands, benchmark excluded; validation = unseen instances of seen
+templates, `--group-by none`) → evaluate the base on validation (k = 8) → GRPO with TRL → evaluate the
+trained checkpoint the same way → compare and report → evaluate both on the out-of-distribution
+benchmark (travel, insurance, hr), reported whatever it shows.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from groundstate.metrics import compare, compute
+from groundstate.results import read_records
+from groundstate.runner import RunConfig, run
+from groundstate.selectors import select_tasks
+from groundstate.state.sqlite import SqliteBackend
+from groundstate.tasks import iter_tasks
+
+NOTIONAL_PRICE = {"input": 0.10, "cached_input": 0.05, "output": 0.40}  # USD per million tokens, stated in the output
+
+
+@dataclass
+class QuickstartConfig:
+    seed: int = 0
+    sft_max_steps: int = 1500
+    sft_demonstrations: int = 6000
+    sft_target: float = 0.35
+    probe_n: int = 4
+    eval_k: int = 8
+    ood_k: int = 4
+    test_fraction: float = 0.25
+    grpo_steps: int = 120
+    group_size: int = 8
+    tasks_per_step: int = 8
+    lr: float = 1e-3
+    max_pool: int | None = None  # fewer pool tasks (the reduced CI run)
+    ood: bool = True
+    sanity: bool = True
+
+
+def run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None] = print) -> dict[str, Any]:
+    from groundstate.selection import SelectionParams, build_exclude_set, select
+    from groundstate.train.sft import SftConfig
+    from groundstate.train.tiny import build_tiny_policy
+    from groundstate.train.trl_engine import TrainConfig, train_trl
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    seconds: dict[str, float] = {}
+    backend = SqliteBackend()
+
+    def stage(name: str):
+        log(f"\n== {name}")
+        return _Timer(name, seconds, log)
+
+    if cfg.sanity:
+        with stage("sanity: scripted gold and no-op on every bundled task"):
+            pairs = iter_tasks()
+            for spec in ("scripted:gold", "scripted:noop"):
+                s = run(pairs, RunConfig(agent=spec, k=1), backend, out / "sanity" / f"{spec.split(':')[1]}.jsonl")
+                log(f"  {spec}: {s.passed}/{s.planned} pass")
+
+    base = out / "base"
+    with stage("build the tiny base (tokenizer, model, supervised warm-start)"):
+        if (base / "groundstate.json").exists():
+            log(f"  reusing {base}")
+        else:
+            info = build_tiny_policy(base, "kiosk", sft=SftConfig(demonstrations=cfg.sft_demonstrations, max_steps=cfg.sft_max_steps,
+                                                                    target_pass_at_1=cfg.sft_target, seed=cfg.seed), log=log)
+            log(f"  base built: {info['parameters'] / 1e6:.2f}M parameters, {info['sft']['steps']} SFT steps")
+
+    pool = select_tasks("kiosk")
+    if cfg.max_pool:
+        pool = pool[: cfg.max_pool]
+    sampling = {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_tokens": 64}
+    with stage(f"probe the pool: {len(pool)} tasks × n={cfg.probe_n}"):
+        run(pool, RunConfig(agent=f"hf:{base}", k=cfg.probe_n, seed=cfg.seed, sampling=sampling, concurrency=256, max_turns=6),
+            backend, out / "probes.jsonl")
+
+    with stage("select the training pool (benchmark excluded; validation = unseen instances of seen templates)"):
+        exclude = build_exclude_set(["bench"])
+        result = select(read_records(out / "probes.jsonl"), {t.id: t for t, _ in pool}, exclude,
+                        params=SelectionParams(group_by="none", test_fraction=cfg.test_fraction, seed=42 + cfg.seed))
+        result.write(out / "selection")
+        train_ids, val_ids = result.train, result.val
+        log(f"  bands: {result.counts()}")
+        log(f"  train {len(train_ids)} tasks, validation {len(val_ids)} tasks (--group-by none: held-out instances of seen templates)")
+    by_id = {t.id: (t, d) for t, d in pool}
+    train_pairs = [by_id[i] for i in train_ids]
+    val_pairs = [by_id[i] for i in val_ids]
+
+    def evaluate(model_dir: Path, pairs, k: int, path: Path) -> dict[str, Any]:
+        run(pairs, RunConfig(agent=f"hf:{model_dir}", k=k, seed=cfg.seed + 1000, sampling=sampling, concurrency=256, max_turns=6), backend, path)
+        return compute(read_records(path), prices={str(model_dir): NOTIONAL_PRICE}, bootstrap_reps=1000)
+
+    with stage(f"evaluate the base on validation: {len(val_pairs)} tasks × k={cfg.eval_k}"):
+        base_m = evaluate(base, val_pairs, cfg.eval_k, out / "eval" / "base_val.jsonl")
+
+    with stage(f"GRPO (TRL): {cfg.grpo_steps} steps × {cfg.tasks_per_step} tasks × G={cfg.group_size}"):
+        tcfg = TrainConfig(group_size=cfg.group_size, tasks_per_step=cfg.tasks_per_step, steps=cfg.grpo_steps, lr=cfg.lr,
+                           save_steps=max(1, cfg.grpo_steps // 2), seed=cfg.seed, max_new_tokens=64, max_context=768)
+        last = {"t": time.perf_counter()}
+
+        def on_step(row: dict[str, Any]) -> None:
+            if row["step"] == 1 or row["step"] % 10 == 0:
+                log(f"  step {row['step']}: sampled reward {row['sampled_reward']:.2f}, informative groups {row['informative']}/{row['groups']} "
+                    f"(refilled {row['refill_groups']}), {time.perf_counter() - last['t']:.1f} s")
+                last["t"] = time.perf_counter()
+
+        trained = train_trl(str(base), train_pairs, backend, out / "grpo", tcfg, on_step=on_step)
+
+    with stage(f"evaluate the trained checkpoint on validation: {len(val_pairs)} tasks × k={cfg.eval_k}"):
+        trained_m = evaluate(trained, val_pairs, cfg.eval_k, out / "eval" / "trained_val.jsonl")
+
+    with stage("compare and report"):
+        from groundstate.report import write_report
+
+        cmp = compare(read_records(out / "eval" / "base_val.jsonl"), read_records(out / "eval" / "trained_val.jsonl"))
+        (out / "compare.json").write_text(json.dumps(cmp, indent=1))
+        write_report(read_records(out / "eval" / "trained_val.jsonl"), out / "report.html", "quickstart: trained vs base (validation)",
+                     baseline=read_records(out / "eval" / "base_val.jsonl"))
+
+    base_ood = trained_ood = None
+    if cfg.ood:
+        bench = select_tasks("bench")
+        with stage(f"out-of-distribution benchmark: {len(bench)} tasks × k={cfg.ood_k}, base and trained"):
+            base_ood = evaluate(base, bench, cfg.ood_k, out / "eval" / "base_bench.jsonl")
+            trained_ood = evaluate(trained, bench, cfg.ood_k, out / "eval" / "trained_bench.jsonl")
+
+    strip = lambda m: None if m is None else {k: v for k, v in m.items() if k != "per_task"}  # noqa: E731
+    summary = {"base": strip(base_m), "trained": strip(trained_m), "base_ood": strip(base_ood), "trained_ood": strip(trained_ood),
+               "compare": cmp, "stage_seconds": seconds, "notional_price_usd_per_million_tokens": NOTIONAL_PRICE,
+               "train_tasks": len(train_pairs), "val_tasks": len(val_pairs), "checkpoint": str(trained),
+               "paths": {"base": str(base), "trained": str(trained), "probes": str(out / "probes.jsonl"), "selection": str(out / "selection"),
+                         "eval": str(out / "eval"), "report": str(out / "report.html"), "grpo_metrics": str(out / "grpo" / "metrics.jsonl")}}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    return summary
+
+
+class _Timer:
+    def __init__(self, name: str, seconds: dict[str, float], log: Callable[[str], None]):
+        self.name, self.seconds, self.log = name, seconds, log
+
+    def __enter__(self) -> "_Timer":
+        self.t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        dt = time.perf_counter() - self.t0
+        self.seconds[self.name.split(":")[0]] = round(dt, 1)
+        self.log(f"  [{dt:.1f} s]")

@@ -1,0 +1,168 @@
+"""GRPO on one machine with TRL's `GRPOTrainer`, rollouts by groundstate.
+
+TRL does the optimisation (the clipped policy-gradient loss, optimiser, schedule, checkpoints); our
+`rollout_func` does the rollouts: each step's prompts are task ids, each repeated G times; the groups
+run through groundstate's episode loop and grader (`grpo.GroupSampler`, which also refills
+zero-variance groups), and come back token-exact (`prompt_ids`, `completion_ids` with observation
+tokens masked out by `env_mask`, the sampled `logprobs`) with the verdict as the only reward.
+KL-free by default (beta 0), like the reference recipe; `beta > 0` adds TRL's KL term.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from groundstate.grading import grader_for
+from groundstate.state.base import Backend
+from groundstate.tasks import Domain, Task
+from groundstate.train.grpo import GroupSampler
+from groundstate.train.policy import PROMPT_FLAGS, BatchedPolicy, SamplingParams, prompt_flags
+
+
+@dataclass
+class TrainConfig:
+    group_size: int = 8
+    tasks_per_step: int = 8
+    steps: int = 100
+    lr: float = 1e-3
+    lr_scheduler: str = "cosine"
+    warmup_steps: int = 0
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    beta: float = 0.0
+    max_new_tokens: int = 96
+    max_context: int = 1024
+    max_turns: int | None = 6
+    refill_ratio: float = 1.0
+    save_steps: int = 50
+    seed: int = 0
+    use_vllm: bool = False
+
+
+def _write_jsonl(path: Path, row: dict[str, Any]) -> None:
+    with path.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(row, default=str) + "\n")
+
+
+def train_trl(model_path: str, train: list[tuple[Task, Domain]], backend: Backend, out_dir: Path, cfg: TrainConfig,
+              on_step: Callable[[dict[str, Any]], None] | None = None) -> Path:
+    """Train with GRPO; returns the final checkpoint directory (a Hugging Face model directory)."""
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "train_config.json").write_text(json.dumps({"model": model_path, "tasks": [t.id for t, _ in train], **asdict(cfg)}, indent=1))
+    torch.manual_seed(cfg.seed)
+    tok = AutoTokenizer.from_pretrained(model_path)
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+    flags = prompt_flags(model_path)
+    policy = BatchedPolicy(model, tok, SamplingParams(cfg.temperature, cfg.top_p, cfg.top_k, cfg.max_new_tokens, cfg.max_context),
+                           seed=cfg.seed, **flags)
+    by_id = {t.id: (t, d) for t, d in train}
+    sampler = GroupSampler(train, policy, backend, grader_for(backend), cfg.group_size, cfg.refill_ratio, cfg.seed, max_turns=cfg.max_turns)
+    rollouts_path, metrics_path = out_dir / "rollouts.jsonl", out_dir / "metrics.jsonl"
+    step = {"n": 0}
+
+    def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, list]:
+        G = cfg.group_size
+        ids = [p if isinstance(p, str) else p[-1]["content"] for p in prompts[::G]]
+        was_training = model.training
+        model.eval()
+        t0 = time.perf_counter()
+        try:
+            groups, stats = asyncio.run(sampler.step([by_id[i] for i in ids]))
+        finally:
+            model.train(was_training)
+        step["n"] += 1
+        flat = [r for g in groups for r in g]
+        for r in flat:
+            _write_jsonl(rollouts_path, {"step": step["n"], **r.summary()})
+        row = {"step": step["n"], "rollout_seconds": round(time.perf_counter() - t0, 3), **stats.to_json()}
+        _write_jsonl(metrics_path, {"kind": "rollouts", **row})
+        if on_step:
+            on_step(row)
+        return {
+            "prompt_ids": [r.prompt_ids for r in flat],
+            "completion_ids": [r.completion_ids or [tok.eos_token_id] for r in flat],
+            "logprobs": [r.logprobs or [0.0] for r in flat],
+            "env_mask": [r.env_mask or [0] for r in flat],
+            "gs_reward": [r.reward for r in flat],
+            "gs_task_id": [r.task_id for r in flat],
+        }
+
+    def verdict_reward(prompts: list[Any], completions: list[Any], gs_reward: list[float | None], **_: Any) -> list[float | None]:
+        """The final-state verdict of each rollout (None for a system error: excluded, never 0)."""
+        return gs_reward
+
+    class JsonlLogger(TrainerCallback):
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
+            if logs:
+                _write_jsonl(metrics_path, {"kind": "trainer", "step": state.global_step, **logs})
+
+        def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            ckpt = out_dir / f"checkpoint-{state.global_step}"
+            if ckpt.is_dir():
+                copy_prompt_flags(model_path, ckpt)
+                tok.save_pretrained(str(ckpt))
+
+    report_to = [r for r in ("tensorboard", "wandb") if _installed(r) and (r != "wandb" or os.environ.get("WANDB_API_KEY"))]
+    args = GRPOConfig(
+        output_dir=str(out_dir),
+        per_device_train_batch_size=cfg.group_size * cfg.tasks_per_step,
+        num_generations=cfg.group_size,
+        gradient_accumulation_steps=1,
+        steps_per_generation=1,
+        max_steps=cfg.steps,
+        learning_rate=cfg.lr,
+        lr_scheduler_type=cfg.lr_scheduler,
+        warmup_steps=cfg.warmup_steps,
+        beta=cfg.beta,
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        top_k=cfg.top_k,
+        max_completion_length=cfg.max_context,
+        logging_steps=1,
+        save_steps=cfg.save_steps,
+        save_only_model=False,
+        report_to=report_to,
+        seed=cfg.seed,
+        use_vllm=cfg.use_vllm,
+        use_cpu=not torch.cuda.is_available(),
+        bf16=torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+    )
+    dataset = Dataset.from_dict({"prompt": [t.id for t, _ in train]})
+    trainer = GRPOTrainer(model=model, reward_funcs=[verdict_reward], args=args, train_dataset=dataset, processing_class=tok,
+                          rollout_func=rollout_func, callbacks=[JsonlLogger()])
+    resume = any(out_dir.glob("checkpoint-*"))
+    trainer.train(resume_from_checkpoint=True if resume else None)
+    final = out_dir / "final"
+    trainer.save_model(str(final))
+    tok.save_pretrained(str(final))
+    copy_prompt_flags(model_path, final)
+    return final
+
+
+def _installed(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def copy_prompt_flags(src: str | Path, dst: Path) -> None:
+    """Checkpoints carry the base model's prompt flags, so `hf:CHECKPOINT` prompts the way it was trained."""
+    p = Path(src) / PROMPT_FLAGS
+    if p.exists():
+        (Path(dst) / PROMPT_FLAGS).write_text(p.read_text())
