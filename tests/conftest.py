@@ -34,6 +34,7 @@ def pg_backend():
             pytest.fail(f"PostgreSQL is required in CI but {default_dsn()} is not reachable")
         pytest.skip("PostgreSQL not reachable")
     backend = PostgresBackend()
+    backend.cleanup_stale()  # sandbox databases of processes that were killed
     yield backend
     backend.close()
 

@@ -15,18 +15,21 @@ clones of other templates are dropped to make room. Async callers should bound t
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import itertools
 import os
 import re
 import threading
+import time
+import weakref
 import zlib
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Iterator
 
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from groundstate.state.base import Backend, Sandbox, Template, apply_patch, patch_key
 from groundstate.state.capture import LOG_DDL, LOG_TABLE, postgres_triggers
@@ -46,6 +49,18 @@ def portable_to_postgres(schema_sql: str) -> str:
     """Adapt portable schema SQL to PostgreSQL: the dialect differs, the domain does not."""
     # SQLite's REAL is 8 bytes; PostgreSQL's REAL is 4 bytes and would round money.
     return re.sub(r"\bREAL\b", "DOUBLE PRECISION", schema_sql, flags=re.IGNORECASE)
+
+
+_INSTANCES = itertools.count()
+
+
+def _close_at_exit(ref: "weakref.ref[PostgresBackend]") -> None:
+    backend = ref()
+    if backend is not None:
+        try:
+            backend.close()
+        except Exception:  # noqa: BLE001 - best effort at interpreter exit; cleanup_stale catches the rest
+            pass
 
 
 class _Clone:
@@ -74,7 +89,7 @@ class PostgresSandbox(Sandbox):
 class PostgresBackend(Backend):
     name = "postgres"
 
-    def __init__(self, dsn: str | None = None, scale: float = 1.0, max_open: int = 40):
+    def __init__(self, dsn: str | None = None, scale: float = 1.0, max_open: int = 32):
         self.dsn = dsn or default_dsn()
         self.scale = scale
         self.max_open = max_open
@@ -86,13 +101,24 @@ class PostgresBackend(Backend):
         self._idle: "OrderedDict[str, _Clone]" = OrderedDict()  # dbname -> idle clone, least recently used first
         self._clones = 0  # clones in existence (idle or in use)
         self._counter = itertools.count()
+        self._instance = next(_INSTANCES)  # several backends in one process must not reuse each other's names
+        atexit.register(_close_at_exit, weakref.ref(self))  # pooled clones must not outlive the process
         self.cloned = 0  # CREATE DATABASE count
         self.reused = 0  # sandboxes served from the pool
         self.in_use = 0
 
     # -- connections ---------------------------------------------------------------------------
     def connect(self, dbname: str) -> psycopg.Connection:
-        return psycopg.connect(make_conninfo(self.dsn, dbname=dbname), autocommit=True)
+        """An autocommit connection; when the server is out of connection slots, idle clones are released and it retries."""
+        for attempt in range(5):
+            try:
+                return psycopg.connect(make_conninfo(self.dsn, dbname=dbname), autocommit=True)
+            except psycopg.OperationalError as e:
+                if "too many clients" not in str(e) or attempt == 4:
+                    raise
+                self.drain()
+                time.sleep(0.2 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     @contextlib.contextmanager
     def _admin(self) -> Iterator[psycopg.Connection]:
@@ -100,7 +126,7 @@ class PostgresBackend(Backend):
         with self._admin_pool_lock:
             conn = self._admins.pop() if self._admins else None
         if conn is None or conn.closed:
-            conn = psycopg.connect(self.dsn, autocommit=True)
+            conn = self.connect(conninfo_to_dict(self.dsn).get("dbname") or "postgres")
         try:
             yield conn
         except BaseException:
@@ -230,7 +256,7 @@ class PostgresBackend(Backend):
         return sandbox
 
     def _clone(self, template: Template) -> _Clone:
-        dbname = f"gs_sb_{os.getpid()}_{next(self._counter)}"
+        dbname = f"gs_sb_{os.getpid()}_{self._instance}_{next(self._counter)}"
         self._admin_execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(dbname), sql.Identifier(template.handle)))
         self.cloned += 1
         conn = self.connect(dbname)

@@ -52,8 +52,11 @@ def _write_jsonl(path: Path, row: dict[str, Any]) -> None:
 
 
 def train_trl(model_path: str, train: list[tuple[Task, Domain]], backend: Backend, out_dir: Path, cfg: TrainConfig,
-              on_step: Callable[[dict[str, Any]], None] | None = None) -> Path:
-    """Train with GRPO; returns the final checkpoint directory (a Hugging Face model directory)."""
+              on_step: Callable[[dict[str, Any]], None] | None = None, policy_cls: type[BatchedPolicy] = BatchedPolicy) -> Path:
+    """Train with GRPO; returns the final checkpoint directory (a Hugging Face model directory).
+
+    `policy_cls` decides how turns are sampled from the model being trained (a subclass can, for
+    example, force the decisions in a test while the update itself stays TRL's)."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     import torch
     from datasets import Dataset
@@ -67,7 +70,7 @@ def train_trl(model_path: str, train: list[tuple[Task, Domain]], backend: Backen
     tok = AutoTokenizer.from_pretrained(model_path)
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
     flags = prompt_flags(model_path)
-    policy = BatchedPolicy(model, tok, SamplingParams(cfg.temperature, cfg.top_p, cfg.top_k, cfg.max_new_tokens, cfg.max_context),
+    policy = policy_cls(model, tok, SamplingParams(cfg.temperature, cfg.top_p, cfg.top_k, cfg.max_new_tokens, cfg.max_context),
                            seed=cfg.seed, **flags)
     by_id = {t.id: (t, d) for t, d in train}
     sampler = GroupSampler(train, policy, backend, grader_for(backend), cfg.group_size, cfg.refill_ratio, cfg.seed, max_turns=cfg.max_turns)
