@@ -29,31 +29,31 @@ def _make(world: dict, rng: random.Random, template: str) -> dict:
     pending = [o for o in orders if o["status"] == "pending"]
     if template == "cancel":
         o = rng.choice(pending)
-        return {"family": "single_write", "instruction": f"Cancel order {o['id']}.", "gold": [_call("cancel_order", order_id=o["id"])]}
+        return {"family": "single_write", "instruction": f"Cancel order {o['id']}.", "gold": [_call("cancel_kiosk_order", order_id=o["id"])]}
     if template == "cancel_if_pending":
         o = rng.choice(orders)
-        gold = [_call("get_order", order_id=o["id"])]
+        gold = [_call("get_kiosk_order", order_id=o["id"])]
         if o["status"] == "pending":
-            gold.append(_call("cancel_order", order_id=o["id"]))
+            gold.append(_call("cancel_kiosk_order", order_id=o["id"]))
             family = "lookup_then_act"
         else:
-            gold.append(_call("add_note", member_id=o["member_id"], body=f"Refused to cancel order {o['id']}: shipped."))
+            gold.append(_call("add_member_note", member_id=o["member_id"], body=f"Refused to cancel order {o['id']}: shipped."))
             family = "policy_refusal"
         return {"family": family, "instruction": f"Cancel order {o['id']} if it has not shipped.", "gold": gold}
     if template == "upgrade":
         m = rng.choice(members)
         tier = rng.choice([t for t in ("basic", "silver", "gold") if t != m["tier"]])
         return {"family": "lookup_then_act", "instruction": f"I am {m['email']}. Set my tier to {tier}.",
-                "gold": [_call("find_member", email=m["email"]), _call("set_tier", member_id=m["id"], tier=tier)]}
+                "gold": [_call("find_member", email=m["email"]), _call("set_member_tier", member_id=m["id"], tier=tier)]}
     if template == "credit":
         m = rng.choice(members)
         amount = rng.randrange(5, 60)
         return {"family": "lookup_then_act", "instruction": f"I am {m['email']}. Add {amount} credit.",
-                "gold": [_call("find_member", email=m["email"]), _call("add_credit", member_id=m["id"], amount=amount)]}
+                "gold": [_call("find_member", email=m["email"]), _call("add_member_credit", member_id=m["id"], amount=amount)]}
     if template == "cancel_two":
         a, b = rng.sample(pending, 2)
         return {"family": "multi_step", "instruction": f"Cancel orders {a['id']} and {b['id']}.",
-                "gold": [_call("cancel_order", order_id=a["id"]), _call("cancel_order", order_id=b["id"])]}
+                "gold": [_call("cancel_kiosk_order", order_id=a["id"]), _call("cancel_kiosk_order", order_id=b["id"])]}
     raise ValueError(template)
 
 

@@ -26,7 +26,7 @@ def find_member(db, email: str) -> dict:
 
 
 @tool
-def get_order(db, order_id: int) -> dict:
+def get_kiosk_order(db, order_id: int) -> dict:
     """Look up an order: its member, total and status.
 
     Args:
@@ -39,13 +39,13 @@ def get_order(db, order_id: int) -> dict:
 
 
 @tool(write=True)
-def cancel_order(db, order_id: int) -> dict:
+def cancel_kiosk_order(db, order_id: int) -> dict:
     """Cancel a pending order. Shipped orders cannot be cancelled.
 
     Args:
         order_id: The order number.
     """
-    o = get_order(db, order_id)
+    o = get_kiosk_order(db, order_id)
     if o["status"] != "pending":
         raise ToolError(f"order {order_id} is {o['status']}")
     db.execute("UPDATE kiosk_orders SET status = 'cancelled' WHERE id = ?", order_id)
@@ -53,7 +53,7 @@ def cancel_order(db, order_id: int) -> dict:
 
 
 @tool(write=True)
-def set_tier(db, member_id: int, tier: Literal["basic", "silver", "gold"]) -> dict:
+def set_member_tier(db, member_id: int, tier: Literal["basic", "silver", "gold"]) -> dict:
     """Change a member's tier.
 
     Args:
@@ -67,7 +67,7 @@ def set_tier(db, member_id: int, tier: Literal["basic", "silver", "gold"]) -> di
 
 
 @tool(write=True)
-def add_credit(db, member_id: int, amount: int) -> dict:
+def add_member_credit(db, member_id: int, amount: int) -> dict:
     """Add store credit to a member (whole units, 1 to 100).
 
     Args:
@@ -82,7 +82,7 @@ def add_credit(db, member_id: int, amount: int) -> dict:
 
 
 @tool(write=True)
-def add_note(db, member_id: int, body: str) -> dict:
+def add_member_note(db, member_id: int, body: str) -> dict:
     """Record a note on a member's file (for example a refused request).
 
     Args:
