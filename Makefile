@@ -9,7 +9,7 @@ $(PY):
 	$(PY) -m pip install -q --upgrade pip
 
 install: $(PY)
-	$(PY) -m pip install -q -e .
+	$(PY) -m pip install -q -e ".[openai,train]"
 
 dev: $(PY)
 	$(PY) -m pip install -q -e ".[dev]"

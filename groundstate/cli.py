@@ -56,10 +56,12 @@ def tasks_lint(
     pairs = _load(domain)
     be = make_backend(backend, pg_dsn)
     workers = workers or (1 if be.name == "sqlite" else 8)
-    with _progress() as progress:
-        bar = progress.add_task(f"lint ({be.name})", total=len(pairs), status="")
-        report = lint(pairs, be, workers=workers, on_done=lambda r: progress.update(bar, advance=1, status=r.task_id))
-    be.close()
+    try:
+        with _progress() as progress:
+            bar = progress.add_task(f"lint ({be.name})", total=len(pairs), status="")
+            report = lint(pairs, be, workers=workers, on_done=lambda r: progress.update(bar, advance=1, status=r.task_id))
+    finally:
+        be.close()
     summary = report.summary()
     if out_file:
         out_file.parent.mkdir(parents=True, exist_ok=True)
@@ -160,6 +162,8 @@ def run(
     max_turns: Optional[int] = typer.Option(None, help="Override the tasks' agent-turn limit."),
     backend: str = BackendOpt,
     pg_dsn: Optional[str] = DsnOpt,
+    ray_address: Optional[str] = typer.Option(None, "--ray", help="Run attempts on Ray actors: local (a private instance), auto (the running cluster), HOST:PORT or ray://HOST:10001."),
+    ray_cpus: Optional[int] = typer.Option(None, "--ray-cpus", min=1, help="With --ray: number of actors (and CPUs of a local instance)."),
 ) -> None:
     """Run tasks × k attempts, appending one JSON record per attempt; re-run the same command to resume."""
     from groundstate.runner import RunConfig
@@ -175,6 +179,12 @@ def run(
     sampling = {k_: v for k_, v in {"temperature": temperature, "top_p": top_p, "top_k": top_k, "max_tokens": max_tokens}.items() if v is not None}
     cfg = RunConfig(agent=agent, user=user, judge=judge, k=k, concurrency=concurrency, seed=seed, sampling=sampling, max_turns=max_turns)
     path = out_path or Path("runs") / f"{_slug(agent)}_{_slug(tasks)}_k{k}" / "results.jsonl"
+    if ray_address:
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            console.print("[red]error:[/red] --ray needs Ray: pip install 'groundstate[ray]'")
+            raise typer.Exit(2) from None
     be = make_backend(backend, pg_dsn)
     if hasattr(be, "cleanup_stale"):
         be.cleanup_stale()
@@ -192,8 +202,16 @@ def run(
             tally["syserr" if r["system_error"] else "pass" if r["reward"] == 1 else "fail"] += 1
             progress.update(bar, advance=1, status=f"pass {tally['pass']} · fail {tally['fail']} · system errors {tally['syserr']}")
 
-        summary = run_tasks(pairs, cfg, be, path, repair=repair, on_result=on_result)
-    be.close()
+        try:
+            if ray_address:
+                from groundstate.ray_runner import run_ray
+
+                summary = run_ray(pairs, cfg, (backend, pg_dsn), path, address=None if ray_address == "local" else ray_address,
+                                  repair=repair, on_result=on_result, num_cpus=ray_cpus)
+            else:
+                summary = run_tasks(pairs, cfg, be, path, repair=repair, on_result=on_result)
+        finally:
+            be.close()
     out.print(f"{summary.ran} attempts run ({summary.skipped} already done) in {summary.seconds:.1f} s: "
               f"{summary.passed} passed, {summary.failed} failed, {summary.system_errors} system errors, {summary.unjudged} unjudged")
     console.print(f"results written to {summary.path}\nmanifest written to {summary.manifest}")
@@ -442,10 +460,14 @@ def quickstart(
     console.print(f"summary written to {out_dir / 'summary.json'}")
 
 
+from groundstate.cli_mcp import serve_mcp  # noqa: E402
 from groundstate.cli_select import probe_command, select_command  # noqa: E402
+from groundstate.export import export_command  # noqa: E402
 
 app.command("probe")(probe_command)
 app.command("select")(select_command)
+app.command("export")(export_command)
+app.command("serve-mcp")(serve_mcp)
 
 
 def main() -> None:  # pragma: no cover

@@ -51,16 +51,19 @@ async def run_episode(
     max_turns: int | None = None,
     max_tool_calls: int | None = None,
     offload: bool | None = None,
+    toolset: Any = None,
 ) -> Trajectory:
     """Run one attempt to its end and return the trajectory. Tool failures are results, never exceptions.
 
     `offload` runs tool calls in a worker thread (default: on PostgreSQL, whose calls block on the network).
+    `toolset` replaces the domain's tools, e.g. an `McpToolset` (async `acall`) for tools served over MCP.
     """
     max_turns = max_turns or task.limits.max_turns
     max_tool_calls = task.limits.max_tool_calls if max_tool_calls is None else max_tool_calls
     if offload is None:
         offload = sandbox.template.backend != "sqlite"
-    tools = domain.tools.openai_schemas()
+    toolset = domain.tools if toolset is None else toolset
+    tools = toolset.openai_schemas()
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": domain.system_prompt()},
         {"role": "user", "content": task.instruction},
@@ -92,11 +95,14 @@ async def run_episode(
                 calls_made += 1
                 if call.parse_error:
                     ok, content, write = False, f"error: {call.parse_error}", False
+                elif hasattr(toolset, "acall"):  # tools served over MCP: the server owns the writes
+                    r = await toolset.acall(call.name, call.arguments)
+                    ok, content, write = r.ok, r.content, r.write
                 elif offload:
-                    r = await asyncio.to_thread(domain.tools.call, sandbox.connection, call.name, call.arguments)
+                    r = await asyncio.to_thread(toolset.call, sandbox.connection, call.name, call.arguments)
                     ok, content, write = r.ok, r.content, r.write
                 else:
-                    r = domain.tools.call(sandbox.connection, call.name, call.arguments)
+                    r = toolset.call(sandbox.connection, call.name, call.arguments)
                     ok, content, write = r.ok, r.content, r.write
                 traj.tool_calls.append({"name": call.name, "arguments": call.arguments, "ok": ok, "result": content, "write": write})
                 messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content})

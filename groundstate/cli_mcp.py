@@ -1,0 +1,70 @@
+"""`groundstate serve-mcp`: serve a domain's tools over MCP (stdio or streamable HTTP).
+
+Registered in `groundstate.cli` as a command; also runnable on its own (what MCP hosts and the tests do):
+    python -m groundstate.cli_mcp --domain retail --task retail-001 [--transport http --port 8765]
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+
+DEFAULT_PORT = 8765  # = groundstate.tools.mcp_server.DEFAULT_PORT; not imported here, so the CLI loads without the MCP SDK
+
+
+def serve_mcp(
+    domain: str = typer.Option(..., "--domain", "-d", help="Domain name or folder."),
+    task: Optional[str] = typer.Option(None, "--task", "-t", help="Serve the start state of this task (default: the domain's seed world)."),
+    transport: str = typer.Option("stdio", "--transport", help="stdio (one session on stdin/stdout) or http (streamable HTTP)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="HTTP: address to bind (loopback only unless --allow-remote)."),
+    port: int = typer.Option(DEFAULT_PORT, "--port", help="HTTP: port to listen on."),
+    token: Optional[str] = typer.Option(None, "--token", envvar="GROUNDSTATE_MCP_TOKEN",
+                                        help="HTTP: bearer token clients must send (default: a random one, printed to stderr). "
+                                             "Prefer the GROUNDSTATE_MCP_TOKEN variable: command lines are visible to other users."),
+    backend: str = typer.Option("sqlite", "--backend", help="sqlite (embedded default) or postgres."),
+    pg_dsn: Optional[str] = typer.Option(None, "--pg-dsn", help="PostgreSQL DSN (default: $GROUNDSTATE_PG_DSN or postgresql://postgres@127.0.0.1:5432/postgres)."),
+    allow_remote: bool = typer.Option(False, "--allow-remote", help="HTTP: allow binding a non-loopback address (put TLS in front of it)."),
+) -> None:
+    """Serve a domain's tools over MCP, one isolated database sandbox per MCP session.
+
+    With --task, each session starts from the task's start state and is graded when it ends (verdict on stderr).
+    """
+    from groundstate.state.postgres import make_backend
+    from groundstate.tasks import TaskFileError, load_domain
+
+    try:
+        from groundstate.tools.mcp_server import check_host, serve
+    except ImportError as e:
+        print(f"error: serving MCP needs the MCP SDK (pip install 'mcp>=2.3'): {e}", file=sys.stderr)
+        raise typer.Exit(2) from None
+
+    if transport not in ("stdio", "http"):
+        print(f"error: unknown transport {transport!r}: use stdio or http", file=sys.stderr)
+        raise typer.Exit(2)
+    try:
+        d = load_domain(domain)
+        t = d.task(task) if task else None
+    except (TaskFileError, KeyError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise typer.Exit(2) from None
+    if transport == "http":
+        try:
+            check_host(host, allow_remote)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            raise typer.Exit(2) from None
+    be = make_backend(backend, pg_dsn)
+    try:
+        serve(d, t, transport, host, port, token, backend=be, allow_remote=allow_remote)
+    finally:
+        be.close()
+
+
+def main() -> None:
+    typer.run(serve_mcp)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,220 @@
+"""Run trajectories to training data: one chat example per attempt, in the format Hugging Face tools read.
+
+An example is `{"messages", "tools", "task_id", "attempt", "reward", "domain"}`:
+- `messages` are the attempt's conversation in the OpenAI/Hugging Face chat format. Assistant tool calls
+  keep `{id, type: "function", function: {name, arguments}}` with `arguments` as a JSON *object* (what
+  TRL's dataset guide and Hugging Face chat templates expect; a template given a string would write it
+  quoted). Arguments the model wrote as invalid JSON stay the raw string, which templates that accept
+  strings write verbatim. Tool results are `{role: "tool", tool_call_id, name, content}`.
+- `tools` are the domain's tool JSON schemas (the `tools` column TRL's `SFTTrainer` passes to the chat
+  template); left out when the record's domain cannot be loaded.
+- System-error records are never exported (they are not the agent's doing); `passed_only` keeps reward 1.
+  When a results file holds a key twice, the last record of that key wins.
+
+Formats (under `out_dir`): `sft-jsonl` writes `train.jsonl`; `parquet` writes `train.parquet`; `hf-dataset`
+saves a `datasets.Dataset` to `out_dir` itself (`datasets.load_from_disk(out_dir)`). Every format writes
+`export.json` beside the data with the counts. Parquet and the saved dataset store messages and tools as
+the `datasets.Json` type: heterogeneous tool arguments keep their exact keys instead of being unified into
+one struct padded with nulls (which would add `null` arguments when a template renders them).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import typer
+
+from groundstate.results import Record, key_of, read_records
+from groundstate.tasks import Domain, load_domain
+
+FORMATS = ("hf-dataset", "parquet", "sft-jsonl")
+
+
+@dataclass
+class ExportCounts:
+    records: int = 0  # records read
+    exported: int = 0  # examples written
+    system_errors: int = 0  # skipped: infrastructure failures, never training data
+    not_passed: int = 0  # skipped by passed_only (reward 0 or unjudged)
+    duplicates: int = 0  # skipped: an earlier record of a key that appears again
+    no_trajectory: int = 0  # skipped: a record without messages
+    unparsed_arguments: int = 0  # tool calls whose arguments stay a raw string (not a JSON object)
+    without_tools: int = 0  # examples whose domain could not be loaded (no `tools`)
+
+
+def _arguments(raw: Any, counts: ExportCounts) -> Any:
+    if not isinstance(raw, str):
+        return raw
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = None
+    if isinstance(value, dict):
+        return value
+    counts.unparsed_arguments += 1
+    return raw
+
+
+def chat_messages(messages: list[dict[str, Any]], counts: ExportCounts | None = None) -> list[dict[str, Any]]:
+    """A trajectory's messages with tool-call arguments as JSON objects; everything else is kept as it was."""
+    counts = counts or ExportCounts()
+    out = []
+    for m in messages:
+        m = dict(m)
+        if m.get("tool_calls"):
+            calls = []
+            for c in m["tool_calls"]:
+                fn = dict(c.get("function") or {})
+                fn["arguments"] = _arguments(fn.get("arguments"), counts)
+                calls.append({**c, "function": fn})
+            m["tool_calls"] = calls
+        out.append(m)
+    return out
+
+
+class _ToolSchemas:
+    """Tool schemas per domain name: given domain folders first, then `load_domain`; None when neither loads."""
+
+    def __init__(self, domains: Iterable[str | Path | Domain] = ()):
+        self._by_name: dict[str, Optional[list[dict[str, Any]]]] = {}
+        for d in domains:
+            d = d if isinstance(d, Domain) else load_domain(str(d))
+            self._by_name[d.name] = d.tools.openai_schemas()
+
+    def __call__(self, name: str | None) -> Optional[list[dict[str, Any]]]:
+        if name is None:
+            return None
+        if name not in self._by_name:
+            try:
+                self._by_name[name] = load_domain(name).tools.openai_schemas()
+            except Exception:  # noqa: BLE001 - an unknown or broken domain only loses the tools column
+                self._by_name[name] = None
+        return self._by_name[name]
+
+
+def to_examples(records: Iterable[Record], passed_only: bool = False, domains: Iterable[str | Path | Domain] = ()) -> tuple[list[dict[str, Any]], ExportCounts]:
+    """Records to training examples (in the records' order) and the counts of what was kept and skipped.
+
+    `domains` are extra domain folders (or loaded domains) to take tool schemas from, for domains that
+    `load_domain` cannot find by name (e.g. a task folder outside the bundled ones).
+    """
+    counts = ExportCounts()
+    schemas = _ToolSchemas(domains)
+    last: dict[tuple[str, int], Record] = {}
+    for r in records:
+        counts.records += 1
+        if r.get("system_error"):
+            counts.system_errors += 1
+            continue
+        if key_of(r) in last:
+            counts.duplicates += 1
+            del last[key_of(r)]  # re-inserted below, so the example takes the later record's place
+        last[key_of(r)] = r
+    examples = []
+    for r in last.values():
+        if passed_only and r.get("reward") != 1:
+            counts.not_passed += 1
+            continue
+        messages = (r.get("trajectory") or {}).get("messages")
+        if not messages:
+            counts.no_trajectory += 1
+            continue
+        example: dict[str, Any] = {"messages": chat_messages(messages, counts)}
+        tools = schemas(r.get("domain"))
+        if tools is not None:
+            example["tools"] = tools
+        else:
+            counts.without_tools += 1
+        example.update(task_id=r["task_id"], attempt=int(r["attempt"]), reward=r.get("reward"), domain=r.get("domain"))
+        examples.append(example)
+    counts.exported = len(examples)
+    return examples, counts
+
+
+def write_examples(examples: list[dict[str, Any]], fmt: str, out_dir: Path | str, info: dict[str, Any] | None = None) -> Path:
+    """Write examples in `fmt` under `out_dir` (see the module docstring); returns the data's path."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown export format {fmt!r}: use one of {', '.join(FORMATS)}")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if fmt == "sft-jsonl":
+        path = out_dir / "train.jsonl"
+        with path.open("w", encoding="utf-8") as f:
+            for e in examples:
+                f.write(json.dumps(e, ensure_ascii=False, default=str) + "\n")
+    else:
+        import datasets
+
+        bars = not datasets.are_progress_bars_disabled()
+        datasets.disable_progress_bars()  # one file, written in well under a second: no bars in the CLI's output
+        try:
+            dataset = _dataset(examples)
+            if fmt == "parquet":
+                path = out_dir / "train.parquet"
+                dataset.to_parquet(str(path))
+            else:
+                path = out_dir
+                dataset.save_to_disk(str(path))
+        finally:
+            if bars:
+                datasets.enable_progress_bars()
+    (out_dir / "export.json").write_text(json.dumps({"format": fmt, "data": str(path), **(info or {})}, indent=1, default=str))
+    return path
+
+
+def _dataset(examples: list[dict[str, Any]]):
+    from datasets import Dataset, Features, Json, List, Value
+
+    columns: dict[str, Any] = {"messages": List(Json())}
+    if any("tools" in e for e in examples):
+        columns["tools"] = List(Json())
+    columns |= {"task_id": Value("string"), "attempt": Value("int64"), "reward": Value("int64"), "domain": Value("string")}
+    rows = [{c: e.get(c) for c in columns} for e in examples]
+    return Dataset.from_list(rows, features=Features(columns))
+
+
+def export(records: Iterable[Record], fmt: str, out_dir: Path | str, passed_only: bool = False,
+           domains: Iterable[str | Path | Domain] = ()) -> Path:
+    """Write one training example per attempt of `records` in `fmt` under `out_dir`; returns the data's path.
+
+    The counts (exported, skipped system errors, ...) are written to `out_dir/export.json`.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown export format {fmt!r}: use one of {', '.join(FORMATS)}")
+    examples, counts = to_examples(records, passed_only, domains)
+    return write_examples(examples, fmt, out_dir, {"passed_only": passed_only, "counts": asdict(counts)})
+
+
+def export_command(
+    results: Path = typer.Argument(..., help="Results JSONL of a run."),
+    fmt: str = typer.Option(..., "--format", help="hf-dataset (datasets.save_to_disk), parquet or sft-jsonl."),
+    out_dir: Path = typer.Option(..., "--out", help="Output folder."),
+    passed_only: bool = typer.Option(False, "--passed-only", help="Keep only attempts with reward 1."),
+    domain: Optional[list[Path]] = typer.Option(None, "--domain", "-d",
+                                                help="Domain folder to take tool schemas from, for domains that are not bundled (repeatable)."),
+) -> None:
+    """Turn a run's trajectories into chat training data (messages with tool calls, tools, reward); system errors are skipped."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    if fmt not in FORMATS:
+        console.print(f"[red]error:[/red] unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
+        raise typer.Exit(2)
+    try:
+        records = read_records(results)
+        examples, counts = to_examples(records, passed_only, domain or ())
+    except (OSError, ValueError, KeyError) as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    path = write_examples(examples, fmt, out_dir, {"source": str(results), "passed_only": passed_only, "counts": asdict(counts)})
+    skipped = [f"{n} {label}" for n, label in ((counts.system_errors, "system errors"), (counts.not_passed, "not passed"),
+               (counts.duplicates, "superseded duplicates"), (counts.no_trajectory, "without a trajectory")) if n]
+    Console().print(f"{counts.exported} examples exported from {counts.records} records" + (f" (skipped: {', '.join(skipped)})" if skipped else ""))
+    if counts.without_tools:
+        console.print(f"[yellow]{counts.without_tools} examples have no tools column:[/yellow] their domain did not load (pass --domain DIR)")
+    if counts.unparsed_arguments:
+        console.print(f"{counts.unparsed_arguments} tool calls keep their arguments as a raw string (not valid JSON objects)")
+    console.print(f"{fmt} written to {path}\ncounts written to {Path(out_dir) / 'export.json'}")

@@ -1,0 +1,255 @@
+"""The runner on Ray: the same tasks × k attempts and results file as `runner.run`, with attempts run by actors.
+
+What stays the same as `runner.run`: the plan (finished keys are skipped, system-error keys retried,
+`repair=True` retries only those), the manifest, and one results line per attempt appended by the driver
+as results arrive, so an interrupted run resumes with the same command, with or without Ray.
+
+What Ray adds: a pool of `AttemptWorker` actors (one per CPU of the cluster by default), each holding its
+own backend (built inside the actor from `(backend name, dsn)`: backends hold connections and do not
+serialise), grader (with its cache of golden states), agents, and one event loop for its whole life
+(shared model-backed agents keep their async clients between batches). The driver sends batches of
+`(task id, domain name or folder, attempt)`, never pickled tasks: the actor reloads the domain with
+`load_domain` and checks that the task and domain files match the driver's. The driver keeps two batches
+queued per actor and writes each batch's records as it returns. Every planned attempt ends as a record:
+an actor that dies turns its batches into system-error records (retried by the next run, or `--repair`)
+and is replaced.
+
+Concurrency: `cfg.concurrency` is spread over the actors, at least one attempt in flight per actor. On
+PostgreSQL keep the total below the server's `max_connections`. Sandbox databases are named after the
+actor's process id: with several machines sharing one server, process ids can collide across machines,
+so prefer one server per node (or a single node) until sandbox names carry the host.
+
+Using a cluster (every node needs the same Python environment with groundstate installed; bundled domains
+travel by name, other domain folders by absolute path, which must exist on every node):
+    ray start --head --port=6379                 # on the head node
+    ray start --address=HEAD_IP:6379             # on each other node
+    groundstate run --agent openai:MODEL@URL --tasks bench --k 8 --ray auto          # on a node of the cluster
+    groundstate run --agent openai:MODEL@URL --tasks bench --k 8 --ray HEAD_IP:6379  # or ray://HEAD_IP:10001 (Ray Client)
+    ray stop                                     # on each node when done
+From Python: `run_ray(pairs, cfg, ("postgres", dsn), path, address="auto")`. Without a cluster,
+`--ray local` (`address=None`) starts a private Ray instance on this machine and shuts it down at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import shutil
+import tempfile
+import time
+import traceback
+import warnings
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from groundstate.grading import grader_for, system_error
+from groundstate.results import Record, ResultsWriter, read_records, rewrite_atomically
+from groundstate.runner import AgentPool, RunConfig, RunSummary, make_record, plan, run_attempt, write_manifest
+from groundstate.state import make_backend
+from groundstate.tasks import Domain, Task, bundled_domains, load_domain
+
+CLOSE_TIMEOUT_S = 180
+Item = tuple[str, str, int, str, str]  # task id, domain name or folder, attempt, task fingerprint, domain content hash
+Outcome = tuple[str, int, "Record | None", "str | None"]  # task id, attempt, record, or the error that prevented one
+
+
+class AttemptWorker:
+    """Runs batches of attempts in one process; wrapped with `ray.remote` by `run_ray` (a plain class here,
+    so that importing this module needs no Ray, and a subclass can take its place).
+
+    `run` is a coroutine, so Ray makes this an async actor: batches run on the actor's one event loop for
+    its whole life (shared model-backed agents keep their async clients), up to `in_flight` attempts at once.
+    """
+
+    def __init__(self, backend_spec: tuple[str, str | None], cfg: RunConfig, in_flight: int = 1):
+        self.cfg = cfg
+        self.backend = make_backend(*backend_spec)
+        self.grader = grader_for(self.backend)
+        self.agents = AgentPool(cfg)
+        self.slots = asyncio.Semaphore(max(1, min(in_flight, self.backend.max_open or in_flight)))
+
+    async def run(self, items: list[Item]) -> list[Outcome]:
+        async def one(item: Item) -> Outcome:
+            task_id, domain_ref, attempt, fingerprint, content_hash = item
+            try:
+                task, domain = self._task(task_id, domain_ref, fingerprint, content_hash)
+            except Exception as e:  # noqa: BLE001 - the driver turns it into a system-error record
+                return task_id, attempt, None, f"{type(e).__name__}: {e}"
+            async with self.slots:
+                return task_id, attempt, await run_attempt(task, domain, attempt, self.backend, self.grader, self.agents, self.cfg), None
+
+        return list(await asyncio.gather(*(one(i) for i in items)))
+
+    @staticmethod
+    def _task(task_id: str, domain_ref: str, fingerprint: str, content_hash: str) -> tuple[Task, Domain]:
+        domain = load_domain(domain_ref)
+        task = domain.task(task_id)
+        if domain.content_hash != content_hash or task.fingerprint() != fingerprint:
+            raise RuntimeError(f"task {task_id} or domain {domain.name} on this worker ({os.uname().nodename}) differs from the driver's")
+        return task, domain
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+def _domain_ref(domain: Domain) -> str:
+    """Bundled domains travel by name (each node has its own install); others by absolute folder."""
+    if domain.name in bundled_domains() and load_domain(domain.name).path.resolve() == domain.path.resolve():
+        return domain.name
+    return str(domain.path.resolve())
+
+
+@contextlib.contextmanager
+def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iterator[None]:
+    """Ray for the duration of the block: an already initialised Ray is used as it is; otherwise connect to
+    `address` ("auto", "HOST:PORT", "ray://HOST:10001") or, with None, start a private local instance with
+    `num_cpus` CPUs (default: all). Whatever is started here is shut down at the end."""
+    import ray
+
+    if ray.is_initialized():
+        yield
+        return
+    temp_dir = None
+    if address is None:
+        # a short private folder: Ray's socket paths must fit in 107 bytes, and tests must not share /tmp/ray
+        temp_dir = tempfile.mkdtemp(prefix="gsray", dir="/tmp" if os.path.isdir("/tmp") else None)
+        ray.init(num_cpus=num_cpus, include_dashboard=False, _temp_dir=temp_dir, logging_level=logging.WARNING, log_to_driver=False)
+    else:
+        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+        if temp_dir:
+            shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def run_ray(
+    tasks: list[tuple[Task, Domain]],
+    cfg: RunConfig,
+    backend_spec: tuple[str, str | None],
+    results_path: Path,
+    address: str | None = None,
+    repair: bool = False,
+    on_result: Callable[[Record], None] | None = None,
+    num_cpus: int | None = None,
+    actor_options: dict[str, Any] | None = None,
+    worker_cls: type = AttemptWorker,
+) -> RunSummary:
+    """Run (or resume) tasks × k attempts into `results_path` on Ray actors (see the module docstring).
+
+    `num_cpus`: the CPUs of a local instance and the number of actors (default: the cluster's CPUs);
+    `actor_options`: Ray options for each actor (e.g. `{"num_gpus": 0.5}` for local models; default 1 CPU).
+    """
+    import ray
+
+    start = time.perf_counter()
+    results_path = Path(results_path)
+    results_path.parent.mkdir(parents=True, exist_ok=True)
+    existing = read_records(results_path, repair_tail=True)
+    todo, kept = plan(tasks, cfg.k, existing, repair)
+    if len(kept) != len(existing):
+        rewrite_atomically(results_path, kept)  # drop superseded system errors before their retries are appended
+    backend = make_backend(*backend_spec)  # never opened here: names the backend in the manifest
+    manifest = write_manifest(results_path, cfg, tasks, backend, {"executor": "ray", "ray_address": address})
+    backend.close()
+    counts = {"passed": 0, "failed": 0, "system_errors": 0, "unjudged": 0}
+    by_key = {(t.id, a): t for t, _, a in todo}
+
+    writer = ResultsWriter(results_path)
+
+    def record(r: Record) -> None:
+        writer.write(r)
+        if r["system_error"]:
+            counts["system_errors"] += 1
+        elif r["unjudged"]:
+            counts["unjudged"] += 1
+        elif r["reward"] == 1:
+            counts["passed"] += 1
+        else:
+            counts["failed"] += 1
+        if on_result:
+            on_result(r)
+
+    def failed(task_id: str, attempt: int, message: str) -> Record:
+        return make_record(by_key[(task_id, attempt)], attempt, cfg, system_error(message), None, {})
+
+    try:
+        if todo:
+            with ray_session(address, num_cpus):
+                _drive(ray, todo, cfg, backend_spec, num_cpus, actor_options, worker_cls, record, failed)
+    finally:
+        writer.close()
+    return RunSummary(results_path, manifest, len(tasks) * cfg.k, len(tasks) * cfg.k - len(todo), len(todo),
+                      counts["passed"], counts["failed"], counts["system_errors"], counts["unjudged"], time.perf_counter() - start)
+
+
+def _drive(ray, todo, cfg: RunConfig, backend_spec, num_cpus, actor_options, worker_cls, record, failed) -> None:
+    """Feed batches to the actors, two queued per actor so none waits on the driver, and record each batch as it returns."""
+    actors_n = max(1, min(num_cpus or int(ray.cluster_resources().get("CPU", 1)), len(todo)))
+    in_flight = max(1, math.ceil(cfg.concurrency / actors_n))
+    batch = max(1, min(in_flight, math.ceil(len(todo) / (actors_n * 2))))
+    refs = {id(d): _domain_ref(d) for _, d, _ in todo}
+    items = [(t.id, refs[id(d)], a, t.fingerprint(), d.content_hash) for t, d, a in todo]
+    pending = deque(items[i:i + batch] for i in range(0, len(items), batch))
+    Actor = ray.remote(worker_cls).options(**({"num_cpus": 1} | (actor_options or {})))
+    spawn = lambda: Actor.remote(backend_spec, cfg, in_flight)  # noqa: E731
+    actors: list[Any] = [spawn() for _ in range(actors_n)]
+    replacements_left = 2 * actors_n + 2  # a worker that cannot even start (bad DSN, missing package) must not spin forever
+    inflight: dict[Any, tuple[int, Any, list[Item]]] = {}
+
+    def top_up(slot: int) -> None:
+        while pending and actors[slot] is not None and sum(1 for s, _, _ in inflight.values() if s == slot) < 2:
+            b = pending.popleft()
+            inflight[actors[slot].run.remote(b)] = (slot, actors[slot], b)
+
+    try:
+        for slot in range(actors_n):
+            top_up(slot)
+        while inflight:
+            [ref], _ = ray.wait(list(inflight), num_returns=1)
+            slot, actor, b = inflight.pop(ref)
+            try:
+                outcomes = ray.get(ref)
+            except ray.exceptions.RayActorError as e:  # the actor's process died: its batches are lost, never its keys
+                outcomes = [(t, a, None, f"Ray worker died: {_first_line(e)}") for t, _, a, _, _ in b]
+                if actors[slot] is actor:  # the first failed batch of this actor replaces it; its other batches fail alike
+                    with contextlib.suppress(Exception):
+                        ray.kill(actor)
+                    actors[slot] = spawn() if replacements_left > 0 else None
+                    replacements_left -= 1
+            except Exception as e:  # noqa: BLE001 - an error in the worker's own code: the actor lives on
+                outcomes = [(t, a, None, f"Ray worker failed: {_first_line(e)}") for t, _, a, _, _ in b]
+            for task_id, attempt, r, error in outcomes:
+                record(r if r is not None else failed(task_id, attempt, error))
+            top_up(slot)
+            if not inflight and pending:  # every actor is gone: what is left becomes system errors, for --repair
+                while pending:
+                    for task_id, _, attempt, _, _ in pending.popleft():
+                        record(failed(task_id, attempt, "no Ray worker left to run this attempt"))
+    finally:
+        for ref in inflight:  # interrupted: queued batches are dropped (their keys stay unfinished for the next run)
+            with contextlib.suppress(Exception):
+                ray.cancel(ref)
+        live = [a for a in actors if a is not None]
+        try:  # drop pooled sandbox databases before the processes go (a busy PostgreSQL takes seconds per DROP)
+            ray.get([a.close.remote() for a in live], timeout=CLOSE_TIMEOUT_S)
+        except Exception as e:  # noqa: BLE001 - the results are safe; only cleanup is left
+            warnings.warn(f"Ray workers did not close cleanly ({_first_line(e)}): sandbox databases may be left; "
+                          "PostgresBackend.cleanup_stale() on their machines drops them", RuntimeWarning, stacklevel=2)
+        for a in live:
+            with contextlib.suppress(Exception):
+                ray.kill(a)
+
+
+def _first_line(e: BaseException) -> str:
+    cause = getattr(e, "cause", None) or e  # a RayTaskError wraps the worker's exception
+    lines = [line for line in "".join(traceback.format_exception_only(type(cause), cause)).splitlines() if line.strip()]
+    return (lines[0] if lines else type(cause).__name__)[:300]

@@ -1,0 +1,194 @@
+"""A toolset backed by an MCP server, for the episode loop in place of a domain's `Toolset`.
+
+    async with McpToolset.stdio(sys.executable, ["-m", "groundstate.cli_mcp", "--domain", "retail"]) as tools:
+        tools.openai_schemas()                    # the server's tools/list, in the OpenAI `tools` format
+        r = await tools.acall("get_order", {"order_id": 1})   # -> ToolResult(ok, content, write)
+
+Built on the official MCP SDK's `Client` (stdio subprocess, streamable HTTP with a bearer token, or an
+in-process server). What the agent did wrong comes back as a result, never an exception: an `isError`
+result, a JSON-RPC error from the server, unknown tools and malformed arguments all become
+`ToolResult(ok=False, content="error: ...")`. What is not the agent's doing raises instead, for the runner to
+record as a system error: `McpToolsetError` for a closed connection, a timed-out request or a JSON-RPC error
+that groundstate's server marks as infrastructure (no sandbox could be opened, no session); a transport that
+fails outright (an HTTP server gone) is torn down by the SDK, and its exception leaves the `async with`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, TextIO
+
+from mcp import Client, MCPError, StdioServerParameters, stdio_client, types
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+from groundstate.tools import ToolResult
+
+__all__ = ["McpToolset", "McpToolsetError"]
+
+WRITE_META_KEY = "groundstate/write"  # = mcp_server.WRITE_META_KEY: set by groundstate's own MCP server
+INFRA_KEY = "groundstate/infrastructure"  # in mcp_server.INFRA_ERROR_DATA: the error is not the agent's doing
+
+
+class McpToolsetError(RuntimeError):
+    """The MCP connection failed (closed, timed out): an infrastructure failure, not the agent's."""
+
+
+class McpToolset:
+    """The tools of a connected MCP server. Use one of the async context managers to get one."""
+
+    def __init__(self, client: Client, tools: Sequence[types.Tool]):
+        self.client = client
+        self.tools: dict[str, types.Tool] = {t.name: t for t in tools}
+
+    # -- connecting ----------------------------------------------------------------------------
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def connect(cls, target: Any, *, mode: str = "auto", read_timeout_seconds: float | None = None) -> AsyncIterator["McpToolset"]:
+        """Connect through anything `mcp.Client` accepts (a transport, a URL, `StdioServerParameters`, a server object)."""
+        async with Client(target, mode=mode, read_timeout_seconds=read_timeout_seconds) as client:
+            toolset = cls(client, [])
+            await toolset.refresh()
+            yield toolset
+
+    @classmethod
+    def stdio(
+        cls,
+        command: str,
+        args: Sequence[str] = (),
+        env: dict[str, str] | None = None,
+        *,
+        cwd: str | None = None,
+        errlog: TextIO | None = None,
+        mode: str = "auto",
+        read_timeout_seconds: float | None = None,
+    ) -> contextlib.AbstractAsyncContextManager["McpToolset"]:
+        """Spawn `command args…` and talk MCP over its stdin/stdout; the process is stopped on exit.
+
+        The child gets the SDK's minimal environment (PATH, HOME, …) plus `env`.
+        """
+        params = StdioServerParameters(command=command, args=list(args), env=env, cwd=cwd)
+        target = stdio_client(params, errlog=errlog) if errlog is not None else params
+        return cls.connect(target, mode=mode, read_timeout_seconds=read_timeout_seconds)
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def http(
+        cls,
+        url: str,
+        token: str | None = None,
+        *,
+        headers: dict[str, str] | None = None,
+        timeout: float = 30.0,
+        read_timeout: float = 300.0,
+        mode: str = "auto",
+        read_timeout_seconds: float | None = None,
+    ) -> AsyncIterator["McpToolset"]:
+        """Connect to a streamable-HTTP MCP server, sending `Authorization: Bearer <token>` when a token is given.
+
+        The session is ended (HTTP DELETE) on exit, which is when groundstate's server closes its sandbox.
+        """
+        import httpx2
+
+        all_headers = dict(headers or {})
+        if token:
+            all_headers["Authorization"] = f"Bearer {token}"
+        async with httpx2.AsyncClient(headers=all_headers, timeout=httpx2.Timeout(timeout, read=read_timeout)) as http:
+            async with cls.connect(streamable_http_client(url, http_client=http), mode=mode,
+                                   read_timeout_seconds=read_timeout_seconds) as toolset:
+                yield toolset
+
+    @classmethod
+    def in_process(cls, server: Any, *, mode: str = "auto") -> contextlib.AbstractAsyncContextManager["McpToolset"]:
+        """Connect to a server object in this process (no subprocess, no socket), e.g. `build_server(..., sandbox=s)`."""
+        return cls.connect(server, mode=mode)
+
+    async def refresh(self) -> None:
+        """Re-read the server's tool list (all pages)."""
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        try:
+            while True:
+                page = await self.client.list_tools(cursor=cursor, cache_mode="refresh")
+                tools += page.tools
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+        except MCPError as e:
+            raise McpToolsetError(f"tools/list failed: {e.message}") from e
+        self.tools = {t.name: t for t in tools}
+
+    # -- the Toolset surface the episode loop uses ---------------------------------------------
+    @property
+    def instructions(self) -> str | None:
+        """The server's instructions (groundstate's server sends the domain's policy)."""
+        return self.client.instructions
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.tools
+
+    def __len__(self) -> int:
+        return len(self.tools)
+
+    def names(self) -> list[str]:
+        return list(self.tools)
+
+    def openai_schemas(self, allowed: list[str] | None = None) -> list[dict[str, Any]]:
+        """The tools in the OpenAI / Hugging Face chat-template `tools` format (as `Toolset.openai_schemas`)."""
+        return [
+            {"type": "function", "function": {"name": t.name, "description": t.description or "", "parameters": t.input_schema}}
+            for n, t in self.tools.items()
+            if allowed is None or n in allowed
+        ]
+
+    def may_write(self, name: str) -> bool:
+        """Whether a tool may change state, from its `readOnlyHint` (unknown: assume it may)."""
+        tool = self.tools.get(name)
+        return not (tool is not None and tool.annotations is not None and tool.annotations.read_only_hint)
+
+    async def acall(self, name: str, arguments: Any) -> ToolResult:
+        """Call a tool; failures the agent caused come back as `ToolResult(ok=False, "error: ...")`.
+
+        `arguments` is a dict or a JSON string (as a model emits it). Raises `McpToolsetError` when the failure
+        is not the agent's (see the module docstring).
+        """
+        write = self.may_write(name)
+        if name not in self.tools:
+            return ToolResult(False, f"error: unknown tool {name!r}; available tools: {', '.join(self.tools)}")
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except json.JSONDecodeError as e:
+                return ToolResult(False, f"error: arguments of {name} are not valid JSON: {e.msg}", write)
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            return ToolResult(False, f"error: arguments of {name} must be a JSON object, got {type(arguments).__name__}", write)
+        try:
+            result = await self.client.call_tool(name, arguments)
+        except MCPError as e:
+            if e.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT) or (isinstance(e.data, dict) and e.data.get(INFRA_KEY)):
+                raise McpToolsetError(f"MCP call of {name} failed: {e.message}") from e
+            return ToolResult(False, f"error: {name} failed: {e.message}", write)
+        meta = result.meta or {}
+        if isinstance(meta.get(WRITE_META_KEY), bool):
+            write = meta[WRITE_META_KEY]
+        content = _text(result)
+        if result.is_error:
+            return ToolResult(False, content if content.startswith("error:") else f"error: {content}", write)
+        return ToolResult(True, content, write)
+
+
+def _text(result: types.CallToolResult) -> str:
+    """What the agent reads: the text blocks, joined; other blocks (and structured-only results) as JSON."""
+    parts: list[str] = []
+    for block in result.content:
+        if isinstance(block, types.TextContent):
+            parts.append(block.text)
+        else:
+            parts.append(json.dumps(block.model_dump(mode="json", by_alias=True, exclude_none=True), sort_keys=True))
+    if not parts and result.structured_content is not None:
+        parts.append(json.dumps(result.structured_content, default=str, sort_keys=True, ensure_ascii=False))
+    return "\n".join(parts)

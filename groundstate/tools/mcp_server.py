@@ -1,0 +1,564 @@
+"""Serve a domain's tools over MCP, with one isolated sandbox per MCP session.
+
+Built on the official MCP Python SDK's low-level `Server`, so `tools/list` carries our `ToolSpec`s exactly
+(name, description, `json_schema()` as `inputSchema`) and `tools/call` runs `Toolset.call` on the session's
+own sandbox: a refused or invalid call comes back as a tool result with `isError: true`, never a crash.
+
+Sessions and sandboxes:
+- A sandbox is opened from the task's template (`backend.prepare(domain, task.patch)`, built once) at the
+  session's first tool call, and closed when the session ends. Two sessions never see each other's writes.
+- stdio (and any stream pair, including the SDK's in-process `Client(server)`): the connection is the
+  session, whatever protocol era the client speaks. The sandbox is closed when the connection ends.
+- Streamable HTTP: the session is the `Mcp-Session-Id` of an `initialize`-handshake session. Its sandbox is
+  closed when the client ends the session (`DELETE`), when the session has been idle for `idle_timeout`
+  seconds (the SDK's own session idle timeout), or when the server shuts down. 2026-07-28 requests carry no
+  session, so over HTTP this server advertises only the handshake era in `server/discover` (the SDK's `auto`
+  clients then fall back to `initialize`), and a session-less tool call is refused with a protocol error.
+- The HTTP app listens on loopback and requires `Authorization: Bearer <token>` (401 otherwise).
+
+Blocking database work (opening, tool calls, closing) runs in worker threads on backends other than SQLite.
+Failures that are not the agent's doing (no session, session ended, no sandbox could be opened) are JSON-RPC
+errors whose `data` is `INFRA_ERROR_DATA`; `McpToolset` raises on them instead of showing them to the agent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import itertools
+import secrets
+import sys
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+from mcp import MCPError, types
+from mcp.server import Server, ServerRequestContext
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.stdio import stdio_server
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+
+from groundstate.tools import ToolResult
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+    from groundstate.state.base import Backend, Sandbox, Template
+    from groundstate.tasks import Domain, Task
+
+__all__ = [
+    "DEFAULT_PORT",
+    "SESSION_HEADER",
+    "WRITE_META_KEY",
+    "SessionSandboxes",
+    "build_server",
+    "build_http_app",
+    "check_host",
+    "serve",
+    "serve_async",
+]
+
+DEFAULT_PORT = 8765
+DEFAULT_IDLE_TIMEOUT = 30 * 60.0  # seconds; the SDK's default session idle timeout
+SESSION_HEADER = "mcp-session-id"
+WRITE_META_KEY = "groundstate/write"  # tool results carry whether the tool may write, in `_meta`
+INFRA_ERROR_DATA = {"groundstate/infrastructure": True}  # `data` of JSON-RPC errors that are not the agent's doing
+
+SessionEndHook = Callable[["Sandbox"], None]
+
+
+class SessionEnded(Exception):
+    """A tool call for a session whose sandbox was already closed."""
+
+
+@dataclass
+class _Entry:
+    owner: object = None  # the lifespan scope (stream connection or HTTP app) that serves the session
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    sandbox: "Sandbox | None" = None
+    owned: bool = True  # False for a caller-provided sandbox: never closed here
+    closed: bool = False
+
+
+@dataclass
+class _Activity:
+    in_flight: int = 0
+    last_seen: float = 0.0
+
+
+@dataclass(eq=False)
+class _Scope:
+    """What the server's lifespan yields: one per stream connection, one for the whole HTTP app."""
+
+    sessions: "SessionSandboxes"
+    connection_key: str = field(default_factory=lambda: f"connection-{uuid.uuid4().hex}")
+
+
+class SessionSandboxes:
+    """The open sandboxes of one MCP server, by session key; each opened lazily, each closed exactly once."""
+
+    def __init__(
+        self,
+        domain: "Domain",
+        backend: "Backend",
+        template: "Template",
+        *,
+        offload: bool | None = None,
+        on_session_end: SessionEndHook | None = None,
+        sandbox: "Sandbox | None" = None,
+        idle_timeout: float | None = None,
+    ):
+        self.domain, self.backend, self.template = domain, backend, template
+        self.offload = backend.name != "sqlite" if offload is None else offload
+        self.on_session_end = on_session_end
+        self.shared = sandbox  # serve this one sandbox to every session (the caller owns and closes it)
+        self.idle_timeout = idle_timeout
+        self._entries: dict[str, _Entry] = {}
+        self._ended: set[str] = set()
+        self._activity: dict[str, _Activity] = {}
+        self.opened = 0  # sandboxes opened / closed so far
+        self.closed = 0
+
+    # -- tool calls ------------------------------------------------------------------------------
+    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if self.offload:
+            return await anyio.to_thread.run_sync(fn, *args)
+        return fn(*args)
+
+    async def call(self, key: str, name: str, arguments: Any, *, owner: object = None) -> ToolResult:
+        """Run one tool call on the session's sandbox (opened on first use); calls of a session run in order.
+
+        `owner` is what the session belongs to (`end_owner` closes all of its sessions).
+        """
+        if key in self._ended:
+            raise SessionEnded(key)
+        if self.shared is not None:
+            key = "shared"  # one sandbox, one lock: its calls never overlap
+        entry = self._entries.get(key)
+        if entry is None:  # no await between the lookup and the insert: one entry per key
+            entry = self._entries[key] = _Entry(owner=owner)
+        async with entry.lock:
+            if entry.closed:
+                raise SessionEnded(key)
+            if entry.sandbox is None:
+                if self.shared is not None:
+                    entry.sandbox, entry.owned = self.shared, False
+                else:
+                    try:
+                        with anyio.CancelScope(shield=True):  # a cancelled request must not leak the sandbox it opened
+                            entry.sandbox = await self._run(self.backend.open, self.template)
+                    except Exception as e:
+                        raise MCPError(code=INTERNAL_ERROR, message=f"could not open a sandbox: {type(e).__name__}: {e}",
+                                       data=INFRA_ERROR_DATA) from e
+                    self.opened += 1
+            return await self._run(self.domain.tools.call, entry.sandbox.connection, name, arguments)
+
+    # -- session ends ----------------------------------------------------------------------------
+    async def end(self, key: str, *, remember: bool = False) -> None:
+        """Close the session's sandbox (after any call in flight); `remember`: refuse later calls for the key."""
+        self._activity.pop(key, None)
+        entry = self._entries.pop(key, None)
+        if entry is None:
+            return
+        if remember:
+            self._ended.add(key)
+        with anyio.CancelScope(shield=True):
+            async with entry.lock:
+                if entry.closed:
+                    return
+                entry.closed = True
+                if entry.sandbox is not None and entry.owned:
+                    await self._run(self._finish, entry.sandbox)
+                    self.closed += 1
+
+    def _finish(self, sandbox: "Sandbox") -> None:
+        try:
+            if self.on_session_end is not None:
+                self.on_session_end(sandbox)
+        except Exception as e:  # a failing hook must not leak the sandbox
+            print(f"[groundstate mcp] session-end hook failed: {type(e).__name__}: {e}", file=sys.stderr)
+        finally:
+            sandbox.close()
+
+    async def end_owner(self, owner: object) -> None:
+        """End every session that `owner` served."""
+        for key, entry in list(self._entries.items()):
+            if entry.owner is owner:
+                await self.end(key)
+
+    async def aclose(self) -> None:
+        """Close every open sandbox."""
+        for key in list(self._entries):
+            await self.end(key)
+
+    @property
+    def open_count(self) -> int:
+        return sum(1 for e in self._entries.values() if e.sandbox is not None and e.owned and not e.closed)
+
+    # -- HTTP session activity (fed by the ASGI wrapper), for the idle reaper ---------------------
+    def begin(self, key: str) -> None:
+        a = self._activity.setdefault(key, _Activity())
+        a.in_flight += 1
+        a.last_seen = anyio.current_time()
+
+    def finish(self, key: str, status: int | None = None) -> None:
+        a = self._activity.get(key)
+        if a is not None:
+            a.in_flight = max(0, a.in_flight - 1)
+            a.last_seen = anyio.current_time()
+            if status in (401, 403, 404) and a.in_flight == 0 and key not in self._entries:
+                del self._activity[key]  # refused: no session of ours to keep track of
+
+    async def reap_idle(self) -> None:
+        """End HTTP sessions with no request in flight for `idle_timeout` seconds (the SDK's rule for its sessions)."""
+        assert self.idle_timeout is not None
+        while True:
+            await anyio.sleep(min(max(self.idle_timeout / 4, 0.05), 30.0))
+            now = anyio.current_time()
+            for key, a in list(self._activity.items()):
+                if a.in_flight == 0 and now - a.last_seen >= self.idle_timeout:
+                    await self.end(key, remember=True)
+
+
+def _session_key(ctx: ServerRequestContext[Any, Any]) -> str:
+    """The session a request belongs to: its HTTP `Mcp-Session-Id`, else its stream connection."""
+    scope: _Scope = ctx.lifespan_context
+    request = ctx.request
+    if request is None:  # stdio or in-memory: the connection is the session
+        return scope.connection_key
+    headers = getattr(request, "headers", None)
+    sid = headers.get(SESSION_HEADER) if headers is not None else None
+    if not sid:
+        raise MCPError(
+            code=INVALID_REQUEST,
+            message="this server keeps one database sandbox per MCP session, and this request has none: connect "
+            "with the initialize handshake (protocol 2025-11-25 or earlier; e.g. mcp.Client(..., mode='legacy')) "
+            "so that the server assigns an Mcp-Session-Id",
+            data=INFRA_ERROR_DATA,
+        )
+    return sid
+
+
+def build_server(
+    domain: "Domain",
+    backend: "Backend",
+    task: "Task | None" = None,
+    *,
+    sandbox: "Sandbox | None" = None,
+    on_session_end: SessionEndHook | None = None,
+    sessions: SessionSandboxes | None = None,
+) -> Server[_Scope]:
+    """An MCP server (the SDK's low-level `Server`) for the domain's tools, one sandbox per session.
+
+    The task's template is built here (`backend.prepare`, blocking); sandboxes are opened from it at each
+    session's first tool call and closed when the session ends, after `on_session_end(sandbox)` (e.g. to
+    grade it). `sandbox=` serves that one sandbox to every session instead and never closes it: the caller
+    owns it (to run an in-process MCP round trip against an attempt's own sandbox and grade it afterwards).
+    `sessions=` supplies the registry (the HTTP app passes one with an idle timeout).
+    """
+    if sessions is None:
+        template = sandbox.template if sandbox is not None else backend.prepare(domain, task.patch if task else {})
+        sessions = SessionSandboxes(domain, backend, template, on_session_end=on_session_end, sandbox=sandbox)
+    registry = sessions
+    tools = [
+        types.Tool(
+            name=spec.name,
+            description=spec.description,
+            input_schema=spec.json_schema(),
+            annotations=types.ToolAnnotations(read_only_hint=not spec.write, open_world_hint=False),
+        )
+        for spec in domain.tools.specs.values()
+    ]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_server: Server[_Scope]) -> AsyncIterator[_Scope]:
+        # Entered once per stream connection (Server.run, in-process Client) and once for a whole HTTP app;
+        # on the way out it closes the sandboxes of the sessions it served.
+        scope = _Scope(registry)
+        async with contextlib.AsyncExitStack() as stack:
+            if registry.idle_timeout is not None:
+                tg = await stack.enter_async_context(anyio.create_task_group())
+                tg.start_soon(registry.reap_idle)
+                stack.callback(tg.cancel_scope.cancel)
+            try:
+                yield scope
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await registry.end_owner(scope)
+
+    async def list_tools(ctx: ServerRequestContext[_Scope], params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(ctx: ServerRequestContext[_Scope], params: types.CallToolRequestParams) -> types.CallToolResult:
+        key = _session_key(ctx)
+        try:
+            arguments = params.arguments if params.arguments is not None else {}
+            result = await registry.call(key, params.name, arguments, owner=ctx.lifespan_context)
+        except SessionEnded:
+            raise MCPError(code=INVALID_REQUEST, message="this MCP session has ended and its sandbox is closed; start a new session",
+                           data=INFRA_ERROR_DATA) from None
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=result.content)],
+            is_error=not result.ok,
+            _meta={WRITE_META_KEY: result.write},
+        )
+
+    server: Server[_Scope] = Server(
+        f"groundstate-{domain.name}",
+        version=_version(),
+        description=domain.config.description or None,
+        instructions=domain.system_prompt() or None,
+        lifespan=lifespan,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+    async def discover(ctx: ServerRequestContext[_Scope], params: types.RequestParams) -> types.DiscoverResult:
+        # Over HTTP only the handshake era has sessions (and so sandboxes): advertise it alone, and the SDK's
+        # `auto` clients fall back to `initialize`. Over a stream the connection is the session: both eras work.
+        versions = list(HANDSHAKE_PROTOCOL_VERSIONS if ctx.request is not None else MODERN_PROTOCOL_VERSIONS)
+        return types.DiscoverResult(
+            supported_versions=versions,
+            capabilities=server.get_capabilities(protocol_version=ctx.protocol_version),
+            instructions=server.instructions,
+        )
+
+    server.add_request_handler("server/discover", types.RequestParams, discover)
+    return server
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("groundstate")
+    except Exception:
+        return ""
+
+
+# -- HTTP ----------------------------------------------------------------------------------------
+class _StaticTokenVerifier:
+    """The SDK's `TokenVerifier` protocol for one shared bearer token (compared in constant time)."""
+
+    def __init__(self, token: str):
+        self._token = token.encode()
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        if secrets.compare_digest(token.encode(), self._token):
+            return AccessToken(token="", client_id="groundstate-mcp", scopes=[])
+        return None
+
+
+class _SessionLifecycle:
+    """ASGI wrapper: feeds HTTP session activity to the registry and closes a sandbox when its session is deleted."""
+
+    def __init__(self, app: "ASGIApp", sessions: SessionSandboxes):
+        self.app, self.sessions = app, sessions
+
+    async def __call__(self, scope: "Scope", receive: "Receive", send: "Send") -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        sid = next((v.decode("latin-1") for k, v in scope["headers"] if k == SESSION_HEADER.encode()), None)
+        if not sid:
+            await self.app(scope, receive, send)
+            return
+        status: int | None = None
+
+        async def watch(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        self.sessions.begin(sid)
+        try:
+            await self.app(scope, receive, watch)
+        finally:
+            self.sessions.finish(sid, status)
+            if scope["method"] == "DELETE" and status is not None and 200 <= status < 300:
+                await self.sessions.end(sid, remember=True)
+
+
+def check_host(host: str, allow_remote: bool = False) -> None:
+    """Refuse to bind anything but loopback unless `allow_remote` (a token over plain HTTP is readable on the network)."""
+    if allow_remote:
+        return
+    if host == "localhost":
+        return
+    try:
+        loopback = ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise ValueError(
+            f"refusing to serve MCP over HTTP on non-loopback host {host!r}: use 127.0.0.1 (default), or pass "
+            "allow_remote=True (--allow-remote) and put TLS in front of it"
+        )
+
+
+def build_http_app(
+    domain: "Domain",
+    backend: "Backend",
+    task: "Task | None" = None,
+    *,
+    token: str,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    path: str = "/mcp",
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+    on_session_end: SessionEndHook | None = None,
+    allow_remote: bool = False,
+) -> "ASGIApp":
+    """The streamable-HTTP ASGI app: bearer-token protected, one sandbox per MCP session."""
+    check_host(host, allow_remote)
+    if not token:
+        raise ValueError("an HTTP MCP server needs a bearer token")
+    template = backend.prepare(domain, task.patch if task else {})
+    sessions = SessionSandboxes(domain, backend, template, on_session_end=on_session_end, idle_timeout=idle_timeout)
+    server = build_server(domain, backend, task, sessions=sessions)
+    base = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+    app = server.streamable_http_app(
+        streamable_http_path=path,
+        host=host,
+        session_idle_timeout=idle_timeout,
+        token_verifier=_StaticTokenVerifier(token),
+        # Resource-server-only auth: the SDK's bearer middleware checks every request; no OAuth routes are added.
+        auth=AuthSettings(issuer_url=base, resource_server_url=None),
+    )
+    return _SessionLifecycle(app, sessions)
+
+
+# -- serving -------------------------------------------------------------------------------------
+def _grade_hook(task: "Task") -> SessionEndHook:
+    """Grade each session's final state when it ends, and print the verdict to stderr."""
+    counter = itertools.count(1)
+
+    def hook(sandbox: "Sandbox") -> None:
+        from groundstate.grading import grade
+
+        v = grade(task, sandbox)
+        print(f"[groundstate mcp] session {next(counter)} ended: task {task.id} reward={v.reward} "
+              f"({'; '.join(v.reasons)[:300]})", file=sys.stderr, flush=True)
+
+    return hook
+
+
+async def _stdio(server: Server[_Scope]) -> None:
+    async with anyio.create_task_group() as tg:
+
+        async def on_signal() -> None:
+            import signal
+
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for _ in signals:
+                    tg.cancel_scope.cancel()  # unwinds Server.run, whose lifespan closes the sandbox
+                    return
+
+        tg.start_soon(on_signal)
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+        tg.cancel_scope.cancel()
+
+
+async def _run_uvicorn(server: Any) -> None:
+    """Run uvicorn to a graceful stop on SIGINT/SIGTERM, then return (so the backend is closed after it).
+
+    uvicorn handles both signals while it serves and re-raises the one it caught once it has shut down (its
+    lifespan closing every session's sandbox); no-op handlers installed here receive that re-raise.
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        await server.serve()
+        return
+    previous = {s: signal.signal(s, lambda *_: None) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        await server.serve()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+async def serve_async(
+    domain: "Domain | str",
+    task: "Task | str | None" = None,
+    transport: str = "stdio",
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    token: str | None = None,
+    *,
+    backend: "Backend | None" = None,
+    allow_remote: bool = False,
+    path: str = "/mcp",
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+    grade_on_end: bool = True,
+) -> None:
+    """Serve until stdin closes (stdio) or the process is interrupted (HTTP); see `serve`."""
+    from groundstate.state.sqlite import SqliteBackend
+    from groundstate.tasks import load_domain
+
+    host = host.strip("[]")  # "[::1]" -> "::1"
+    d = load_domain(domain) if isinstance(domain, str) else domain
+    t = d.task(task) if isinstance(task, str) else task
+    be = backend if backend is not None else SqliteBackend()  # closed at the end only if created here
+    hook = _grade_hook(t) if (t is not None and grade_on_end) else None
+    try:
+        if transport == "stdio":
+            server = await anyio.to_thread.run_sync(lambda: build_server(d, be, t, on_session_end=hook))
+            await _stdio(server)
+        elif transport == "http":
+            import uvicorn
+
+            check_host(host, allow_remote)
+            if not token:
+                token = secrets.token_urlsafe(32)
+                print(f"[groundstate mcp] bearer token: {token}", file=sys.stderr)
+            app = await anyio.to_thread.run_sync(
+                lambda: build_http_app(d, be, t, token=token, host=host, port=port, path=path, idle_timeout=idle_timeout,
+                                       on_session_end=hook, allow_remote=allow_remote)
+            )
+            shown = f"[{host}]" if ":" in host else host
+            print(f"[groundstate mcp] serving {d.name}{' task ' + t.id if t else ''} at http://{shown}:{port}{path} "
+                  "(send Authorization: Bearer <token>)", file=sys.stderr, flush=True)
+            config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+            await _run_uvicorn(uvicorn.Server(config))
+        else:
+            raise ValueError(f"unknown transport {transport!r}: use stdio or http")
+    finally:
+        if backend is None:
+            await anyio.to_thread.run_sync(be.close)
+
+
+def serve(
+    domain: "Domain | str",
+    task: "Task | str | None" = None,
+    transport: str = "stdio",
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    token: str | None = None,
+    *,
+    backend: "Backend | None" = None,
+    allow_remote: bool = False,
+    path: str = "/mcp",
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+    grade_on_end: bool = True,
+) -> None:
+    """Serve a domain's tools (in the start state of `task`, if given) over MCP.
+
+    `transport="stdio"`: one session, on this process's stdin/stdout. `transport="http"`: streamable HTTP at
+    `http://host:port/mcp`, loopback only unless `allow_remote=True`, every request needing
+    `Authorization: Bearer <token>` (a random token is generated and printed to stderr when none is given).
+    With a task, each session's final state is graded when it ends and the verdict printed to stderr.
+    `backend` defaults to a new SQLite backend (closed on return); a backend passed in stays the caller's to close.
+    """
+    if transport == "http":
+        check_host(host, allow_remote)
+    anyio.run(lambda: serve_async(domain, task, transport, host, port, token, backend=backend, allow_remote=allow_remote,
+                                  path=path, idle_timeout=idle_timeout, grade_on_end=grade_on_end))

@@ -1,0 +1,383 @@
+"""MCP: the domain's tools served over stdio and streamable HTTP, one sandbox per session, and McpToolset.
+
+Servers run as `python -m groundstate.cli_mcp` subprocesses (stdio, and one HTTP server on a free loopback
+port); clients are the official SDK's `ClientSession` + `stdio_client` / `streamable_http_client`, `mcp.Client`
+and our `McpToolset`. Everything stays on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+mcp = pytest.importorskip("mcp")
+
+import httpx2  # noqa: E402  (installed with mcp)
+from mcp import Client, ClientSession, MCPError, StdioServerParameters, stdio_client  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+
+from groundstate.grading import grade  # noqa: E402
+from groundstate.state.sqlite import SqliteBackend  # noqa: E402
+from groundstate.tasks import load_domain  # noqa: E402
+from groundstate.tools.mcp_client import McpToolset, McpToolsetError  # noqa: E402
+from groundstate.tools.mcp_server import SessionSandboxes, SessionEnded, build_server, check_host  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+SHOP = str(Path(__file__).parent / "fixtures" / "shop")
+TASK = "shop-cancel"  # patch: order 1 is pending
+SERVER_ARGS = ["-m", "groundstate.cli_mcp", "--domain", SHOP, "--task", TASK]
+ENV = {"PYTHONPATH": str(ROOT)}
+
+
+def run(fn, limit: float = 25.0):
+    async def main():
+        with anyio.fail_after(limit):
+            return await fn()
+
+    return anyio.run(main)
+
+
+def stdio_params() -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable, args=SERVER_ARGS, env=ENV, cwd=str(ROOT))
+
+
+def text(result) -> str:
+    assert len(result.content) == 1 and result.content[0].type == "text"
+    return result.content[0].text
+
+
+@pytest.fixture(scope="module")
+def shop():
+    return load_domain(SHOP)
+
+
+# -- stdio, with the SDK's own ClientSession ---------------------------------------------------------
+def test_stdio_lists_specs_calls_tools_and_isolates_sessions(shop):
+    """Two server processes: tools/list is the ToolSpecs, calls write, bad calls are isError, sessions are isolated."""
+
+    async def main():
+        async with stdio_client(stdio_params()) as (ra, wa), stdio_client(stdio_params()) as (rb, wb):
+            async with ClientSession(ra, wa) as a, ClientSession(rb, wb) as b:
+                await a.initialize()
+                await b.initialize()
+
+                listed = (await a.list_tools()).tools
+                assert [t.name for t in listed] == shop.tools.names()
+                for t in listed:
+                    spec = shop.tools[t.name]
+                    assert t.description == spec.description
+                    assert t.input_schema == spec.json_schema()
+                    assert t.annotations.read_only_hint is (not spec.write)
+
+                r = await a.call_tool("cancel_order", {"order_id": 1})
+                assert not r.is_error and json.loads(text(r)) == {"order_id": 1, "status": "cancelled"}
+                assert r.meta["groundstate/write"] is True
+                r = await a.call_tool("get_order", {"order_id": 1})
+                assert not r.is_error and json.loads(text(r))["status"] == "cancelled"
+
+                # session B (another process, another sandbox) still sees the task's start state
+                r = await b.call_tool("get_order", {"order_id": 1})
+                assert json.loads(text(r))["status"] == "pending"
+
+                r = await a.call_tool("get_order", {"order_id": "abc"})
+                assert r.is_error and text(r).startswith("error: invalid arguments for get_order: order_id:")
+                r = await a.call_tool("get_order", {})
+                assert r.is_error and "order_id: Field required" in text(r)
+                r = await a.call_tool("cancel_order", {"order_id": 1})
+                assert r.is_error and text(r) == "error: order 1 is cancelled and cannot be cancelled"
+                r = await a.call_tool("no_such_tool", {})
+                assert r.is_error and text(r).startswith("error: unknown tool 'no_such_tool'")
+                r = await a.call_tool("broken_tool", {"order_id": 1})
+                assert r.is_error and "RuntimeError: bug in tool" in text(r)
+
+    run(main)
+
+
+# -- HTTP: one server subprocess, many sessions ---------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def http_server(tmp_path_factory):
+    port, token = _free_port(), secrets.token_urlsafe(16)
+    log = tmp_path_factory.mktemp("mcp") / "stderr.log"
+    with open(log, "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, *SERVER_ARGS, "--transport", "http", "--port", str(port)],
+            cwd=ROOT, env={**os.environ, **ENV, "GROUNDSTATE_MCP_TOKEN": token},
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+        )
+    url = f"http://127.0.0.1:{port}/mcp"
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            httpx2.post(url, json={}, timeout=1)
+            break
+        except httpx2.TransportError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"HTTP MCP server did not start: {log.read_text()}")
+            time.sleep(0.1)
+    yield {"url": url, "token": token, "log": log, "proc": proc}
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+
+
+def _ended_lines(log: Path) -> list[str]:
+    return [line for line in log.read_text().splitlines() if " ended: task " in line]
+
+
+def _wait_for_ended(log: Path, n: int, timeout: float = 5.0) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while len(_ended_lines(log)) < n and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return _ended_lines(log)
+
+
+def test_http_requires_the_bearer_token(http_server):
+    url = http_server["url"]
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    hdrs = {"Accept": "application/json, text/event-stream"}
+    assert httpx2.post(url, json=body, headers=hdrs).status_code == 401
+    r = httpx2.post(url, json=body, headers={**hdrs, "Authorization": "Bearer not-the-token"})
+    assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
+
+    async def main():
+        with pytest.raises(Exception):
+            async with McpToolset.http(url, token="not-the-token"):
+                pass
+
+    run(main)
+
+
+def test_http_concurrent_sessions_are_isolated_and_released(http_server):
+    """Two ClientSessions on ONE HTTP server: each gets its own sandbox, closed (and graded) when the session ends."""
+    url, token, log = http_server["url"], http_server["token"], http_server["log"]
+    before = len(_ended_lines(log))
+
+    async def session_calls(a_wrote: anyio.Event, role: str, out: dict) -> None:
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(30, read=300)) as http:
+            async with streamable_http_client(url, http_client=http) as (read, write), ClientSession(read, write) as s:
+                await s.initialize()
+                if role == "A":
+                    r = await s.call_tool("cancel_order", {"order_id": 1})
+                    assert not r.is_error, text(r)
+                    a_wrote.set()
+                    out["A"] = json.loads(text(await s.call_tool("get_order", {"order_id": 1})))["status"]
+                else:
+                    await a_wrote.wait()
+                    out["B"] = json.loads(text(await s.call_tool("get_order", {"order_id": 1})))["status"]
+                    bad = await s.call_tool("cancel_order", {"order_id": "one"})
+                    assert bad.is_error and text(bad).startswith("error: invalid arguments for cancel_order")
+
+    async def main():
+        out: dict = {}
+        a_wrote = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(session_calls, a_wrote, "A", out)
+            tg.start_soon(session_calls, a_wrote, "B", out)
+        return out
+
+    assert run(main) == {"A": "cancelled", "B": "pending"}
+    # leaving each session sends DELETE: both sandboxes are closed, after grading their final states
+    ended = _wait_for_ended(log, before + 2)[before:]
+    assert sorted(line.split("reward=")[1][0] for line in ended) == ["0", "1"], ended
+
+
+def test_mcp_toolset_over_http_and_sdk_client_eras(http_server, shop):
+    url, token = http_server["url"], http_server["token"]
+
+    async def main():
+        async with McpToolset.http(url, token=token) as a, McpToolset.http(url, token=token) as b:
+            # the SDK's auto mode probes server/discover; over HTTP this server only offers the handshake era
+            assert a.client.protocol_version == "2025-11-25"
+            assert a.openai_schemas() == shop.tools.openai_schemas()
+            r = await a.acall("cancel_order", {"order_id": 1})
+            assert r.ok and r.write and json.loads(r.content)["status"] == "cancelled"
+            assert json.loads((await b.acall("get_order", {"order_id": 1})).content)["status"] == "pending"
+            assert json.loads((await a.acall("get_order", '{"order_id": 1}')).content)["status"] == "cancelled"
+
+        # a client pinned to the session-less 2026-07-28 protocol is told why its call cannot be served
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http:
+            async with Client(streamable_http_client(url, http_client=http), mode="2026-07-28") as c:
+                assert [t.name for t in (await c.list_tools()).tools] == shop.tools.names()
+                with pytest.raises(MCPError, match="one database sandbox per MCP session") as e:
+                    await c.call_tool("get_order", {"order_id": 1})
+                assert e.value.data == {"groundstate/infrastructure": True}
+        # ... which McpToolset raises (a system error for the runner), rather than showing it to the agent
+        async with McpToolset.http(url, token=token, mode="2026-07-28") as pinned:
+            assert "get_order" in pinned
+            with pytest.raises(McpToolsetError, match="one database sandbox per MCP session"):
+                await pinned.acall("get_order", {"order_id": 1})
+
+    run(main)
+
+
+# -- McpToolset over stdio -------------------------------------------------------------------------------
+def test_mcp_toolset_over_stdio(shop):
+    async def main():
+        async with McpToolset.stdio(sys.executable, SERVER_ARGS, env=ENV, cwd=str(ROOT)) as tools:
+            assert tools.client.protocol_version == "2026-07-28"  # over a stream both eras work: the process is the session
+            assert tools.names() == shop.tools.names()
+            assert "cancel_order" in tools and "nope" not in tools
+            assert tools.openai_schemas() == shop.tools.openai_schemas()
+            assert tools.openai_schemas(["get_order"]) == shop.tools.openai_schemas(["get_order"])
+            assert tools.instructions == shop.system_prompt()
+
+            r = await tools.acall("cancel_order", {"order_id": 1})
+            assert r.ok and r.write and json.loads(r.content) == {"order_id": 1, "status": "cancelled"}
+            r = await tools.acall("get_order", {"order_id": 1})
+            assert r.ok and not r.write and json.loads(r.content)["status"] == "cancelled"
+
+            r = await tools.acall("get_order", {"order_id": "abc"})
+            assert not r.ok and r.content.startswith("error: invalid arguments for get_order: order_id:")
+            r = await tools.acall("get_order", "{not json")
+            assert not r.ok and r.content.startswith("error: arguments of get_order are not valid JSON")
+            r = await tools.acall("get_order", [1])
+            assert not r.ok and r.content == "error: arguments of get_order must be a JSON object, got list"
+            r = await tools.acall("nope", {})
+            assert not r.ok and r.content.startswith("error: unknown tool 'nope'; available tools: get_order")
+
+    run(main)
+
+
+# -- in process: the episode's own sandbox, session lifecycle, idle reaping ---------------------------------------
+def test_in_process_server_on_an_attempts_sandbox_grades_it(shop):
+    backend = SqliteBackend()
+    task = shop.task(TASK)
+    sandbox = backend.open(backend.prepare(shop, task.patch))
+
+    async def main():
+        async with McpToolset.in_process(build_server(shop, backend, task, sandbox=sandbox)) as tools:
+            r = await tools.acall("cancel_order", {"order_id": 1})
+            assert r.ok and r.write
+
+    run(main)
+    assert not sandbox.closed  # the caller owns it
+    assert grade(task, sandbox).reward == 1
+    sandbox.close()
+
+
+def test_mcp_results_equal_direct_toolset_results(shop):
+    """Through MCP the agent reads exactly what Toolset.call returns, failures included."""
+    backend = SqliteBackend()
+    task = shop.task(TASK)
+    calls = [
+        ("get_order", {"order_id": 1}), ("cancel_order", {"order_id": 1}), ("cancel_order", {"order_id": 1}),
+        ("get_order", {"order_id": "abc"}), ("get_order", {"order_id": True}), ("get_order", {}),
+        ("cancel_order", "{bad json"), ("get_order", '{"order_id": 1}'), ("set_tier", {"customer_id": 1, "tier": "platinum"}),
+        ("add_note", {"customer_id": 1, "body": "ünïcode ✓"}), ("broken_tool", {"order_id": 2}), ("no_such_tool", {}),
+        ("get_order", {"order_id": 1, "extra": 1}),
+    ]
+    direct = backend.open(backend.prepare(shop, task.patch))
+    expected = [shop.tools.call(direct.connection, name, args) for name, args in calls]
+
+    async def main():
+        async with McpToolset.in_process(build_server(shop, backend, task)) as tools:
+            return [await tools.acall(name, args) for name, args in calls]
+
+    assert run(main) == expected
+    direct.close()
+
+
+def test_each_connection_gets_a_sandbox_released_at_its_end(shop):
+    backend = SqliteBackend()
+    task = shop.task(TASK)
+    ended = []
+    server = build_server(shop, backend, task, on_session_end=lambda sb: ended.append(grade(task, sb).reward))
+
+    async def main():
+        async with McpToolset.in_process(server) as a, McpToolset.in_process(server) as b:
+            await a.acall("cancel_order", {"order_id": 1})
+            assert json.loads((await b.acall("get_order", {"order_id": 1})).content)["status"] == "pending"
+            assert ended == []
+        async with McpToolset.in_process(server) as c:  # a session that never calls a tool opens no sandbox
+            assert "get_order" in c
+
+    run(main)
+    assert sorted(ended) == [0, 1]
+
+
+@pytest.mark.postgres
+def test_postgres_sessions_get_their_own_clones_and_release_them(shop, pg_backend):
+    """On PostgreSQL the blocking work runs in threads; each session's clone goes back to the pool when it ends."""
+    task = shop.task(TASK)
+    server = build_server(shop, pg_backend, task)
+    in_use = pg_backend.in_use
+
+    async def main():
+        async with McpToolset.in_process(server) as a, McpToolset.in_process(server) as b:
+            assert (await a.acall("cancel_order", {"order_id": 1})).ok
+            assert json.loads((await b.acall("get_order", {"order_id": 1})).content)["status"] == "pending"
+            assert json.loads((await a.acall("get_order", {"order_id": 1})).content)["status"] == "cancelled"
+            assert pg_backend.in_use == in_use + 2
+
+    run(main)
+    assert pg_backend.in_use == in_use
+
+
+def test_idle_http_sessions_are_reaped(shop):
+    backend = SqliteBackend()
+    sessions = SessionSandboxes(shop, backend, backend.prepare(shop, shop.task(TASK).patch), idle_timeout=0.2)
+
+    async def main():
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sessions.reap_idle)
+            sessions.begin("s1")
+            assert (await sessions.call("s1", "cancel_order", {"order_id": 1})).ok
+            sessions.finish("s1")
+            sessions.begin("s2")  # a request still in flight keeps its session alive
+            await sessions.call("s2", "get_order", {"order_id": 1})
+            await anyio.sleep(0.6)
+            assert sessions.closed == 1 and sessions.open_count == 1
+            with pytest.raises(SessionEnded):
+                await sessions.call("s1", "get_order", {"order_id": 1})
+            sessions.finish("s2")
+            await sessions.aclose()
+            assert sessions.open_count == 0 and sessions.closed == 2
+            tg.cancel_scope.cancel()
+
+    run(main)
+
+
+# -- host policy and the CLI ----------------------------------------------------------------------------
+def test_http_binds_loopback_unless_allowed():
+    for host in ("127.0.0.1", "::1", "[::1]", "localhost", "127.0.0.2"):
+        check_host(host)
+    for host in ("0.0.0.0", "::", "10.1.2.3", "example.com"):
+        with pytest.raises(ValueError, match="non-loopback"):
+            check_host(host)
+    check_host("0.0.0.0", allow_remote=True)
+
+
+def test_cli_refuses_a_remote_host_and_unknown_tasks():
+    import typer
+    from typer.testing import CliRunner
+
+    from groundstate.cli_mcp import serve_mcp
+
+    app = typer.Typer()
+    app.command()(serve_mcp)
+    r = CliRunner().invoke(app, ["--domain", SHOP, "--transport", "http", "--host", "0.0.0.0"])
+    assert r.exit_code == 2 and "non-loopback" in r.output
+    r = CliRunner().invoke(app, ["--domain", SHOP, "--task", "no-such-task"])
+    assert r.exit_code == 2 and "no task 'no-such-task'" in r.output
+    r = CliRunner().invoke(app, ["--domain", SHOP, "--transport", "carrier-pigeon"])
+    assert r.exit_code == 2 and "unknown transport" in r.output
