@@ -41,9 +41,10 @@ FINAL_TEXT = "Done."
 class SftConfig:
     demonstrations: int = 6000
     batch_size: int = 32
-    lr: float = 5e-3
+    lr: float = 2e-3  # with warm-up; 5e-3 constant never learned to copy ids (digit accuracy stuck near 0.2)
+    warmup_steps: int = 50
     max_steps: int = 1500
-    eval_every: int = 100
+    eval_every: int = 50
     eval_tasks: int = 60
     target_pass_at_1: float = 0.35
     corrupt_min: float = 0.15
@@ -203,7 +204,8 @@ def train_sft(model: Any, tokenizer: Any, domain: Domain, out_dir: Path, cfg: Sf
                 control.should_training_stop = True
 
     args = SFTConfig(
-        output_dir=str(out_dir / "sft"), per_device_train_batch_size=cfg.batch_size, learning_rate=cfg.lr, lr_scheduler_type="constant",
+        output_dir=str(out_dir / "sft"), per_device_train_batch_size=cfg.batch_size, learning_rate=cfg.lr, lr_scheduler_type="constant_with_warmup",
+        warmup_steps=cfg.warmup_steps, max_grad_norm=1.0,
         max_steps=cfg.max_steps, logging_steps=10, save_strategy="no", report_to=[], seed=cfg.seed, use_cpu=not torch.cuda.is_available(),
         bf16=False, max_length=None, dataloader_num_workers=0, disable_tqdm=True, assistant_only_loss=False,
     )
