@@ -425,7 +425,7 @@ def train(
 def quickstart(
     out_dir: Path = typer.Option(Path("runs/quickstart"), "--out", help="Where every artefact goes."),
     seed: int = typer.Option(0),
-    grpo_steps: int = typer.Option(120, "--grpo-steps"),
+    grpo_steps: int = typer.Option(100, "--grpo-steps"),
     sft_max_steps: int = typer.Option(1500, "--sft-max-steps"),
     max_pool: Optional[int] = typer.Option(None, "--max-pool", help="Use only the first N pool tasks (a reduced run)."),
     ood: bool = typer.Option(True, "--ood/--no-ood", help="Also evaluate on the out-of-distribution benchmark."),

@@ -149,6 +149,9 @@ def train_trl(model_path: str, train: list[tuple[Task, Domain]], backend: Backen
     dataset = Dataset.from_dict({"prompt": [t.id for t, _ in train]})
     trainer = GRPOTrainer(model=model, reward_funcs=[verdict_reward], args=args, train_dataset=dataset, processing_class=tok,
                           rollout_func=rollout_func, callbacks=[JsonlLogger()])
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)  # metrics go to metrics.jsonl and on_step, not raw dicts on stdout
     resume = any(out_dir.glob("checkpoint-*"))
     trainer.train(resume_from_checkpoint=True if resume else None)
     final = out_dir / "final"
