@@ -436,24 +436,25 @@ def quickstart(
     cfg = QuickstartConfig(seed=seed, grpo_steps=grpo_steps, sft_max_steps=sft_max_steps, max_pool=max_pool, ood=ood)
     t0 = time.perf_counter()
     s = run_quickstart(out_dir, cfg, log=lambda m: console.print(m))
-    table = Table(title=f"held-out validation ({s['val_tasks']} tasks × k={s['base']['k']}): base vs GRPO-trained")
-    for col in ("metric", "base", "trained"):
-        table.add_column(col)
-    k = s["base"]["k"]
     price = s["notional_price_usd_per_million_tokens"]
-    rows = [("pass@1", "pass_at_1", True), (f"pass@{k}", "pass_at_k", True), (f"pass^{k}", "pass_hat_k", True),
-            (f"Observed {k}/{k}", "observed_k_of_k", False), ("cost per dependable task (USD)", "cost_per_dependable_task", False)]
-    for label, key, pct in rows:
-        table.add_row(label, _fmt(s["base"][key], pct), _fmt(s["trained"][key], pct))
-    out.print(table)
+
+    def before_after(title: str, base: dict, trained: dict) -> Table:
+        k_ = base["k"]
+        t = Table(title=title)
+        for col in ("metric", "base", "trained"):
+            t.add_column(col)
+        money = lambda x: "undefined (no task solved k/k)" if x is None else f"${x:.5f}"  # noqa: E731
+        t.add_row("pass@1", _fmt(base["pass_at_1"]), _fmt(trained["pass_at_1"]))
+        t.add_row(f"pass@{k_}", _fmt(base["pass_at_k"]), _fmt(trained["pass_at_k"]))
+        t.add_row(f"pass^{k_}", _fmt(base["pass_hat_k"]), _fmt(trained["pass_hat_k"]))
+        t.add_row(f"Observed {k_}/{k_}", f"{base['observed_k_of_k']} / {base['tasks']}", f"{trained['observed_k_of_k']} / {trained['tasks']}")
+        t.add_row("cost per dependable task", money(base["cost_per_dependable_task"]), money(trained["cost_per_dependable_task"]))
+        return t
+
+    out.print(before_after(f"held-out validation ({s['val_tasks']} tasks × k={s['base']['k']}): base vs GRPO-trained", s["base"], s["trained"]))
     out.print(f"cost at a notional ${price['input']}/M input and ${price['output']}/M output tokens")
     if s["base_ood"]:
-        t2 = Table(title=f"out-of-distribution benchmark ({s['base_ood']['tasks']} tasks × k={s['base_ood']['k']})")
-        for col in ("metric", "base", "trained"):
-            t2.add_column(col)
-        for label, key, pct in rows[:4]:
-            t2.add_row(label, _fmt(s["base_ood"][key], pct), _fmt(s["trained_ood"][key], pct))
-        out.print(t2)
+        out.print(before_after(f"out-of-distribution benchmark ({s['base_ood']['tasks']} tasks × k={s['base_ood']['k']})", s["base_ood"], s["trained_ood"]))
     out.print("stage seconds: " + ", ".join(f"{k_} {v}" for k_, v in s["stage_seconds"].items()) + f"; total {time.perf_counter() - t0:.0f} s")
     for name, path in s["paths"].items():
         console.print(f"{name}: {path}")

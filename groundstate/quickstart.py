@@ -41,6 +41,7 @@ class QuickstartConfig:
     tasks_per_step: int = 8
     lr: float = 2e-4  # 1e-3 collapsed the tiny policy within 15 steps under TRL's token-normalised loss; 1e-4 and 3e-4 were stable
     max_pool: int | None = None  # fewer pool tasks (the reduced CI run)
+    bands: tuple[str, ...] = ("hard", "medium", "easy")  # kept for training and validation
     ood: bool = True
     sanity: bool = True
 
@@ -56,12 +57,12 @@ def run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None] 
     seconds: dict[str, float] = {}
     backend = SqliteBackend()
 
-    def stage(name: str):
-        log(f"\n== {name}")
-        return _Timer(name, seconds, log)
+    def stage(key: str, title: str):
+        log(f"\n== {title}")
+        return _Timer(key, seconds, log)
 
     if cfg.sanity:
-        with stage("sanity: scripted gold and no-op on every bundled task"):
+        with stage("sanity", "sanity: scripted gold and no-op on every bundled task"):
             pairs = iter_tasks()
             per: dict[str, dict[str, list[int]]] = {}
             for spec in ("scripted:gold", "scripted:noop"):
@@ -74,7 +75,7 @@ def run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None] 
                 log(f"  {name:<10} {len(g):>4} tasks: gold {sum(g) / len(g):.0%} pass, no-op {sum(n) / len(n):.0%} pass")
 
     base = out / "base"
-    with stage("build the tiny base (tokenizer, model, supervised warm-start)"):
+    with stage("build_base", "build the tiny base (tokenizer, model, supervised warm-start)"):
         if (base / "groundstate.json").exists():
             log(f"  reusing {base}")
         else:
@@ -86,16 +87,20 @@ def run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None] 
     if cfg.max_pool:
         pool = pool[: cfg.max_pool]
     sampling = {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_tokens": 64}
-    with stage(f"probe the pool: {len(pool)} tasks × n={cfg.probe_n}"):
+    with stage("probe", f"probe the pool: {len(pool)} tasks × n={cfg.probe_n}"):
         run(pool, RunConfig(agent=f"hf:{base}", k=cfg.probe_n, seed=cfg.seed, sampling=sampling, concurrency=256, max_turns=6),
             backend, out / "probes.jsonl")
 
-    with stage("select the training pool (benchmark excluded; validation = unseen instances of seen templates)"):
+    with stage("select", "select the training pool (benchmark excluded; validation = unseen instances of seen templates)"):
         exclude = build_exclude_set(["bench"])
         result = select(read_records(out / "probes.jsonl"), {t.id: t for t, _ in pool}, exclude,
-                        params=SelectionParams(group_by="none", test_fraction=cfg.test_fraction, seed=42 + cfg.seed))
+                        params=SelectionParams(group_by="none", test_fraction=cfg.test_fraction, seed=42 + cfg.seed,
+                                               min_clean_runs=min(3, cfg.probe_n), keep_bands=cfg.bands))
         result.write(out / "selection")
         train_ids, val_ids = result.train, result.val
+        if not train_ids or not val_ids:
+            raise RuntimeError(f"selection left {len(train_ids)} training and {len(val_ids)} validation tasks: probe more tasks or runs "
+                               f"(see {out / 'selection' / 'selection.jsonl'})")
         log(f"  bands: {result.counts()}")
         log(f"  train {len(train_ids)} tasks, validation {len(val_ids)} tasks (--group-by none: held-out instances of seen templates)")
     by_id = {t.id: (t, d) for t, d in pool}
@@ -106,10 +111,10 @@ def run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None] 
         run(pairs, RunConfig(agent=f"hf:{model_dir}", k=k, seed=cfg.seed + 1000, sampling=sampling, concurrency=256, max_turns=6), backend, path)
         return compute(read_records(path), prices={str(model_dir): NOTIONAL_PRICE}, bootstrap_reps=1000)
 
-    with stage(f"evaluate the base on validation: {len(val_pairs)} tasks × k={cfg.eval_k}"):
+    with stage("eval_base", f"evaluate the base on validation: {len(val_pairs)} tasks × k={cfg.eval_k}"):
         base_m = evaluate(base, val_pairs, cfg.eval_k, out / "eval" / "base_val.jsonl")
 
-    with stage(f"GRPO (TRL): {cfg.grpo_steps} steps × {cfg.tasks_per_step} tasks × G={cfg.group_size}"):
+    with stage("grpo", f"GRPO (TRL): {cfg.grpo_steps} steps × {cfg.tasks_per_step} tasks × G={cfg.group_size}"):
         tcfg = TrainConfig(group_size=cfg.group_size, tasks_per_step=cfg.tasks_per_step, steps=cfg.grpo_steps, lr=cfg.lr,
                            save_steps=max(1, cfg.grpo_steps // 2), seed=cfg.seed, max_new_tokens=64, max_context=768)
         last = {"t": time.perf_counter()}
@@ -122,10 +127,10 @@ def run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None] 
 
         trained = train_trl(str(base), train_pairs, backend, out / "grpo", tcfg, on_step=on_step)
 
-    with stage(f"evaluate the trained checkpoint on validation: {len(val_pairs)} tasks × k={cfg.eval_k}"):
+    with stage("eval_trained", f"evaluate the trained checkpoint on validation: {len(val_pairs)} tasks × k={cfg.eval_k}"):
         trained_m = evaluate(trained, val_pairs, cfg.eval_k, out / "eval" / "trained_val.jsonl")
 
-    with stage("compare and report"):
+    with stage("compare_report", "compare and report"):
         from groundstate.report import write_report
 
         cmp = compare(read_records(out / "eval" / "base_val.jsonl"), read_records(out / "eval" / "trained_val.jsonl"))
@@ -136,7 +141,7 @@ def run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None] 
     base_ood = trained_ood = None
     if cfg.ood:
         bench = select_tasks("bench")
-        with stage(f"out-of-distribution benchmark: {len(bench)} tasks × k={cfg.ood_k}, base and trained"):
+        with stage("ood", f"out-of-distribution benchmark: {len(bench)} tasks × k={cfg.ood_k}, base and trained"):
             base_ood = evaluate(base, bench, cfg.ood_k, out / "eval" / "base_bench.jsonl")
             trained_ood = evaluate(trained, bench, cfg.ood_k, out / "eval" / "trained_bench.jsonl")
 
@@ -160,5 +165,5 @@ class _Timer:
 
     def __exit__(self, *exc: Any) -> None:
         dt = time.perf_counter() - self.t0
-        self.seconds[self.name.split(":")[0]] = round(dt, 1)
+        self.seconds[self.name] = round(dt, 1)
         self.log(f"  [{dt:.1f} s]")

@@ -12,7 +12,8 @@ from groundstate.quickstart import QuickstartConfig, run_quickstart  # noqa: E40
 @pytest.mark.slow
 def test_reduced_quickstart_writes_every_artefact(tmp_path):
     cfg = QuickstartConfig(sft_max_steps=40, sft_demonstrations=400, probe_n=2, eval_k=2, grpo_steps=2, group_size=4,
-                           tasks_per_step=2, max_pool=30, ood=False, sanity=False, test_fraction=0.3)
+                           tasks_per_step=2, max_pool=30, ood=False, sanity=False, test_fraction=0.3,
+                           bands=("too_hard", "hard", "medium", "easy", "too_easy"))  # a barely trained base: keep every band
     lines = []
     s = run_quickstart(tmp_path, cfg, log=lines.append)
     summary = json.loads((tmp_path / "summary.json").read_text())
