@@ -2,7 +2,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install dev quickstart test clean
+.PHONY: install dev quickstart test bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,9 @@ quickstart: install
 
 test: dev
 	$(PY) -m pytest -q
+
+bench: dev
+	$(PY) benchmarks/bench.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
