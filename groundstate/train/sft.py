@@ -47,6 +47,7 @@ class SftConfig:
     eval_every: int = 50
     eval_tasks: int = 60
     target_pass_at_1: float = 0.35
+    eval_max_context: int = 768  # tokens per held-out episode (prompts with tool schemas need more)
     corrupt_min: float = 0.15
     corrupt_max: float = 0.5
     seed: int = 0
@@ -155,12 +156,12 @@ def build_dataset(domain: Domain, codec: ChatCodec, cfg: SftConfig) -> tuple[lis
 
 
 def pass_at_1(model: Any, tokenizer: Any, domain: Domain, tasks: list[Task], flags: dict[str, bool], seed: int = 0,
-              temperature: float = 1.0, max_turns: int = 6) -> float:
+              temperature: float = 1.0, max_turns: int = 6, max_context: int = 768) -> float:
     """Share of tasks solved by one sampled attempt each, through the real episode loop and grader."""
     from groundstate.train.grpo import rollout
     from groundstate.train.policy import BatchedPolicy, SamplingParams
 
-    policy = BatchedPolicy(model, tokenizer, SamplingParams(temperature=temperature, max_new_tokens=64, max_context=768), seed=seed, **flags)
+    policy = BatchedPolicy(model, tokenizer, SamplingParams(temperature=temperature, max_new_tokens=64, max_context=max_context), seed=seed, **flags)
     backend = SqliteBackend()
     grader = grader_for(backend)
 
@@ -196,7 +197,7 @@ def train_sft(model: Any, tokenizer: Any, domain: Domain, out_dir: Path, cfg: Sf
         def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
             if state.global_step % cfg.eval_every:
                 return
-            p = pass_at_1(model, tokenizer, domain, val, flags, seed=state.global_step)
+            p = pass_at_1(model, tokenizer, domain, val, flags, seed=state.global_step, max_context=cfg.eval_max_context)
             loss = next((h["loss"] for h in reversed(state.log_history) if "loss" in h), None)
             history.append({"step": state.global_step, "val_pass_at_1": p, "loss": loss})
             log(f"  step {state.global_step}: loss {loss if loss is None else round(loss, 4)}, held-out pass@1 {p:.2f}")
