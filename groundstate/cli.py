@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import sys
 import time
 from enum import Enum
 from pathlib import Path

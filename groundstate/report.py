@@ -20,7 +20,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from groundstate.metrics import category, compare, compute, pass_at_k, pass_hat_k, task_counts  # noqa: E402
+from groundstate.metrics import compare, compute, pass_at_k, pass_hat_k, task_counts  # noqa: E402
 from groundstate.results import Record  # noqa: E402
 
 CSS = """

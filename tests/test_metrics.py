@@ -1,7 +1,6 @@
 """Estimators against brute force, edge cases, and every JSON figure from a synthetic run with known counts."""
 
 import itertools
-import math
 
 import pytest
 from hypothesis import given, settings

@@ -1,7 +1,6 @@
 """Token-exactness: an episode's token record equals the supervised rendering of the same conversation."""
 
 import asyncio
-import json
 from pathlib import Path
 
 import pytest
