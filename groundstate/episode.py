@@ -44,7 +44,7 @@ class Trajectory:
 async def run_episode(
     task: Task,
     domain: Domain,
-    sandbox: Sandbox,
+    sandbox: Sandbox | None,
     agent: Agent,
     user: UserSimulator | None = None,
     *,
@@ -56,12 +56,13 @@ async def run_episode(
     """Run one attempt to its end and return the trajectory. Tool failures are results, never exceptions.
 
     `offload` runs tool calls in a worker thread (default: on PostgreSQL, whose calls block on the network).
-    `toolset` replaces the domain's tools, e.g. an `McpToolset` (async `acall`) for tools served over MCP.
+    `toolset` replaces the domain's tools, e.g. an `McpToolset` (async `acall`) for tools served over MCP;
+    with such a toolset `sandbox` may be None (the tools' server owns the state).
     """
     max_turns = max_turns or task.limits.max_turns
     max_tool_calls = task.limits.max_tool_calls if max_tool_calls is None else max_tool_calls
     if offload is None:
-        offload = sandbox.template.backend != "sqlite"
+        offload = sandbox is not None and sandbox.template.backend != "sqlite"
     toolset = domain.tools if toolset is None else toolset
     tools = toolset.openai_schemas()
     messages: list[dict[str, Any]] = [

@@ -24,7 +24,7 @@ from typing import Any, Callable
 from groundstate import __version__
 from groundstate.agents import make_agent, make_user
 from groundstate.agents.scripted import attempt_seed
-from groundstate.episode import run_episode
+from groundstate.attempt import play
 from groundstate.grading import Grader, Verdict, grader_for, system_error
 from groundstate.results import Record, ResultsWriter, key_of, read_records, rewrite_atomically
 from groundstate.state.base import Backend
@@ -156,38 +156,17 @@ def model_name(spec: str) -> str:
 
 async def run_attempt(task: Task, domain: Domain, attempt: int, backend: Backend, grader: Grader, agents: AgentPool, cfg: RunConfig) -> Record:
     """One attempt to one results record. Anything that is not the agent's doing becomes a system error."""
-    started = time.perf_counter()
-    timings: dict[str, float] = {}
-    offload = backend.name != "sqlite"
-    traj = None
-    sandbox = None
     try:
-        t0 = time.perf_counter()
-        template = await asyncio.to_thread(backend.prepare, domain, task.patch) if offload else backend.prepare(domain, task.patch)
-        sandbox = await asyncio.to_thread(backend.open, template) if offload else backend.open(template)
-        timings["sandbox_s"] = time.perf_counter() - t0
         agent = agents.agent(task, domain, attempt)
-        t0 = time.perf_counter()
-        traj = await run_episode(task, domain, sandbox, agent, agents.user(task), max_turns=cfg.max_turns, max_tool_calls=cfg.max_tool_calls, offload=offload)
-        timings["episode_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        user = agents.user(task)
         judge = agents.judge()
-        if offload or (judge is not None and task.rubrics):
-            verdict = await asyncio.to_thread(grader.grade, task, sandbox, traj, judge)
-        else:
-            verdict = grader.grade(task, sandbox, traj, judge)
-        timings["grade_s"] = time.perf_counter() - t0
-    except Exception as e:  # endpoint down, database gone, a bug: never the agent's failure
+    except Exception as e:  # a bad endpoint spec or a model that fails to load: not the agent's failure
         verdict = system_error(f"{type(e).__name__}: {e}")
         verdict.reasons.append(traceback.format_exc(limit=4))
-    finally:
-        if sandbox is not None:
-            try:
-                await asyncio.to_thread(sandbox.close) if offload else sandbox.close()
-            except Exception:  # noqa: BLE001 - a failed drop must not hide the attempt's result
-                pass
-    timings["total_s"] = time.perf_counter() - started
-    return make_record(task, attempt, cfg, verdict, traj, timings)
+        return make_record(task, attempt, cfg, verdict, None, {"total_s": 0.0})
+    out = await play(task, domain, agent, user, backend=backend, grader=grader, judge=judge,
+                     max_turns=cfg.max_turns, max_tool_calls=cfg.max_tool_calls)
+    return make_record(task, attempt, cfg, out.verdict, out.trajectory, out.timings)
 
 
 def make_record(task: Task, attempt: int, cfg: RunConfig, verdict: Verdict, traj: Any, timings: dict[str, float]) -> Record:

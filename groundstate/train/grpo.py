@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from groundstate.agents import make_user
-from groundstate.episode import run_episode
+from groundstate.attempt import play
 from groundstate.grading import Grader
 from groundstate.state.base import Backend
 from groundstate.tasks import Domain, Task
@@ -61,20 +61,16 @@ def is_informative(group: list[Rollout]) -> bool:
 
 async def rollout(task: Task, domain: Domain, policy: BatchedPolicy, backend: Backend, grader: Grader, user_spec: str = "scripted",
                   max_turns: int | None = None) -> Rollout:
+    """One rollout through the same attempt path as evaluation (`groundstate.attempt.play`)."""
     agent = policy.agent()
-    sandbox = None
-    try:
-        sandbox = backend.open(backend.prepare(domain, task.patch))
-        traj = await run_episode(task, domain, sandbox, agent, make_user(user_spec, task), max_turns=max_turns)
-        verdict = grader.grade(task, sandbox, traj)
-        reward = None if verdict.reward is None else float(verdict.reward)
-        return Rollout(task.id, reward, verdict.system_error, agent.prompt_ids, agent.completion_ids, agent.env_mask, agent.logprobs,
-                       traj.tool_calls, traj.finish_reason, agent.truncated)
-    except Exception as e:  # noqa: BLE001 - infrastructure failure: a system error, never a 0
-        return Rollout(task.id, None, f"{type(e).__name__}: {e}", agent.prompt_ids, agent.completion_ids, agent.env_mask, agent.logprobs)
-    finally:
-        if sandbox is not None:
-            sandbox.close()
+    out = await play(task, domain, agent, make_user(user_spec, task), backend=backend, grader=grader, max_turns=max_turns)
+    v = out.verdict
+    if v.system_error is not None:  # infrastructure failure: a system error, never a 0
+        return Rollout(task.id, None, v.system_error, agent.prompt_ids, agent.completion_ids, agent.env_mask, agent.logprobs)
+    traj = out.trajectory
+    reward = None if v.reward is None else float(v.reward)
+    return Rollout(task.id, reward, None, agent.prompt_ids, agent.completion_ids, agent.env_mask, agent.logprobs,
+                   traj.tool_calls, traj.finish_reason, agent.truncated)
 
 
 @dataclass

@@ -1,0 +1,127 @@
+"""One graded attempt, whatever world it runs in: open an environment, play the episode, grade, always close.
+
+The runner, GRPO rollouts and engine integrations (TRL, verl) all call `play`, so an attempt is played and
+graded the same way everywhere. An *environment* is what one attempt runs against:
+
+- native domains: a private sandbox of the task's template on a backend (`SandboxEnvironment`), tools
+  called in-process, graded by the backend's `Grader` (change set vs golden change set, checks, rubrics);
+- other sources plug in by giving their domain object an async `open_environment(task)` method that
+  returns an object with the same three members (`toolset`, `grade`, `close`) — e.g. the ThinkingBox
+  bridge, whose tools live in an MCP server process.
+
+Anything that goes wrong outside the agent's control (a backend down, a server that dies, a grader bug)
+becomes a system error verdict; the environment is closed in every case.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from groundstate.agents.base import Agent, UserSimulator
+from groundstate.episode import Trajectory, run_episode
+from groundstate.grading import Grader, Verdict, system_error
+from groundstate.state.base import Backend, Sandbox
+from groundstate.tasks import Domain, Task
+
+
+class Environment(Protocol):
+    """What one attempt runs against. `toolset` None means the domain's own tools on `sandbox`."""
+
+    sandbox: Sandbox | None
+    toolset: Any
+    offload: bool
+
+    async def grade(self, task: Task, trajectory: Trajectory, judge: Any = None) -> Verdict: ...
+
+    async def close(self) -> None: ...
+
+
+class SandboxEnvironment:
+    """A native domain: one private sandbox of the task's template, graded against the golden change set."""
+
+    toolset = None
+
+    def __init__(self, sandbox: Sandbox, grader: Grader, offload: bool):
+        self.sandbox = sandbox
+        self.grader = grader
+        self.offload = offload
+
+    @classmethod
+    async def open(cls, task: Task, domain: Domain, backend: Backend, grader: Grader) -> "SandboxEnvironment":
+        offload = backend.name != "sqlite"  # PostgreSQL calls block on the network: keep them off the event loop
+        if offload:
+            template = await asyncio.to_thread(backend.prepare, domain, task.patch)
+            sandbox = await asyncio.to_thread(backend.open, template)
+        else:
+            sandbox = backend.open(backend.prepare(domain, task.patch))
+        return cls(sandbox, grader, offload)
+
+    async def grade(self, task: Task, trajectory: Trajectory, judge: Any = None) -> Verdict:
+        if self.offload or (judge is not None and task.rubrics):
+            return await asyncio.to_thread(self.grader.grade, task, self.sandbox, trajectory, judge)
+        return self.grader.grade(task, self.sandbox, trajectory, judge)
+
+    async def close(self) -> None:
+        if self.offload:
+            await asyncio.to_thread(self.sandbox.close)
+        else:
+            self.sandbox.close()
+
+
+async def open_environment(task: Task, domain: Any, backend: Backend, grader: Grader) -> Environment:
+    opener = getattr(domain, "open_environment", None)
+    if opener is not None:
+        return await opener(task)
+    return await SandboxEnvironment.open(task, domain, backend, grader)
+
+
+@dataclass
+class Outcome:
+    trajectory: Trajectory | None
+    verdict: Verdict
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+async def play(
+    task: Task,
+    domain: Any,
+    agent: Agent,
+    user: UserSimulator | None,
+    *,
+    backend: Backend,
+    grader: Grader,
+    judge: Any = None,
+    max_turns: int | None = None,
+    max_tool_calls: int | None = None,
+) -> Outcome:
+    """Open the task's environment, run the episode, grade it and close the environment, whatever happens."""
+    started = time.perf_counter()
+    timings: dict[str, float] = {}
+    traj: Trajectory | None = None
+    env: Environment | None = None
+    try:
+        t0 = time.perf_counter()
+        env = await open_environment(task, domain, backend, grader)
+        timings["sandbox_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        traj = await run_episode(task, domain, env.sandbox, agent, user, max_turns=max_turns, max_tool_calls=max_tool_calls,
+                                 offload=env.offload, toolset=env.toolset)
+        timings["episode_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        verdict = await env.grade(task, traj, judge)
+        timings["grade_s"] = time.perf_counter() - t0
+    except Exception as e:  # endpoint down, database gone, a bug: never the agent's failure
+        verdict = system_error(f"{type(e).__name__}: {e}")
+        verdict.reasons.append(traceback.format_exc(limit=4))
+    finally:
+        if env is not None:
+            try:
+                await env.close()
+            except Exception:  # noqa: BLE001 - a failed release must not hide the attempt's result
+                pass
+    timings["total_s"] = time.perf_counter() - started
+    return Outcome(traj, verdict, timings)
