@@ -53,11 +53,17 @@ class SandboxEnvironment:
     @classmethod
     async def open(cls, task: Task, domain: Domain, backend: Backend, grader: Grader) -> "SandboxEnvironment":
         offload = backend.name != "sqlite"  # PostgreSQL calls block on the network: keep them off the event loop
+        # The golden state (cached per task) is computed before the attempt takes its sandbox: replaying gold
+        # needs a sandbox of its own, and an attempt that held one while waiting for another could deadlock a
+        # bounded pool (every slot held by an attempt waiting to grade).
         if offload:
             template = await asyncio.to_thread(backend.prepare, domain, task.patch)
+            await asyncio.to_thread(grader.golden, task, template)
             sandbox = await asyncio.to_thread(backend.open, template)
         else:
-            sandbox = backend.open(backend.prepare(domain, task.patch))
+            template = backend.prepare(domain, task.patch)
+            grader.golden(task, template)
+            sandbox = backend.open(template)
         return cls(sandbox, grader, offload)
 
     async def grade(self, task: Task, trajectory: Trajectory, judge: Any = None) -> Verdict:

@@ -47,6 +47,8 @@ def probe_command(
     max_turns: Optional[int] = typer.Option(None, help="Override the tasks' agent-turn limit."),
     backend: str = typer.Option("sqlite", "--backend", help="sqlite (embedded default) or postgres."),
     pg_dsn: Optional[str] = typer.Option(None, "--pg-dsn", help="PostgreSQL DSN (default: $GROUNDSTATE_PG_DSN or postgresql://postgres@127.0.0.1:5432/postgres)."),
+    ray_address: Optional[str] = typer.Option(None, "--ray", help="Run attempts on Ray actors: local (a private instance), auto (the running cluster), HOST:PORT or ray://HOST:10001."),
+    ray_cpus: Optional[int] = typer.Option(None, "--ray-cpus", min=1, help="With --ray: number of actors (and CPUs of a local instance)."),
 ) -> None:
     """Probe candidate tasks: N attempts each with the policy to be trained, for `groundstate select` (resumable like any run)."""
     from groundstate.results import read_records
@@ -63,6 +65,12 @@ def probe_command(
     sampling = {k: v for k, v in {"temperature": temperature, "top_p": top_p, "top_k": top_k, "max_tokens": max_tokens}.items() if v is not None}
     cfg = RunConfig(agent=agent, user=user, judge=judge, k=n, concurrency=concurrency, seed=seed, sampling=sampling, max_turns=max_turns)
     path = out_path or Path("runs") / f"probe_{_slug(agent)}_{_slug(tasks)}_n{n}" / "probes.jsonl"
+    if ray_address:
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            console.print("[red]error:[/red] --ray needs Ray: pip install 'groundstate[ray]'")
+            raise typer.Exit(2) from None
     be = make_backend(backend, pg_dsn)
     if hasattr(be, "cleanup_stale"):
         be.cleanup_stale()
@@ -81,7 +89,13 @@ def probe_command(
                 tally["syserr" if r["system_error"] else "pass" if r["reward"] == 1 else "fail"] += 1
                 progress.update(bar, advance=1, status=f"pass {tally['pass']} · fail {tally['fail']} · system errors {tally['syserr']}")
 
-            summary = run_tasks(pairs, cfg, be, path, repair=repair, on_result=on_result)
+            if ray_address:
+                from groundstate.ray_runner import run_ray
+
+                summary = run_ray(pairs, cfg, (backend, pg_dsn), path, address=None if ray_address == "local" else ray_address,
+                                  repair=repair, on_result=on_result, num_cpus=ray_cpus)
+            else:
+                summary = run_tasks(pairs, cfg, be, path, repair=repair, on_result=on_result)
     finally:
         be.close()
     out.print(f"{summary.ran} attempts run ({summary.skipped} already done) on {len(pairs)} tasks × n={n} in {summary.seconds:.1f} s: "

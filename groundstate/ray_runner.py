@@ -14,10 +14,11 @@ queued per actor and writes each batch's records as it returns. Every planned at
 an actor that dies turns its batches into system-error records (retried by the next run, or `--repair`)
 and is replaced.
 
-Concurrency: `cfg.concurrency` is spread over the actors, at least one attempt in flight per actor. On
-PostgreSQL keep the total below the server's `max_connections`. Sandbox databases are named after the
-actor's process id: with several machines sharing one server, process ids can collide across machines,
-so prefer one server per node (or a single node) until sandbox names carry the host.
+Concurrency: `cfg.concurrency` is spread over the actors, at least one attempt in flight per actor. Each
+actor's sandbox pool lives on its node and is sized to its share (on PostgreSQL a pooled clone is a
+connection, so the cluster holds at most `cfg.concurrency` of them: keep that below the server's
+`max_connections`). Sandbox databases are named `gs_sb_<host tag>_<pid>_…`, so the nodes of a cluster can
+share one PostgreSQL server; `cleanup_stale()` on a node drops only that node's dead processes' sandboxes.
 
 Using a cluster (every node needs the same Python environment with groundstate installed; bundled domains
 travel by name, other domain folders by absolute path, which must exist on every node):
@@ -67,7 +68,9 @@ class AttemptWorker:
 
     def __init__(self, backend_spec: tuple[str, str | None], cfg: RunConfig, in_flight: int = 1):
         self.cfg = cfg
-        self.backend = make_backend(*backend_spec)
+        # each actor keeps its own sandbox pool on its node, sized to the attempts it runs at once: the
+        # actors of a cluster together hold at most `cfg.concurrency` sandboxes (a PostgreSQL clone is a connection)
+        self.backend = make_backend(*backend_spec, **({"max_open": max(1, in_flight)} if backend_spec[0] != "sqlite" else {}))
         self.grader = grader_for(self.backend)
         self.agents = AgentPool(cfg)
         self.slots = asyncio.Semaphore(max(1, min(in_flight, self.backend.max_open or in_flight)))

@@ -136,3 +136,32 @@ def test_actors_build_their_own_postgres_backend(pairs, plain, pg_backend, tmp_p
     records = read_records(path)
     assert len(records) == len({key_of(r) for r in records}) == len(pairs) * 2
     assert {key_of(r): _essence(r) for r in records} == {k: _essence(r) for k, r in plain.items() if k[1] < 2}
+
+
+@pytest.mark.postgres
+def test_each_actor_pools_only_as_many_sandboxes_as_it_runs_at_once(pg_backend):
+    """Per-node pools: an actor's PostgreSQL backend holds at most its share of the run's concurrency."""
+    worker = AttemptWorker(("postgres", pg_backend.dsn), RunConfig(agent="scripted:gold", k=1, concurrency=12), in_flight=3)
+    try:
+        assert worker.backend.max_open == 3 and worker.slots._value == 3
+    finally:
+        worker.close()
+    assert AttemptWorker(SQLITE, CFG, in_flight=3).backend.max_open is None  # in-memory SQLite copies hold no connection
+
+
+def test_probe_spreads_attempts_over_ray(pairs, plain, tmp_path):
+    """`groundstate probe --ray` runs the same attempts as a local run, into a resumable probe file."""
+    from typer.testing import CliRunner
+
+    from groundstate.cli import app
+
+    path = tmp_path / "probes.jsonl"
+    args = ["probe", "--agent", "scripted:noisy:0.3", "--tasks", str(FIXTURE), "--n", "2", "--out", str(path), "--ray", "local"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    records = read_records(path)
+    assert len(records) == len({key_of(r) for r in records}) == len(pairs) * 2
+    assert {key_of(r): _essence(r) for r in records} == {k: _essence(r) for k, r in plain.items() if k[1] < 2}
+    assert "probes written to" in result.output
+    again = CliRunner().invoke(app, args)  # resumes: nothing left to run
+    assert again.exit_code == 0 and "0 attempts run" in again.output and len(read_records(path)) == len(records)

@@ -2,7 +2,7 @@
 
 Isolation scheme: *template databases, pooled clones, one transaction per attempt*.
 - A task's start state is a database (`gs_tpl_<key>`) built once from a per-domain base (`gs_base_…`).
-- A sandbox is a private clone (`CREATE DATABASE gs_sb_<pid>_<n> TEMPLATE gs_tpl_<key>`) with its own
+- A sandbox is a private clone (`CREATE DATABASE gs_sb_<host>_<pid>_<n> TEMPLATE gs_tpl_<key>`) with its own
   tables, triggers and sequences, used by one attempt at a time inside one transaction (`BEGIN` at open).
 - At close the transaction is rolled back, which restores the clone exactly (rows and change log; any
   sequences are reset to their template values), and the clone goes back to a per-template pool for the
@@ -256,7 +256,7 @@ class PostgresBackend(Backend):
         return sandbox
 
     def _clone(self, template: Template) -> _Clone:
-        dbname = f"gs_sb_{os.getpid()}_{self._instance}_{next(self._counter)}"
+        dbname = f"{sandbox_prefix()}{self._instance}_{next(self._counter)}"
         self._admin_execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(dbname), sql.Identifier(template.handle)))
         self.cloned += 1
         conn = self.connect(dbname)
@@ -306,14 +306,24 @@ class PostgresBackend(Backend):
 
     def sandbox_databases(self) -> list[str]:
         """Sandbox databases of this process that still exist (0 after every sandbox is closed)."""
-        rows = self._admin_execute("SELECT datname FROM pg_database WHERE datname LIKE %s", (f"gs_sb_{os.getpid()}_%",))
+        rows = self._admin_execute("SELECT datname FROM pg_database WHERE datname LIKE %s", (sandbox_prefix().replace("_", "\\_") + "%",))
         return [r[0] for r in rows]
 
     def cleanup_stale(self) -> list[str]:
-        """Drop sandbox databases left by processes that no longer run (a crash skips `close`)."""
+        """Drop sandbox databases left by processes of this machine that no longer run (a crash skips `close`).
+
+        Only this host's sandboxes are considered: another machine's processes cannot be checked from here,
+        so a server shared by the nodes of a cluster never loses a live node's sandboxes."""
         dropped = []
+        host = _host_tag()
         for (name,) in self._admin_execute("SELECT datname FROM pg_database WHERE datname LIKE %s", ("gs\\_sb\\_%",)):
-            pid = int(name.split("_")[2])
+            parts = name.split("_")
+            if len(parts) == 5 and parts[2].isdigit():  # a name from before host tags: single-machine, so this one's
+                pid = int(parts[2])
+            elif len(parts) == 6 and parts[2] == host and parts[3].isdigit():
+                pid = int(parts[3])
+            else:
+                continue
             try:
                 os.kill(pid, 0)
                 continue
@@ -339,6 +349,16 @@ class PostgresBackend(Backend):
             for conn in self._admins:
                 conn.close()
             self._admins.clear()
+
+
+def _host_tag() -> str:
+    """A short tag of this machine's name: sandbox names carry it, so machines sharing one server never collide."""
+    return f"h{zlib.crc32(os.uname().nodename.encode()):08x}"
+
+
+def sandbox_prefix() -> str:
+    """The name prefix of this process's sandbox databases: `gs_sb_<host>_<pid>_`."""
+    return f"gs_sb_{_host_tag()}_{os.getpid()}_"
 
 
 def make_backend(name: str, dsn: str | None = None, **kw: Any) -> Backend:
