@@ -1,0 +1,347 @@
+"""The ThinkingBox bridge end to end: ThinkingBox-format dataset files written here, a stand-in MCP stdio server
+(tests/fixtures/thinkingbox/server.py: the two reserved tools, an in-memory SQLite database, a hash and a
+golden replay), and groundstate's own attempt path, runner, metrics, selection and lint on top."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from groundstate.agents.scripted import ScriptedAgent, ScriptedUser, make_scripted_agent
+from groundstate.attempt import play
+from groundstate.grading import grader_for
+from groundstate.selectors import select_tasks
+from groundstate.state import make_backend
+from groundstate.tasks import TaskFileError
+from groundstate.thinkingbox import TbDomain, configure_servers, deep_merge, load_thinkingbox, merge_init
+
+SERVER = Path(__file__).parent / "fixtures" / "thinkingbox" / "server.py"
+
+AGENT = """\
+parallel_tool_calls: false
+system_instructions: |
+  You are an AI Agent. Help users achieve their objectives.
+builtin_tools: []
+"""
+
+SCENARIO = {
+    "world_state": {
+        "standin_bank": {
+            "sources": [{"name": "policy.md", "snippets": ["Transfers need the account owner's consent."]}],
+            "data_patch": {"accounts": [{"id": "A1", "owner": "Alice", "balance": 100}, {"id": "A2", "owner": "Bob", "balance": 20}]},
+        }
+    },
+    "tools": [{"name": "get_account"}, {"name": "transfer"}, {"name": "create_ticket"}],
+    "bot_instructions": "Current date: 2026-01-01",
+}
+
+HELPERS = '''\
+import json
+
+from thinkingbox.common import Judge, TestContext
+
+"""!
+scenario: standin_bank
+"""
+SERVER_NAME = "standin_bank"
+
+
+def validate_database(x: TestContext):
+    result_db_hash = x.effects[SERVER_NAME]["result_db_hash"]
+    golden_db_hash = x.effects[SERVER_NAME]["golden_db_hash"]
+    if result_db_hash != golden_db_hash:
+        assert False, json.dumps(x.effects[SERVER_NAME].get("diff", []))
+
+
+def validate_rubrics_yesno(x: TestContext, judge: Judge):
+    rubrics = x.effects[SERVER_NAME].get("rubrics_yesno", [])
+    for rubric in rubrics:
+        assert judge.text_yesno(x.response, rubric), f"Rubric yesno failed: {rubric}"
+'''
+
+GROUP1 = HELPERS + '''
+
+def test_transfer(x: TestContext, judge: Judge):
+    """!
+    query: |
+        Hi, I am Carol (account A3). Please move 30 from Alice's account A1 to Bob's account A2.
+    user_context: |
+        You are Carol, Alice's accountant. Alice consented to the transfer.
+    init:
+      standin_bank:
+        data_patch:
+          accounts:
+            - {id: A3, owner: Carol, balance: 5}
+        golden_test_case:
+          tool_interactions:
+            - tool: get_account
+              parameters: {account_id: A1}
+            - tool: transfer
+              parameters: {from_id: A1, to_id: A2, amount: 30}
+    """
+    validate_database(x)
+
+
+def test_ticket(x: TestContext, judge: Judge):
+    """!
+    query: My card for account A2 was stolen, please open a ticket.
+    init:
+      standin_bank:
+        golden_test_case:
+          tool_interactions:
+            - tool: create_ticket
+              parameters: {account_id: A2, subject: Stolen card}
+        rubrics_yesno:
+          - "Does the reply tell the customer that a ticket was opened?"
+    """
+    validate_database(x)
+    validate_rubrics_yesno(x, judge)
+
+
+def test_later(x: TestContext, judge: Judge):
+    """!
+    query: Not ready yet.
+    tags: [skip]
+    """
+    validate_database(x)
+'''
+
+CUSTOM = HELPERS + '''
+
+def test_custom_check(x: TestContext, judge: Judge):
+    """!
+    query: Move 1 from A1 to A2.
+    init:
+      standin_bank:
+        golden_test_case:
+          tool_interactions:
+            - tool: transfer
+              parameters: {from_id: A1, to_id: A2, amount: 1}
+    """
+    assert x.effects[SERVER_NAME]["result_db_state"]["accounts"][0]["balance"] == 99
+'''
+
+
+@pytest.fixture(scope="module")
+def tb(tmp_path_factory) -> dict[str, Path]:
+    """A ThinkingBox dataset directory, test lists and servers files, written here."""
+    root = tmp_path_factory.mktemp("tb")
+    ds = root / "dataset"
+    (ds / "agent").mkdir(parents=True)
+    (ds / "agent" / "think.yaml").write_text(AGENT)
+    (ds / "scenario").mkdir()
+    (ds / "scenario" / "standin_bank.yaml").write_text(yaml.safe_dump(SCENARIO, sort_keys=False))
+    (ds / "test_case" / "standin_bank").mkdir(parents=True)
+    (ds / "test_case" / "standin_bank" / "standin_bank_group1.py").write_text(GROUP1)
+    (ds / "test_case" / "standin_bank_custom.py").write_text(CUSTOM)
+    lists = {"main": ["standin_bank_group1.py:test_transfer", "standin_bank_group1.py:test_ticket"],
+             "transfer": ["standin_bank_group1.py:test_transfer"], "custom": ["standin_bank_custom.py:test_custom_check"]}
+    out = {"dataset": ds, "root": root}
+    for name, items in lists.items():
+        out[f"list_{name}"] = root / f"{name}.yaml"
+        out[f"list_{name}"].write_text(yaml.safe_dump(items))
+    out["pids"] = root / "pids"
+    out["pids"].mkdir()
+    for name, extra in {"ok": {}, "crash_start": {"TB_STANDIN_CRASH": "start"},
+                        "crash_transfer": {"TB_STANDIN_CRASH": "tool:transfer"}}.items():
+        env = {"TB_STANDIN_PID_DIR": str(out["pids"]), "TB_STANDIN_NO_TYPESENSE": "1", **extra}
+        servers = {"use_internal_servers": True,
+                   "servers": {"standin_bank": {"type": "mcp-process", "command": ["{python}", str(SERVER)], "env": env}}}
+        out[f"servers_{name}"] = root / f"servers_{name}.yaml"
+        out[f"servers_{name}"].write_text(yaml.safe_dump(servers))
+    return out
+
+
+def _pairs(tb: dict[str, Path], which: str = "main", servers: str = "ok", no_sources: bool = True):
+    return select_tasks(f"thinkingbox:{tb['dataset']}::{tb['list_' + which]}", tb_servers=tb[f"servers_{servers}"], tb_no_sources=no_sources)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie has exited; it is not a live server
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")
+
+
+def _new_pids(tb: dict[str, Path], before: set[str]) -> list[int]:
+    return [int(p.stem) for p in tb["pids"].iterdir() if p.name not in before]
+
+
+def _play(task, domain, agent, judge=None):
+    be = make_backend("sqlite")
+    return asyncio.run(play(task, domain, agent, ScriptedUser([]), backend=be, grader=grader_for(be), judge=judge))
+
+
+# -- the format: parsing, merging, hydration, errors (no server) ------------------------------------
+
+def test_deep_merge_follows_thinkingbox():
+    a = {"my_list": [1, 2, 3], "my_dict": {"a": 1, "b": 2}, "x": {"y": 1}}
+    b = {"my_list": [4, 5], "my_dict": {"b": 11, "c": 12}, "x": 5}
+    assert deep_merge(a, b) == {"my_list": [1, 2, 3, 4, 5], "my_dict": {"a": 1, "b": 11, "c": 12}, "x": 5}
+    assert a["my_list"] == [1, 2, 3]  # inputs untouched
+    assert merge_init({"s": {"k": [1]}, "t": {}}, {"s": {"k": [2]}, "t": {"z": 1}, "u": {"w": 2}}) == {
+        "s": {"k": [1, 2]}, "t": {"z": 1}, "u": {"w": 2}}
+
+
+def test_hydration(tb):
+    pairs = load_thinkingbox(tb["dataset"], tb["list_main"])
+    assert [t.id for t, _ in pairs] == ["standin_bank_group1.py:test_transfer", "standin_bank_group1.py:test_ticket"]
+    (transfer, domain), (ticket, _) = pairs
+    assert isinstance(domain, TbDomain) and domain.name == "standin_bank" and transfer.domain == "standin_bank"
+    assert transfer.instruction.startswith("Hi, I am Carol") and "accountant" in transfer.user.persona
+    assert [(c.tool, c.args) for c in transfer.gold] == [("get_account", {"account_id": "A1"}),
+                                                        ("transfer", {"from_id": "A1", "to_id": "A2", "amount": 30})]
+    assert transfer.rubrics == [] and ticket.rubrics == ["Does the reply tell the customer that a ticket was opened?"]
+    case = domain.cases[transfer.id]
+    cfg = case.init_config("standin_bank")
+    assert [r["id"] for r in cfg["data_patch"]["accounts"]] == ["A1", "A2", "A3"]  # scenario rows, then the test's
+    assert cfg["sources"] and "sources" not in case.init_config("standin_bank", no_sources=True)
+    assert case.tools == ("get_account", "transfer", "create_ticket") and case.check == "benchmark"
+    assert transfer.patch["standin_bank/accounts"][-1]["id"] == "A3"
+    assert domain.system_prompt().startswith("You are an AI Agent") and domain.system_prompt().endswith("Current date: 2026-01-01")
+    # the whole dataset: skip-tagged cases are left out; a file with arbitrary Python checks is refused without the framework
+    with pytest.raises(TaskFileError, match="arbitrary Python.*test list"):
+        load_thinkingbox(tb["dataset"], allow_python=False)
+    everything = load_thinkingbox(tb["dataset"], allow_python=True)
+    assert sorted(t.id for t, _ in everything) == ["standin_bank_custom.py:test_custom_check", "standin_bank_group1.py:test_ticket",
+                                                   "standin_bank_group1.py:test_transfer"]
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda ds, lst: (ds / "scenario" / "standin_bank.yaml").unlink(), "scenario 'standin_bank' not found"),
+    (lambda ds, lst: lst.write_text(yaml.safe_dump(["standin_bank_group1.py:test_nope"])), "has no test case 'test_nope'"),
+    (lambda ds, lst: lst.write_text(yaml.safe_dump(["nothere.py:test_x"])), "no test file 'nothere.py'"),
+    (lambda ds, lst: lst.write_text(yaml.safe_dump(["no-colon"])), "not a 'file.py:test_name' selector"),
+    (lambda ds, lst: lst.write_text(yaml.safe_dump(["standin_bank_group1.py:test_later"])), "tagged skip"),
+    (lambda ds, lst: (ds / "test_case" / "standin_bank" / "standin_bank_group1.py").write_text(
+        GROUP1.replace("query: My card", "query: [My card")), "YAML of test test_ticket is not valid"),
+    (lambda ds, lst: (ds / "test_case" / "standin_bank" / "standin_bank_group1.py").write_text(
+        GROUP1.replace("query: My card", "qeury: My card")), "unknown key 'qeury'"),
+    (lambda ds, lst: (ds / "scenario" / "standin_bank.yaml").write_text("world_state: {}\ntools: oops\n"), "field 'tools'"),
+])
+def test_format_errors_name_file_and_field(tb, tmp_path, edit, message):
+    import shutil
+
+    ds = tmp_path / "dataset"
+    shutil.copytree(tb["dataset"], ds)
+    lst = tmp_path / "list.yaml"
+    lst.write_text(yaml.safe_dump(["standin_bank_group1.py:test_transfer", "standin_bank_group1.py:test_ticket"]))
+    edit(ds, lst)
+    with pytest.raises(TaskFileError, match=message):
+        load_thinkingbox(ds, lst)
+
+
+def test_servers_file_errors(tb, tmp_path):
+    from groundstate.thinkingbox import load_servers
+
+    bad = tmp_path / "servers.yaml"
+    bad.write_text(yaml.safe_dump({"servers": {"standin_bank": {"type": "mcp-http", "command": ["x"]}}}))
+    with pytest.raises(TaskFileError, match=r"servers\.yaml: field 'servers.standin_bank.type'"):
+        load_servers(bad)
+    specs = load_servers(tb["servers_ok"])
+    assert specs["standin_bank"].command == (sys.executable, str(SERVER))
+
+
+# -- attempts against the stand-in server ------------------------------------------------------------
+
+def test_gold_passes_noop_and_perturbed_fail_and_no_server_outlives_its_attempt(tb):
+    (task, domain), = _pairs(tb, "transfer")
+    before = {p.name for p in tb["pids"].iterdir()}
+    gold = _play(task, domain, make_scripted_agent("scripted:gold", task, domain))
+    assert gold.verdict.reward == 1 and gold.verdict.system_error is None, gold.verdict.reasons
+    assert gold.trajectory.messages[0]["content"] == domain.system_prompt()
+    noop = _play(task, domain, make_scripted_agent("scripted:noop", task, domain))
+    assert noop.verdict.reward == 0 and noop.verdict.system_error is None
+    calls = [c.model_dump() for c in task.gold]
+    calls[1]["args"]["amount"] = 31
+    perturbed = _play(task, domain, ScriptedAgent(calls))
+    assert perturbed.verdict.reward == 0 and "differs from the golden hash" in perturbed.verdict.reasons[0]
+    assert {(d["path"], d["result"], d["golden"]) for d in perturbed.verdict.diff} == {
+        ("accounts[0].balance", 69, 70), ("accounts[1].balance", 51, 50)}
+    assert all(d["server"] == "standin_bank" for d in perturbed.verdict.diff)
+    pids = _new_pids(tb, before)
+    assert len(pids) == 3 and not [p for p in pids if _alive(p)]
+
+
+def test_reserved_and_unlisted_tools_are_hidden_and_refused(tb):
+    (task, domain), = _pairs(tb, "transfer")
+    agent = ScriptedAgent([{"tool": "delete_account", "args": {"account_id": "A1"}},
+                           {"tool": "__reserved__init", "args": {"config": {}}}, *[c.model_dump() for c in task.gold]])
+    out = _play(task, domain, agent)
+    tools = {t["function"]["name"] for t in asyncio.run(_schemas(task, domain))}
+    assert tools == {"get_account", "transfer", "create_ticket"}
+    assert [c["ok"] for c in out.trajectory.tool_calls] == [False, False, True, True]
+    assert "unknown tool 'delete_account'" in out.trajectory.tool_calls[0]["result"]
+    assert out.verdict.reward == 1  # the refused calls changed nothing
+
+
+async def _schemas(task, domain) -> list[dict[str, Any]]:
+    env = await domain.open_environment(task)
+    try:
+        return env.toolset.openai_schemas()
+    finally:
+        await env.close()
+
+
+def test_rubric_task_is_unjudged_without_a_judge_and_judged_with_one(tb):
+    from groundstate.judge import Judge
+
+    (_, _), (task, domain) = _pairs(tb)
+    out = _play(task, domain, make_scripted_agent("scripted:gold", task, domain))
+    assert out.verdict.unjudged and out.verdict.reward is None and out.verdict.state_reward == 1
+    assert "unjudged" in out.verdict.reasons[-1]
+
+    class Completions:  # the OpenAI client surface the judge uses, answering as told
+        def __init__(self, answer: str):
+            self.answer, self.asked = answer, []
+
+        def create(self, **kw):
+            from types import SimpleNamespace
+
+            self.asked.append(kw["messages"][-1]["content"])
+            msg = SimpleNamespace(content=self.answer, reasoning_content=None)
+            return SimpleNamespace(choices=[SimpleNamespace(message=msg, finish_reason="stop")], usage=None)
+
+    from groundstate.thinkingbox.grading import grade_case
+
+    effects = {"standin_bank": {"result_db_hash": "h", "golden_db_hash": "h", "diff": []}}
+    for answer, reward in (("Yes.", 1), ("no", 0)):
+        completions = Completions(answer)
+        client = type("Client", (), {"chat": type("Chat", (), {"completions": completions})()})()
+        v = asyncio.run(grade_case(task, domain.cases[task.id], effects, out.trajectory, Judge("openai:judge@http://x", client=client)))
+        assert v.reward == reward and not v.unjudged and "ticket was opened" in completions.asked[0]
+
+
+def test_server_crash_at_start_and_mid_episode_are_system_errors(tb):
+    before = {p.name for p in tb["pids"].iterdir()}
+    (task, domain), = _pairs(tb, "transfer", servers="crash_start")
+    out = _play(task, domain, make_scripted_agent("scripted:gold", task, domain))
+    assert out.verdict.system_error and "did not start" in out.verdict.system_error and out.verdict.reward is None
+    assert "ExceptionGroup" not in out.verdict.system_error
+    (task, domain), = _pairs(tb, "transfer", servers="crash_transfer")
+    out = _play(task, domain, make_scripted_agent("scripted:gold", task, domain))
+    assert out.verdict.system_error and out.verdict.reward is None
+    assert "server 'standin_bank' failed during transfer" in out.verdict.system_error
+    pids = _new_pids(tb, before)
+    assert len(pids) == 1 and not _alive(pids[0])  # the start crash never wrote one; the mid-episode one is gone
+
+
+def test_sources_need_typesense_or_tb_no_sources(tb):
+    (task, domain), = _pairs(tb, "transfer", no_sources=False)
+    out = _play(task, domain, make_scripted_agent("scripted:gold", task, domain))
+    assert out.verdict.system_error and "Typesense" in out.verdict.system_error
+
+
+def test_custom_python_checks_are_refused_without_the_framework(tb):
+    with pytest.raises(TaskFileError, match="arbitrary Python"):
+        load_thinkingbox(tb["dataset"], tb["list_custom"], allow_python=False)
