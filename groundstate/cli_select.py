@@ -47,6 +47,8 @@ def probe_command(
     max_turns: Optional[int] = typer.Option(None, help="Override the tasks' agent-turn limit."),
     backend: str = typer.Option("sqlite", "--backend", help="sqlite (embedded default) or postgres."),
     pg_dsn: Optional[str] = typer.Option(None, "--pg-dsn", help="PostgreSQL DSN (default: $GROUNDSTATE_PG_DSN or postgresql://postgres@127.0.0.1:5432/postgres)."),
+    tb_servers: Optional[Path] = typer.Option(None, "--tb-servers", help="ThinkingBox servers.yaml: how to start the MCP servers of thinkingbox: tasks."),
+    tb_no_sources: bool = typer.Option(False, "--tb-no-sources", help="ThinkingBox tasks: drop the init configuration's knowledge-base `sources` (no Typesense needed)."),
 ) -> None:
     """Probe candidate tasks: N attempts each with the policy to be trained, for `groundstate select` (resumable like any run)."""
     from groundstate.results import read_records
@@ -56,7 +58,11 @@ def probe_command(
     from groundstate.state import make_backend
 
     try:
-        pairs = select_tasks(tasks)
+        pairs = select_tasks(tasks, tb_servers=tb_servers, tb_no_sources=tb_no_sources)
+        if any(p.strip().startswith("thinkingbox:") for p in tasks.split(",")):
+            from groundstate.thinkingbox import require_servers
+
+            require_servers(pairs)
     except (ValueError, TaskFileError, KeyError) as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None

@@ -345,3 +345,149 @@ def test_sources_need_typesense_or_tb_no_sources(tb):
 def test_custom_python_checks_are_refused_without_the_framework(tb):
     with pytest.raises(TaskFileError, match="arbitrary Python"):
         load_thinkingbox(tb["dataset"], tb["list_custom"], allow_python=False)
+
+
+# -- concurrency, the runner and everything that reads results --------------------------------------
+
+def test_concurrent_attempts_get_their_own_server_process_and_the_same_verdict(tb):
+    (task, domain), = _pairs(tb, "transfer")
+    before = {p.name for p in tb["pids"].iterdir()}
+    n = 3
+    seen_alive: list[list[int]] = []
+
+    class TogetherAgent(ScriptedAgent):
+        """The gold agent, whose first turn waits until every attempt's environment is open."""
+
+        async def act(self, conversation, tools):
+            if self._next == 0:
+                await barrier.wait()
+                seen_alive.append([p for p in _new_pids(tb, before) if _alive(p)])
+            return await super().act(conversation, tools)
+
+    async def main():
+        be = make_backend("sqlite")
+        return await asyncio.gather(*(play(task, domain, TogetherAgent([c.model_dump() for c in task.gold]), ScriptedUser([]),
+                                           backend=be, grader=grader_for(be)) for _ in range(n)))
+
+    barrier = None
+
+    async def with_barrier():
+        nonlocal barrier
+        barrier = asyncio.Barrier(n)
+        return await main()
+
+    outs = asyncio.run(with_barrier())
+    assert [len(alive) for alive in seen_alive] == [n] * n  # all n servers were up at once
+    pids = _new_pids(tb, before)
+    assert len(set(pids)) == n and not [p for p in pids if _alive(p)]
+    assert {json.dumps(o.verdict.to_json(), sort_keys=True) for o in outs} == {json.dumps(outs[0].verdict.to_json(), sort_keys=True)}
+    assert outs[0].verdict.reward == 1
+
+
+@pytest.fixture(scope="module")
+def runs(tb, tmp_path_factory) -> dict[str, Path]:
+    """`groundstate run` of the no-op and the gold agent, k=2, concurrently, on the two cases of the main list."""
+    from typer.testing import CliRunner
+
+    from groundstate.cli import app
+
+    out = tmp_path_factory.mktemp("runs")
+    paths = {}
+    selector = f"thinkingbox:{tb['dataset']}::{tb['list_main']}"
+    for agent in ("noop", "gold"):
+        paths[agent] = out / f"{agent}.jsonl"
+        r = CliRunner().invoke(app, ["run", "--agent", f"scripted:{agent}", "--tasks", selector, "--k", "2", "--concurrency", "4",
+                                     "--tb-servers", str(tb["servers_ok"]), "--tb-no-sources", "--out", str(paths[agent])])
+        assert r.exit_code == 0, r.output
+    return paths
+
+
+def test_run_records_metrics_and_compare(runs):
+    from typer.testing import CliRunner
+
+    from groundstate.cli import app
+    from groundstate.results import read_records
+
+    gold = read_records(runs["gold"])
+    assert sorted((r["task_id"], r["attempt"]) for r in gold) == [
+        (f"standin_bank_group1.py:test_{t}", a) for t in ("ticket", "transfer") for a in (0, 1)]
+    by_task = {(r["task_id"].split(":")[1], r["attempt"]): r for r in gold}
+    assert all(by_task[("test_transfer", a)]["reward"] == 1 for a in (0, 1))
+    assert all(by_task[("test_ticket", a)]["unjudged"] and by_task[("test_ticket", a)]["reward"] is None for a in (0, 1))
+    assert {r["domain"] for r in gold} == {"standin_bank"} and all(r["system_error"] is None for r in gold)
+    runner = CliRunner()
+    m = json.loads(runner.invoke(app, ["metrics", str(runs["gold"]), "--json"]).stdout)
+    assert m["unjudged"] == 2 and m["clean_attempts"] == 2 and m["pass_at_1"] == 1.0 and m["by_domain"]["standin_bank"]["tasks"] == 1
+    c = runner.invoke(app, ["compare", str(runs["noop"]), str(runs["gold"]), "--json"])
+    assert c.exit_code == 0, c.output
+    lift = json.loads(c.stdout)["metrics"]["pass_at_1"]
+    assert (lift["base"], lift["candidate"]) == (0.0, 1.0)
+
+
+def test_select_excludes_thinkingbox_benchmark_and_its_split_trains(tb, runs, tmp_path):
+    from typer.testing import CliRunner
+
+    from groundstate.cli import app
+    from groundstate.selection import build_exclude_set
+
+    ex = build_exclude_set([f"thinkingbox:{tb['dataset']}::{tb['list_transfer']}"])
+    assert "standin_bank_group1.py:test_transfer" in ex.ids
+    r = CliRunner().invoke(app, ["select", str(runs["gold"]), "--out-dir", str(tmp_path / "sel"), "--min-clean-runs", "1",
+                                 "--bands", "too_hard,hard,medium,easy,too_easy", "--exclude", f"thinkingbox:{tb['dataset']}::{tb['list_transfer']}",
+                                 "--json"])
+    assert r.exit_code == 0, r.output
+    rows = {row["task_id"]: row for row in map(json.loads, (tmp_path / "sel" / "selection.jsonl").read_text().splitlines())}
+    assert rows["standin_bank_group1.py:test_transfer"]["decision"] == "excluded"
+    # a selection's train/val lists are lists of `file.py:test_name` ids: ThinkingBox test lists for --train / --tasks
+    train = tmp_path / "train.yaml"
+    train.write_text(yaml.safe_dump(["standin_bank_group1.py:test_transfer"]))
+    pairs = select_tasks(f"thinkingbox:{tb['dataset']}::{train}", tb_servers=tb["servers_ok"], tb_no_sources=True)
+    assert [t.id for t, _ in pairs] == ["standin_bank_group1.py:test_transfer"]
+
+
+def test_grpo_groups_get_thinkingbox_rewards(tb):
+    """GRPO's group sampler rolls out through the same attempt path: a group of right and wrong transfers is informative."""
+    from groundstate.train.grpo import GroupSampler
+
+    pairs = _pairs(tb, "transfer")
+    (task, _), = pairs
+    right = [c.model_dump() for c in task.gold]
+    wrong = [right[0], {**right[1], "args": {**right[1]["args"], "amount": 3}}]
+
+    class Policy:  # the surface GroupSampler reads from a policy: agents with their token records
+        def __init__(self):
+            self.n = 0
+
+        def agent(self):
+            self.n += 1
+            agent = ScriptedAgent(right if self.n % 2 else wrong)
+            agent.prompt_ids = agent.completion_ids = agent.env_mask = agent.logprobs = []
+            agent.truncated = False
+            return agent
+
+    be = make_backend("sqlite")
+    groups, stats = asyncio.run(GroupSampler(pairs, Policy(), be, grader_for(be), group_size=2, refill_ratio=0).step(pairs))
+    assert sorted(r.reward for r in groups[0]) == [0.0, 1.0] and stats.informative == 1 and stats.system_error_groups == 0
+
+
+def test_cli_needs_servers_and_lints_thinkingbox_tasks(tb, tmp_path):
+    from typer.testing import CliRunner
+
+    from groundstate.cli import app
+
+    selector = f"thinkingbox:{tb['dataset']}::{tb['list_transfer']}"
+    r = CliRunner().invoke(app, ["run", "--agent", "scripted:gold", "--tasks", selector, "--out", str(tmp_path / "r.jsonl")])
+    assert r.exit_code == 2 and "--tb-servers" in r.output
+    listed = CliRunner().invoke(app, ["tasks", "list", "--tasks", selector, "--json"])
+    assert json.loads(listed.stdout)[0]["id"] == "standin_bank_group1.py:test_transfer"
+    r = CliRunner().invoke(app, ["tasks", "lint", "--tasks", selector, "--tb-servers", str(tb["servers_ok"]), "--tb-no-sources",
+                                 "--json", "--out", str(tmp_path / "lint.json")])
+    assert r.exit_code == 0, r.output
+    report = json.loads((tmp_path / "lint.json").read_text())
+    t = report["per_task"][0]
+    assert t["gold_pass"] and t["noop_fail"] and not t["problems"]
+    outcomes = {m["description"]: m["outcome"] for m in t["mutants"]}
+    assert outcomes["drop gold[0] get_account"] == "equivalent"  # a read-only tool: nothing to see in the state
+    assert outcomes["drop gold[1] transfer"] == "killed" and outcomes["duplicate gold[1] transfer"] == "killed"
+    assert outcomes["change gold[1] transfer.amount: 30 -> 31"] == "killed"
+    assert report["mutants_killed"] == report["mutants"]

@@ -15,7 +15,7 @@ from groundstate.thinkingbox.dataset import TbCase, TbDataset, TbDomain, deep_me
 from groundstate.thinkingbox.servers import ServerSpec, load_servers
 
 __all__ = ["ServerSpec", "TbCase", "TbDataset", "TbDomain", "configure_servers", "deep_merge", "load_servers", "load_thinkingbox",
-           "merge_init", "parse_selector"]
+           "merge_init", "parse_selector", "require_servers"]
 
 SELECTOR_PREFIX = "thinkingbox:"
 
@@ -35,3 +35,10 @@ def configure_servers(pairs: list[tuple[Task, object]], servers_file: Path | str
     for _, domain in pairs:
         if isinstance(domain, TbDomain):
             domain.configure(servers, Path(servers_file).resolve() if servers_file is not None else None, no_sources)
+
+
+def require_servers(pairs: list[tuple[Task, object]]) -> None:
+    """Raise ValueError when ThinkingBox tasks are to be run without a servers file."""
+    tb = [t.id for t, d in pairs if isinstance(d, TbDomain) and d.servers is None]
+    if tb:
+        raise ValueError(f"{len(tb)} ThinkingBox task(s) (e.g. {tb[0]}) need --tb-servers servers.yaml: how to start their MCP servers")

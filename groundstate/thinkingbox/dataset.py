@@ -373,7 +373,7 @@ def framework_available() -> bool:
 
 
 def _limits(cfg: dict[str, Any], gold: int, path: Path, uid: str) -> Limits:
-    """groundstate limits for a case: room for its gold replay (one call per turn); ThinkingBox's per-user-message
+    """groundstate limits for a case: always room for its gold replay (one call per turn); ThinkingBox's per-user-message
     decode limit `max_agent_sim_turns` becomes a total of max_agent_sim_turns × (max_user_sim_turns + 1) turns."""
     turns, calls = max(30, gold + 2), max(40, 2 * gold)
     agent_turns = cfg.get("max_agent_sim_turns")
@@ -381,7 +381,7 @@ def _limits(cfg: dict[str, Any], gold: int, path: Path, uid: str) -> Limits:
         user_turns = cfg.get("max_user_sim_turns", 10)
         if not isinstance(agent_turns, int) or not isinstance(user_turns, int) or agent_turns < 1 or user_turns < 0:
             raise TaskFileError(path, "turn limits must be non-negative integers", uid, "max_agent_sim_turns")
-        turns = max(1, agent_turns * (user_turns + 1))
+        turns = max(gold + 2, agent_turns * (user_turns + 1))
     return Limits(max_turns=turns, max_tool_calls=calls)
 
 
