@@ -23,6 +23,7 @@ from groundstate.tasks import TaskFileError
 from groundstate.thinkingbox import TbDomain, configure_servers, deep_merge, load_thinkingbox, merge_init
 
 SERVER = Path(__file__).parent / "fixtures" / "thinkingbox" / "server.py"
+FRAMEWORK = Path(__file__).parent / "fixtures" / "thinkingbox" / "framework"  # a stand-in for ThinkingBox's test worker
 
 AGENT = """\
 parallel_tool_calls: false
@@ -126,6 +127,20 @@ def test_custom_check(x: TestContext, judge: Judge):
               parameters: {from_id: A1, to_id: A2, amount: 1}
     """
     assert x.effects[SERVER_NAME]["result_db_state"]["accounts"][0]["balance"] == 99
+
+
+def test_custom_judged(x: TestContext, judge: Judge):
+    """!
+    query: Say hello.
+    """
+    assert judge.text_yesno(x.response, "Is it a greeting?")
+
+
+def test_custom_broken(x: TestContext, judge: Judge):
+    """!
+    query: Say hello.
+    """
+    x.effects["no_such_server"]
 '''
 
 
@@ -213,7 +228,8 @@ def test_hydration(tb):
     with pytest.raises(TaskFileError, match="arbitrary Python.*test list"):
         load_thinkingbox(tb["dataset"], allow_python=False)
     everything = load_thinkingbox(tb["dataset"], allow_python=True)
-    assert sorted(t.id for t, _ in everything) == ["standin_bank_custom.py:test_custom_check", "standin_bank_group1.py:test_ticket",
+    assert sorted(t.id for t, _ in everything) == ["standin_bank_custom.py:test_custom_broken", "standin_bank_custom.py:test_custom_check",
+                                                   "standin_bank_custom.py:test_custom_judged", "standin_bank_group1.py:test_ticket",
                                                    "standin_bank_group1.py:test_transfer"]
 
 
@@ -402,7 +418,7 @@ def runs(tb, tmp_path_factory) -> dict[str, Path]:
     return paths
 
 
-def test_run_records_metrics_and_compare(runs):
+def test_run_records_metrics_and_compare(tb, runs):
     from typer.testing import CliRunner
 
     from groundstate.cli import app
@@ -415,6 +431,7 @@ def test_run_records_metrics_and_compare(runs):
     assert all(by_task[("test_transfer", a)]["reward"] == 1 for a in (0, 1))
     assert all(by_task[("test_ticket", a)]["unjudged"] and by_task[("test_ticket", a)]["reward"] is None for a in (0, 1))
     assert {r["domain"] for r in gold} == {"standin_bank"} and all(r["system_error"] is None for r in gold)
+    assert not [p for p in tb["pids"].iterdir() if _alive(int(p.stem))]  # every server of both runs is gone
     runner = CliRunner()
     m = json.loads(runner.invoke(app, ["metrics", str(runs["gold"]), "--json"]).stdout)
     assert m["unjudged"] == 2 and m["clean_attempts"] == 2 and m["pass_at_1"] == 1.0 and m["by_domain"]["standin_bank"]["tasks"] == 1
@@ -478,6 +495,8 @@ def test_cli_needs_servers_and_lints_thinkingbox_tasks(tb, tmp_path):
     selector = f"thinkingbox:{tb['dataset']}::{tb['list_transfer']}"
     r = CliRunner().invoke(app, ["run", "--agent", "scripted:gold", "--tasks", selector, "--out", str(tmp_path / "r.jsonl")])
     assert r.exit_code == 2 and "--tb-servers" in r.output
+    r = CliRunner().invoke(app, ["probe", "--agent", "scripted:gold", "--tasks", selector, "--out", str(tmp_path / "p.jsonl")])
+    assert r.exit_code == 2 and "--tb-servers" in r.output
     listed = CliRunner().invoke(app, ["tasks", "list", "--tasks", selector, "--json"])
     assert json.loads(listed.stdout)[0]["id"] == "standin_bank_group1.py:test_transfer"
     r = CliRunner().invoke(app, ["tasks", "lint", "--tasks", selector, "--tb-servers", str(tb["servers_ok"]), "--tb-no-sources",
@@ -491,3 +510,28 @@ def test_cli_needs_servers_and_lints_thinkingbox_tasks(tb, tmp_path):
     assert outcomes["drop gold[1] transfer"] == "killed" and outcomes["duplicate gold[1] transfer"] == "killed"
     assert outcomes["change gold[1] transfer.amount: 30 -> 31"] == "killed"
     assert report["mutants_killed"] == report["mutants"]
+
+
+def test_custom_python_checks_run_in_the_thinkingbox_worker_when_it_is_importable(tb, monkeypatch):
+    from groundstate.judge import Judge
+    from groundstate.thinkingbox.grading import grade_case
+
+    monkeypatch.syspath_prepend(str(FRAMEWORK))
+    monkeypatch.setenv("PYTHONPATH", str(FRAMEWORK))
+    (task, domain), = _pairs(tb, "custom")
+    assert domain.cases[task.id].check == "python"
+    gold = _play(task, domain, make_scripted_agent("scripted:gold", task, domain))
+    assert gold.verdict.reward == 1 and gold.verdict.system_error is None, gold.verdict.reasons
+    noop = _play(task, domain, make_scripted_agent("scripted:noop", task, domain))
+    assert noop.verdict.reward == 0 and noop.verdict.system_error is None
+    assert "result_db_state" in noop.verdict.reasons[0]  # the failing assertion's line
+    others = {t.id.split(":")[1]: (t, d) for t, d in load_thinkingbox(tb["dataset"], allow_python=True)}
+    effects = {"standin_bank": {"result_db_hash": "h", "golden_db_hash": "h"}}
+    t, d = others["test_custom_judged"]
+    v = asyncio.run(grade_case(t, d.cases[t.id], effects, gold.trajectory))
+    assert v.unjudged and v.reward is None
+    v = asyncio.run(grade_case(t, d.cases[t.id], effects, gold.trajectory, Judge("openai:judge-model@http://judge.invalid/v1")))
+    assert v.system_error and "http://judge.invalid/v1/chat/completions" in v.system_error  # ThinkingBox got our judge
+    t, d = others["test_custom_broken"]
+    v = asyncio.run(grade_case(t, d.cases[t.id], effects, gold.trajectory))
+    assert v.system_error and "KeyError" in v.system_error

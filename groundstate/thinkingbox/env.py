@@ -121,6 +121,7 @@ class TbEnvironment:
         self.task, self.domain, self.case = task, domain, case
         self.servers: dict[str, McpToolset] = {}
         self.logs: dict[str, TextIO] = {}
+        self.init_results: dict[str, dict[str, Any]] = {}  # what `__reserved__init` returned (ThinkingBox's `x.init_result`)
         self.toolset: ScenarioToolset = ScenarioToolset({})
         self._stack = contextlib.AsyncExitStack()
 
@@ -162,7 +163,7 @@ class TbEnvironment:
                 if reserved not in server:
                     raise TbServerError(f"server {name!r} has no {reserved} tool: it does not follow the ThinkingBox convention")
             config = self.case.init_config(name, self.domain.no_sources)
-            await self._reserved(name, INIT_TOOL, {"config": config})
+            self.init_results[name] = await self._reserved(name, INIT_TOOL, {"config": config})
         routes: dict[str, tuple[str, McpToolset]] = {}
         for tool in self.case.tools:
             owner = next((n for n, s in self.servers.items() if tool in s), None)
@@ -185,7 +186,7 @@ class TbEnvironment:
     async def grade(self, task: Task, trajectory: Any, judge: Any = None) -> Verdict:
         from groundstate.thinkingbox.grading import grade_case
 
-        return await grade_case(task, self.case, await self.effects(), trajectory, judge)
+        return await grade_case(task, self.case, await self.effects(), trajectory, judge, self.init_results)
 
     async def close(self) -> None:
         """Stop every server process of the attempt (always; also after a failed start)."""

@@ -9,6 +9,7 @@ Cases that also call `validate_rubrics_yesno` need every yes/no rubric (from the
 `rubrics_yesno`, carried as `Task.rubrics`) answered "yes" by the judge about the agent's final reply;
 without a judge they are *unjudged* (reward None, counted apart), never a pass or a fail. A judge failure
 is a system error. Effects that lack the hashes are a system error: the server is not a benchmark server.
+Cases with other test code are run by ThinkingBox's own test worker (`groundstate.thinkingbox.framework`).
 """
 
 from __future__ import annotations
@@ -40,10 +41,13 @@ def hash_verdict(effects: dict[str, dict[str, Any]]) -> Verdict:
                    diff=diff, state_reward=state_reward)
 
 
-async def grade_case(task: Task, case: TbCase, effects: dict[str, dict[str, Any]], trajectory: Any, judge: Any = None) -> Verdict:
+async def grade_case(task: Task, case: TbCase, effects: dict[str, dict[str, Any]], trajectory: Any, judge: Any = None,
+                     init_results: dict[str, dict[str, Any]] | None = None) -> Verdict:
     """The verdict of one attempt of a case, from its servers' effects and (for rubric cases) its final reply."""
-    if case.check != "benchmark":
-        return system_error(f"task {task.id}: its checks are arbitrary Python, which groundstate cannot run without the ThinkingBox framework")
+    if case.check == "python":
+        from groundstate.thinkingbox.framework import run_test_function
+
+        return await run_test_function(task, case, effects, init_results or {}, trajectory, judge)
     verdict = hash_verdict(effects)
     if verdict.system_error is not None or not task.rubrics:
         return verdict
