@@ -257,6 +257,17 @@ def test_format_errors_name_file_and_field(tb, tmp_path, edit, message):
         load_thinkingbox(ds, lst)
 
 
+def test_noisy_agent_corrupts_thinkingbox_gold_deterministically(tb):
+    (task, domain), = load_thinkingbox(tb["dataset"], tb["list_transfer"])
+    runs = [[(c["tool"], c["args"]) for c in make_scripted_agent("scripted:noisy:1.0", task, domain, attempt=a).calls] for a in range(6)]
+    gold = [(c.tool, c.args) for c in task.gold]
+    assert all(r != gold for r in runs)  # p = 1: every call dropped, changed or duplicated
+    assert runs == [[(c["tool"], c["args"]) for c in make_scripted_agent("scripted:noisy:1.0", task, domain, attempt=a).calls]
+                    for a in range(6)]
+    assert any(("transfer", {**gold[1][1], "amount": 31}) in r or ("transfer", {**gold[1][1], "to_id": "A2-x"}) in r
+               or ("transfer", {**gold[1][1], "from_id": "A1-x"}) in r for r in runs)  # changed arguments follow the gold values
+
+
 def test_servers_file_errors(tb, tmp_path):
     from groundstate.thinkingbox import load_servers
 
@@ -439,6 +450,10 @@ def test_run_records_metrics_and_compare(tb, runs):
     assert c.exit_code == 0, c.output
     lift = json.loads(c.stdout)["metrics"]["pass_at_1"]
     assert (lift["base"], lift["candidate"]) == (0.0, 1.0)
+    html = runs["gold"].parent / "report.html"
+    r = runner.invoke(app, ["report", str(runs["noop"]), "--baseline", str(runs["gold"]), "-o", str(html)])
+    assert r.exit_code == 0, r.output
+    assert "accounts[0].balance" in html.read_text()  # the servers' diff reaches the report
 
 
 def test_select_excludes_thinkingbox_benchmark_and_its_split_trains(tb, runs, tmp_path):
