@@ -10,7 +10,8 @@ text), or whose mutated call the tool refused (atomic calls write nothing when r
 Domains that bring their own environments (`open_environment`, e.g. ThinkingBox tasks served by MCP server
 processes) are linted through `groundstate.attempt.play` with the same scripted agents. Their state is
 only seen through the server's verdict, so a mutant that passes is a survivor only when its mutated call
-succeeded and the call can change state as far as the server's tool list says (`readOnlyHint`).
+succeeded and the call can change state as far as the server's tool list says (`readOnlyHint`). Their
+mutants run `ENV_MUTANT_CONCURRENCY` at a time: each attempt owns its environment (its server processes).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from groundstate.grading import Verdict, grader_for
 from groundstate.state.base import Backend
 from groundstate.tasks import Domain, Task
 from groundstate.tools.mutate import mutants
+
+ENV_MUTANT_CONCURRENCY = 4
 
 
 @dataclass
@@ -126,8 +129,15 @@ async def _lint_env_task(task: Task, domain: Any, backend: Backend) -> TaskLint:
     out.noop_fail = noop_v.state_reward == 0
     if not out.noop_fail:
         out.problems.append("no-op passes: " + (noop_v.system_error or "the gold solution changes nothing the checks can see"))
-    for description, calls, index in mutants([c.model_dump() for c in task.gold], domain.tools):
-        v, traj = await attempt(ScriptedAgent(calls))
+    slots = asyncio.Semaphore(ENV_MUTANT_CONCURRENCY)
+
+    async def bounded(calls: list[dict[str, Any]]):
+        async with slots:
+            return await attempt(ScriptedAgent(calls))
+
+    cases = mutants([c.model_dump() for c in task.gold], domain.tools)
+    outcomes = await asyncio.gather(*(bounded(calls) for _, calls, _ in cases))
+    for (description, _, index), (v, traj) in zip(cases, outcomes):
         out.rewards[description] = v.state_reward
         if v.system_error:
             out.problems.append(f"system error on mutant {description}: {v.system_error}")

@@ -502,6 +502,7 @@ def test_grpo_groups_get_thinkingbox_rewards(tb):
     assert sorted(r.reward for r in groups[0]) == [0.0, 1.0] and stats.informative == 1 and stats.system_error_groups == 0
 
 
+@pytest.mark.slow
 def test_cli_needs_servers_and_lints_thinkingbox_tasks(tb, tmp_path):
     from typer.testing import CliRunner
 
