@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import yaml
 
@@ -179,13 +179,20 @@ def _pairs(tb: dict[str, Path], which: str = "main", servers: str = "ok", no_sou
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie has exited; it is not a live server
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")
+    """Whether the process still exists, running or as a zombie nobody reaped."""
+    return psutil.pid_exists(pid)
+
+
+def _server_children() -> list[psutil.Process]:
+    """Stand-in server processes (running or unreaped) below this test process."""
+    out = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() == psutil.STATUS_ZOMBIE or str(SERVER) in " ".join(p.cmdline()):
+                out.append(p)
+        except psutil.NoSuchProcess:
+            continue
+    return out
 
 
 def _new_pids(tb: dict[str, Path], before: set[str]) -> list[int]:
@@ -297,7 +304,7 @@ def test_gold_passes_noop_and_perturbed_fail_and_no_server_outlives_its_attempt(
         ("accounts[0].balance", 69, 70), ("accounts[1].balance", 51, 50)}
     assert all(d["server"] == "standin_bank" for d in perturbed.verdict.diff)
     pids = _new_pids(tb, before)
-    assert len(pids) == 3 and not [p for p in pids if _alive(p)]
+    assert len(pids) == 3 and not [p for p in pids if _alive(p)] and not _server_children()
 
 
 def test_reserved_and_unlisted_tools_are_hidden_and_refused(tb):
