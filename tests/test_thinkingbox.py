@@ -558,3 +558,36 @@ def test_custom_python_checks_run_in_the_thinkingbox_worker_when_it_is_importabl
     t, d = others["test_custom_broken"]
     v = asyncio.run(grade_case(t, d.cases[t.id], effects, gold.trajectory))
     assert v.system_error and "KeyError" in v.system_error
+
+
+def test_openai_agent_user_and_judge_over_http(tb, tmp_path):
+    """The benchmark recipe end to end with scripted OpenAI-compatible endpoints over HTTP: the agent sees the
+    dataset's prompt and only the scenario's tools, the simulated user the query, the judge the yes/no rubric."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from openai_stub import OpenAIStub, text, tool_call
+    from typer.testing import CliRunner
+
+    from groundstate.cli import app
+    from groundstate.results import read_records
+
+    ticket_list = tmp_path / "ticket.yaml"
+    ticket_list.write_text(yaml.safe_dump(["standin_bank_group1.py:test_ticket"]))
+    reply = "I have opened a ticket about your stolen card. <DONE>"
+    with OpenAIStub([tool_call("create_ticket", {"account_id": "A2", "subject": "Stolen card"}), text(reply)]) as agent, \
+            OpenAIStub([text("###STOP###")]) as user, OpenAIStub([text("Yes")]) as judge:
+        out = tmp_path / "results.jsonl"
+        r = CliRunner().invoke(app, ["run", "--tasks", f"thinkingbox:{tb['dataset']}::{ticket_list}", "--tb-servers", str(tb["servers_ok"]),
+                                     "--tb-no-sources", "--agent", f"openai:agent-model@{agent.base_url}",
+                                     "--user", f"openai:user-model@{user.base_url}", "--judge", f"openai:judge-model@{judge.base_url}",
+                                     "--out", str(out)])
+        assert r.exit_code == 0, r.output
+        (record,) = read_records(out)
+        first = agent.requests[0]["body"]
+        judged = judge.requests[0]["body"]["messages"][-1]["content"]
+        simulated = json.dumps(user.requests[0]["body"]["messages"])
+    assert sorted(t["function"]["name"] for t in first["tools"]) == ["create_ticket", "get_account", "transfer"]
+    assert first["messages"][0] == {"role": "system", "content": "You are an AI Agent. Help users achieve their objectives.\n\nCurrent date: 2026-01-01"}
+    assert "My card for account A2 was stolen" in simulated
+    assert "Does the reply tell the customer that a ticket was opened?" in judged and "opened a ticket about your stolen card" in judged
+    assert record["system_error"] is None and record["reward"] == 1 and not record["unjudged"], record["verdict"]
+    assert record["finish_reason"] == "user_done" and [c["name"] for c in record["trajectory"]["tool_calls"]] == ["create_ticket"]
