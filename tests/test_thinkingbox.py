@@ -13,6 +13,7 @@ from typing import Any
 import psutil
 import pytest
 import yaml
+from openai_stub import OpenAIStub, text, tool_call
 
 from groundstate.agents.scripted import ScriptedAgent, ScriptedUser, make_scripted_agent
 from groundstate.attempt import play
@@ -563,8 +564,6 @@ def test_custom_python_checks_run_in_the_thinkingbox_worker_when_it_is_importabl
 def test_openai_agent_user_and_judge_over_http(tb, tmp_path):
     """The benchmark recipe end to end with scripted OpenAI-compatible endpoints over HTTP: the agent sees the
     dataset's prompt and only the scenario's tools, the simulated user the query, the judge the yes/no rubric."""
-    sys.path.insert(0, str(Path(__file__).parent))
-    from openai_stub import OpenAIStub, text, tool_call
     from typer.testing import CliRunner
 
     from groundstate.cli import app
