@@ -40,7 +40,8 @@ SCENARIO = {
             "data_patch": {"accounts": [{"id": "A1", "owner": "Alice", "balance": 100}, {"id": "A2", "owner": "Bob", "balance": 20}]},
         }
     },
-    "tools": [{"name": "get_account"}, {"name": "transfer"}, {"name": "create_ticket"}],
+    "tools": [{"name": "get_account"}, {"name": "transfer", "override_arg_description": {"amount": "Whole currency units."}},
+              {"name": "create_ticket", "override_description": "Open a support ticket (for lost or stolen cards too)."}],
     "bot_instructions": "Current date: 2026-01-01",
 }
 
@@ -252,6 +253,8 @@ def test_hydration(tb):
     (lambda ds, lst: (ds / "test_case" / "standin_bank" / "standin_bank_group1.py").write_text(
         GROUP1.replace("query: My card", "qeury: My card")), "unknown key 'qeury'"),
     (lambda ds, lst: (ds / "scenario" / "standin_bank.yaml").write_text("world_state: {}\ntools: oops\n"), "field 'tools'"),
+    (lambda ds, lst: (ds / "scenario" / "standin_bank.yaml").write_text(yaml.safe_dump(
+        {**SCENARIO, "tools": [{"name": "transfer", "direct_response": "Done."}]})), r"field 'tools\[0\].direct_response'"),
 ])
 def test_format_errors_name_file_and_field(tb, tmp_path, edit, message):
     import shutil
@@ -313,8 +316,11 @@ def test_reserved_and_unlisted_tools_are_hidden_and_refused(tb):
     agent = ScriptedAgent([{"tool": "delete_account", "args": {"account_id": "A1"}},
                            {"tool": "__reserved__init", "args": {"config": {}}}, *[c.model_dump() for c in task.gold]])
     out = _play(task, domain, agent)
-    tools = {t["function"]["name"] for t in asyncio.run(_schemas(task, domain))}
-    assert tools == {"get_account", "transfer", "create_ticket"}
+    schemas = {t["function"]["name"]: t["function"] for t in asyncio.run(_schemas(task, domain))}
+    assert set(schemas) == {"get_account", "transfer", "create_ticket"}
+    assert schemas["create_ticket"]["description"] == "Open a support ticket (for lost or stolen cards too)."  # scenario overrides
+    assert schemas["transfer"]["parameters"]["properties"]["amount"]["description"] == "Whole currency units."
+    assert schemas["get_account"]["description"] == "Look up a bank account by id: owner and balance."
     assert [c["ok"] for c in out.trajectory.tool_calls] == [False, False, True, True]
     assert "unknown tool 'delete_account'" in out.trajectory.tool_calls[0]["result"]
     assert out.verdict.reward == 1  # the refused calls changed nothing

@@ -56,7 +56,8 @@ class TbCase:
     scenario: str
     init: dict[str, dict[str, Any]]  # per server: the scenario's world_state merged with the test's init
     tools: tuple[str, ...]  # the scenario's tools: the only ones the agent sees
-    check: str  # "benchmark" (hash equality, + yes/no rubrics) or "python" (arbitrary test code)
+    overrides: dict[str, tuple[str | None, dict[str, str]]] = field(default_factory=dict)  # tool -> (description, argument descriptions)
+    check: str = "benchmark"  # "benchmark" (hash equality, + yes/no rubrics) or "python" (arbitrary test code)
     test_code: str = ""  # the file with other test functions blanked (ThinkingBox's convention), for the framework path
 
     def init_config(self, server: str, no_sources: bool = False) -> dict[str, Any]:
@@ -210,8 +211,14 @@ def classify_check(parsed: _ParsedFile, fn: _TestFunction) -> tuple[str, bool]:
 # -- scenarios and agents ----------------------------------------------------------------------------
 
 class _ToolRef(pydantic.BaseModel):
-    model_config = pydantic.ConfigDict(extra="allow")
+    """A scenario tool (ThinkingBox's `ToolDefOverride`): description overrides apply; behaviour overrides are refused."""
+
+    model_config = pydantic.ConfigDict(extra="ignore")
     name: str
+    override_description: str | None = None
+    override_arg_description: dict[str, str] | None = None
+    direct_response: str | None = None
+    is_end_turn: bool = False
 
 
 class _Scenario(pydantic.BaseModel):
@@ -271,7 +278,12 @@ class TbDataset:
             path = self.scenario_path(name)
             if not path.is_file():
                 raise TaskFileError(referrer, f"scenario {name!r} not found: no {path}", uid, "scenario")
-            self._scenarios[name] = _validated(_Scenario, path, _load_yaml_file(path))
+            scenario = _validated(_Scenario, path, _load_yaml_file(path))
+            for i, tool in enumerate(scenario.tools):
+                for key in ("direct_response", "is_end_turn"):
+                    if getattr(tool, key):
+                        raise TaskFileError(path, f"tool {tool.name!r}: {key} is not supported by groundstate's bridge", field=f"tools[{i}].{key}")
+            self._scenarios[name] = scenario
         return self._scenarios[name]
 
     def test_files(self) -> list[Path]:
@@ -456,7 +468,9 @@ def hydrate(dataset: TbDataset, parsed: _ParsedFile, fn: _TestFunction, domains:
     except pydantic.ValidationError as e:
         err = e.errors()[0]
         raise TaskFileError(path, err["msg"], uid, ".".join(str(x) for x in err["loc"])) from None
-    domain.cases[uid] = TbCase(uid, path, fn.name, scenario_name, merged, tool_names, check,
+    overrides = {t.name: (t.override_description, t.override_arg_description or {}) for t in scenario.tools
+                 if t.override_description is not None or t.override_arg_description}
+    domain.cases[uid] = TbCase(uid, path, fn.name, scenario_name, merged, tool_names, overrides, check,
                                _test_code(parsed, fn) if check == "python" else "")
     return task, domain
 

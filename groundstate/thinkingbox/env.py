@@ -16,6 +16,7 @@ dies mid-episode, a request times out — raises `TbServerError` (or the SDK's `
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import tempfile
 from typing import TYPE_CHECKING, Any, TextIO
@@ -76,9 +77,11 @@ class ScenarioToolset:
     with the tail of its stderr (`logs`), for the attempt to end as a system error.
     """
 
-    def __init__(self, routes: dict[str, tuple[str, McpToolset]], logs: dict[str, TextIO] | None = None):
+    def __init__(self, routes: dict[str, tuple[str, McpToolset]], logs: dict[str, TextIO] | None = None,
+                 overrides: dict[str, tuple[str | None, dict[str, str]]] | None = None):
         self.routes = routes
         self.logs = logs or {}
+        self.overrides = overrides or {}
 
     def __contains__(self, name: str) -> bool:
         return name in self.routes
@@ -90,9 +93,18 @@ class ScenarioToolset:
         return list(self.routes)
 
     def openai_schemas(self) -> list[dict[str, Any]]:
+        """The tools' schemas, with the scenario's description overrides (ThinkingBox's `update_tools_with_client_config`)."""
         out = []
         for name, (_, server) in self.routes.items():
-            out += server.openai_schemas([name])
+            for schema in copy.deepcopy(server.openai_schemas([name])):
+                description, args = self.overrides.get(name, (None, {}))
+                fn = schema["function"]
+                if description is not None:
+                    fn["description"] = description
+                for arg, text in args.items():
+                    if arg in fn["parameters"].get("properties", {}):
+                        fn["parameters"]["properties"][arg]["description"] = text
+                out.append(schema)
         return out
 
     def may_write(self, name: str) -> bool:
@@ -170,7 +182,7 @@ class TbEnvironment:
             if owner is None:
                 raise TbServerError(f"scenario tool {tool!r} is served by none of the servers {', '.join(self.servers)}")
             routes[tool] = (owner, self.servers[owner])
-        self.toolset = ScenarioToolset(routes, self.logs)
+        self.toolset = ScenarioToolset(routes, self.logs, self.case.overrides)
 
     async def _reserved(self, server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """Call a reserved tool and parse its JSON; any failure is a `TbServerError` carrying the server's stderr."""
