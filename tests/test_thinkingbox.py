@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -596,3 +597,24 @@ def test_openai_agent_user_and_judge_over_http(tb, tmp_path):
     assert "Does the reply tell the customer that a ticket was opened?" in judged and "opened a ticket about your stolen card" in judged
     assert record["system_error"] is None and record["reward"] == 1 and not record["unjudged"], record["verdict"]
     assert record["finish_reason"] == "user_done" and [c["name"] for c in record["trajectory"]["tool_calls"]] == ["create_ticket"]
+
+
+FASTMCP_PYTHON = os.environ.get("GROUNDSTATE_TB_FASTMCP_PYTHON")
+
+
+@pytest.mark.skipif(not FASTMCP_PYTHON, reason="set GROUNDSTATE_TB_FASTMCP_PYTHON to an interpreter that has fastmcp>=3,<4")
+def test_a_fastmcp3_server_like_the_benchmarks(tb, tmp_path):
+    """The benchmark servers are fastmcp 3 servers in their own environment: the same stand-in, served by fastmcp."""
+    servers = tmp_path / "servers.yaml"
+    servers.write_text(yaml.safe_dump({"servers": {"standin_bank": {
+        "type": "mcp-process", "command": [FASTMCP_PYTHON, str(SERVER)],
+        "env": {"TB_STANDIN_FRAMEWORK": "fastmcp", "TB_STANDIN_PID_DIR": str(tb["pids"])}}}}))
+    (task, domain), = select_tasks(f"thinkingbox:{tb['dataset']}::{tb['list_transfer']}", tb_servers=servers, tb_no_sources=True)
+    before = {p.name for p in tb["pids"].iterdir()}
+    gold = _play(task, domain, make_scripted_agent("scripted:gold", task, domain))
+    assert gold.verdict.reward == 1, gold.verdict.reasons
+    assert [(c["name"], c["write"]) for c in gold.trajectory.tool_calls] == [("get_account", False), ("transfer", True)]
+    noop = _play(task, domain, make_scripted_agent("scripted:noop", task, domain))
+    assert noop.verdict.reward == 0 and len(noop.verdict.diff) == 2
+    pids = _new_pids(tb, before)
+    assert len(pids) == 2 and not [p for p in pids if _alive(p)]
