@@ -22,7 +22,7 @@ from groundstate.grading import grader_for
 from groundstate.selectors import select_tasks
 from groundstate.state import make_backend
 from groundstate.tasks import TaskFileError
-from groundstate.thinkingbox import TbDomain, configure_servers, deep_merge, load_thinkingbox, merge_init
+from groundstate.thinkingbox import TbDomain, deep_merge, load_thinkingbox, merge_init
 
 SERVER = Path(__file__).parent / "fixtures" / "thinkingbox" / "server.py"
 FRAMEWORK = Path(__file__).parent / "fixtures" / "thinkingbox" / "framework"  # a stand-in for ThinkingBox's test worker

@@ -377,9 +377,6 @@ class GoldToolSpecs:
     def __init__(self, names: tuple[str, ...]):
         self.specs = {n: _GoldSpec(n) for n in names}
 
-    def __contains__(self, name: str) -> bool:
-        return name in self.specs
-
 
 def framework_available() -> bool:
     """Whether ThinkingBox itself is importable (needed to run test cases whose checks are arbitrary Python)."""

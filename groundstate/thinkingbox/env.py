@@ -83,15 +83,6 @@ class ScenarioToolset:
         self.logs = logs or {}
         self.overrides = overrides or {}
 
-    def __contains__(self, name: str) -> bool:
-        return name in self.routes
-
-    def __len__(self) -> int:
-        return len(self.routes)
-
-    def names(self) -> list[str]:
-        return list(self.routes)
-
     def openai_schemas(self) -> list[dict[str, Any]]:
         """The tools' schemas, with the scenario's description overrides (ThinkingBox's `update_tools_with_client_config`)."""
         out = []
@@ -106,10 +97,6 @@ class ScenarioToolset:
                         fn["parameters"]["properties"][arg]["description"] = text
                 out.append(schema)
         return out
-
-    def may_write(self, name: str) -> bool:
-        route = self.routes.get(name)
-        return route is None or route[1].may_write(name)
 
     async def acall(self, name: str, arguments: Any) -> ToolResult:
         route = self.routes.get(name)
