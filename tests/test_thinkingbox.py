@@ -280,6 +280,19 @@ def test_noisy_agent_corrupts_thinkingbox_gold_deterministically(tb):
                or ("transfer", {**gold[1][1], "from_id": "A1-x"}) in r for r in runs)  # changed arguments follow the gold values
 
 
+def test_hash_verdicts_from_effects():
+    from groundstate.thinkingbox.grading import MAX_DIFF_ITEMS, hash_verdict
+
+    same = hash_verdict({"a": {"result_db_hash": "x", "golden_db_hash": "x", "diff": []}, "b": {"result_db_hash": "y", "golden_db_hash": "y"}})
+    assert same.reward == 1 and same.state_reward == 1 and same.diff == []
+    items = [{"path": f"t[{i}].v", "type": "value mismatch", "result": i, "golden": -i} for i in range(MAX_DIFF_ITEMS + 5)]
+    differ = hash_verdict({"a": {"result_db_hash": "x", "golden_db_hash": "x"}, "b": {"result_db_hash": "y", "golden_db_hash": "z", "diff": items}})
+    assert differ.reward == 0 and len(differ.diff) == MAX_DIFF_ITEMS and differ.diff[0] == {"server": "b", **items[0]}
+    assert f"({MAX_DIFF_ITEMS + 5} difference(s), the first {MAX_DIFF_ITEMS} in the diff)" in differ.reasons[0]
+    broken = hash_verdict({"a": {"result_db_state": {}}})
+    assert broken.system_error and "without result_db_hash and golden_db_hash" in broken.system_error
+
+
 def test_servers_file_errors(tb, tmp_path):
     from groundstate.thinkingbox import load_servers
 

@@ -22,6 +22,9 @@ from groundstate.tasks import Task
 from groundstate.thinkingbox.dataset import TbCase
 
 
+MAX_DIFF_ITEMS = 200  # per server, in the verdict (and so in every results record); the count is always reported
+
+
 def hash_verdict(effects: dict[str, dict[str, Any]]) -> Verdict:
     """The final-state verdict: every server's result hash equals its golden hash."""
     reasons: list[str] = []
@@ -33,9 +36,11 @@ def hash_verdict(effects: dict[str, dict[str, Any]]) -> Verdict:
                                 "it does not follow the benchmark's hash convention")
         if eff["result_db_hash"] != eff["golden_db_hash"]:
             items = eff.get("diff") if isinstance(eff.get("diff"), list) else []
+            shown = "" if len(items) <= MAX_DIFF_ITEMS else f", the first {MAX_DIFF_ITEMS} in the diff"
             reasons.append(f"{server}: database hash {eff['result_db_hash'][:12]} differs from the golden hash "
-                           f"{eff['golden_db_hash'][:12]} ({len(items)} difference(s))")
-            diff += [{"server": server, **item} if isinstance(item, dict) else {"server": server, "item": item} for item in items]
+                           f"{eff['golden_db_hash'][:12]} ({len(items)} difference(s){shown})")
+            diff += [{"server": server, **item} if isinstance(item, dict) else {"server": server, "item": item}
+                     for item in items[:MAX_DIFF_ITEMS]]
     state_reward = 0 if reasons else 1
     return Verdict(reward=state_reward, reasons=reasons or ["final database hash equals the golden hash on every server"],
                    diff=diff, state_reward=state_reward)
