@@ -254,6 +254,8 @@ def test_hydration(tb):
     (lambda ds, lst: (ds / "test_case" / "standin_bank" / "standin_bank_group1.py").write_text(
         GROUP1.replace("query: My card", "qeury: My card")), "unknown key 'qeury'"),
     (lambda ds, lst: (ds / "scenario" / "standin_bank.yaml").write_text("world_state: {}\ntools: oops\n"), "field 'tools'"),
+    (lambda ds, lst: (ds / "test_case" / "standin_bank" / "standin_bank_group1.py").write_text(
+        GROUP1.replace("def test_ticket(x: TestContext, judge: Judge):", "def test_ticket(x, judge, mailbox):")), r"fixtures \(mailbox\)"),
     (lambda ds, lst: (ds / "scenario" / "standin_bank.yaml").write_text(yaml.safe_dump(
         {**SCENARIO, "tools": [{"name": "transfer", "direct_response": "Done."}]})), r"field 'tools\[0\].direct_response'"),
 ])

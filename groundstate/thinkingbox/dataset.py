@@ -452,6 +452,10 @@ def hydrate(dataset: TbDataset, parsed: _ParsedFile, fn: _TestFunction, domains:
     if check == "python" and not allow_python:
         raise TaskFileError(path, "its checks are arbitrary Python, which only the ThinkingBox framework can run: install "
                             "`thinkingbox` in this environment, or leave the case out with a test list", uid)
+    fixtures = [a.arg for a in fn.node.args.args + fn.node.args.kwonlyargs if a.arg not in ("x", "judge")]
+    if fixtures:
+        raise TaskFileError(path, f"the test function takes ThinkingBox fixtures ({', '.join(fixtures)}), which the bridge "
+                            "does not provide", uid)
     tool_names = tuple(t.name for t in scenario.tools if not t.name.startswith(RESERVED_PREFIX))
     prompt = _system_prompt(dataset, scenario, bot_instructions)
     key = (scenario_name, prompt)
