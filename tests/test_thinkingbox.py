@@ -199,7 +199,7 @@ def _server_children() -> list[psutil.Process]:
 
 
 def _new_pids(tb: dict[str, Path], before: set[str]) -> list[int]:
-    return [int(p.stem) for p in tb["pids"].iterdir() if p.name not in before]
+    return [int(p.stem) for p in tb["pids"].glob("*.pid") if p.name not in before]
 
 
 def _play(task, domain, agent, judge=None):
@@ -325,6 +325,7 @@ def test_gold_passes_noop_and_perturbed_fail_and_no_server_outlives_its_attempt(
     assert all(d["server"] == "standin_bank" for d in perturbed.verdict.diff)
     pids = _new_pids(tb, before)
     assert len(pids) == 3 and not [p for p in pids if _alive(p)] and not _server_children()
+    assert all((tb["pids"] / f"{p}.teardown").exists() for p in pids)  # each server was torn down before it was stopped
 
 
 def test_reserved_and_unlisted_tools_are_hidden_and_refused(tb):
@@ -472,7 +473,7 @@ def test_run_records_metrics_and_compare(tb, runs):
     assert all(by_task[("test_transfer", a)]["reward"] == 1 for a in (0, 1))
     assert all(by_task[("test_ticket", a)]["unjudged"] and by_task[("test_ticket", a)]["reward"] is None for a in (0, 1))
     assert {r["domain"] for r in gold} == {"standin_bank"} and all(r["system_error"] is None for r in gold)
-    assert not [p for p in tb["pids"].iterdir() if _alive(int(p.stem))]  # every server of both runs is gone
+    assert not [p for p in tb["pids"].glob("*.pid") if _alive(int(p.stem))]  # every server of both runs is gone
     runner = CliRunner()
     m = json.loads(runner.invoke(app, ["metrics", str(runs["gold"]), "--json"]).stdout)
     assert m["unjudged"] == 2 and m["clean_attempts"] == 2 and m["pass_at_1"] == 1.0 and m["by_domain"]["standin_bank"]["tasks"] == 1

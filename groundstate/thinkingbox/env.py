@@ -3,8 +3,10 @@
 `TbEnvironment.open` starts one process per server of the case (from `servers.yaml`) with the official MCP
 SDK, calls `__reserved__init(config)` with the case's merged init configuration, and exposes to the agent
 only the scenario's tools, routed to the server that serves each. `grade` reads `__reserved__geteffects`
-from every server and turns the effects into a verdict (`groundstate.thinkingbox.grading`); `close` ends
-the MCP sessions, which stops every process (the SDK closes stdin, then terminates and kills the tree).
+from every server and turns the effects into a verdict (`groundstate.thinkingbox.grading`); `close` calls
+`__reserved__teardown` where a server has one (as ThinkingBox does before stopping a server: the benchmark
+servers drop their knowledge-base collections there; a failure is only logged), then ends the MCP
+sessions, which stops every process (the SDK closes stdin, then terminates and kills the tree).
 
 Processes are never shared between attempts: the benchmark servers keep their database in module globals
 and `__reserved__init` applies the data patch on top of what is there, so re-initialising does not reset
@@ -15,9 +17,11 @@ dies mid-episode, a request times out — raises `TbServerError` (or the SDK's `
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import json
+import logging
 import tempfile
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -32,6 +36,10 @@ if TYPE_CHECKING:
 
 INIT_TOOL = "__reserved__init"
 EFFECTS_TOOL = "__reserved__geteffects"
+TEARDOWN_TOOL = "__reserved__teardown"
+TEARDOWN_TIMEOUT_S = 30.0
+
+log = logging.getLogger(__name__)
 
 
 class TbServerError(RuntimeError):
@@ -188,7 +196,14 @@ class TbEnvironment:
         return await grade_case(task, self.case, await self.effects(), trajectory, judge, self.init_results)
 
     async def close(self) -> None:
-        """Stop every server process of the attempt (always; also after a failed start)."""
+        """Tear down and stop every server process of the attempt (always; also after a failed start)."""
+        servers, self.servers = self.servers, {}
+        for name, server in servers.items():
+            if TEARDOWN_TOOL in server:
+                try:
+                    await asyncio.wait_for(server.acall(TEARDOWN_TOOL, {}), TEARDOWN_TIMEOUT_S)
+                except Exception as e:  # noqa: BLE001 - as in ThinkingBox, a failed teardown is only a warning
+                    log.warning("%s of server %r failed: %s", TEARDOWN_TOOL, name, e)
         stack, self._stack = self._stack, contextlib.AsyncExitStack()
         with contextlib.suppress(Exception):  # a server that died already has nothing left to stop
             await stack.aclose()
