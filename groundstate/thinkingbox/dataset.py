@@ -317,10 +317,10 @@ def read_test_list(path: Path) -> list[tuple[str, str]]:
 
 
 def _system_prompt(dataset: TbDataset, scenario: _Scenario, bot_instructions: str | None) -> str:
-    """ThinkingBox's agent prompt: the agent's instructions, then the scenario's and the test's bot instructions."""
-    parts = [dataset.agent.system_instructions.rstrip()]
-    parts += [s.strip() for s in (scenario.bot_instructions, bot_instructions) if s]
-    return "\n\n".join(parts)
+    """ThinkingBox's agent prompt in one system message: the agent's instructions, then (its second system message)
+    the scenario's and the test's bot instructions joined by a newline, as its `merge_bot_instructions` does."""
+    bot = "\n".join(s for s in (scenario.bot_instructions, bot_instructions) if s is not None)
+    return dataset.agent.system_instructions.rstrip() + (f"\n\n{bot}" if bot else "")
 
 
 class TbDomain:
