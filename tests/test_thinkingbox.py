@@ -278,8 +278,8 @@ def test_noisy_agent_corrupts_thinkingbox_gold_deterministically(tb):
     assert all(r != gold for r in runs)  # p = 1: every call dropped, changed or duplicated
     assert runs == [[(c["tool"], c["args"]) for c in make_scripted_agent("scripted:noisy:1.0", task, domain, attempt=a).calls]
                     for a in range(6)]
-    assert any(("transfer", {**gold[1][1], "amount": 31}) in r or ("transfer", {**gold[1][1], "to_id": "A2-x"}) in r
-               or ("transfer", {**gold[1][1], "from_id": "A1-x"}) in r for r in runs)  # changed arguments follow the gold values
+    changed = [args for r in runs for tool, args in r if tool == "transfer" and args != gold[1][1]]
+    assert changed and all(sum(args[k] != v for k, v in gold[1][1].items()) == 1 for args in changed)  # one argument changed
 
 
 def test_hash_verdicts_from_effects():
@@ -416,25 +416,22 @@ def test_concurrent_attempts_get_their_own_server_process_and_the_same_verdict(t
     class TogetherAgent(ScriptedAgent):
         """The gold agent, whose first turn waits until every attempt's environment is open."""
 
+        def __init__(self, barrier: asyncio.Barrier):
+            super().__init__([c.model_dump() for c in task.gold])
+            self.barrier = barrier
+
         async def act(self, conversation, tools):
             if self._next == 0:
-                await barrier.wait()
+                await self.barrier.wait()
                 seen_alive.append([p for p in _new_pids(tb, before) if _alive(p)])
             return await super().act(conversation, tools)
 
-    async def main():
-        be = make_backend("sqlite")
-        return await asyncio.gather(*(play(task, domain, TogetherAgent([c.model_dump() for c in task.gold]), ScriptedUser([]),
-                                           backend=be, grader=grader_for(be)) for _ in range(n)))
+    async def attempts():
+        be, barrier = make_backend("sqlite"), asyncio.Barrier(n)
+        return await asyncio.gather(*(play(task, domain, TogetherAgent(barrier), ScriptedUser([]), backend=be, grader=grader_for(be))
+                                      for _ in range(n)))
 
-    barrier = None
-
-    async def with_barrier():
-        nonlocal barrier
-        barrier = asyncio.Barrier(n)
-        return await main()
-
-    outs = asyncio.run(with_barrier())
+    outs = asyncio.run(attempts())
     assert [len(alive) for alive in seen_alive] == [n] * n  # all n servers were up at once
     pids = _new_pids(tb, before)
     assert len(set(pids)) == n and not [p for p in pids if _alive(p)]
