@@ -23,6 +23,8 @@ out = Console()
 
 BackendOpt = typer.Option("sqlite", "--backend", help="sqlite (embedded default) or postgres.")
 DsnOpt = typer.Option(None, "--pg-dsn", help="PostgreSQL DSN (default: $GROUNDSTATE_PG_DSN or postgresql://postgres@127.0.0.1:5432/postgres).")
+TbServersOpt = typer.Option(None, "--tb-servers", help="ThinkingBox servers.yaml: how to start the MCP servers of thinkingbox: tasks.")
+TbNoSourcesOpt = typer.Option(False, "--tb-no-sources", help="ThinkingBox tasks: drop the init configuration's knowledge-base `sources` (no Typesense needed).")
 
 
 def _progress() -> Progress:
@@ -38,9 +40,32 @@ def _load(domain: list[str] | None, split: str | None = None):
         raise typer.Exit(2) from None
 
 
+def _select(selector: str, tb_servers: Path | None = None, tb_no_sources: bool = False, run: bool = True):
+    """Resolve a task selector for a command; `run` commands also need the servers of ThinkingBox tasks."""
+    from groundstate.selectors import select_tasks
+
+    try:
+        pairs = select_tasks(selector, tb_servers=tb_servers, tb_no_sources=tb_no_sources)
+        if run and selector_has_thinkingbox(selector):
+            from groundstate.thinkingbox import require_servers
+
+            require_servers(pairs)
+    except (ValueError, TaskFileError, KeyError) as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    return pairs
+
+
+def selector_has_thinkingbox(selector: str) -> bool:
+    return any(p.strip().startswith("thinkingbox:") for p in selector.split(","))
+
+
 @tasks_app.command("lint")
 def tasks_lint(
     domain: Optional[list[str]] = typer.Option(None, "--domain", "-d", help="Domain name or folder (repeatable; default: all bundled)."),
+    tasks: Optional[str] = typer.Option(None, "--tasks", help="Lint these tasks instead (any --tasks selector, e.g. thinkingbox:DIR::LIST)."),
+    tb_servers: Optional[Path] = TbServersOpt,
+    tb_no_sources: bool = TbNoSourcesOpt,
     backend: str = BackendOpt,
     pg_dsn: Optional[str] = DsnOpt,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
@@ -51,7 +76,7 @@ def tasks_lint(
     from groundstate.lint import lint
     from groundstate.state import make_backend
 
-    pairs = _load(domain)
+    pairs = _select(tasks, tb_servers, tb_no_sources) if tasks else _load(domain)
     be = make_backend(backend, pg_dsn)
     workers = workers or (1 if be.name == "sqlite" else 8)
     try:
@@ -117,10 +142,11 @@ def tasks_generate(
 def tasks_list(
     split: Optional[str] = typer.Option(None, help="pool or bench."),
     domain: Optional[list[str]] = typer.Option(None, "--domain", "-d", help="Domain name (repeatable)."),
+    tasks: Optional[str] = typer.Option(None, "--tasks", help="List these tasks instead (any --tasks selector, e.g. thinkingbox:DIR::LIST)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON array of tasks."),
 ) -> None:
     """Tasks with their domain, split, family and template; counts per domain, family and split."""
-    pairs = _load(domain, split)
+    pairs = [(t, d) for t, d in _select(tasks, run=False) if split is None or t.split == split] if tasks else _load(domain, split)
     if as_json:
         out.print_json(data=[{"id": t.id, "domain": t.domain, "split": t.split, "family": t.family, "template": t.template,
                               "gold_calls": len(t.gold), "tags": t.tags} for t, _ in pairs])
@@ -162,18 +188,18 @@ def run(
     pg_dsn: Optional[str] = DsnOpt,
     ray_address: Optional[str] = typer.Option(None, "--ray", help="Run attempts on Ray actors: local (a private instance), auto (the running cluster), HOST:PORT or ray://HOST:10001."),
     ray_cpus: Optional[int] = typer.Option(None, "--ray-cpus", min=1, help="With --ray: number of actors (and CPUs of a local instance)."),
+    tb_servers: Optional[Path] = TbServersOpt,
+    tb_no_sources: bool = TbNoSourcesOpt,
 ) -> None:
     """Run tasks × k attempts, appending one JSON record per attempt; re-run the same command to resume."""
     from groundstate.runner import RunConfig
     from groundstate.runner import run as run_tasks
-    from groundstate.selectors import select_tasks
     from groundstate.state import make_backend
 
-    try:
-        pairs = select_tasks(tasks)
-    except (ValueError, TaskFileError, KeyError) as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+    pairs = _select(tasks, tb_servers, tb_no_sources)
+    if ray_address and selector_has_thinkingbox(tasks):
+        console.print("[red]error:[/red] --ray does not run ThinkingBox tasks (its actors reload domains by name); run them locally with --concurrency")
+        raise typer.Exit(2)
     sampling = {k_: v for k_, v in {"temperature": temperature, "top_p": top_p, "top_k": top_k, "max_tokens": max_tokens}.items() if v is not None}
     cfg = RunConfig(agent=agent, user=user, judge=judge, k=k, concurrency=concurrency, seed=seed, sampling=sampling, max_turns=max_turns)
     path = out_path or Path("runs") / f"{_slug(agent)}_{_slug(tasks)}_k{k}" / "results.jsonl"
@@ -410,9 +436,10 @@ def train(
     out_dir: Path = typer.Option(Path("runs/train"), "--out"),
     backend: str = BackendOpt,
     pg_dsn: Optional[str] = DsnOpt,
+    tb_servers: Optional[Path] = TbServersOpt,
+    tb_no_sources: bool = TbNoSourcesOpt,
 ) -> None:
     """GRPO with the final-state verdict as the only reward; checkpoints are Hugging Face model directories."""
-    from groundstate.selectors import select_tasks
     from groundstate.state import make_backend
 
     if engine != "trl":
@@ -420,11 +447,8 @@ def train(
         raise typer.Exit(2)
     from groundstate.train.trl_engine import TrainConfig, train_trl
 
-    try:
-        pairs = select_tasks(train_tasks)
-    except (ValueError, TaskFileError, KeyError) as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+    pairs = _select(train_tasks, tb_servers, tb_no_sources)
+    val_pairs = _select(val_tasks, tb_servers, tb_no_sources) if val_tasks else []
     be = make_backend(backend, pg_dsn)
     cfg = TrainConfig(group_size=group_size, tasks_per_step=tasks_per_step, steps=steps, lr=lr, temperature=temperature, top_p=top_p,
                       top_k=top_k, beta=beta, refill_ratio=refill_ratio, save_steps=save_steps, max_new_tokens=max_new_tokens,
@@ -438,7 +462,7 @@ def train(
         from groundstate.runner import RunConfig, run as run_tasks
 
         path = out_dir / "val.jsonl"
-        summary = run_tasks(select_tasks(val_tasks), RunConfig(agent=f"hf:{final}", k=val_k, seed=seed, concurrency=256,
+        summary = run_tasks(val_pairs, RunConfig(agent=f"hf:{final}", k=val_k, seed=seed, concurrency=256,
                                                                sampling={"temperature": temperature, "top_p": top_p, "top_k": top_k}), be, path)
         out.print(f"validation: {summary.passed}/{summary.ran} attempts passed")
         console.print(f"validation results written to {path}")

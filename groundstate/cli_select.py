@@ -49,6 +49,8 @@ def probe_command(
     pg_dsn: Optional[str] = typer.Option(None, "--pg-dsn", help="PostgreSQL DSN (default: $GROUNDSTATE_PG_DSN or postgresql://postgres@127.0.0.1:5432/postgres)."),
     ray_address: Optional[str] = typer.Option(None, "--ray", help="Run attempts on Ray actors: local (a private instance), auto (the running cluster), HOST:PORT or ray://HOST:10001."),
     ray_cpus: Optional[int] = typer.Option(None, "--ray-cpus", min=1, help="With --ray: number of actors (and CPUs of a local instance)."),
+    tb_servers: Optional[Path] = typer.Option(None, "--tb-servers", help="ThinkingBox servers.yaml: how to start the MCP servers of thinkingbox: tasks."),
+    tb_no_sources: bool = typer.Option(False, "--tb-no-sources", help="ThinkingBox tasks: drop the init configuration's knowledge-base `sources` (no Typesense needed)."),
 ) -> None:
     """Probe candidate tasks: N attempts each with the policy to be trained, for `groundstate select` (resumable like any run)."""
     from groundstate.results import read_records
@@ -58,13 +60,20 @@ def probe_command(
     from groundstate.state import make_backend
 
     try:
-        pairs = select_tasks(tasks)
+        pairs = select_tasks(tasks, tb_servers=tb_servers, tb_no_sources=tb_no_sources)
+        if any(p.strip().startswith("thinkingbox:") for p in tasks.split(",")):
+            from groundstate.thinkingbox import require_servers
+
+            require_servers(pairs)
     except (ValueError, TaskFileError, KeyError) as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
     sampling = {k: v for k, v in {"temperature": temperature, "top_p": top_p, "top_k": top_k, "max_tokens": max_tokens}.items() if v is not None}
     cfg = RunConfig(agent=agent, user=user, judge=judge, k=n, concurrency=concurrency, seed=seed, sampling=sampling, max_turns=max_turns)
     path = out_path or Path("runs") / f"probe_{_slug(agent)}_{_slug(tasks)}_n{n}" / "probes.jsonl"
+    if ray_address and any(p.strip().startswith("thinkingbox:") for p in tasks.split(",")):
+        console.print("[red]error:[/red] --ray does not run ThinkingBox tasks (its actors reload domains by name); run them locally with --concurrency")
+        raise typer.Exit(2)
     if ray_address:
         try:
             import ray  # noqa: F401

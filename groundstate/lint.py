@@ -6,6 +6,12 @@ must be killed. Mutants whose final state differs from gold only in masked colum
 text), or whose mutated call the tool refused (atomic calls write nothing when refused), are
 *equivalent* and not counted. A mutant that passes with the final state identical to gold is a
 *survivor*: the checks cannot see it, and the report says why.
+
+Domains that bring their own environments (`open_environment`, e.g. ThinkingBox tasks served by MCP server
+processes) are linted through `groundstate.attempt.play` with the same scripted agents. Their state is
+only seen through the server's verdict, so a mutant that passes is a survivor only when its mutated call
+succeeded and the call can change state as far as the server's tool list says (`readOnlyHint`). Their
+mutants run `ENV_MUTANT_CONCURRENCY` at a time: each attempt owns its environment (its server processes).
 """
 
 from __future__ import annotations
@@ -17,11 +23,14 @@ from typing import Any, Callable
 
 from groundstate.agents import make_agent
 from groundstate.agents.scripted import ScriptedAgent, ScriptedUser
+from groundstate.attempt import play
 from groundstate.episode import run_episode
 from groundstate.grading import Verdict, grader_for
 from groundstate.state.base import Backend
 from groundstate.tasks import Domain, Task
 from groundstate.tools.mutate import mutants
+
+ENV_MUTANT_CONCURRENCY = 4
 
 
 @dataclass
@@ -94,7 +103,61 @@ async def _attempt(task: Task, domain: Domain, backend: Backend, agent: Scripted
 
 
 def lint_task(task: Task, domain: Domain, backend: Backend) -> TaskLint:
+    if hasattr(domain, "open_environment"):
+        return asyncio.run(_lint_env_task(task, domain, backend))
     return asyncio.run(_lint_task(task, domain, backend))
+
+
+async def _lint_env_task(task: Task, domain: Any, backend: Backend) -> TaskLint:
+    """Lint a task whose domain opens its own environment (see the module docstring)."""
+    grader = grader_for(backend)
+
+    async def attempt(agent: ScriptedAgent):
+        out = await play(task, domain, agent, ScriptedUser(task.user.script), backend=backend, grader=grader)
+        return out.verdict, out.trajectory
+
+    out = TaskLint(task.id, domain.name, gold_pass=False, noop_fail=False)
+    gold_v, gold_traj = await attempt(make_agent("scripted:gold", task, domain))
+    out.rewards["gold"] = gold_v.state_reward
+    out.gold_pass = gold_v.state_reward == 1
+    if not out.gold_pass:
+        out.problems.append("gold fails: " + (gold_v.system_error or "; ".join(gold_v.reasons)))
+        return out
+    gold_writes = [c["write"] for c in gold_traj.tool_calls]
+    noop_v, _ = await attempt(make_agent("scripted:noop", task, domain))
+    out.rewards["noop"] = noop_v.state_reward
+    out.noop_fail = noop_v.state_reward == 0
+    if not out.noop_fail:
+        out.problems.append("no-op passes: " + (noop_v.system_error or "the gold solution changes nothing the checks can see"))
+    slots = asyncio.Semaphore(ENV_MUTANT_CONCURRENCY)
+
+    async def bounded(calls: list[dict[str, Any]]):
+        async with slots:
+            return await attempt(ScriptedAgent(calls))
+
+    cases = mutants([c.model_dump() for c in task.gold], domain.tools)
+    outcomes = await asyncio.gather(*(bounded(calls) for _, calls, _ in cases))
+    for (description, _, index), (v, traj) in zip(cases, outcomes):
+        out.rewards[description] = v.state_reward
+        if v.system_error:
+            out.problems.append(f"system error on mutant {description}: {v.system_error}")
+            continue
+        if v.state_reward == 0:
+            out.mutants.append(MutantResult(description, "killed", "; ".join(v.reasons)))
+            continue
+        dropped = description.startswith("drop")
+        call = None if dropped or index >= len(traj.tool_calls) else traj.tool_calls[index]
+        if call is not None and not call["ok"]:
+            out.mutants.append(MutantResult(description, "equivalent", "the tool refused the mutated call, so it wrote nothing"))
+        elif not (gold_writes[index] if dropped else call is None or call["write"]):
+            out.mutants.append(MutantResult(description, "equivalent", "the server marks the tool read-only: it cannot change the state"))
+        elif dropped:
+            out.mutants.append(MutantResult(description, "survived", "dropping the call leaves the same final state: the gold call has no visible effect"))
+        elif description.startswith("duplicate"):
+            out.mutants.append(MutantResult(description, "survived", "the repeated call succeeded without a visible effect (idempotent write, or a read)"))
+        else:
+            out.mutants.append(MutantResult(description, "survived", "the changed argument does not reach the final state"))
+    return out
 
 
 async def _lint_task(task: Task, domain: Domain, backend: Backend) -> TaskLint:

@@ -1,5 +1,7 @@
 """Task selectors for `--tasks`: `pool`, `bench`, a domain name, a YAML list of task ids, or a glob over ids.
 
+`thinkingbox:DATASET_DIR[::TEST_LIST]` selects ThinkingBox-format test cases (see docs/THINKINGBOX.md); their
+servers come from `tb_servers` (`--tb-servers servers.yaml`), which only running them needs.
 Several selectors may be joined with commas; the result keeps a stable order without duplicates.
 """
 
@@ -13,8 +15,12 @@ import yaml
 from groundstate.tasks import Domain, Task, TaskFileError, bundled_domains, iter_tasks, load_domain
 
 
-def select_tasks(selector: str, domains: list[str] | None = None) -> list[tuple[Task, Domain]]:
-    """Resolve a selector to (task, domain) pairs; raises ValueError naming what matched nothing."""
+def select_tasks(selector: str, domains: list[str] | None = None, *, tb_servers: Path | str | None = None,
+                 tb_no_sources: bool = False) -> list[tuple[Task, Domain]]:
+    """Resolve a selector to (task, domain) pairs; raises ValueError naming what matched nothing.
+
+    ThinkingBox domains among the result get `tb_servers` and `tb_no_sources` (drop the init configuration's
+    knowledge-base `sources`)."""
     cache: list[list[tuple[Task, Domain]]] = []
 
     def universe() -> list[tuple[Task, Domain]]:
@@ -29,10 +35,19 @@ def select_tasks(selector: str, domains: list[str] | None = None) -> list[tuple[
             raise ValueError(f"task selector {part!r} matched no task")
         for t, d in matched:
             chosen.setdefault(t.id, (t, d))
-    return list(chosen.values())
+    pairs = list(chosen.values())
+    if any(p.strip().startswith("thinkingbox:") for p in selector.split(",")):
+        from groundstate.thinkingbox import configure_servers
+
+        configure_servers(pairs, tb_servers, tb_no_sources)
+    return pairs
 
 
 def _resolve(part: str, universe) -> list[tuple[Task, Domain]]:
+    if part.startswith("thinkingbox:"):
+        from groundstate.thinkingbox import load_thinkingbox, parse_selector
+
+        return load_thinkingbox(*parse_selector(part))  # type: ignore[return-value]
     path = Path(part)
     if (path / "domain.yaml").exists():
         d = load_domain(str(path))

@@ -1,0 +1,520 @@
+"""ThinkingBox datasets as groundstate tasks: parse, merge and hydrate, without executing any test file.
+
+A ThinkingBox *dataset directory* holds `scenario/<name>.yaml`, `test_case/**/*.py` and `agent/<name>.yaml`.
+A test-case file is Python whose YAML lives in string literals starting with `!`: module-level ones hold
+defaults (e.g. `scenario: NAME`), and a function whose first statement is such a literal is a test case
+(`query`, `user_context`, `init`, `tags`, turn limits). We read them with `ast` and `yaml.safe_load`, as
+ThinkingBox's own loader does (`thinkingbox.common.python_test_file`), and never import the file.
+
+Each case becomes a real `groundstate.tasks.Task` (so results, metrics, compare, select and train treat it
+like any other): id `file.py:test_name`, the query as instruction, `user_context` as the simulated user's
+persona, the gold `tool_interactions` as `gold`, `rubrics_yesno` as `rubrics`, and the merged `data_patch`
+as `patch` (keyed `server/table`, so content fingerprints tell cases apart). What only the bridge needs —
+the init configuration per server, the scenario's tools, how the case is checked — stays in a `TbCase`
+held by the case's `TbDomain`, which is what `groundstate.attempt.play` opens environments from.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import functools
+import hashlib
+import importlib.util
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pydantic
+import yaml
+
+from groundstate.tasks import Limits, Task, TaskFileError, ToolCall, UserSpec
+
+if TYPE_CHECKING:
+    from groundstate.thinkingbox.env import TbEnvironment
+    from groundstate.thinkingbox.servers import ServerSpec
+
+CONFIG_FIELDS = ("scenario", "query", "user_context", "max_user_sim_turns", "max_agent_sim_turns", "bot_instructions",
+                 "history", "init", "format_query", "tags")
+DEFAULT_AGENT = "think"
+RESERVED_PREFIX = "__reserved__"
+# The benchmark's checks: a test body made only of calls to these module helpers (recognised by what they read)
+# libyaml's safe loader when present (the benchmark's files hold megabytes of YAML), else PyYAML's: both are safe_load
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+HASH_HELPER = ("validate_database", {"result_db_hash", "golden_db_hash"})
+YESNO_HELPER = ("validate_rubrics_yesno", {"rubrics_yesno", "text_yesno"})
+
+
+@dataclass(frozen=True)
+class TbCase:
+    """What the bridge needs of one hydrated ThinkingBox test case, beside its `Task`."""
+
+    uid: str
+    file: Path
+    function: str
+    scenario: str
+    init: dict[str, dict[str, Any]]  # per server: the scenario's world_state merged with the test's init
+    tools: tuple[str, ...]  # the scenario's tools: the only ones the agent sees
+    overrides: dict[str, tuple[str | None, dict[str, str]]] = field(default_factory=dict)  # tool -> (description, argument descriptions)
+    check: str = "benchmark"  # "benchmark" (hash equality, + yes/no rubrics) or "python" (arbitrary test code)
+    test_code: str = ""  # the file with other test functions blanked (ThinkingBox's convention), for the framework path
+
+    def init_config(self, server: str, no_sources: bool = False) -> dict[str, Any]:
+        """The configuration `__reserved__init` gets; `no_sources` drops the knowledge-base `sources`."""
+        cfg = copy.deepcopy(self.init.get(server) or {})
+        if no_sources:
+            cfg.pop("sources", None)
+        return cfg
+
+
+# -- merging ---------------------------------------------------------------------------------------
+
+def deep_merge(a: Any, b: Any) -> Any:
+    """ThinkingBox's recursive merge: mappings merge key by key (b wins), lists concatenate, else b replaces a."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = copy.deepcopy(a)
+        for k, v in b.items():
+            out[k] = deep_merge(out[k], v) if k in out else copy.deepcopy(v)
+        return out
+    if isinstance(a, list) and isinstance(b, list):
+        return copy.deepcopy(a) + copy.deepcopy(b)
+    return copy.deepcopy(b)
+
+
+def merge_init(world_state: dict[str, Any], init: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per server: the scenario's world_state merged with the test's init (ThinkingBox's `merge_init_config`)."""
+    out = {k: copy.deepcopy(v) for k, v in world_state.items()}
+    for server, cfg in init.items():
+        out[server] = deep_merge(out[server], cfg) if out.get(server) else copy.deepcopy(cfg)
+    return out
+
+
+# -- parsing test files with ast -------------------------------------------------------------------
+
+@dataclass
+class _TestFunction:
+    name: str
+    config: dict[str, Any]
+    node: ast.FunctionDef
+    lineno: int
+    end_lineno: int
+
+
+@dataclass
+class _ParsedFile:
+    path: Path
+    source: str
+    functions: dict[str, _TestFunction] = field(default_factory=dict)
+    helpers: dict[str, ast.FunctionDef] = field(default_factory=dict)  # module-level non-test functions
+
+
+def _yaml_literal(node: ast.stmt) -> str | None:
+    """The YAML text of a `"!..."` string-expression statement, else None."""
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+        text = node.value.value
+        if text.startswith("!"):
+            return textwrap.dedent(text[1:])
+    return None
+
+
+def _load_yaml_literal(path: Path, text: str, where: str, uid: str | None) -> dict[str, Any]:
+    try:
+        obj = yaml.load(text, Loader=SAFE_LOADER)  # noqa: S506 - a safe loader
+    except yaml.YAMLError as e:
+        raise TaskFileError(path, f"the YAML of {where} is not valid: {e}", uid) from None
+    if obj is None:
+        return {}
+    if not isinstance(obj, dict):
+        raise TaskFileError(path, f"the YAML of {where} must be a mapping, got {type(obj).__name__}", uid)
+    return obj
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_file_cached(path: Path, mtime_ns: int) -> _ParsedFile:
+    try:
+        source = path.read_text(encoding="utf-8")
+        tree = ast.parse(source, filename=str(path))
+    except (OSError, UnicodeDecodeError) as e:
+        raise TaskFileError(path, f"cannot be read: {e}") from None
+    except SyntaxError as e:
+        raise TaskFileError(path, f"is not valid Python (line {e.lineno}): {e.msg}") from None
+    parsed = _ParsedFile(path, source)
+    module_cfg: dict[str, Any] = {}
+    for node in tree.body:
+        text = _yaml_literal(node)
+        if text is not None:
+            module_cfg.update(_load_yaml_literal(path, text, "the module-level `!` string", None))
+        elif isinstance(node, ast.FunctionDef):
+            first = _yaml_literal(node.body[0]) if node.body else None
+            if first is None:
+                parsed.helpers[node.name] = node
+                continue
+            uid = f"{path.name}:{node.name}"
+            local = _load_yaml_literal(path, first, f"test {node.name}", uid)
+            unknown = [k for k in local if k not in CONFIG_FIELDS]
+            if unknown:
+                raise TaskFileError(path, f"unknown key {unknown[0]!r} (allowed: {', '.join(CONFIG_FIELDS)})", uid, unknown[0])
+            cfg = {**module_cfg, **local}
+            if isinstance(module_cfg.get("tags"), list) and isinstance(local.get("tags"), list):
+                cfg["tags"] = module_cfg["tags"] + local["tags"]
+            parsed.functions[node.name] = _TestFunction(node.name, cfg, node, node.lineno, node.end_lineno or node.lineno)
+    return parsed
+
+
+def parse_test_file(path: Path) -> _ParsedFile:
+    """The test functions of a ThinkingBox test-case file (cached while the file is unchanged)."""
+    path = Path(path).resolve()
+    try:
+        mtime = path.stat().st_mtime_ns
+    except OSError as e:
+        raise TaskFileError(path, f"cannot be read: {e}") from None
+    return _parse_file_cached(path, mtime)
+
+
+def _test_code(parsed: _ParsedFile, fn: _TestFunction) -> str:
+    """ThinkingBox's `test_code`: the file with every other test function blanked (line numbers kept)."""
+    lines = parsed.source.split("\n")
+    for other in parsed.functions.values():
+        if other.name != fn.name:
+            for k in range(other.lineno - 1, other.end_lineno):
+                lines[k] = ""
+    return "\n".join(lines + [f"__tb_test_fn = {fn.name}", ""])
+
+
+def _reads(node: ast.AST, names: set[str]) -> bool:
+    """Whether a function mentions every one of `names` (as string constants or attributes)."""
+    seen = {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    seen |= {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+    return names <= seen
+
+
+def classify_check(parsed: _ParsedFile, fn: _TestFunction) -> tuple[str, bool]:
+    """("benchmark", uses_yesno) when the test body only calls the benchmark's hash (and yes/no rubric)
+    helpers; ("python", False) for any other test code, which only ThinkingBox itself can run."""
+    called: list[str] = []
+    for stmt in fn.node.body[1:]:
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and not call.keywords):
+            return "python", False
+        name = call.func.id
+        helper = parsed.helpers.get(name)
+        if helper is None or (name, True) not in ((HASH_HELPER[0], _reads(helper, HASH_HELPER[1])),
+                                                   (YESNO_HELPER[0], _reads(helper, YESNO_HELPER[1]))):
+            return "python", False
+        called.append(name)
+    if HASH_HELPER[0] not in called:
+        return "python", False
+    return "benchmark", YESNO_HELPER[0] in called
+
+
+# -- scenarios and agents ----------------------------------------------------------------------------
+
+class _ToolRef(pydantic.BaseModel):
+    """A scenario tool (ThinkingBox's `ToolDefOverride`): description overrides apply; behaviour overrides are refused."""
+
+    model_config = pydantic.ConfigDict(extra="ignore")
+    name: str
+    override_description: str | None = None
+    override_arg_description: dict[str, str] | None = None
+    direct_response: str | None = None
+    is_end_turn: bool = False
+
+
+class _Scenario(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="allow")
+    world_state: dict[str, dict[str, Any] | None]
+    tools: list[_ToolRef]
+    bot_instructions: str | None = None
+    tags: list[str] = pydantic.Field(default_factory=list)
+
+
+class _Agent(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="allow")
+    system_instructions: str
+
+
+def _load_yaml_file(path: Path) -> Any:
+    try:
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)  # noqa: S506 - a safe loader
+    except yaml.YAMLError as e:
+        raise TaskFileError(path, f"not valid YAML: {e}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise TaskFileError(path, f"cannot be read: {e}") from None
+
+
+def _validated(model: type[pydantic.BaseModel], path: Path, raw: Any) -> Any:
+    if not isinstance(raw, dict):
+        raise TaskFileError(path, "must be a YAML mapping")
+    try:
+        return model.model_validate(raw)
+    except pydantic.ValidationError as e:
+        err = e.errors()[0]
+        where = "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in err["loc"]).lstrip(".")
+        raise TaskFileError(path, err["msg"], field=where or None) from None
+
+
+# -- the dataset -----------------------------------------------------------------------------------
+
+class TbDataset:
+    """One ThinkingBox dataset directory: its scenarios, agent prompt and test files."""
+
+    def __init__(self, root: Path | str, agent: str = DEFAULT_AGENT):
+        self.root = Path(root).resolve()
+        for sub in ("scenario", "test_case"):
+            if not (self.root / sub).is_dir():
+                raise TaskFileError(self.root, f"not a ThinkingBox dataset directory: it has no {sub}/ folder")
+        self.agent_path = self.root / "agent" / f"{agent}.yaml"
+        if not self.agent_path.is_file():
+            raise TaskFileError(self.agent_path, f"agent {agent!r} not found (a dataset holds agent/<name>.yaml)")
+        self.agent = _validated(_Agent, self.agent_path, _load_yaml_file(self.agent_path))
+        self._scenarios: dict[str, _Scenario] = {}
+
+    def scenario_path(self, name: str) -> Path:
+        return self.root / "scenario" / f"{name}.yaml"
+
+    def scenario(self, name: str, referrer: Path, uid: str) -> _Scenario:
+        if name not in self._scenarios:
+            path = self.scenario_path(name)
+            if not path.is_file():
+                raise TaskFileError(referrer, f"scenario {name!r} not found: no {path}", uid, "scenario")
+            scenario = _validated(_Scenario, path, _load_yaml_file(path))
+            for i, tool in enumerate(scenario.tools):
+                for key in ("direct_response", "is_end_turn"):
+                    if getattr(tool, key):
+                        raise TaskFileError(path, f"tool {tool.name!r}: {key} is not supported by groundstate's bridge", field=f"tools[{i}].{key}")
+            self._scenarios[name] = scenario
+        return self._scenarios[name]
+
+    def test_files(self) -> list[Path]:
+        return sorted((self.root / "test_case").rglob("*.py"))
+
+    def find_test_file(self, filename: str) -> Path | None:
+        """ThinkingBox's lookup of `file.py`: test_case/file.py, then test_case/<prefix>/file.py, longest prefix first."""
+        base = self.root / "test_case"
+        if (base / filename).is_file():
+            return base / filename
+        parts = filename.split("_")
+        for k in range(len(parts) - 1, 0, -1):
+            p = base / "_".join(parts[:k]) / filename
+            if p.is_file():
+                return p
+        return None
+
+
+def read_test_list(path: Path) -> list[tuple[str, str]]:
+    """A test list: a YAML list of `file.py:test_name` selectors."""
+    raw = _load_yaml_file(path)
+    if not isinstance(raw, list):
+        raise TaskFileError(path, "a test list must be a YAML list of 'file.py:test_name' selectors")
+    out = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, str) or item.count(":") != 1 or not all(item.split(":")):
+            raise TaskFileError(path, f"entry {item!r} is not a 'file.py:test_name' selector", field=f"[{i}]")
+        f, t = item.split(":")
+        out.append((f, t))
+    return out
+
+
+def _system_prompt(dataset: TbDataset, scenario: _Scenario, bot_instructions: str | None) -> str:
+    """ThinkingBox's agent prompt in one system message: the agent's instructions, then (its second system message)
+    the scenario's and the test's bot instructions joined by a newline, as its `merge_bot_instructions` does."""
+    bot = "\n".join(s for s in (scenario.bot_instructions, bot_instructions) if s is not None)
+    return dataset.agent.system_instructions.rstrip() + (f"\n\n{bot}" if bot else "")
+
+
+class TbDomain:
+    """The groundstate domain of ThinkingBox cases sharing one scenario and one system prompt.
+
+    `play` opens an environment per attempt through `open_environment` (one server process per server of
+    the scenario, per attempt). `tools` describes the scenario's tools for the scripted noisy agent and
+    lint's mutants: argument types are not known before a server runs, so alternatives follow the gold
+    values, and every tool counts as one that may write.
+    """
+
+    def __init__(self, dataset: TbDataset, scenario: str, system_prompt: str, tool_names: tuple[str, ...]):
+        self.dataset = dataset
+        self.name = scenario
+        self._system_prompt = system_prompt
+        self.tools = GoldToolSpecs(tool_names)
+        self.cases: dict[str, TbCase] = {}
+        self.servers: dict[str, ServerSpec] | None = None
+        self.servers_file: Path | None = None
+        self.no_sources = False
+        self.call_timeout_s = 300.0
+
+    def system_prompt(self) -> str:
+        return self._system_prompt
+
+    @functools.cached_property
+    def content_hash(self) -> str:
+        """Changes with the scenario, the agent prompt or any of this domain's test files."""
+        h = hashlib.sha256(self._system_prompt.encode())
+        files = {self.dataset.scenario_path(self.name)} | {c.file for c in self.cases.values()}
+        for f in sorted(files):
+            h.update(f.read_bytes())
+        return h.hexdigest()[:16]
+
+    def configure(self, servers: dict[str, ServerSpec] | None, servers_file: Path | None, no_sources: bool) -> None:
+        self.servers, self.servers_file, self.no_sources = servers, servers_file, no_sources
+
+    async def open_environment(self, task: Task) -> TbEnvironment:
+        from groundstate.thinkingbox.env import TbEnvironment
+
+        return await TbEnvironment.open(task, self)
+
+
+@dataclass
+class _GoldSpec:
+    name: str
+    write: bool = True
+    params: dict[str, Any] = field(default_factory=dict)  # unknown types: `alternative` follows the value
+
+
+class GoldToolSpecs:
+    """The `Toolset` surface that the noisy agent and lint's mutants read: `specs[name].write/.params`."""
+
+    def __init__(self, names: tuple[str, ...]):
+        self.specs = {n: _GoldSpec(n) for n in names}
+
+
+def framework_available() -> bool:
+    """Whether ThinkingBox itself is importable (needed to run test cases whose checks are arbitrary Python)."""
+    return importlib.util.find_spec("thinkingbox") is not None
+
+
+def _limits(cfg: dict[str, Any], gold: int, path: Path, uid: str) -> Limits:
+    """groundstate limits for a case: always room for its gold replay (one call per turn); ThinkingBox's per-user-message
+    decode limit `max_agent_sim_turns` becomes a total of max_agent_sim_turns × (max_user_sim_turns + 1) turns."""
+    turns, calls = max(30, gold + 2), max(40, 2 * gold)
+    agent_turns = cfg.get("max_agent_sim_turns")
+    if agent_turns is not None:
+        user_turns = cfg.get("max_user_sim_turns", 10)
+        if not isinstance(agent_turns, int) or not isinstance(user_turns, int) or agent_turns < 1 or user_turns < 0:
+            raise TaskFileError(path, "turn limits must be non-negative integers", uid, "max_agent_sim_turns")
+        turns = max(gold + 2, agent_turns * (user_turns + 1))
+    return Limits(max_turns=turns, max_tool_calls=calls)
+
+
+def _str_field(value: Any, path: Path, uid: str, name: str, required: bool = False) -> str | None:
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise TaskFileError(path, f"must be {'a non-empty' if required else 'a'} string", uid, name)
+    return value
+
+
+def hydrate(dataset: TbDataset, parsed: _ParsedFile, fn: _TestFunction, domains: dict[tuple[str, str], TbDomain],
+            allow_python: bool) -> tuple[Task, TbDomain] | None:
+    """One test case as (Task, its TbDomain); None for a case tagged `skip` (here or in its scenario)."""
+    path, cfg = parsed.path, fn.config
+    uid = f"{path.name}:{fn.name}"
+    scenario_name = _str_field(cfg.get("scenario"), path, uid, "scenario", required=True)
+    scenario = dataset.scenario(scenario_name, path, uid)
+    tags = cfg.get("tags") or []
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise TaskFileError(path, "tags must be a list of strings", uid, "tags")
+    if any(t.lower() == "skip" for t in [*tags, *scenario.tags]):
+        return None
+    query = _str_field(cfg.get("query"), path, uid, "query", required=True)
+    user_context = _str_field(cfg.get("user_context"), path, uid, "user_context")
+    bot_instructions = _str_field(cfg.get("bot_instructions"), path, uid, "bot_instructions")
+    if cfg.get("history") is not None or cfg.get("format_query"):
+        key = "history" if cfg.get("history") is not None else "format_query"
+        raise TaskFileError(path, f"{key!r} is not supported by groundstate's bridge", uid, key)
+    init = cfg.get("init") or {}
+    if not isinstance(init, dict) or not all(isinstance(v, dict) for v in init.values()):
+        raise TaskFileError(path, "init must map server names to mappings", uid, "init")
+    merged = merge_init({k: v or {} for k, v in scenario.world_state.items()}, init)
+
+    gold: list[ToolCall] = []
+    patch: dict[str, list[dict[str, Any]]] = {}
+    rubrics: list[str] = []
+    for server, sc in merged.items():
+        steps = (sc.get("golden_test_case") or {}).get("tool_interactions") or []
+        where = f"init.{server}.golden_test_case.tool_interactions"
+        if not isinstance(steps, list):
+            raise TaskFileError(path, "must be a list of {tool, parameters}", uid, where)
+        for j, step in enumerate(steps):
+            if not isinstance(step, dict) or not isinstance(step.get("tool"), str) or not isinstance(step.get("parameters") or {}, dict):
+                raise TaskFileError(path, "each step needs a tool name and a parameters mapping", uid, f"{where}[{j}]")
+            gold.append(ToolCall(tool=step["tool"], args=step.get("parameters") or {}))
+        data_patch = sc.get("data_patch") or {}
+        if not isinstance(data_patch, dict) or not all(isinstance(r, list) for r in data_patch.values()):
+            raise TaskFileError(path, "data_patch must map table names to lists of rows", uid, f"init.{server}.data_patch")
+        patch.update({f"{server}/{table}": rows for table, rows in data_patch.items()})
+        yesno = sc.get("rubrics_yesno") or []
+        if not isinstance(yesno, list) or not all(isinstance(r, str) for r in yesno):
+            raise TaskFileError(path, "rubrics_yesno must be a list of strings", uid, f"init.{server}.rubrics_yesno")
+        rubrics += yesno
+
+    check, uses_yesno = classify_check(parsed, fn)
+    if check == "python" and not allow_python:
+        raise TaskFileError(path, "its checks are arbitrary Python, which only the ThinkingBox framework can run: install "
+                            "`thinkingbox` in this environment, or leave the case out with a test list", uid)
+    fixtures = [a.arg for a in fn.node.args.args + fn.node.args.kwonlyargs if a.arg not in ("x", "judge")]
+    if fixtures:
+        raise TaskFileError(path, f"the test function takes ThinkingBox fixtures ({', '.join(fixtures)}), which the bridge "
+                            "does not provide", uid)
+    tool_names = tuple(t.name for t in scenario.tools if not t.name.startswith(RESERVED_PREFIX))
+    prompt = _system_prompt(dataset, scenario, bot_instructions)
+    key = (scenario_name, prompt)
+    if key not in domains:
+        domains[key] = TbDomain(dataset, scenario_name, prompt, tool_names)
+    domain = domains[key]
+    try:
+        task = Task(id=uid, domain=scenario_name, instruction=query, user=UserSpec(persona=user_context), patch=patch, gold=gold,
+                    rubrics=rubrics if uses_yesno else [], tags=tags, family=scenario_name, template=path.stem,
+                    limits=_limits(cfg, len(gold), path, uid))
+    except pydantic.ValidationError as e:
+        err = e.errors()[0]
+        raise TaskFileError(path, err["msg"], uid, ".".join(str(x) for x in err["loc"])) from None
+    overrides = {t.name: (t.override_description, t.override_arg_description or {}) for t in scenario.tools
+                 if t.override_description is not None or t.override_arg_description}
+    domain.cases[uid] = TbCase(uid, path, fn.name, scenario_name, merged, tool_names, overrides, check,
+                               _test_code(parsed, fn) if check == "python" else "")
+    return task, domain
+
+
+def load_thinkingbox(dataset_dir: Path | str, test_list: Path | str | None = None, *, agent: str = DEFAULT_AGENT,
+                     allow_python: bool | None = None) -> list[tuple[Task, TbDomain]]:
+    """Hydrate a dataset's cases (all of them, or those of a test list, in its order) into (Task, TbDomain) pairs.
+
+    Cases tagged `skip` are left out (a test list naming one is an error). Cases whose checks are arbitrary
+    Python are refused unless the ThinkingBox framework is importable (`allow_python` overrides the probe).
+    """
+    dataset = TbDataset(dataset_dir, agent)
+    allow = framework_available() if allow_python is None else allow_python
+    domains: dict[tuple[str, str], TbDomain] = {}
+    out: list[tuple[Task, TbDomain]] = []
+    if test_list is None:
+        first: dict[str, Path] = {}
+        for f in dataset.test_files():
+            parsed = parse_test_file(f)
+            for fn in parsed.functions.values():
+                pair = hydrate(dataset, parsed, fn, domains, allow)
+                if pair is None:
+                    continue
+                if pair[0].id in first:
+                    raise TaskFileError(f, f"duplicate test case id (also defined in {first[pair[0].id]})", pair[0].id)
+                first[pair[0].id] = f
+                out.append(pair)
+    else:
+        list_path = Path(test_list)
+        seen: set[str] = set()
+        for i, (filename, test) in enumerate(read_test_list(list_path)):
+            f = dataset.find_test_file(filename)
+            if f is None:
+                raise TaskFileError(list_path, f"no test file {filename!r} under {dataset.root / 'test_case'}", field=f"[{i}]")
+            parsed = parse_test_file(f)
+            fn = parsed.functions.get(test)
+            if fn is None:
+                raise TaskFileError(list_path, f"{f} has no test case {test!r}", field=f"[{i}]")
+            pair = hydrate(dataset, parsed, fn, domains, allow)
+            if pair is None:
+                raise TaskFileError(list_path, f"test case {filename}:{test} is tagged skip", field=f"[{i}]")
+            if pair[0].id not in seen:
+                seen.add(pair[0].id)
+                out.append(pair)
+    return out
+

@@ -1,0 +1,63 @@
+"""Verdicts of ThinkingBox cases from the servers' effects.
+
+The benchmark convention (`validate_database` in every ThinkingBox-Bench test file): an attempt passes iff,
+for every server, `result_db_hash == golden_db_hash` — the hash of the final database equals that of a
+fresh database on which the server replayed the gold `tool_interactions`. The servers' `diff` (items
+`{path, type, result, golden}`) goes into the verdict, tagged with the server, so a person can see why.
+
+Cases that also call `validate_rubrics_yesno` need every yes/no rubric (from the init configuration's
+`rubrics_yesno`, carried as `Task.rubrics`) answered "yes" by the judge about the agent's final reply;
+without a judge they are *unjudged* (reward None, counted apart), never a pass or a fail. A judge failure
+is a system error. Effects that lack the hashes are a system error: the server is not a benchmark server.
+Cases with other test code are run by ThinkingBox's own test worker (`groundstate.thinkingbox.framework`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from groundstate.grading import Verdict, system_error
+from groundstate.tasks import Task
+from groundstate.thinkingbox.dataset import TbCase
+
+
+MAX_DIFF_ITEMS = 200  # per server, in the verdict (and so in every results record); the count is always reported
+
+
+def hash_verdict(effects: dict[str, dict[str, Any]]) -> Verdict:
+    """The final-state verdict: every server's result hash equals its golden hash."""
+    reasons: list[str] = []
+    diff: list[dict[str, Any]] = []
+    for server, eff in effects.items():
+        missing = [k for k in ("result_db_hash", "golden_db_hash") if not isinstance(eff.get(k), str)]
+        if missing:
+            return system_error(f"server {server!r} returned effects without {' and '.join(missing)}: "
+                                "it does not follow the benchmark's hash convention")
+        if eff["result_db_hash"] != eff["golden_db_hash"]:
+            items = eff.get("diff") if isinstance(eff.get("diff"), list) else []
+            shown = "" if len(items) <= MAX_DIFF_ITEMS else f", the first {MAX_DIFF_ITEMS} in the diff"
+            reasons.append(f"{server}: database hash {eff['result_db_hash'][:12]} differs from the golden hash "
+                           f"{eff['golden_db_hash'][:12]} ({len(items)} difference(s){shown})")
+            diff += [{"server": server, **item} if isinstance(item, dict) else {"server": server, "item": item}
+                     for item in items[:MAX_DIFF_ITEMS]]
+    state_reward = 0 if reasons else 1
+    return Verdict(reward=state_reward, reasons=reasons or ["final database hash equals the golden hash on every server"],
+                   diff=diff, state_reward=state_reward)
+
+
+async def grade_case(task: Task, case: TbCase, effects: dict[str, dict[str, Any]], trajectory: Any, judge: Any = None,
+                     init_results: dict[str, dict[str, Any]] | None = None) -> Verdict:
+    """The verdict of one attempt of a case, from its servers' effects and (for rubric cases) its final reply."""
+    if case.check == "python":
+        from groundstate.thinkingbox.framework import run_test_function
+
+        return await run_test_function(task, case, effects, init_results or {}, trajectory, judge)
+    verdict = hash_verdict(effects)
+    if verdict.system_error is not None or not task.rubrics:
+        return verdict
+    if judge is None:
+        verdict.reward, verdict.unjudged = None, True
+        verdict.reasons.append(f"{len(task.rubrics)} yes/no rubric(s) unjudged: no judge configured (--judge openai:MODEL[@URL])")
+        return verdict
+    return await asyncio.to_thread(judge.apply, task, trajectory, verdict)

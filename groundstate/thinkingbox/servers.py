@@ -1,0 +1,64 @@
+"""ThinkingBox's `servers.yaml`: how to start each MCP server of a scenario.
+
+    servers:                      # (or the server mapping at the top level)
+      sandbox_neobank_support_v1:
+        type: mcp-process
+        command: ["{python}", "-m", "tb_business_ops_servers_202606.mcp_sandbox_neobank_support_v1"]
+        env: {TYPESENSE_API_KEY: Fake}
+
+`{python}` in a command stands for the interpreter running groundstate; a server installed in its own
+environment names that environment's interpreter instead. Commands run in the folder of the servers file,
+so relative paths in them are relative to it. Other keys of the file (e.g. `use_internal_servers`) are ignored.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from groundstate.tasks import TaskFileError
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    name: str
+    command: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+
+
+def _spec(path: Path, name: str, raw: Any) -> ServerSpec:
+    where = f"servers.{name}"
+    if not isinstance(raw, dict):
+        raise TaskFileError(path, "must be a mapping with type, command and optional env", field=where)
+    kind = raw.get("type", "mcp-process")
+    if kind != "mcp-process":
+        raise TaskFileError(path, f"unsupported server type {kind!r}: only mcp-process (a stdio MCP server) is supported", field=f"{where}.type")
+    command = raw.get("command")
+    if not isinstance(command, list) or not command or not all(isinstance(c, str) and c for c in command):
+        raise TaskFileError(path, "must be a non-empty list of strings", field=f"{where}.command")
+    env = raw.get("env") or {}
+    if not isinstance(env, dict) or not all(isinstance(k, str) for k in env):
+        raise TaskFileError(path, "must map variable names to values", field=f"{where}.env")
+    return ServerSpec(name, tuple(c.replace("{python}", sys.executable) for c in command),
+                      {k: str(v) for k, v in env.items()}, str(path.parent))
+
+
+def load_servers(path: Path | str) -> dict[str, ServerSpec]:
+    """Server specs by name; a malformed file fails naming the file and the field."""
+    path = Path(path).resolve()
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise TaskFileError(path, f"not valid YAML: {e}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise TaskFileError(path, f"cannot be read: {e}") from None
+    if isinstance(raw, dict) and isinstance(raw.get("servers"), dict):
+        raw = raw["servers"]
+    if not isinstance(raw, dict) or not raw:
+        raise TaskFileError(path, "must map server names to {type: mcp-process, command: [...], env: {...}}", field="servers")
+    return {name: _spec(path, str(name), spec) for name, spec in raw.items()}

@@ -1,0 +1,633 @@
+"""The ThinkingBox bridge end to end: ThinkingBox-format dataset files written here, a stand-in MCP stdio server
+(tests/fixtures/thinkingbox/server.py: the two reserved tools, an in-memory SQLite database, a hash and a
+golden replay), and groundstate's own attempt path, runner, metrics, selection and lint on top."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import yaml
+from openai_stub import OpenAIStub, text, tool_call
+
+from groundstate.agents.scripted import ScriptedAgent, ScriptedUser, make_scripted_agent
+from groundstate.attempt import play
+from groundstate.grading import grader_for
+from groundstate.selectors import select_tasks
+from groundstate.state import make_backend
+from groundstate.tasks import TaskFileError
+from groundstate.thinkingbox import TbDomain, deep_merge, load_thinkingbox, merge_init
+
+SERVER = Path(__file__).parent / "fixtures" / "thinkingbox" / "server.py"
+FRAMEWORK = Path(__file__).parent / "fixtures" / "thinkingbox" / "framework"  # a stand-in for ThinkingBox's test worker
+
+AGENT = """\
+parallel_tool_calls: false
+system_instructions: |
+  You are an AI Agent. Help users achieve their objectives.
+builtin_tools: []
+"""
+
+SCENARIO = {
+    "world_state": {
+        "standin_bank": {
+            "sources": [{"name": "policy.md", "snippets": ["Transfers need the account owner's consent."]}],
+            "data_patch": {"accounts": [{"id": "A1", "owner": "Alice", "balance": 100}, {"id": "A2", "owner": "Bob", "balance": 20}]},
+        }
+    },
+    "tools": [{"name": "get_account"}, {"name": "transfer", "override_arg_description": {"amount": "Whole currency units."}},
+              {"name": "create_ticket", "override_description": "Open a support ticket (for lost or stolen cards too)."}],
+    "bot_instructions": "Current date: 2026-01-01",
+}
+
+HELPERS = '''\
+import json
+
+from thinkingbox.common import Judge, TestContext
+
+"""!
+scenario: standin_bank
+"""
+SERVER_NAME = "standin_bank"
+
+
+def validate_database(x: TestContext):
+    result_db_hash = x.effects[SERVER_NAME]["result_db_hash"]
+    golden_db_hash = x.effects[SERVER_NAME]["golden_db_hash"]
+    if result_db_hash != golden_db_hash:
+        assert False, json.dumps(x.effects[SERVER_NAME].get("diff", []))
+
+
+def validate_rubrics_yesno(x: TestContext, judge: Judge):
+    rubrics = x.effects[SERVER_NAME].get("rubrics_yesno", [])
+    for rubric in rubrics:
+        assert judge.text_yesno(x.response, rubric), f"Rubric yesno failed: {rubric}"
+'''
+
+GROUP1 = HELPERS + '''
+
+def test_transfer(x: TestContext, judge: Judge):
+    """!
+    query: |
+        Hi, I am Carol (account A3). Please move 30 from Alice's account A1 to Bob's account A2.
+    user_context: |
+        You are Carol, Alice's accountant. Alice consented to the transfer.
+    init:
+      standin_bank:
+        data_patch:
+          accounts:
+            - {id: A3, owner: Carol, balance: 5}
+        golden_test_case:
+          tool_interactions:
+            - tool: get_account
+              parameters: {account_id: A1}
+            - tool: transfer
+              parameters: {from_id: A1, to_id: A2, amount: 30}
+    """
+    validate_database(x)
+
+
+def test_ticket(x: TestContext, judge: Judge):
+    """!
+    query: My card for account A2 was stolen, please open a ticket.
+    init:
+      standin_bank:
+        golden_test_case:
+          tool_interactions:
+            - tool: create_ticket
+              parameters: {account_id: A2, subject: Stolen card}
+        rubrics_yesno:
+          - "Does the reply tell the customer that a ticket was opened?"
+    """
+    validate_database(x)
+    validate_rubrics_yesno(x, judge)
+
+
+def test_later(x: TestContext, judge: Judge):
+    """!
+    query: Not ready yet.
+    tags: [skip]
+    """
+    validate_database(x)
+'''
+
+CUSTOM = HELPERS + '''
+
+def test_custom_check(x: TestContext, judge: Judge):
+    """!
+    query: Move 1 from A1 to A2.
+    init:
+      standin_bank:
+        golden_test_case:
+          tool_interactions:
+            - tool: transfer
+              parameters: {from_id: A1, to_id: A2, amount: 1}
+    """
+    assert x.effects[SERVER_NAME]["result_db_state"]["accounts"][0]["balance"] == 99
+
+
+def test_custom_judged(x: TestContext, judge: Judge):
+    """!
+    query: Say hello.
+    """
+    assert judge.text_yesno(x.response, "Is it a greeting?")
+
+
+def test_custom_broken(x: TestContext, judge: Judge):
+    """!
+    query: Say hello.
+    """
+    x.effects["no_such_server"]
+'''
+
+
+@pytest.fixture(scope="module")
+def tb(tmp_path_factory) -> dict[str, Path]:
+    """A ThinkingBox dataset directory, test lists and servers files, written here."""
+    root = tmp_path_factory.mktemp("tb")
+    ds = root / "dataset"
+    (ds / "agent").mkdir(parents=True)
+    (ds / "agent" / "think.yaml").write_text(AGENT)
+    (ds / "scenario").mkdir()
+    (ds / "scenario" / "standin_bank.yaml").write_text(yaml.safe_dump(SCENARIO, sort_keys=False))
+    (ds / "test_case" / "standin_bank").mkdir(parents=True)
+    (ds / "test_case" / "standin_bank" / "standin_bank_group1.py").write_text(GROUP1)
+    (ds / "test_case" / "standin_bank_custom.py").write_text(CUSTOM)
+    lists = {"main": ["standin_bank_group1.py:test_transfer", "standin_bank_group1.py:test_ticket"],
+             "transfer": ["standin_bank_group1.py:test_transfer"], "custom": ["standin_bank_custom.py:test_custom_check"]}
+    out = {"dataset": ds, "root": root}
+    for name, items in lists.items():
+        out[f"list_{name}"] = root / f"{name}.yaml"
+        out[f"list_{name}"].write_text(yaml.safe_dump(items))
+    out["pids"] = root / "pids"
+    out["pids"].mkdir()
+    for name, extra in {"ok": {}, "crash_start": {"TB_STANDIN_CRASH": "start"},
+                        "crash_transfer": {"TB_STANDIN_CRASH": "tool:transfer"}}.items():
+        env = {"TB_STANDIN_PID_DIR": str(out["pids"]), "TB_STANDIN_NO_TYPESENSE": "1", **extra}
+        servers = {"use_internal_servers": True,
+                   "servers": {"standin_bank": {"type": "mcp-process", "command": ["{python}", str(SERVER)], "env": env}}}
+        out[f"servers_{name}"] = root / f"servers_{name}.yaml"
+        out[f"servers_{name}"].write_text(yaml.safe_dump(servers))
+    return out
+
+
+def _pairs(tb: dict[str, Path], which: str = "main", servers: str = "ok", no_sources: bool = True):
+    return select_tasks(f"thinkingbox:{tb['dataset']}::{tb['list_' + which]}", tb_servers=tb[f"servers_{servers}"], tb_no_sources=no_sources)
+
+
+def _alive(pid: int) -> bool:
+    """Whether the process still exists, running or as a zombie nobody reaped."""
+    return psutil.pid_exists(pid)
+
+
+def _server_children() -> list[psutil.Process]:
+    """Running stand-in server processes below this test process (unreaped ones are caught by `_alive`)."""
+    out = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if str(SERVER) in " ".join(p.cmdline()):
+                out.append(p)
+        except psutil.Error:
+            continue
+    return out
+
+
+def _new_pids(tb: dict[str, Path], before: set[str]) -> list[int]:
+    return [int(p.stem) for p in tb["pids"].glob("*.pid") if p.name not in before]
+
+
+def _play(task, domain, agent, judge=None):
+    be = make_backend("sqlite")
+    return asyncio.run(play(task, domain, agent, ScriptedUser([]), backend=be, grader=grader_for(be), judge=judge))
+
+
+# -- the format: parsing, merging, hydration, errors (no server) ------------------------------------
+
+def test_deep_merge_follows_thinkingbox():
+    a = {"my_list": [1, 2, 3], "my_dict": {"a": 1, "b": 2}, "x": {"y": 1}}
+    b = {"my_list": [4, 5], "my_dict": {"b": 11, "c": 12}, "x": 5}
+    assert deep_merge(a, b) == {"my_list": [1, 2, 3, 4, 5], "my_dict": {"a": 1, "b": 11, "c": 12}, "x": 5}
+    assert a["my_list"] == [1, 2, 3]  # inputs untouched
+    assert merge_init({"s": {"k": [1]}, "t": {}}, {"s": {"k": [2]}, "t": {"z": 1}, "u": {"w": 2}}) == {
+        "s": {"k": [1, 2]}, "t": {"z": 1}, "u": {"w": 2}}
+
+
+def test_hydration(tb):
+    pairs = load_thinkingbox(tb["dataset"], tb["list_main"])
+    assert [t.id for t, _ in pairs] == ["standin_bank_group1.py:test_transfer", "standin_bank_group1.py:test_ticket"]
+    (transfer, domain), (ticket, _) = pairs
+    assert isinstance(domain, TbDomain) and domain.name == "standin_bank" and transfer.domain == "standin_bank"
+    assert transfer.instruction.startswith("Hi, I am Carol") and "accountant" in transfer.user.persona
+    assert [(c.tool, c.args) for c in transfer.gold] == [("get_account", {"account_id": "A1"}),
+                                                        ("transfer", {"from_id": "A1", "to_id": "A2", "amount": 30})]
+    assert transfer.rubrics == [] and ticket.rubrics == ["Does the reply tell the customer that a ticket was opened?"]
+    case = domain.cases[transfer.id]
+    cfg = case.init_config("standin_bank")
+    assert [r["id"] for r in cfg["data_patch"]["accounts"]] == ["A1", "A2", "A3"]  # scenario rows, then the test's
+    assert cfg["sources"] and "sources" not in case.init_config("standin_bank", no_sources=True)
+    assert case.tools == ("get_account", "transfer", "create_ticket") and case.check == "benchmark"
+    assert transfer.patch["standin_bank/accounts"][-1]["id"] == "A3"
+    assert domain.system_prompt().startswith("You are an AI Agent") and domain.system_prompt().endswith("Current date: 2026-01-01")
+    # the whole dataset: skip-tagged cases are left out; a file with arbitrary Python checks is refused without the framework
+    with pytest.raises(TaskFileError, match="arbitrary Python.*test list"):
+        load_thinkingbox(tb["dataset"], allow_python=False)
+    everything = load_thinkingbox(tb["dataset"], allow_python=True)
+    assert sorted(t.id for t, _ in everything) == ["standin_bank_custom.py:test_custom_broken", "standin_bank_custom.py:test_custom_check",
+                                                   "standin_bank_custom.py:test_custom_judged", "standin_bank_group1.py:test_ticket",
+                                                   "standin_bank_group1.py:test_transfer"]
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda ds, lst: (ds / "scenario" / "standin_bank.yaml").unlink(), "scenario 'standin_bank' not found"),
+    (lambda ds, lst: lst.write_text(yaml.safe_dump(["standin_bank_group1.py:test_nope"])), "has no test case 'test_nope'"),
+    (lambda ds, lst: lst.write_text(yaml.safe_dump(["nothere.py:test_x"])), "no test file 'nothere.py'"),
+    (lambda ds, lst: lst.write_text(yaml.safe_dump(["no-colon"])), "not a 'file.py:test_name' selector"),
+    (lambda ds, lst: lst.write_text(yaml.safe_dump(["standin_bank_group1.py:test_later"])), "tagged skip"),
+    (lambda ds, lst: (ds / "test_case" / "standin_bank" / "standin_bank_group1.py").write_text(
+        GROUP1.replace("query: My card", "query: [My card")), "YAML of test test_ticket is not valid"),
+    (lambda ds, lst: (ds / "test_case" / "standin_bank" / "standin_bank_group1.py").write_text(
+        GROUP1.replace("query: My card", "qeury: My card")), "unknown key 'qeury'"),
+    (lambda ds, lst: (ds / "scenario" / "standin_bank.yaml").write_text("world_state: {}\ntools: oops\n"), "field 'tools'"),
+    (lambda ds, lst: (ds / "test_case" / "standin_bank" / "standin_bank_group1.py").write_text(
+        GROUP1.replace("def test_ticket(x: TestContext, judge: Judge):", "def test_ticket(x, judge, mailbox):")), r"fixtures \(mailbox\)"),
+    (lambda ds, lst: (ds / "scenario" / "standin_bank.yaml").write_text(yaml.safe_dump(
+        {**SCENARIO, "tools": [{"name": "transfer", "direct_response": "Done."}]})), r"field 'tools\[0\].direct_response'"),
+])
+def test_format_errors_name_file_and_field(tb, tmp_path, edit, message):
+    import shutil
+
+    ds = tmp_path / "dataset"
+    shutil.copytree(tb["dataset"], ds)
+    lst = tmp_path / "list.yaml"
+    lst.write_text(yaml.safe_dump(["standin_bank_group1.py:test_transfer", "standin_bank_group1.py:test_ticket"]))
+    edit(ds, lst)
+    with pytest.raises(TaskFileError, match=message):
+        load_thinkingbox(ds, lst)
+
+
+def test_noisy_agent_corrupts_thinkingbox_gold_deterministically(tb):
+    (task, domain), = load_thinkingbox(tb["dataset"], tb["list_transfer"])
+    runs = [[(c["tool"], c["args"]) for c in make_scripted_agent("scripted:noisy:1.0", task, domain, attempt=a).calls] for a in range(6)]
+    gold = [(c.tool, c.args) for c in task.gold]
+    assert all(r != gold for r in runs)  # p = 1: every call dropped, changed or duplicated
+    assert runs == [[(c["tool"], c["args"]) for c in make_scripted_agent("scripted:noisy:1.0", task, domain, attempt=a).calls]
+                    for a in range(6)]
+    changed = [args for r in runs for tool, args in r if tool == "transfer" and args != gold[1][1]]
+    assert changed and all(sum(args[k] != v for k, v in gold[1][1].items()) == 1 for args in changed)  # one argument changed
+
+
+def test_hash_verdicts_from_effects():
+    from groundstate.thinkingbox.grading import MAX_DIFF_ITEMS, hash_verdict
+
+    same = hash_verdict({"a": {"result_db_hash": "x", "golden_db_hash": "x", "diff": []}, "b": {"result_db_hash": "y", "golden_db_hash": "y"}})
+    assert same.reward == 1 and same.state_reward == 1 and same.diff == []
+    items = [{"path": f"t[{i}].v", "type": "value mismatch", "result": i, "golden": -i} for i in range(MAX_DIFF_ITEMS + 5)]
+    differ = hash_verdict({"a": {"result_db_hash": "x", "golden_db_hash": "x"}, "b": {"result_db_hash": "y", "golden_db_hash": "z", "diff": items}})
+    assert differ.reward == 0 and len(differ.diff) == MAX_DIFF_ITEMS and differ.diff[0] == {"server": "b", **items[0]}
+    assert f"({MAX_DIFF_ITEMS + 5} difference(s), the first {MAX_DIFF_ITEMS} in the diff)" in differ.reasons[0]
+    broken = hash_verdict({"a": {"result_db_state": {}}})
+    assert broken.system_error and "without result_db_hash and golden_db_hash" in broken.system_error
+
+
+def test_servers_file_errors(tb, tmp_path):
+    from groundstate.thinkingbox import load_servers
+
+    bad = tmp_path / "servers.yaml"
+    bad.write_text(yaml.safe_dump({"servers": {"standin_bank": {"type": "mcp-http", "command": ["x"]}}}))
+    with pytest.raises(TaskFileError, match=r"servers\.yaml: field 'servers.standin_bank.type'"):
+        load_servers(bad)
+    specs = load_servers(tb["servers_ok"])
+    assert specs["standin_bank"].command == (sys.executable, str(SERVER))
+
+
+# -- attempts against the stand-in server ------------------------------------------------------------
+
+def test_gold_passes_noop_and_perturbed_fail_and_no_server_outlives_its_attempt(tb):
+    (task, domain), = _pairs(tb, "transfer")
+    before = {p.name for p in tb["pids"].iterdir()}
+    gold = _play(task, domain, make_scripted_agent("scripted:gold", task, domain))
+    assert gold.verdict.reward == 1 and gold.verdict.system_error is None, gold.verdict.reasons
+    assert gold.trajectory.messages[0]["content"] == domain.system_prompt()
+    noop = _play(task, domain, make_scripted_agent("scripted:noop", task, domain))
+    assert noop.verdict.reward == 0 and noop.verdict.system_error is None
+    calls = [c.model_dump() for c in task.gold]
+    calls[1]["args"]["amount"] = 31
+    perturbed = _play(task, domain, ScriptedAgent(calls))
+    assert perturbed.verdict.reward == 0 and "differs from the golden hash" in perturbed.verdict.reasons[0]
+    assert {(d["path"], d["result"], d["golden"]) for d in perturbed.verdict.diff} == {
+        ("accounts[0].balance", 69, 70), ("accounts[1].balance", 51, 50)}
+    assert all(d["server"] == "standin_bank" for d in perturbed.verdict.diff)
+    pids = _new_pids(tb, before)
+    assert len(pids) == 3 and not [p for p in pids if _alive(p)] and not _server_children()
+    assert all((tb["pids"] / f"{p}.teardown").exists() for p in pids)  # each server was torn down before it was stopped
+
+
+def test_reserved_and_unlisted_tools_are_hidden_and_refused(tb):
+    (task, domain), = _pairs(tb, "transfer")
+    agent = ScriptedAgent([{"tool": "delete_account", "args": {"account_id": "A1"}},
+                           {"tool": "__reserved__init", "args": {"config": {}}}, *[c.model_dump() for c in task.gold]])
+    out = _play(task, domain, agent)
+    schemas = {t["function"]["name"]: t["function"] for t in asyncio.run(_schemas(task, domain))}
+    assert set(schemas) == {"get_account", "transfer", "create_ticket"}
+    assert schemas["create_ticket"]["description"] == "Open a support ticket (for lost or stolen cards too)."  # scenario overrides
+    assert schemas["transfer"]["parameters"]["properties"]["amount"]["description"] == "Whole currency units."
+    assert schemas["get_account"]["description"] == "Look up a bank account by id: owner and balance."
+    assert [c["ok"] for c in out.trajectory.tool_calls] == [False, False, True, True]
+    assert "unknown tool 'delete_account'" in out.trajectory.tool_calls[0]["result"]
+    assert out.verdict.reward == 1  # the refused calls changed nothing
+
+
+async def _schemas(task, domain) -> list[dict[str, Any]]:
+    env = await domain.open_environment(task)
+    try:
+        return env.toolset.openai_schemas()
+    finally:
+        await env.close()
+
+
+def test_rubric_task_is_unjudged_without_a_judge_and_judged_with_one(tb):
+    from groundstate.judge import Judge
+
+    (_, _), (task, domain) = _pairs(tb)
+    out = _play(task, domain, make_scripted_agent("scripted:gold", task, domain))
+    assert out.verdict.unjudged and out.verdict.reward is None and out.verdict.state_reward == 1
+    assert "unjudged" in out.verdict.reasons[-1]
+
+    class Completions:  # the OpenAI client surface the judge uses, answering as told
+        def __init__(self, answer: str):
+            self.answer, self.asked = answer, []
+
+        def create(self, **kw):
+            from types import SimpleNamespace
+
+            self.asked.append(kw["messages"][-1]["content"])
+            msg = SimpleNamespace(content=self.answer, reasoning_content=None)
+            return SimpleNamespace(choices=[SimpleNamespace(message=msg, finish_reason="stop")], usage=None)
+
+    from groundstate.thinkingbox.grading import grade_case
+
+    effects = {"standin_bank": {"result_db_hash": "h", "golden_db_hash": "h", "diff": []}}
+    for answer, reward in (("Yes.", 1), ("no", 0)):
+        completions = Completions(answer)
+        client = type("Client", (), {"chat": type("Chat", (), {"completions": completions})()})()
+        v = asyncio.run(grade_case(task, domain.cases[task.id], effects, out.trajectory, Judge("openai:judge@http://x", client=client)))
+        assert v.reward == reward and not v.unjudged and "ticket was opened" in completions.asked[0]
+
+
+def test_server_crash_at_start_and_mid_episode_are_system_errors(tb):
+    before = {p.name for p in tb["pids"].iterdir()}
+    (task, domain), = _pairs(tb, "transfer", servers="crash_start")
+    out = _play(task, domain, make_scripted_agent("scripted:gold", task, domain))
+    assert out.verdict.system_error and "did not start" in out.verdict.system_error and out.verdict.reward is None
+    assert "ExceptionGroup" not in out.verdict.system_error
+    (task, domain), = _pairs(tb, "transfer", servers="crash_transfer")
+    out = _play(task, domain, make_scripted_agent("scripted:gold", task, domain))
+    assert out.verdict.system_error and out.verdict.reward is None
+    assert "server 'standin_bank' failed during transfer" in out.verdict.system_error
+    pids = _new_pids(tb, before)
+    assert len(pids) == 1 and not _alive(pids[0])  # the start crash never wrote one; the mid-episode one is gone
+
+
+def test_sources_need_typesense_or_tb_no_sources(tb):
+    (task, domain), = _pairs(tb, "transfer", no_sources=False)
+    out = _play(task, domain, make_scripted_agent("scripted:gold", task, domain))
+    assert out.verdict.system_error and "Typesense" in out.verdict.system_error
+
+
+def test_custom_python_checks_are_refused_without_the_framework(tb):
+    with pytest.raises(TaskFileError, match="arbitrary Python"):
+        load_thinkingbox(tb["dataset"], tb["list_custom"], allow_python=False)
+
+
+# -- concurrency, the runner and everything that reads results --------------------------------------
+
+def test_concurrent_attempts_get_their_own_server_process_and_the_same_verdict(tb):
+    (task, domain), = _pairs(tb, "transfer")
+    before = {p.name for p in tb["pids"].iterdir()}
+    n = 3
+    seen_alive: list[list[int]] = []
+
+    class TogetherAgent(ScriptedAgent):
+        """The gold agent, whose first turn waits until every attempt's environment is open."""
+
+        def __init__(self, barrier: asyncio.Barrier):
+            super().__init__([c.model_dump() for c in task.gold])
+            self.barrier = barrier
+
+        async def act(self, conversation, tools):
+            if self._next == 0:
+                await self.barrier.wait()
+                seen_alive.append([p for p in _new_pids(tb, before) if _alive(p)])
+            return await super().act(conversation, tools)
+
+    async def attempts():
+        be, barrier = make_backend("sqlite"), asyncio.Barrier(n)
+        return await asyncio.gather(*(play(task, domain, TogetherAgent(barrier), ScriptedUser([]), backend=be, grader=grader_for(be))
+                                      for _ in range(n)))
+
+    outs = asyncio.run(attempts())
+    assert [len(alive) for alive in seen_alive] == [n] * n  # all n servers were up at once
+    pids = _new_pids(tb, before)
+    assert len(set(pids)) == n and not [p for p in pids if _alive(p)]
+    assert {json.dumps(o.verdict.to_json(), sort_keys=True) for o in outs} == {json.dumps(outs[0].verdict.to_json(), sort_keys=True)}
+    assert outs[0].verdict.reward == 1
+
+
+@pytest.fixture(scope="module")
+def runs(tb, tmp_path_factory) -> dict[str, Path]:
+    """`groundstate run` of the no-op and the gold agent, k=2, concurrently, on the two cases of the main list."""
+    from typer.testing import CliRunner
+
+    from groundstate.cli import app
+
+    out = tmp_path_factory.mktemp("runs")
+    paths = {}
+    selector = f"thinkingbox:{tb['dataset']}::{tb['list_main']}"
+    for agent in ("noop", "gold"):
+        paths[agent] = out / f"{agent}.jsonl"
+        r = CliRunner().invoke(app, ["run", "--agent", f"scripted:{agent}", "--tasks", selector, "--k", "2", "--concurrency", "4",
+                                     "--tb-servers", str(tb["servers_ok"]), "--tb-no-sources", "--out", str(paths[agent])])
+        assert r.exit_code == 0, r.output
+    return paths
+
+
+def test_run_records_metrics_and_compare(tb, runs):
+    from typer.testing import CliRunner
+
+    from groundstate.cli import app
+    from groundstate.results import read_records
+
+    gold = read_records(runs["gold"])
+    assert sorted((r["task_id"], r["attempt"]) for r in gold) == [
+        (f"standin_bank_group1.py:test_{t}", a) for t in ("ticket", "transfer") for a in (0, 1)]
+    by_task = {(r["task_id"].split(":")[1], r["attempt"]): r for r in gold}
+    assert all(by_task[("test_transfer", a)]["reward"] == 1 for a in (0, 1))
+    assert all(by_task[("test_ticket", a)]["unjudged"] and by_task[("test_ticket", a)]["reward"] is None for a in (0, 1))
+    assert {r["domain"] for r in gold} == {"standin_bank"} and all(r["system_error"] is None for r in gold)
+    assert not [p for p in tb["pids"].glob("*.pid") if _alive(int(p.stem))]  # every server of both runs is gone
+    runner = CliRunner()
+    m = json.loads(runner.invoke(app, ["metrics", str(runs["gold"]), "--json"]).stdout)
+    assert m["unjudged"] == 2 and m["clean_attempts"] == 2 and m["pass_at_1"] == 1.0 and m["by_domain"]["standin_bank"]["tasks"] == 1
+    c = runner.invoke(app, ["compare", str(runs["noop"]), str(runs["gold"]), "--json"])
+    assert c.exit_code == 0, c.output
+    lift = json.loads(c.stdout)["metrics"]["pass_at_1"]
+    assert (lift["base"], lift["candidate"]) == (0.0, 1.0)
+    html = runs["gold"].parent / "report.html"
+    r = runner.invoke(app, ["report", str(runs["noop"]), "--baseline", str(runs["gold"]), "-o", str(html)])
+    assert r.exit_code == 0, r.output
+    assert "accounts[0].balance" in html.read_text()  # the servers' diff reaches the report
+
+
+def test_select_excludes_thinkingbox_benchmark_and_its_split_trains(tb, runs, tmp_path):
+    from typer.testing import CliRunner
+
+    from groundstate.cli import app
+    from groundstate.selection import build_exclude_set
+
+    ex = build_exclude_set([f"thinkingbox:{tb['dataset']}::{tb['list_transfer']}"])
+    assert "standin_bank_group1.py:test_transfer" in ex.ids
+    r = CliRunner().invoke(app, ["select", str(runs["gold"]), "--out-dir", str(tmp_path / "sel"), "--min-clean-runs", "1",
+                                 "--bands", "too_hard,hard,medium,easy,too_easy", "--exclude", f"thinkingbox:{tb['dataset']}::{tb['list_transfer']}",
+                                 "--json"])
+    assert r.exit_code == 0, r.output
+    rows = {row["task_id"]: row for row in map(json.loads, (tmp_path / "sel" / "selection.jsonl").read_text().splitlines())}
+    assert rows["standin_bank_group1.py:test_transfer"]["decision"] == "excluded"
+    # a selection's train/val lists are lists of `file.py:test_name` ids: ThinkingBox test lists for --train / --tasks
+    train = tmp_path / "train.yaml"
+    train.write_text(yaml.safe_dump(["standin_bank_group1.py:test_transfer"]))
+    pairs = select_tasks(f"thinkingbox:{tb['dataset']}::{train}", tb_servers=tb["servers_ok"], tb_no_sources=True)
+    assert [t.id for t, _ in pairs] == ["standin_bank_group1.py:test_transfer"]
+
+
+def test_grpo_groups_get_thinkingbox_rewards(tb):
+    """GRPO's group sampler rolls out through the same attempt path: a group of right and wrong transfers is informative."""
+    from groundstate.train.grpo import GroupSampler
+
+    pairs = _pairs(tb, "transfer")
+    (task, _), = pairs
+    right = [c.model_dump() for c in task.gold]
+    wrong = [right[0], {**right[1], "args": {**right[1]["args"], "amount": 3}}]
+
+    class Policy:  # the surface GroupSampler reads from a policy: agents with their token records
+        def __init__(self):
+            self.n = 0
+
+        def agent(self):
+            self.n += 1
+            agent = ScriptedAgent(right if self.n % 2 else wrong)
+            agent.prompt_ids = agent.completion_ids = agent.env_mask = agent.logprobs = []
+            agent.truncated = False
+            return agent
+
+    be = make_backend("sqlite")
+    groups, stats = asyncio.run(GroupSampler(pairs, Policy(), be, grader_for(be), group_size=2, refill_ratio=0).step(pairs))
+    assert sorted(r.reward for r in groups[0]) == [0.0, 1.0] and stats.informative == 1 and stats.system_error_groups == 0
+
+
+@pytest.mark.slow
+def test_cli_needs_servers_and_lints_thinkingbox_tasks(tb, tmp_path):
+    from typer.testing import CliRunner
+
+    from groundstate.cli import app
+
+    selector = f"thinkingbox:{tb['dataset']}::{tb['list_transfer']}"
+    r = CliRunner().invoke(app, ["run", "--agent", "scripted:gold", "--tasks", selector, "--out", str(tmp_path / "r.jsonl")])
+    assert r.exit_code == 2 and "--tb-servers" in r.output
+    r = CliRunner().invoke(app, ["probe", "--agent", "scripted:gold", "--tasks", selector, "--out", str(tmp_path / "p.jsonl")])
+    assert r.exit_code == 2 and "--tb-servers" in r.output
+    listed = CliRunner().invoke(app, ["tasks", "list", "--tasks", selector, "--json"])
+    assert json.loads(listed.stdout)[0]["id"] == "standin_bank_group1.py:test_transfer"
+    r = CliRunner().invoke(app, ["tasks", "lint", "--tasks", selector, "--tb-servers", str(tb["servers_ok"]), "--tb-no-sources",
+                                 "--json", "--out", str(tmp_path / "lint.json")])
+    assert r.exit_code == 0, r.output
+    report = json.loads((tmp_path / "lint.json").read_text())
+    t = report["per_task"][0]
+    assert t["gold_pass"] and t["noop_fail"] and not t["problems"]
+    outcomes = {m["description"]: m["outcome"] for m in t["mutants"]}
+    assert outcomes["drop gold[0] get_account"] == "equivalent"  # a read-only tool: nothing to see in the state
+    assert outcomes["drop gold[1] transfer"] == "killed" and outcomes["duplicate gold[1] transfer"] == "killed"
+    assert outcomes["change gold[1] transfer.amount: 30 -> 31"] == "killed"
+    assert report["mutants_killed"] == report["mutants"]
+
+
+def test_custom_python_checks_run_in_the_thinkingbox_worker_when_it_is_importable(tb, monkeypatch):
+    from groundstate.judge import Judge
+    from groundstate.thinkingbox.grading import grade_case
+
+    monkeypatch.syspath_prepend(str(FRAMEWORK))
+    monkeypatch.setenv("PYTHONPATH", str(FRAMEWORK))
+    (task, domain), = _pairs(tb, "custom")
+    assert domain.cases[task.id].check == "python"
+    gold = _play(task, domain, make_scripted_agent("scripted:gold", task, domain))
+    assert gold.verdict.reward == 1 and gold.verdict.system_error is None, gold.verdict.reasons
+    noop = _play(task, domain, make_scripted_agent("scripted:noop", task, domain))
+    assert noop.verdict.reward == 0 and noop.verdict.system_error is None
+    assert "result_db_state" in noop.verdict.reasons[0]  # the failing assertion's line
+    others = {t.id.split(":")[1]: (t, d) for t, d in load_thinkingbox(tb["dataset"], allow_python=True)}
+    effects = {"standin_bank": {"result_db_hash": "h", "golden_db_hash": "h"}}
+    t, d = others["test_custom_judged"]
+    v = asyncio.run(grade_case(t, d.cases[t.id], effects, gold.trajectory))
+    assert v.unjudged and v.reward is None
+    v = asyncio.run(grade_case(t, d.cases[t.id], effects, gold.trajectory, Judge("openai:judge-model@http://judge.invalid/v1")))
+    assert v.system_error and "http://judge.invalid/v1/chat/completions" in v.system_error  # ThinkingBox got our judge
+    t, d = others["test_custom_broken"]
+    v = asyncio.run(grade_case(t, d.cases[t.id], effects, gold.trajectory))
+    assert v.system_error and "KeyError" in v.system_error
+
+
+def test_openai_agent_user_and_judge_over_http(tb, tmp_path):
+    """The benchmark recipe end to end with scripted OpenAI-compatible endpoints over HTTP: the agent sees the
+    dataset's prompt and only the scenario's tools, the simulated user the query, the judge the yes/no rubric."""
+    from typer.testing import CliRunner
+
+    from groundstate.cli import app
+    from groundstate.results import read_records
+
+    ticket_list = tmp_path / "ticket.yaml"
+    ticket_list.write_text(yaml.safe_dump(["standin_bank_group1.py:test_ticket"]))
+    reply = "I have opened a ticket about your stolen card. <DONE>"
+    with OpenAIStub([tool_call("create_ticket", {"account_id": "A2", "subject": "Stolen card"}), text(reply)]) as agent, \
+            OpenAIStub([text("###STOP###")]) as user, OpenAIStub([text("Yes")]) as judge:
+        out = tmp_path / "results.jsonl"
+        r = CliRunner().invoke(app, ["run", "--tasks", f"thinkingbox:{tb['dataset']}::{ticket_list}", "--tb-servers", str(tb["servers_ok"]),
+                                     "--tb-no-sources", "--agent", f"openai:agent-model@{agent.base_url}",
+                                     "--user", f"openai:user-model@{user.base_url}", "--judge", f"openai:judge-model@{judge.base_url}",
+                                     "--out", str(out)])
+        assert r.exit_code == 0, r.output
+        (record,) = read_records(out)
+        first = agent.requests[0]["body"]
+        judged = judge.requests[0]["body"]["messages"][-1]["content"]
+        simulated = json.dumps(user.requests[0]["body"]["messages"])
+    assert sorted(t["function"]["name"] for t in first["tools"]) == ["create_ticket", "get_account", "transfer"]
+    assert first["messages"][0] == {"role": "system", "content": "You are an AI Agent. Help users achieve their objectives.\n\nCurrent date: 2026-01-01"}
+    assert "My card for account A2 was stolen" in simulated
+    assert "Does the reply tell the customer that a ticket was opened?" in judged and "opened a ticket about your stolen card" in judged
+    assert record["system_error"] is None and record["reward"] == 1 and not record["unjudged"], record["verdict"]
+    assert record["finish_reason"] == "user_done" and [c["name"] for c in record["trajectory"]["tool_calls"]] == ["create_ticket"]
+
+
+FASTMCP_PYTHON = os.environ.get("GROUNDSTATE_TB_FASTMCP_PYTHON")
+
+
+@pytest.mark.skipif(not FASTMCP_PYTHON, reason="set GROUNDSTATE_TB_FASTMCP_PYTHON to an interpreter that has fastmcp>=3,<4")
+def test_a_fastmcp3_server_like_the_benchmarks(tb, tmp_path):
+    """The benchmark servers are fastmcp 3 servers in their own environment: the same stand-in, served by fastmcp."""
+    servers = tmp_path / "servers.yaml"
+    servers.write_text(yaml.safe_dump({"servers": {"standin_bank": {
+        "type": "mcp-process", "command": [FASTMCP_PYTHON, str(SERVER)],
+        "env": {"TB_STANDIN_FRAMEWORK": "fastmcp", "TB_STANDIN_PID_DIR": str(tb["pids"])}}}}))
+    (task, domain), = select_tasks(f"thinkingbox:{tb['dataset']}::{tb['list_transfer']}", tb_servers=servers, tb_no_sources=True)
+    before = {p.name for p in tb["pids"].iterdir()}
+    gold = _play(task, domain, make_scripted_agent("scripted:gold", task, domain))
+    assert gold.verdict.reward == 1, gold.verdict.reasons
+    assert [(c["name"], c["write"]) for c in gold.trajectory.tool_calls] == [("get_account", False), ("transfer", True)]
+    noop = _play(task, domain, make_scripted_agent("scripted:noop", task, domain))
+    assert noop.verdict.reward == 0 and len(noop.verdict.diff) == 2
+    pids = _new_pids(tb, before)
+    assert len(pids) == 2 and not [p for p in pids if _alive(p)]
