@@ -53,3 +53,10 @@ def write_parquet(pairs: list[tuple[Task, Domain]], path: str | Path, split: str
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pylist(task_rows(pairs, split, system_in_prompt)), path)
     return path
+
+
+def build_dataset(pool: str, path: str | Path, split: str = "train", system_in_prompt: bool = True) -> Path:
+    """A pool file (`groundstate select`'s train.yaml or val.yaml) — or any `--tasks` selector — to verl's parquet."""
+    from groundstate.selectors import select_tasks
+
+    return write_parquet(select_tasks(pool), path, split, system_in_prompt)

@@ -67,8 +67,12 @@ def merge(checkpoint: str | Path, out_dir: str | Path, base: str | Path | None =
     out.mkdir(parents=True, exist_ok=True)
     cfg = ModelMergerConfig(operation="merge", backend="fsdp", local_dir=str(actor), target_dir=str(out), hf_model_config_path=str(hf_dir))
     merger = FSDPModelMerger(cfg)
-    merger.merge_and_save()
-    merger.cleanup()
+    try:
+        merger.merge_and_save()
+    except AssertionError as e:  # verl checks the shard layout with asserts
+        raise MergeError(f"{actor}: verl's model merger refused the checkpoint: {e}") from None
+    finally:
+        merger.cleanup()
     base_dir = Path(base) if base else base_model_of(actor)
     completed = complete(out, base_dir)
     report = verify(out)

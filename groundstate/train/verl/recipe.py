@@ -295,7 +295,9 @@ def command(cfg: dict[str, Any], python: str | None = None) -> list[str]:
 
 
 def shell(cmd: list[str]) -> str:
-    return " \\\n  ".join(shlex.quote(c) for c in cmd)
+    """The command as a copyable shell line: the entry point first, then one override per line."""
+    head, rest = cmd[:3], cmd[3:]
+    return " \\\n  ".join([" ".join(shlex.quote(c) for c in head), *(shlex.quote(c) for c in rest)])
 
 
 def write_run_files(r: VerlRecipe, cfg: dict[str, Any]) -> dict[str, Path]:
