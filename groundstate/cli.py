@@ -422,6 +422,7 @@ def train(
     micro_batch: int = typer.Option(2, "--micro-batch", help="verl: trajectories per GPU per forward/backward pass."),
     max_turns: Optional[int] = typer.Option(None, "--max-turns", help="verl: override the tasks' agent-turn limit."),
     dry_run: bool = typer.Option(False, "--dry-run", help="verl: check the topology and print the resolved config and launch command; start nothing."),
+    verl_set: Optional[list[str]] = typer.Option(None, "--verl-set", help="verl: one more config override, KEY=VALUE with a YAML value (repeatable)."),
 ) -> None:
     """GRPO with the final-state verdict as the only reward; checkpoints are Hugging Face model directories."""
     from groundstate.selectors import select_tasks
@@ -444,6 +445,15 @@ def train(
         except (ValueError, TaskFileError, KeyError) as e:
             console.print(f"[red]error:[/red] {e}")
             raise typer.Exit(2) from None
+        import yaml
+
+        extra = {}
+        for item in verl_set or []:
+            key, eq, value = item.partition("=")
+            if not eq or not key.strip():
+                console.print(f"[red]error:[/red] --verl-set {item!r}: expected KEY=VALUE")
+                raise typer.Exit(2)
+            extra[key.strip()] = yaml.safe_load(value)
         model_ref = str(Path(model).resolve()) if Path(model).exists() else model  # workers on other nodes see the same absolute path
         recipe = VerlRecipe(model=model_ref, train_file=str((out_dir / "data" / "train.parquet").resolve()), out_dir=str(out_dir.resolve()),
                             val_file=str((out_dir / "data" / "val.parquet").resolve()) if val_pairs else None, nodes=nodes,
@@ -453,7 +463,7 @@ def train(
                             filter_groups=refill_ratio > 0, mini_batches=mini_batches, micro_batch_per_gpu=micro_batch,
                             prompt_length=prompt_length, response_length=max_context - prompt_length, max_new_tokens=max_new_tokens,
                             max_turns=max_turns, save_freq=save_steps, test_freq=save_steps, val_k=val_k, backend=backend, pg_dsn=pg_dsn,
-                            seed=seed, train_tasks=len(pairs), experiment=out_dir.name)
+                            seed=seed, train_tasks=len(pairs), experiment=out_dir.name, extra=extra)
         try:
             if recipe.response_length < 1:
                 raise RecipeError([f"--max-context {max_context} leaves no room for a response after --prompt-length {prompt_length}"])

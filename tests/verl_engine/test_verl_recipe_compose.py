@@ -54,3 +54,25 @@ def test_a_recipe_verl_would_refuse_is_refused_first(tmp_path):
     cfg = composed(recipe)
     with pytest.raises(AssertionError, match="real_train_batch_size"):
         validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+
+
+@pytest.mark.slow
+def test_gpu_check_recipe_composes_and_validates(tmp_path):
+    """scripts/gpu_check.sh without a GPU: its model and pool build, and the recipe it would launch is one verl accepts."""
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    script = Path(__file__).parents[2] / "scripts" / "gpu_check.sh"
+    env = {**os.environ, "PYTHON": sys.executable}
+    res = subprocess.run(["bash", str(script), "--prepare-only", str(tmp_path / "check")], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    doc = yaml.safe_load(res.stdout[res.stdout.index("topology:"): res.stdout.index("# launch command")])
+    assert doc["topology"]["trajectories_per_step"] == 8 and doc["config"]["algorithm"]["filter_groups"]["enable"] is False
+    assert (tmp_path / "check" / "model" / "model.safetensors").is_file()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        cfg = compose(config_name="ppo_trainer", overrides=overrides(doc["config"]))
+    validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    assert cfg.actor_rollout_ref.rollout.enforce_eager is True and cfg.trainer.total_training_steps == 1
