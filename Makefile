@@ -33,7 +33,7 @@ $(VERL_PY):
 	$(VERL_PY) -m pip install -q "torch==2.13.0"
 
 verl-env: $(VERL_PY)
-	$(VERL_PY) -m pip install -q -e ".[hf,verl]" "pytest>=8" "pytest-timeout>=2.3"
+	$(VERL_PY) -m pip install -q -e ".[hf,openai,verl]" "pytest>=8" "pytest-timeout>=2.3"
 
 test-verl: verl-env
 	$(VERL_PY) -m pytest -q tests/verl_engine tests/test_verl_recipe.py

@@ -421,6 +421,8 @@ def train(
     mini_batches: int = typer.Option(1, "--mini-batches", help="verl: optimiser updates per step."),
     micro_batch: int = typer.Option(2, "--micro-batch", help="verl: trajectories per GPU per forward/backward pass."),
     max_turns: Optional[int] = typer.Option(None, "--max-turns", help="verl: override the tasks' agent-turn limit."),
+    user: str = typer.Option("scripted", "--user", help="verl: simulated user of the episodes, scripted or openai:MODEL[@URL]."),
+    judge: Optional[str] = typer.Option(None, "--judge", help="verl: openai:MODEL[@URL] for reply rubrics (without: rubric tasks fail their group)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="verl: check the topology and print the resolved config and launch command; start nothing."),
     verl_set: Optional[list[str]] = typer.Option(None, "--verl-set", help="verl: one more config override, KEY=VALUE with a YAML value (repeatable)."),
 ) -> None:
@@ -462,12 +464,12 @@ def train(
                             temperature=temperature, top_k=20 if top_k is None else top_k, top_p=0.95 if top_p is None else top_p,
                             filter_groups=refill_ratio > 0, mini_batches=mini_batches, micro_batch_per_gpu=micro_batch,
                             prompt_length=prompt_length, response_length=max_context - prompt_length, max_new_tokens=max_new_tokens,
-                            max_turns=max_turns, save_freq=save_steps, test_freq=save_steps, val_k=val_k, backend=backend, pg_dsn=pg_dsn,
+                            max_turns=max_turns, user=user, judge=judge, save_freq=save_steps, test_freq=save_steps, val_k=val_k, backend=backend, pg_dsn=pg_dsn,
                             seed=seed, train_tasks=len(pairs), experiment=out_dir.name, extra=extra)
         try:
             if recipe.response_length < 1:
                 raise RecipeError([f"--max-context {max_context} leaves no room for a response after --prompt-length {prompt_length}"])
-            p = plan(recipe)
+            p = plan(recipe, pairs)
             if dry_run:
                 out.print(dry_run_text(p), markup=False, highlight=False, soft_wrap=True)
                 console.print(f"recipe OK: {p['topology']['gpus']} GPUs, {p['topology']['trajectories_per_step']} trajectories per step "

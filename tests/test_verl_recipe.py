@@ -133,3 +133,31 @@ def test_merge_without_verl_says_how_to_install_it(tmp_path):
 def test_other_engines_keep_their_path(workdir, engine, message):
     res = CliRunner().invoke(app, ["train", "--engine", engine, "--dry-run", "--model", "model", "--train", "train.yaml"])
     assert res.exit_code == 2 and message in _flat(res.output)
+
+
+@pytest.fixture
+def tokenizer_model(workdir):
+    """The work folder's model gains a tiny tokenizer (groundstate's chat template), so prompts can be checked."""
+    from groundstate.tasks import load_domain
+    from groundstate.train.tiny import build_tokenizer, domain_corpus
+
+    tok = build_tokenizer(domain_corpus(load_domain("kiosk"), repeat=1), vocab_size=600)
+    tok.save_pretrained(workdir / "model")
+    (workdir / "model" / "groundstate.json").write_text(json.dumps({"tools_in_prompt": False, "system_in_prompt": False}))
+    return tok
+
+
+def test_prompts_are_checked_with_the_models_tokenizer(workdir, tokenizer_model):
+    res = CliRunner().invoke(app, REFERENCE)
+    assert res.exit_code == 0, res.output
+    prompts = yaml.safe_load(res.stdout.split("# launch command")[0])["topology"]["prompts"]
+    assert prompts["template_prefix_preserving"] is True and 0 < prompts["longest_prompt_tokens"] <= 4096
+    res = CliRunner().invoke(app, REFERENCE + ["--prompt-length", "16"])
+    assert res.exit_code == 2 and "tokens, over --prompt-length 16" in _flat(res.output)
+
+
+def test_a_template_that_is_not_prefix_preserving_is_refused(workdir, tokenizer_model):
+    tokenizer_model.chat_template = "{{ messages | length }}" + tokenizer_model.chat_template
+    tokenizer_model.save_pretrained(workdir / "model")
+    res = CliRunner().invoke(app, REFERENCE)
+    assert res.exit_code == 2 and "not prefix-preserving" in _flat(res.output)

@@ -94,9 +94,9 @@ def loop_backend(request, tmp_path):
     gs_loop.close_shared_backends()
 
 
-def make_loop(recipe_dir: Path, model_dir: Path, tok, server, kind: str, dsn: str | None):
+def make_loop(recipe_dir: Path, model_dir: Path, tok, server, kind: str, dsn: str | None, judge: str | None = None):
     """Instantiate the loop exactly as verl's AgentLoopWorker does, from the agent-loop file the recipe writes."""
-    recipe = VerlRecipe(model=str(model_dir), train_file="unused.parquet", out_dir=str(recipe_dir), backend=kind, pg_dsn=dsn)
+    recipe = VerlRecipe(model=str(model_dir), train_file="unused.parquet", out_dir=str(recipe_dir), backend=kind, pg_dsn=dsn, judge=judge)
     files = write_run_files(recipe, {})
     entries = OmegaConf.load(files["agent_loop"])
     (entry,) = [e for e in entries if e.name == "groundstate"]
@@ -221,3 +221,37 @@ def test_row_without_task_is_refused(shop_env, tmp_path):
     loop = make_loop(tmp_path, model_dir, tok, StandInServer(ChatCodec(tok), []), "sqlite", None)
     with pytest.raises(ValueError, match="extra_info.task_id"):
         asyncio.run(loop.run(dict(SAMPLING), raw_prompt=[], extra_info={"index": 0}))
+
+
+@pytest.fixture
+def rubric_domain(tmp_path):
+    """The shop fixture with one more task whose pass also needs a yes from the reply-rubric judge."""
+    import shutil
+
+    root = tmp_path / "shop"
+    shutil.copytree(SHOP, root)
+    (root / "tasks" / "rubric.yaml").write_text(
+        "tasks:\n  - id: shop-cancel-told\n    instruction: Please cancel order 1 and tell me.\n"
+        "    patch:\n      orders: [{id: 1, customer_id: 1, status: pending, total: 10.0, updated_at: null}]\n"
+        "    gold:\n      - {tool: cancel_order, args: {order_id: 1}}\n"
+        "    rubrics: [\"Does the reply say the order was cancelled?\"]\n    family: single_write\n")
+    return Domain(root)
+
+
+@pytest.mark.parametrize("answer, reward", [("yes", 1.0), ("no", 0.0), (None, None)])
+def test_reply_rubrics_are_judged_or_fail_the_group(answer, reward, rubric_domain, shop_env, tmp_path):
+    """With a judge, the rubric decides with the final state; without one the task has no reward: never a silent 0."""
+    from openai_stub import OpenAIStub, text
+
+    _, tok, model_dir = shop_env
+    task = rubric_domain.task("shop-cancel-told")
+    server = StandInServer(ChatCodec(tok), [c.model_dump() for c in task.gold])
+    row = {"raw_prompt": [], "extra_info": {"index": 0, "task_id": task.id, "domain": str(rubric_domain.path)}}
+    with OpenAIStub([text(answer)] if answer else []) as stub:
+        loop = make_loop(tmp_path, model_dir, tok, server, "sqlite", None, judge=f"openai:judge@{stub.base_url}" if answer else None)
+        if reward is None:
+            with pytest.raises(EpisodeSystemError, match="rubric task without a judge"):
+                asyncio.run(loop.run(dict(SAMPLING), **row))
+        else:
+            assert asyncio.run(loop.run(dict(SAMPLING), **row)).reward_score == reward
+            assert len(stub.requests) == 1

@@ -16,7 +16,7 @@ recipe) the sync trainer replaces the group with a fresh prompt — the same rul
 GRPO (`grpo.GroupSampler`: a system error drops its group and refills it).
 
 Register the loop with a file passed as `actor_rollout_ref.rollout.agent.agent_loop_config_path`
-(the recipe writes it); its extra keys (backend, pg_dsn, user, max_turns, ...) reach `__init__`.
+(the recipe writes it); its extra keys (backend, pg_dsn, user, judge, max_turns, ...) reach `__init__`.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ class EpisodeSystemError(RuntimeError):
 _lock = threading.Lock()
 _backends: dict[tuple[str, str | None], Backend] = {}
 _domains: dict[str, Domain] = {}
+_judges: dict[str, Any] = {}
 
 
 def shared_backend(kind: str, dsn: str | None = None) -> Backend:
@@ -66,6 +67,18 @@ def shared_backend(kind: str, dsn: str | None = None) -> Backend:
                     log.warning("could not clean up stale sandbox databases: %s", e)
             _backends[key] = backend
         return backend
+
+
+def shared_judge(spec: str | None) -> Any:
+    """One reply-rubric judge per spec per process (None: rubric tasks stay unjudged, see `run()`)."""
+    if spec is None:
+        return None
+    with _lock:
+        if spec not in _judges:
+            from groundstate.judge import make_judge
+
+            _judges[spec] = make_judge(spec)
+        return _judges[spec]
 
 
 def resolve_task(domain_ref: str, task_id: str) -> tuple[Task, Domain]:
@@ -120,12 +133,12 @@ class ServerPolicy:
 class GroundstateAgentLoop(AgentLoopBase):
     """`agent_name: groundstate` rows: one groundstate episode, graded by its final database state."""
 
-    def __init__(self, *args: Any, backend: str = "sqlite", pg_dsn: str | None = None, user: str = "scripted",
+    def __init__(self, *args: Any, backend: str = "sqlite", pg_dsn: str | None = None, user: str = "scripted", judge: str | None = None,
                  max_turns: int | None = None, max_tool_calls: int | None = None, max_new_tokens: int = 512,
                  tools_in_prompt: bool | None = None, system_in_prompt: bool | None = None, **kwargs: Any):
         kwargs.pop("tools", None)  # verl's own tool list: a groundstate domain brings its tools
         super().__init__(*args, **kwargs)
-        self.backend_kind, self.pg_dsn, self.user_spec = backend, pg_dsn, user
+        self.backend_kind, self.pg_dsn, self.user_spec, self.judge_spec = backend, pg_dsn, user, judge
         self.max_turns, self.max_tool_calls, self.max_new_tokens = max_turns, max_tool_calls, max_new_tokens
         flags = prompt_flags(str(self.config.actor_rollout_ref.model.path))
         if tools_in_prompt is not None:
@@ -144,11 +157,11 @@ class GroundstateAgentLoop(AgentLoopBase):
                               response_length=self.rollout_config.response_length, max_new_tokens=self.max_new_tokens)
         agent = EpisodeAgent(policy)  # type: ignore[arg-type] - ServerPolicy has the members EpisodeAgent uses
         outcome = await play(task, domain, agent, make_user(self.user_spec, task), backend=backend, grader=grader_for(backend),
-                             max_turns=self.max_turns, max_tool_calls=self.max_tool_calls)
+                             judge=shared_judge(self.judge_spec), max_turns=self.max_turns, max_tool_calls=self.max_tool_calls)
         verdict = outcome.verdict
         if verdict.system_error is not None or verdict.reward is None:
             # never a 0: verl fails the group and the sync trainer refills it (see the module docstring)
-            reason = verdict.system_error or "the verdict has no reward (a rubric task without a judge)"
+            reason = verdict.system_error or "the verdict has no reward (a rubric task without a judge: set the loop's judge)"
             raise EpisodeSystemError(f"task {task.id}: {reason}")
         n = self.rollout_config.response_length
         traj = outcome.trajectory

@@ -14,15 +14,17 @@ from typing import Any
 
 import yaml
 
-from groundstate.train.verl.recipe import RecipeError, VerlRecipe, agent_loop_entries, check, command, render, shell, write_run_files
+from groundstate.train.verl.recipe import (RecipeError, VerlRecipe, agent_loop_entries, check, check_prompts, command, render, shell,
+                                          write_run_files)
 
 INSTALL_HINT = ("verl is not installed in this environment: install the verl extra in its own environment "
                 "(pip install 'groundstate[verl]', plus verl's vllm or sglang extra on GPU machines; see docs/SCALE_OUT.md)")
 
 
-def plan(recipe: VerlRecipe) -> dict[str, Any]:
+def plan(recipe: VerlRecipe, pairs: list | None = None) -> dict[str, Any]:
     """The checked recipe as one document: derived topology, agent-loop registration, verl config, launch command."""
     topology = check(recipe)
+    topology["prompts"] = check_prompts(recipe, pairs or []) or "not checked (no local tokenizer)"
     cfg = render(recipe)
     return {"topology": topology, "agent_loop_config": agent_loop_entries(recipe), "config": cfg, "command": command(cfg)}
 

@@ -69,6 +69,7 @@ class VerlRecipe:
     backend: str = "sqlite"
     pg_dsn: str | None = None
     user: str = "scripted"
+    judge: str | None = None
     seed: int = 0
     train_tasks: int | None = None  # size of the training pool, where known (checked against tasks_per_step)
     experiment: str = "grpo"
@@ -167,10 +168,49 @@ def check(r: VerlRecipe) -> dict[str, Any]:
             "model_heads": shape, "pool_tasks": r.train_tasks}
 
 
+def check_prompts(r: VerlRecipe, pairs: list) -> dict[str, Any] | None:
+    """Tokenizer-level checks on a local model directory, so that no episode fails for a reason known up front.
+
+    Every episode would otherwise end as a system error — and verl would refill its group forever: the
+    chat template must be prefix-preserving (token-exact observations need it) and every task's opening
+    prompt must fit `prompt_length`. Returns what was checked, or None where the model has no local tokenizer.
+    """
+    model = Path(r.model)
+    if not pairs or not ((model / "tokenizer.json").is_file() or (model / "tokenizer_config.json").is_file()):
+        return None
+    from transformers import AutoTokenizer
+
+    from groundstate.agents.base import ToolCallRequest
+    from groundstate.train.policy import ChatCodec, prompt_flags
+
+    codec = ChatCodec(AutoTokenizer.from_pretrained(str(model)), **prompt_flags(str(model)))
+    bad: list[str] = []
+    longest = (0, "")
+    for task, domain in pairs:
+        tools = domain.tools.openai_schemas()
+        opening = [{"role": "system", "content": domain.system_prompt()}, {"role": "user", "content": task.instruction}]
+        n = len(codec.prompt_ids(opening, tools))
+        longest = max(longest, (n, task.id))
+    if longest[0] > r.prompt_length:
+        bad.append(f"the opening prompt of task {longest[1]} has {longest[0]} tokens, over --prompt-length {r.prompt_length}")
+    task, domain = pairs[0]
+    tools = domain.tools.openai_schemas()
+    call = ToolCallRequest("call_1", task.gold[0].tool, dict(task.gold[0].args)) if task.gold else ToolCallRequest("call_1", "noop", {})
+    before = [{"role": "system", "content": domain.system_prompt()}, {"role": "user", "content": task.instruction},
+              {"role": "assistant", "content": "", "tool_calls": [call.to_message()]}]
+    try:
+        codec.observation_ids(before, before + [{"role": "tool", "tool_call_id": "call_1", "name": call.name, "content": "ok"}], tools, True)
+    except ValueError as e:
+        bad.append(f"{model}: {e}")
+    if bad:
+        raise RecipeError(bad)
+    return {"longest_prompt_tokens": longest[0], "longest_prompt_task": longest[1], "template_prefix_preserving": True}
+
+
 def agent_loop_entries(r: VerlRecipe) -> list[dict[str, Any]]:
     """The agent-loop config file: registers `groundstate` and hands the loop its settings."""
     return [{"name": AGENT_NAME, "_target_": AGENT_LOOP_TARGET, "backend": r.backend, "pg_dsn": r.pg_dsn, "user": r.user,
-             "max_turns": r.max_turns, "max_new_tokens": r.max_new_tokens}]
+             "judge": r.judge, "max_turns": r.max_turns, "max_new_tokens": r.max_new_tokens}]
 
 
 def render(r: VerlRecipe) -> dict[str, Any]:
