@@ -76,3 +76,43 @@ def test_gpu_check_recipe_composes_and_validates(tmp_path):
         cfg = compose(config_name="ppo_trainer", overrides=overrides(doc["config"]))
     validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
     assert cfg.actor_rollout_ref.rollout.enforce_eager is True and cfg.trainer.total_training_steps == 1
+
+
+def test_launch_writes_the_run_and_starts_verls_trainer_with_the_checked_overrides(tmp_path, monkeypatch):
+    """Up to the process boundary: datasets, agent-loop file, config and run info are written, and the command
+    started is verl's PPO entry point with overrides verl composes and validates. (Training itself needs GPUs.)"""
+    import json
+    import subprocess
+    import sys
+
+    from typer.testing import CliRunner
+
+    from groundstate.cli import app
+    from groundstate.tasks import iter_tasks
+    from groundstate.train.verl.recipe import RUN_INFO
+
+    pool = tmp_path / "train.yaml"
+    pool.write_text("".join(f"- {t.id}\n" for t, _ in iter_tasks(["kiosk"], "pool")[:8]))
+    started = []
+
+    class Done:
+        returncode = 0
+
+    monkeypatch.setattr(subprocess, "run", lambda cmd, check=False: started.append(cmd) or Done())
+    out = tmp_path / "run"
+    res = CliRunner().invoke(app, ["train", "--engine", "verl", "--nodes", "1", "--gpus-per-node", "4", "--tasks-per-step", "4",
+                                   "--group-size", "4", "--model", str(tmp_path / "model"), "--train", str(pool), "--val", str(pool),
+                                   "--out", str(out), "--backend", "postgres"])
+    assert res.exit_code == 0, res.output
+    (cmd,) = started
+    assert cmd[:3] == [sys.executable, "-m", "verl.trainer.main_ppo"]
+    for name in ("data/train.parquet", "data/val.parquet", "agent_loop.yaml", "verl_config.yaml", RUN_INFO):
+        assert (out / name).is_file(), name
+    assert json.loads((out / RUN_INFO).read_text())["model"] == str(tmp_path / "model")
+    entry = OmegaConf.load(out / "agent_loop.yaml")[0]
+    assert entry.name == "groundstate" and entry.backend == "postgres"
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        cfg = compose(config_name="ppo_trainer", overrides=cmd[3:])
+    validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    assert cfg.data.train_files == str(out / "data" / "train.parquet") and cfg.data.val_files == str(out / "data" / "val.parquet")
+    assert cfg.trainer.val_before_train is True and cfg.trainer.default_local_dir == str(out / "checkpoints")
