@@ -2,7 +2,9 @@
 
 import asyncio
 
+import pytest
 from omegaconf import OmegaConf
+from test_verl_agent_loop import SAMPLING, StandInServer, make_loop
 from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 
 from groundstate.agents.toolcall_format import render_tool_call
@@ -11,10 +13,6 @@ from groundstate.train.policy import ChatCodec
 from groundstate.train.tiny import build_tokenizer, domain_corpus
 from groundstate.train.verl import AGENT_NAME
 from groundstate.train.verl.dataset import build_dataset
-
-import pytest
-
-from test_verl_agent_loop import SAMPLING, StandInServer, make_loop
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from groundstate.cli import app
 from groundstate.results import read_records
 from groundstate.tasks import iter_tasks, load_domain
-from groundstate.train.tiny import save_tiny, domain_corpus
+from groundstate.train.tiny import domain_corpus, save_tiny
 from groundstate.train.verl.recipe import VerlRecipe, write_run_files
 
 HERE = Path(__file__).parent

@@ -21,6 +21,7 @@ Register the loop with a file passed as `actor_rollout_ref.rollout.agent.agent_l
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import uuid
@@ -37,7 +38,6 @@ from groundstate.state.base import Backend
 from groundstate.tasks import Domain, Task, load_domain
 from groundstate.train.policy import ChatCodec, EpisodeAgent, SamplingParams, prompt_flags
 from groundstate.train.verl import AGENT_NAME
-
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +152,7 @@ class GroundstateAgentLoop(AgentLoopBase):
         if "task_id" not in extra or "domain" not in extra:
             raise ValueError(f"a {AGENT_NAME!r} row needs extra_info.task_id and extra_info.domain; got keys {sorted(extra)}")
         task, domain = resolve_task(str(extra["domain"]), str(extra["task_id"]))
-        backend = shared_backend(self.backend_kind, self.pg_dsn)
+        backend = await asyncio.to_thread(shared_backend, self.backend_kind, self.pg_dsn)  # the first call may connect to PostgreSQL
         policy = ServerPolicy(self.server_manager, self.tokenizer, self.codec, sampling_params, prompt_length=self.rollout_config.prompt_length,
                               response_length=self.rollout_config.response_length, max_new_tokens=self.max_new_tokens)
         agent = EpisodeAgent(policy)  # type: ignore[arg-type] - ServerPolicy has the members EpisodeAgent uses

@@ -14,8 +14,7 @@ from typing import Any
 
 import yaml
 
-from groundstate.train.verl.recipe import (RecipeError, VerlRecipe, agent_loop_entries, check, check_prompts, command, render, shell,
-                                          write_run_files)
+from groundstate.train.verl.recipe import RecipeError, VerlRecipe, agent_loop_entries, check, check_prompts, command, render, shell, write_run_files
 
 INSTALL_HINT = ("verl is not installed in this environment: install the verl extra in its own environment "
                 "(pip install 'groundstate[verl]', plus verl's vllm or sglang extra on GPU machines; see docs/SCALE_OUT.md)")
