@@ -161,3 +161,11 @@ def test_a_template_that_is_not_prefix_preserving_is_refused(workdir, tokenizer_
     tokenizer_model.save_pretrained(workdir / "model")
     res = CliRunner().invoke(app, REFERENCE)
     assert res.exit_code == 2 and "not prefix-preserving" in _flat(res.output)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("verl") is not None, reason="this environment has verl")
+def test_launch_without_verl_is_refused_before_writing_anything(workdir):
+    argv = [a for a in REFERENCE if a != "--dry-run"]
+    res = CliRunner().invoke(app, argv)
+    assert res.exit_code == 2 and "verl is not installed in this environment" in _flat(res.output)
+    assert not (workdir / "runs").exists()
