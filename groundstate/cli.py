@@ -460,12 +460,13 @@ def train(
         recipe = VerlRecipe(model=model_ref, train_file=str((out_dir / "data" / "train.parquet").resolve()), out_dir=str(out_dir.resolve()),
                             val_file=str((out_dir / "data" / "val.parquet").resolve()) if val_pairs else None, nodes=nodes,
                             gpus_per_node=gpus_per_node, sp=sp, rollout_tp=rollout_tp, rollout_engine=rollout_engine,
-                            tasks_per_step=tasks_per_step or 18, group_size=group_size, steps=steps or 50, lr=lr, beta=beta,
+                            tasks_per_step=18 if tasks_per_step is None else tasks_per_step, group_size=group_size,
+                            steps=50 if steps is None else steps, lr=lr, beta=beta,
                             temperature=temperature, top_k=20 if top_k is None else top_k, top_p=0.95 if top_p is None else top_p,
                             filter_groups=refill_ratio > 0, mini_batches=mini_batches, micro_batch_per_gpu=micro_batch,
                             prompt_length=prompt_length, response_length=max_context - prompt_length, max_new_tokens=max_new_tokens,
-                            max_turns=max_turns, user=user, judge=judge, save_freq=save_steps, test_freq=save_steps, val_k=val_k, backend=backend, pg_dsn=pg_dsn,
-                            seed=seed, train_tasks=len(pairs), experiment=out_dir.name, extra=extra)
+                            max_turns=max_turns, user=user, judge=judge, save_freq=save_steps, test_freq=save_steps, val_k=val_k,
+                            backend=backend, pg_dsn=pg_dsn, seed=seed, train_tasks=len(pairs), experiment=out_dir.name, extra=extra)
         try:
             if recipe.response_length < 1:
                 raise RecipeError([f"--max-context {max_context} leaves no room for a response after --prompt-length {prompt_length}"])
@@ -489,8 +490,8 @@ def train(
         raise typer.Exit(2)
     from groundstate.train.trl_engine import TrainConfig, train_trl
 
-    tasks_per_step = tasks_per_step or 8
-    steps = steps or 100
+    tasks_per_step = 8 if tasks_per_step is None else tasks_per_step
+    steps = 100 if steps is None else steps
     top_p = 1.0 if top_p is None else top_p
     top_k = 0 if top_k is None else top_k
     be = make_backend(backend, pg_dsn)
