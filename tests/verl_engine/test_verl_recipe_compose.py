@@ -116,3 +116,35 @@ def test_launch_writes_the_run_and_starts_verls_trainer_with_the_checked_overrid
     validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
     assert cfg.data.train_files == str(out / "data" / "train.parquet") and cfg.data.val_files == str(out / "data" / "val.parquet")
     assert cfg.trainer.val_before_train is True and cfg.trainer.default_local_dir == str(out / "checkpoints")
+
+
+def _dry_run(tmp_path, monkeypatch, *extra):
+    from typer.testing import CliRunner
+
+    from groundstate.cli import app
+    from groundstate.tasks import iter_tasks
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.yaml").write_text("".join(f"- {t.id}\n" for t, _ in iter_tasks(["kiosk"], "pool")[:20]))
+    return CliRunner().invoke(app, ["train", "--engine", "verl", "--dry-run", "--nodes", "3", "--gpus-per-node", "8", "--sp", "4",
+                                    "--rollout-tp", "4", "--tasks-per-step", "18", "--group-size", "8", "--model", "m", "--train", "train.yaml",
+                                    *extra])
+
+
+def test_with_verl_installed_the_dry_run_prints_verls_full_resolved_config(tmp_path, monkeypatch):
+    import yaml
+
+    res = _dry_run(tmp_path, monkeypatch)
+    assert res.exit_code == 0, res.output
+    doc = yaml.safe_load(res.stdout.split("# launch command")[0])
+    assert doc["topology"]["verl_validated"] is True
+    cfg = doc["config"]
+    assert {"actor_rollout_ref", "critic", "reward", "algorithm", "trainer", "data"} <= set(cfg)  # verl's whole config, not the overrides
+    assert cfg["actor_rollout_ref"]["rollout"]["prompt_length"] == 4096  # interpolations resolved
+    assert cfg["actor_rollout_ref"]["rollout"]["n"] == 8 and cfg["algorithm"]["adv_estimator"] == "grpo"
+
+
+def test_with_verl_installed_the_dry_run_relays_verls_own_refusals(tmp_path, monkeypatch):
+    res = _dry_run(tmp_path, monkeypatch, "--verl-set", "actor_rollout_ref.actor.ppo_micro_batch_size=4")
+    flat = " ".join(res.output.split())
+    assert res.exit_code == 2 and "verl's own validation refused the config" in flat and "ppo_micro_batch_size" in flat
