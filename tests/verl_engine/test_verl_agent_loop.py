@@ -162,6 +162,7 @@ def test_rewards_equal_the_evaluator_and_tokens_are_the_servers(task_id, shop_en
             assert tok.eos_token_id in p["stop_token_ids"]
             assert 1 <= p["max_tokens"] <= min(512, PROMPT_LEN + RESPONSE_LEN - len(req["prompt_ids"]))
         assert out.extra_fields["task_id"] == task_id
+        assert out.metrics.generate_sequences > 0 and out.metrics.tool_calls >= 0 and out.metrics.compute_score > 0
     assert seen_rewards["gold"] == 1.0 and seen_rewards["noop"] == 0.0
 
 

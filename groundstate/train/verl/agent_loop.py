@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 import uuid
 from dataclasses import replace
 from typing import Any
@@ -111,6 +112,7 @@ class ServerPolicy:
         self.request_id = uuid.uuid4().hex
         self.prompt_len: int | None = None
         self.logprobs_missing = False
+        self.generate_s = 0.0  # time spent waiting for the server, for verl's timing metrics
 
     async def generate(self, ids: list[int]) -> tuple[list[int], list[float], bool]:
         if self.prompt_len is None:
@@ -120,7 +122,9 @@ class ServerPolicy:
             self.sampling = replace(self.sampling, max_context=len(ids) + self.response_length)
         room = min(self.sampling.max_new_tokens, self.sampling.max_context - len(ids))
         params = {**self.params, "max_tokens": room, "stop_token_ids": sorted({*(self.params.get("stop_token_ids") or []), self.eos_id})}
+        t0 = time.perf_counter()
         out = await self.server_manager.generate(request_id=self.request_id, prompt_ids=list(ids), sampling_params=params)
+        self.generate_s += time.perf_counter() - t0
         tokens = list(out.token_ids)[:room]
         if out.log_probs is None or len(out.log_probs) < len(tokens):
             self.logprobs_missing = True
@@ -172,7 +176,9 @@ class GroundstateAgentLoop(AgentLoopBase):
             response_logprobs=None if policy.logprobs_missing else agent.logprobs[:n],
             reward_score=float(verdict.reward),
             num_turns=len(traj.messages) if traj else 0,
-            metrics=AgentLoopMetrics(generate_sequences=0.0, tool_calls=0.0, compute_score=outcome.timings.get("grade_s", 0.0)),
+            metrics=AgentLoopMetrics(generate_sequences=policy.generate_s,  # the rest of the episode: tools and the user
+                                     tool_calls=max(0.0, outcome.timings.get("episode_s", 0.0) - policy.generate_s),
+                                     compute_score=outcome.timings.get("grade_s", 0.0)),
             extra_fields={"task_id": task.id, "finish_reason": traj.finish_reason if traj else "", "truncated": agent.truncated,
                           "turn_scores": [], "tool_rewards": []},
         )
