@@ -77,8 +77,10 @@ fi
 # 3. one GRPO step
 LOG="$OUT/verl.log"
 T0=$(date +%s)
+set +e
 "$PY" -m groundstate.cli "${ARGS[@]}" 2>&1 | tee "$LOG"
 STEP_RC=${PIPESTATUS[0]}
+set -e
 T1=$(date +%s)
 [[ $STEP_RC == 0 ]] || { echo "gpu_check: verl exited with $STEP_RC (log: $LOG)" >&2; exit "$STEP_RC"; }
 

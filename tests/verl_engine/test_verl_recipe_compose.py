@@ -93,6 +93,8 @@ def test_launch_writes_the_run_and_starts_verls_trainer_with_the_checked_overrid
 
     pool = tmp_path / "train.yaml"
     pool.write_text("".join(f"- {t.id}\n" for t, _ in iter_tasks(["kiosk"], "pool")[:8]))
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "groundstate.json").write_text(json.dumps({"tools_in_prompt": False, "system_in_prompt": False}))
     started = []
 
     class Done:
@@ -109,6 +111,10 @@ def test_launch_writes_the_run_and_starts_verls_trainer_with_the_checked_overrid
     for name in ("data/train.parquet", "data/val.parquet", "agent_loop.yaml", "verl_config.yaml", RUN_INFO):
         assert (out / name).is_file(), name
     assert json.loads((out / RUN_INFO).read_text())["model"] == str(tmp_path / "model")
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(out / "data" / "train.parquet").to_pylist()
+    assert len(rows) == 8 and [m["role"] for m in rows[0]["prompt"]] == ["user"]  # prompted as the model's flags say
     entry = OmegaConf.load(out / "agent_loop.yaml")[0]
     assert entry.name == "groundstate" and entry.backend == "postgres"
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):

@@ -79,11 +79,15 @@ def launch(recipe: VerlRecipe, pairs: list, val_pairs: list | None, log: Any) ->
     """Write the datasets and run files, then run verl's trainer in this interpreter's environment; returns its exit code."""
     from groundstate.train.verl.dataset import write_parquet
 
+    from groundstate.train.policy import prompt_flags
+
     if importlib.util.find_spec("verl") is None:
         raise RecipeError([INSTALL_HINT])
-    write_parquet(pairs, recipe.train_file, "train")
+    # the rows' prompt is what verl's length filter measures: open it the way the model will be prompted
+    system = prompt_flags(recipe.model)["system_in_prompt"]
+    write_parquet(pairs, recipe.train_file, "train", system_in_prompt=system)
     if val_pairs:
-        write_parquet(val_pairs, recipe.val_file, "val")
+        write_parquet(val_pairs, recipe.val_file, "val", system_in_prompt=system)
     cfg = render(recipe)
     files = write_run_files(recipe, cfg)
     log(f"datasets: {recipe.train_file}" + (f", {recipe.val_file}" if val_pairs else "") + f"; config: {files['config']}")
