@@ -47,7 +47,8 @@ def test_reference_topology_dry_run_prints_the_config_and_starts_nothing(workdir
     assert (cfg["data"]["train_batch_size"], r["rollout"]["n"]) == (18, 8)
     assert (r["rollout"]["temperature"], r["rollout"]["top_k"], r["rollout"]["top_p"]) == (1.0, 20, 0.95)
     assert (r["actor"]["optim"]["lr"], r["actor"]["use_kl_loss"], cfg["algorithm"]["use_kl_in_reward"]) == (1e-6, False, False)
-    assert cfg["algorithm"]["filter_groups"] == {"enable": True, "metric": "reward", "max_inflight_gen_batches": 1}
+    fg = cfg["algorithm"]["filter_groups"]  # (where verl is installed the config is verl's whole one, with more keys)
+    assert (fg["enable"], fg["metric"], fg["max_inflight_gen_batches"]) == (True, "reward", 1)
     assert cfg["trainer"]["v1"]["sampler"]["sync_refill_failed_groups"] is True
     assert r["model"]["path"] == str(workdir / "model")
     assert r["rollout"]["agent"]["agent_loop_config_path"] == str(workdir / "runs" / "train" / "agent_loop.yaml")
@@ -93,8 +94,9 @@ def test_unknown_pool_is_refused(workdir):
 
 
 def test_overrides_are_hydra_literals():
-    cfg = {"a": {"b": "has space", "c": None, "d": True, "e": [1, "x"], "f": 1e-6, "g": "it's", "h": "/abs/path.parquet"}}
-    assert overrides(cfg) == ["a.b='has space'", "a.c=null", "a.d=true", "a.e=[1,x]", "a.f=1e-06", "a.g='it\\'s'", "a.h=/abs/path.parquet"]
+    cfg = {"a": {"b": "has space", "c": None, "d": True, "e": [1, "x"], "f": 1e-6, "g": "it's", "h": "/abs/path.parquet", "i": "~/m"}}
+    assert overrides(cfg) == ["a.b='has space'", "a.c=null", "a.d=true", "a.e=[1,x]", "a.f=1e-06", "a.g='it\\'s'", "a.h=/abs/path.parquet",
+                              "a.i='~/m'"]
 
 
 def test_beta_turns_the_kl_loss_on():

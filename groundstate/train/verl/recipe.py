@@ -306,7 +306,7 @@ def flatten(cfg: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-_PLAIN = re.compile(r"^[A-Za-z0-9_./~+:@-]+$")
+_PLAIN = re.compile(r"^[A-Za-z0-9_./+:@-]+$")  # what Hydra's override grammar takes unquoted
 
 
 def _value(v: Any) -> str:
