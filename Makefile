@@ -1,8 +1,11 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# verl needs an older transformers than TRL's stack: its tests run in a second environment
+VERL_VENV ?= .venv-verl
+VERL_PY := $(VERL_VENV)/bin/python
 
-.PHONY: install dev quickstart test bench clean
+.PHONY: install dev quickstart test test-verl verl-env bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -21,9 +24,22 @@ quickstart: install
 
 test: dev
 	$(PY) -m pytest -q
+	$(MAKE) test-verl
+
+$(VERL_PY):
+	$(PYTHON) -m venv $(VERL_VENV)
+	$(VERL_PY) -m pip install -q --upgrade pip
+	# torch first and exactly this version (the CPU build), so that verl's dependencies do not pull another
+	$(VERL_PY) -m pip install -q "torch==2.13.0"
+
+verl-env: $(VERL_PY)
+	$(VERL_PY) -m pip install -q -e ".[hf,openai,verl]" "pytest>=8" "pytest-timeout>=2.3"
+
+test-verl: verl-env
+	$(VERL_PY) -m pytest -q tests/verl_engine tests/test_verl_recipe.py
 
 bench: dev
 	$(PY) benchmarks/bench.py
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) $(VERL_VENV) runs .pytest_cache

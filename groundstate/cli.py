@@ -10,6 +10,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -417,19 +418,20 @@ def train(
     model: str = typer.Option(..., "--model", help="Hugging Face model directory (or hub id where reachable)."),
     train_tasks: str = typer.Option(..., "--train", help="Training tasks: a selection train.yaml or any --tasks selector."),
     val_tasks: Optional[str] = typer.Option(None, "--val", help="Validation tasks, evaluated after training (k = --val-k)."),
-    engine: str = typer.Option("trl", "--engine", help="trl (one machine) or verl (GPUs and nodes)."),
+    engine: str = typer.Option("trl", "--engine", help="trl (one machine) or verl (GPUs and nodes, see docs/SCALE_OUT.md)."),
     group_size: int = typer.Option(8, "--group-size"),
-    tasks_per_step: int = typer.Option(8, "--tasks-per-step"),
-    steps: int = typer.Option(100, "--steps"),
+    tasks_per_step: Optional[int] = typer.Option(None, "--tasks-per-step", help="Default: 8 (trl), 18 (verl)."),
+    steps: Optional[int] = typer.Option(None, "--steps", help="Default: 100 (trl), 50 (verl)."),
     lr: float = typer.Option(1e-6, "--lr"),
     temperature: float = typer.Option(1.0, "--temperature"),
-    top_p: float = typer.Option(1.0, "--top-p"),
-    top_k: int = typer.Option(0, "--top-k"),
+    top_p: Optional[float] = typer.Option(None, "--top-p", help="Default: 1.0 (trl), 0.95 (verl)."),
+    top_k: Optional[int] = typer.Option(None, "--top-k", help="Default: 0, off (trl), 20 (verl)."),
     beta: float = typer.Option(0.0, "--beta", help="KL coefficient (0: KL-free, like the reference recipe)."),
-    refill_ratio: float = typer.Option(1.0, "--refill-ratio", help="At most this × tasks-per-step extra groups to replace zero-variance ones."),
+    refill_ratio: float = typer.Option(1.0, "--refill-ratio", help="At most this × tasks-per-step extra groups to replace zero-variance ones "
+                                       "(verl: any value > 0 turns its group filtering with refill on, 0 turns it off)."),
     save_steps: int = typer.Option(25, "--save-steps"),
     max_new_tokens: int = typer.Option(512, "--max-new-tokens"),
-    max_context: int = typer.Option(8192, "--max-context"),
+    max_context: int = typer.Option(8192, "--max-context", help="Prompt plus the whole multi-turn response of one episode."),
     use_vllm: bool = typer.Option(False, "--use-vllm", help="GPU path: TRL's vLLM integration for generation."),
     val_k: int = typer.Option(8, "--val-k"),
     seed: int = typer.Option(0),
@@ -438,17 +440,83 @@ def train(
     pg_dsn: Optional[str] = DsnOpt,
     tb_servers: Optional[Path] = TbServersOpt,
     tb_no_sources: bool = TbNoSourcesOpt,
+    nodes: int = typer.Option(3, "--nodes", help="verl: nodes of the Ray cluster."),
+    gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="verl: GPUs on each node."),
+    sp: int = typer.Option(1, "--sp", help="verl: Ulysses sequence parallelism of the actor."),
+    rollout_tp: int = typer.Option(1, "--rollout-tp", help="verl: tensor parallelism of each rollout server."),
+    rollout_engine: str = typer.Option("vllm", "--rollout-engine", help="verl: vllm or sglang."),
+    prompt_length: int = typer.Option(4096, "--prompt-length", help="verl: room for the opening prompt within --max-context."),
+    mini_batches: int = typer.Option(1, "--mini-batches", help="verl: optimiser updates per step."),
+    micro_batch: int = typer.Option(2, "--micro-batch", help="verl: trajectories per GPU per forward/backward pass."),
+    max_turns: Optional[int] = typer.Option(None, "--max-turns", help="verl: override the tasks' agent-turn limit."),
+    user: str = typer.Option("scripted", "--user", help="verl: simulated user of the episodes, scripted or openai:MODEL[@URL]."),
+    judge: Optional[str] = typer.Option(None, "--judge", help="verl: openai:MODEL[@URL] for reply rubrics (without: rubric tasks fail their group)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="verl: check the topology and print the resolved config and launch command; start nothing."),
+    verl_set: Optional[list[str]] = typer.Option(None, "--verl-set", help="verl: one more config override, KEY=VALUE with a YAML value (repeatable)."),
 ) -> None:
     """GRPO with the final-state verdict as the only reward; checkpoints are Hugging Face model directories."""
     from groundstate.state import make_backend
 
-    if engine != "trl":
-        console.print(f"[red]error:[/red] engine {engine!r} is not available in this build: use --engine trl")
+    if engine not in ("trl", "verl"):
+        console.print(f"[red]error:[/red] unknown engine {engine!r}: use trl or verl")
+        raise typer.Exit(2)
+    pairs = _select(train_tasks, tb_servers, tb_no_sources)
+    if engine == "verl" and any(selector_has_thinkingbox(x) for x in (train_tasks, val_tasks or "")):
+        console.print("[red]error:[/red] --engine verl does not train on ThinkingBox tasks yet (its agent loop reloads domains by name); use --engine trl")
+        raise typer.Exit(2)
+    if engine == "verl":
+        from groundstate.train.verl.cli import dry_run_text, launch, plan
+        from groundstate.train.verl.recipe import RecipeError, VerlRecipe
+
+        val_pairs = _select(val_tasks) if val_tasks else None
+        import yaml
+
+        extra = {}
+        for item in verl_set or []:
+            key, eq, value = item.partition("=")
+            if not eq or not key.strip():
+                console.print(f"[red]error:[/red] --verl-set {item!r}: expected KEY=VALUE")
+                raise typer.Exit(2)
+            extra[key.strip()] = yaml.safe_load(value)
+        model_ref = str(Path(model).resolve()) if Path(model).exists() else model  # workers on other nodes see the same absolute path
+        recipe = VerlRecipe(model=model_ref, train_file=str((out_dir / "data" / "train.parquet").resolve()), out_dir=str(out_dir.resolve()),
+                            val_file=str((out_dir / "data" / "val.parquet").resolve()) if val_pairs else None, nodes=nodes,
+                            gpus_per_node=gpus_per_node, sp=sp, rollout_tp=rollout_tp, rollout_engine=rollout_engine,
+                            tasks_per_step=18 if tasks_per_step is None else tasks_per_step, group_size=group_size,
+                            steps=50 if steps is None else steps, lr=lr, beta=beta,
+                            temperature=temperature, top_k=20 if top_k is None else top_k, top_p=0.95 if top_p is None else top_p,
+                            filter_groups=refill_ratio > 0, mini_batches=mini_batches, micro_batch_per_gpu=micro_batch,
+                            prompt_length=prompt_length, response_length=max_context - prompt_length, max_new_tokens=max_new_tokens,
+                            max_turns=max_turns, user=user, judge=judge, save_freq=save_steps, test_freq=save_steps, val_k=val_k,
+                            backend=backend, pg_dsn=pg_dsn, seed=seed, train_tasks=len(pairs), experiment=out_dir.name, extra=extra)
+        try:
+            if recipe.response_length < 1:
+                raise RecipeError([f"--max-context {max_context} leaves no room for a response after --prompt-length {prompt_length}"])
+            p = plan(recipe, pairs)
+            if dry_run:
+                out.print(dry_run_text(p), markup=False, highlight=False, soft_wrap=True)
+                console.print(f"recipe OK: {p['topology']['gpus']} GPUs, {p['topology']['trajectories_per_step']} trajectories per step "
+                              f"({recipe.tasks_per_step} tasks × {recipe.group_size}); nothing was started")
+                return
+            code = launch(recipe, pairs, val_pairs, log=lambda m: console.print(m))
+        except RecipeError as e:
+            console.print("[red]error:[/red] the verl recipe cannot run:\n" + "\n".join(f"  - {escape(r)}" for r in e.reasons))
+            raise typer.Exit(2) from None
+        if code:
+            console.print(f"[red]error:[/red] verl's trainer exited with status {code}")
+            raise typer.Exit(code)
+        console.print(f"checkpoints written under {recipe.checkpoint_dir} (merge one with: groundstate merge {recipe.checkpoint_dir} --out HF_DIR)")
+        return
+    if dry_run:
+        console.print("[red]error:[/red] --dry-run is for --engine verl")
         raise typer.Exit(2)
     from groundstate.train.trl_engine import TrainConfig, train_trl
 
-    pairs = _select(train_tasks, tb_servers, tb_no_sources)
     val_pairs = _select(val_tasks, tb_servers, tb_no_sources) if val_tasks else []
+    tasks_per_step = 8 if tasks_per_step is None else tasks_per_step
+    steps = 100 if steps is None else steps
+    top_p = 1.0 if top_p is None else top_p
+    top_k = 0 if top_k is None else top_k
     be = make_backend(backend, pg_dsn)
     cfg = TrainConfig(group_size=group_size, tasks_per_step=tasks_per_step, steps=steps, lr=lr, temperature=temperature, top_p=top_p,
                       top_k=top_k, beta=beta, refill_ratio=refill_ratio, save_steps=save_steps, max_new_tokens=max_new_tokens,
@@ -466,6 +534,27 @@ def train(
                                                                sampling={"temperature": temperature, "top_p": top_p, "top_k": top_k}), be, path)
         out.print(f"validation: {summary.passed}/{summary.ran} attempts passed")
         console.print(f"validation results written to {path}")
+
+
+@app.command()
+def merge(
+    checkpoint: Path = typer.Argument(..., help="verl checkpoint: the trainer's checkpoint folder (latest step), a global_step_N folder or its actor/."),
+    out_dir: Path = typer.Option(..., "--out", help="Hugging Face model directory to write (loadable as hf:DIR)."),
+    base: Optional[Path] = typer.Option(None, "--base", help="Base model directory to complete the result from (prompt flags, chat template); "
+                                        "default: the model the recipe recorded."),
+) -> None:
+    """Merge a verl FSDP checkpoint into a Hugging Face model directory and verify config, weights, tokenizer and chat template."""
+    from groundstate.train.verl.cli import merge_report, report_json
+    from groundstate.train.verl.merge import MergeError
+    from groundstate.train.verl.recipe import RecipeError
+
+    try:
+        report = merge_report(checkpoint, out_dir, base)
+    except (RecipeError, MergeError) as e:
+        console.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    out.print(report_json(report), markup=False, highlight=False)
+    console.print(f"model written to {out_dir} (use it as --agent hf:{out_dir})")
 
 
 @app.command()
