@@ -3,7 +3,9 @@
 Each attempt is keyed (task id, attempt index) and appended to a JSONL file as it finishes. Running
 the same command again resumes: finished keys are skipped, and system-error keys are retried
 (`repair=True` retries only those). Blocking database work runs off the event loop on PostgreSQL;
-concurrency is bounded by `concurrency` and by the backend's open-sandbox limit.
+concurrency is bounded by `concurrency` and by the backend's open-sandbox limit (less one, kept for
+the grader's golden replays). If the results file cannot be written (disk full, permission denied)
+the run stops with `ResultsWriteError`: attempts in flight are cancelled, never half-recorded.
 """
 
 from __future__ import annotations
@@ -240,7 +242,9 @@ async def run_async(
         raise ResultsWriteError(results_path, e) from e
     grader = grader_for(backend)
     agents = AgentPool(cfg)
-    limit = min(cfg.concurrency, backend.max_open or cfg.concurrency)
+    # one sandbox slot stays free for the grader: a task's first grading replays the gold solution on a
+    # sandbox of its own while the attempt still holds its one (with every slot held, all would wait forever)
+    limit = min(cfg.concurrency, backend.max_open - 1 if backend.max_open else cfg.concurrency)
     slots = asyncio.Semaphore(max(1, limit))
     counts = {"passed": 0, "failed": 0, "system_errors": 0, "unjudged": 0}
 
