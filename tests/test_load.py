@@ -124,3 +124,25 @@ def test_500_concurrent_postgres_attempts_on_overlapping_rows(load_domain, pg_ba
         backend.drop_templates(load_domain)  # the test's template database: leave the shared server as we found it
         backend.close()
     assert backend._admins == []  # maintenance connections closed too
+
+
+def test_runner_at_full_pool_concurrency_does_not_deadlock_on_golden_replays(tmp_path, shop, pg_backend):
+    """Concurrency above the pool size, cold golden cache: every attempt grades while holding its sandbox, and the
+    grader needs one more. The runner keeps a slot free for it; with all slots held the run used to hang forever."""
+    import threading
+
+    from groundstate.results import read_records
+    from groundstate.runner import RunConfig, run
+
+    backend = PostgresBackend(pg_backend.dsn, max_open=3)
+    pairs = [(t, shop) for t in shop.tasks]
+    done: dict[str, object] = {}
+    worker = threading.Thread(target=lambda: done.setdefault("summary", run(pairs, RunConfig(agent="scripted:gold", k=4, concurrency=16),
+                                                                           backend, tmp_path / "r.jsonl")), daemon=True)
+    worker.start()
+    worker.join(60)
+    assert not worker.is_alive(), "the run deadlocked"
+    assert done["summary"].passed == 12
+    assert len(read_records(tmp_path / "r.jsonl")) == 12
+    backend.close()
+    assert backend.sandbox_databases() == []
