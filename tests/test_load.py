@@ -17,7 +17,6 @@ the runner); all 500 are submitted at once and queue for a slot.
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
 import pytest
@@ -105,7 +104,7 @@ def test_500_concurrent_sqlite_attempts_on_overlapping_rows(load_domain):
 @pytest.mark.slow
 def test_500_concurrent_postgres_attempts_on_overlapping_rows(load_domain, pg_backend):
     backend = PostgresBackend(pg_backend.dsn, max_open=PG_MAX_OPEN)
-    ours = f"gs\\_sb\\_{os.getpid()}\\_%"
+    ours = backend.sandbox_prefix.replace("_", "\\_") + "%"
 
     def connections() -> int:
         return backend._admin_execute("SELECT COUNT(*) FROM pg_stat_activity WHERE datname LIKE %s", (ours,))[0][0]
@@ -137,12 +136,12 @@ def test_runner_at_full_pool_concurrency_does_not_deadlock_on_golden_replays(tmp
     backend = PostgresBackend(pg_backend.dsn, max_open=3)
     pairs = [(t, shop) for t in shop.tasks]
     done: dict[str, object] = {}
-    worker = threading.Thread(target=lambda: done.setdefault("summary", run(pairs, RunConfig(agent="scripted:gold", k=4, concurrency=16),
+    worker = threading.Thread(target=lambda: done.setdefault("summary", run(pairs, RunConfig(agent="scripted:gold", k=2, concurrency=16),
                                                                            backend, tmp_path / "r.jsonl")), daemon=True)
     worker.start()
-    worker.join(60)
+    worker.join(30)
     assert not worker.is_alive(), "the run deadlocked"
-    assert done["summary"].passed == 12
-    assert len(read_records(tmp_path / "r.jsonl")) == 12
+    assert done["summary"].passed == 6
+    assert len(read_records(tmp_path / "r.jsonl")) == 6
     backend.close()
     assert backend.sandbox_databases() == []

@@ -284,7 +284,7 @@ class PostgresBackend(Backend):
         return sandbox
 
     def _clone(self, template: Template) -> _Clone:
-        dbname = f"gs_sb_{os.getpid()}_{self._instance}_{next(self._counter)}"
+        dbname = f"{self.sandbox_prefix}{next(self._counter)}"
         self._admin_execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(dbname), sql.Identifier(template.handle)))
         self.cloned += 1
         conn = self.connect(dbname)
@@ -362,9 +362,15 @@ class PostgresBackend(Backend):
         with self._pool:
             return sorted(self._orphans)
 
+    @property
+    def sandbox_prefix(self) -> str:
+        """The name prefix of this backend's sandbox databases: `gs_sb_<pid>_<instance>_`."""
+        return f"gs_sb_{os.getpid()}_{self._instance}_"
+
     def sandbox_databases(self) -> list[str]:
-        """Sandbox databases of this process that still exist (0 after every sandbox is closed)."""
-        rows = self._admin_execute("SELECT datname FROM pg_database WHERE datname LIKE %s", (f"gs_sb_{os.getpid()}_%",))
+        """This backend's sandbox databases that still exist (none after every sandbox is closed and the pool drained)."""
+        pattern = self.sandbox_prefix.replace("_", "\\_") + "%"
+        rows = self._admin_execute("SELECT datname FROM pg_database WHERE datname LIKE %s", (pattern,))
         return [r[0] for r in rows]
 
     def cleanup_stale(self) -> list[str]:
