@@ -24,6 +24,8 @@ from groundstate.attempt import SandboxEnvironment, play
 from groundstate.cli import app
 from groundstate.episode import FINISH_REASONS, run_episode, truncate_result
 from groundstate.grading import grader_for
+from groundstate.metrics import compute
+from groundstate.report import render
 from groundstate.results import read_records
 from groundstate.state.sqlite import SqliteBackend
 from groundstate.tools import ToolResult
@@ -200,6 +202,8 @@ def test_cli_token_and_result_caps_are_finish_reasons(tmp_path):
         assert shown[0].startswith(r["trajectory"]["tool_calls"][0]["result"][:12] + "\n…[truncated: showing 12 of ")
     manifest = json.loads((tmp_path / "results.manifest.json").read_text())
     assert manifest["config"]["max_attempt_tokens"] == 250 and manifest["config"]["max_result_chars"] == 12
+    assert compute(records, bootstrap_reps=0)["finish_reasons"] == {"max_tokens": 3}
+    assert "finish reasons: max_tokens 3" in render(records, "limits")
 
 
 def test_cli_attempt_timeout_is_a_finish_reason_not_a_system_error(tmp_path):
