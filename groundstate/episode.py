@@ -146,14 +146,15 @@ async def run_episode(
     def expired() -> bool:
         return deadline is not None and time.perf_counter() >= deadline
 
-    async def harness(what: str, awaitable: Any) -> Any:
+    async def harness(what: str, awaitable: Any, database: bool = True) -> Any:
         """Await a tool or user-simulator call; one that outlasts the whole attempt budget is a hang."""
         if timeout is None:
             return await awaitable
         try:
             return await asyncio.wait_for(awaitable, timeout)
         except TimeoutError:
-            _interrupt(sandbox)
+            if database:  # a tool stuck in a query: ask the database to abandon it before the sandbox is closed
+                _interrupt(sandbox)
             raise EpisodeHang(f"{what} did not return within the attempt time limit ({timeout:g} s)") from None
 
     async def run_call(call: Any) -> tuple[bool, str, bool]:
@@ -223,7 +224,7 @@ async def run_episode(
         if over_tokens:  # no reply to the user: the agent's budget is spent
             traj.finish_reason = "max_tokens"
             break
-        reply = await harness("the user simulator", user.reply(messages)) if user is not None else None
+        reply = await harness("the user simulator", user.reply(messages), database=False) if user is not None else None
         if reply is None:
             traj.finish_reason = "user_done"
             break

@@ -131,6 +131,20 @@ def test_hung_tool_is_a_system_error_and_its_query_is_interrupted(backend, shop)
     assert getattr(backend, "in_use", 0) == in_use  # the sandbox was released
 
 
+def test_hung_user_simulator_is_a_system_error(shop):
+    task = shop.task("shop-cancel")
+    backend = SqliteBackend()
+
+    class HungUser:
+        async def reply(self, conversation):
+            await asyncio.Event().wait()
+
+    agent = Turns(call("cancel_order", order_id=1), AgentTurn(text="Cancelled. Anything else?"))
+    out = asyncio.run(play(task, shop, agent, HungUser(), backend=backend, grader=grader_for(backend), timeout=0.3))
+    assert out.verdict.reward is None and "the user simulator did not return within the attempt time limit" in out.verdict.system_error
+    assert backend.in_use == 0
+
+
 # -- tool-result size ---------------------------------------------------------------------------------
 
 
