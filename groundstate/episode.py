@@ -13,6 +13,9 @@ Limits end an episode with a finish reason, never an exception, and the state re
   of the harness, not of the agent: `EpisodeHang` is raised and `attempt.play` records a system error.
 - `max_result_chars` caps the tool result the agent is shown (with a visible marker); the trajectory
   keeps the full result.
+
+A tool call that fails because the sandbox's database connection died (a server restart) raises
+`SandboxLost`: the agent is not shown a dead database, and the attempt becomes a system error.
 """
 
 from __future__ import annotations
@@ -32,6 +35,14 @@ FINISH_REASONS = ("agent_done", "user_done", "max_turns", "max_tool_calls", "max
 
 class EpisodeHang(RuntimeError):
     """A tool, backend or user-simulator call did not return within the attempt's time limit (infrastructure)."""
+
+
+class SandboxLost(RuntimeError):
+    """The sandbox's database connection died under a tool call (a server restart): the attempt cannot be graded."""
+
+
+def _connection_lost(sandbox: Sandbox | None) -> bool:
+    return bool(getattr(getattr(getattr(sandbox, "connection", None), "raw", None), "broken", False))
 
 
 def truncate_result(content: str, max_chars: int | None) -> str:
@@ -168,6 +179,8 @@ async def run_episode(
             r = await asyncio.to_thread(toolset.call, sandbox.connection, call.name, call.arguments)
         else:
             r = toolset.call(sandbox.connection, call.name, call.arguments)
+        if not r.ok and _connection_lost(sandbox):  # not the agent's doing: stop now rather than show it a dead database
+            raise SandboxLost(f"the sandbox's database connection was lost during tool {call.name}: {r.content}")
         return r.ok, r.content, r.write
 
     while True:

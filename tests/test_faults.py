@@ -389,6 +389,34 @@ def test_a_pooled_connection_killed_by_the_server_is_replaced(shop, cluster):
     assert backend.sandbox_databases() == [] and backend.orphans == []
 
 
+def test_a_sandbox_connection_killed_under_a_tool_call_is_a_system_error(shop, cluster):
+    """The agent is not shown a dead database as a tool error: the attempt stops as a system error."""
+    import asyncio
+
+    from groundstate.agents import AgentTurn, ToolCallRequest
+    from groundstate.attempt import play
+    from groundstate.grading import grader_for
+
+    backend = PostgresBackend(cluster.dsn, max_open=2)
+    task = shop.task("shop-cancel")
+    seen = []
+
+    class KillsItsSandbox:
+        async def act(self, conversation, tools):
+            seen.append(conversation[-1])
+            if len(seen) == 1:
+                cluster.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname LIKE 'gs\\_sb\\_%'")
+                return AgentTurn(tool_calls=[ToolCallRequest("c1", "cancel_order", {"order_id": 1})])
+            return AgentTurn(text="Done.", done=True)
+
+    out = asyncio.run(play(task, shop, KillsItsSandbox(), None, backend=backend, grader=grader_for(backend)))
+    assert len(seen) == 1  # never asked again after the connection died
+    assert out.verdict.reward is None and "database connection was lost during tool cancel_order" in out.verdict.system_error
+    assert backend.in_use == 0
+    backend.close()
+    assert backend.sandbox_databases() == [] and backend.orphans == []
+
+
 def test_a_clone_released_while_the_server_is_down_is_dropped_later(shop, cluster):
     backend = PostgresBackend(cluster.dsn, max_open=2)
     task = shop.task("shop-cancel")
