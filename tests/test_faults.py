@@ -18,11 +18,11 @@ from __future__ import annotations
 import errno
 import json
 import os
-import pickle
 import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -209,34 +209,29 @@ def test_the_writer_refuses_writes_after_a_failure(tmp_path, monkeypatch):
     assert [r["attempt"] for r in read_records(tmp_path / "r.jsonl")] == [0]
 
 
-def _outcome(fn):
-    try:
-        return ("ok", fn(), None, None)
-    except Exception as e:  # noqa: BLE001 - reported to the test
-        return ("raised", type(e).__name__, str(e), getattr(e, "errno", None))
+# Runs the rerun in a fresh process. As root (which file permissions do not bind) it first plays a warm-up run
+# as root, so every module is imported, then drops to `nobody` for the real one. Prints the outcome as JSON.
+RERUN = """
+import json, os, pwd, sys, tempfile
+from pathlib import Path
+from groundstate.runner import RunConfig, run
+from groundstate.state.sqlite import SqliteBackend
+from groundstate.tasks import Domain
 
-
-def _unprivileged(fn):
-    """(kind, value or exception name, message, errno) of `fn()` run as a user that file permissions apply to:
-    the current one, or `nobody` in a forked child when the tests run as root (root ignores permissions)."""
-    if os.geteuid() != 0:
-        return _outcome(fn)
+shop, path = Domain(Path(sys.argv[1])), Path(sys.argv[2])
+pairs = [(t, shop) for t in shop.tasks]
+if os.geteuid() == 0:
+    with tempfile.TemporaryDirectory() as warm:
+        run(pairs, RunConfig(agent="scripted:gold", k=1), SqliteBackend(), Path(warm) / "warm.jsonl")
     nobody = pwd.getpwnam("nobody")
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child reports through the pipe
-        try:
-            os.close(read)
-            os.setgid(nobody.pw_gid)
-            os.setuid(nobody.pw_uid)
-            os.write(write, pickle.dumps(_outcome(fn)))
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read, "rb") as f:
-        data = f.read()
-    os.waitpid(pid, 0)
-    return pickle.loads(data)
+    os.setgid(nobody.pw_gid)
+    os.setuid(nobody.pw_uid)
+try:
+    out = {"ran": run(pairs, RunConfig(agent="scripted:gold", k=4), SqliteBackend(), path).ran}
+except Exception as e:
+    out = {"error": type(e).__name__, "message": str(e), "errno": getattr(e, "errno", None)}
+print(json.dumps(out))
+"""
 
 
 def test_permission_denied_stops_before_any_attempt_and_a_rerun_completes(shop):
@@ -250,9 +245,10 @@ def test_permission_denied_stops_before_any_attempt_and_a_rerun_completes(shop):
             p.chmod(0o444)
         folder.chmod(0o555)  # a read-only folder holding read-only files
         before = path.read_bytes()
-        kind, name, message, err = _unprivileged(lambda: run(pairs, RunConfig(agent="scripted:gold", k=4), SqliteBackend(), path).ran)
-        assert (kind, name, err) == ("raised", "ResultsWriteError", errno.EACCES), (kind, name, message)
-        assert f"cannot write results file {path}: Permission denied" in message
+        proc = subprocess.run([sys.executable, "-c", RERUN, SHOP, str(path)], capture_output=True, text=True, timeout=120)
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert (out.get("error"), out.get("errno")) == ("ResultsWriteError", errno.EACCES), (out, proc.stderr[-2000:])
+        assert f"cannot write results file {path}: Permission denied" in out["message"]
         assert path.read_bytes() == before  # nothing written, nothing lost
         folder.chmod(0o755)
         path.chmod(0o644)
