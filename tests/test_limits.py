@@ -70,7 +70,7 @@ def test_agent_out_of_time_is_graded_on_the_state_reached(shop, writes, reward):
     task = shop.task("shop-cancel")
     backend = SqliteBackend()
     first = call("cancel_order", order_id=1) if writes else call("get_order", order_id=1)
-    out = asyncio.run(play(task, shop, Turns(first, asyncio.Event()), None, backend=backend, grader=grader_for(backend), timeout=0.3))
+    out = asyncio.run(play(task, shop, Turns(first, asyncio.Event()), None, backend=backend, grader=grader_for(backend), timeout=1.0))
     assert out.verdict.system_error is None
     assert out.trajectory.finish_reason == "timeout" and out.trajectory.turns == 1
     assert out.verdict.reward == reward, out.verdict.reasons
@@ -123,7 +123,7 @@ def test_hung_tool_is_a_system_error_and_its_query_is_interrupted(backend, shop)
     domain = HangingDomain(shop, backend)
     agent = Turns(call("cancel_order", order_id=1), call("get_order", order_id=1))
     in_use = getattr(backend, "in_use", 0)
-    out = asyncio.run(play(task, domain, agent, None, backend=backend, grader=grader_for(backend), timeout=1.0))
+    out = asyncio.run(play(task, domain, agent, None, backend=backend, grader=grader_for(backend), timeout=2.0))
     assert out.verdict.reward is None
     assert "tool get_order did not return within the attempt time limit" in out.verdict.system_error
     assert domain.toolset.hung_call_ended.wait(10), "the hung query was not interrupted"
@@ -140,7 +140,7 @@ def test_hung_user_simulator_is_a_system_error(shop):
             await asyncio.Event().wait()
 
     agent = Turns(call("cancel_order", order_id=1), AgentTurn(text="Cancelled. Anything else?"))
-    out = asyncio.run(play(task, shop, agent, HungUser(), backend=backend, grader=grader_for(backend), timeout=0.3))
+    out = asyncio.run(play(task, shop, agent, HungUser(), backend=backend, grader=grader_for(backend), timeout=1.0))
     assert out.verdict.reward is None and "the user simulator did not return within the attempt time limit" in out.verdict.system_error
     assert backend.in_use == 0
 
@@ -224,7 +224,7 @@ def test_cli_attempt_timeout_is_a_finish_reason_not_a_system_error(tmp_path):
     # the endpoint answers the first turn at once, then stalls far beyond the attempt's time limit
     replies = [tool_call("get_order", {"order_id": 1}), delayed(30, text("too late"))] * 3
     with OpenAIStub(replies) as stub:
-        records = run_cli(tmp_path, stub, "--attempt-timeout", "0.5")
+        records = run_cli(tmp_path, stub, "--attempt-timeout", "1.5")
     assert len(records) == 3
     for r in records:
         assert r["system_error"] is None and r["finish_reason"] == "timeout" and r["reward"] == 0
