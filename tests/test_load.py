@@ -111,7 +111,7 @@ def test_500_concurrent_postgres_attempts_on_overlapping_rows(load_domain, pg_ba
 
     try:
         jobs, outcomes, gauge = run_load(backend, load_domain, slots=PG_MAX_OPEN - 1)
-        assert len(outcomes) == N and gauge["peak"] == PG_MAX_OPEN - 1
+        assert len(outcomes) == N and 1 < gauge["peak"] <= PG_MAX_OPEN - 1  # concurrent, within the pool
         assert backend.reused > backend.cloned  # clones were rolled back and reused, not rebuilt
         assert_no_cross_talk(load_domain, jobs, outcomes, backend)
         assert backend.in_use == 0  # every sandbox released to the pool...
