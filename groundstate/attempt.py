@@ -103,8 +103,15 @@ async def play(
     judge: Any = None,
     max_turns: int | None = None,
     max_tool_calls: int | None = None,
+    timeout: float | None = None,
+    max_result_chars: int | None = None,
+    max_tokens: int | None = None,
 ) -> Outcome:
-    """Open the task's environment, run the episode, grade it and close the environment, whatever happens."""
+    """Open the task's environment, run the episode, grade it and close the environment, whatever happens.
+
+    `timeout`, `max_result_chars` and `max_tokens` are the episode limits of `run_episode`: hitting one
+    is a finish reason and the state reached is graded; a hung tool or user simulator is a system error.
+    """
     started = time.perf_counter()
     timings: dict[str, float] = {}
     traj: Trajectory | None = None
@@ -115,7 +122,8 @@ async def play(
         timings["sandbox_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         traj = await run_episode(task, domain, env.sandbox, agent, user, max_turns=max_turns, max_tool_calls=max_tool_calls,
-                                 offload=env.offload, toolset=env.toolset)
+                                 offload=env.offload, toolset=env.toolset, timeout=timeout, max_result_chars=max_result_chars,
+                                 max_tokens=max_tokens)
         timings["episode_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         verdict = await env.grade(task, traj, judge)

@@ -185,6 +185,9 @@ def run(
     top_k: Optional[int] = typer.Option(None, help="Top-k sampling (where the server accepts it)."),
     max_tokens: Optional[int] = typer.Option(None, help="Max new tokens per agent turn."),
     max_turns: Optional[int] = typer.Option(None, help="Override the tasks' agent-turn limit."),
+    attempt_timeout: Optional[float] = typer.Option(None, "--attempt-timeout", min=0.001, help="Wall-clock seconds per attempt; the agent running out ends it with finish reason timeout (graded), a hung tool is a system error."),
+    max_result_chars: Optional[int] = typer.Option(None, "--max-result-chars", min=1, help="Characters of a tool result shown to the agent (the rest is cut with a visible marker; the trajectory keeps all)."),
+    max_attempt_tokens: Optional[int] = typer.Option(None, "--max-attempt-tokens", min=1, help="Agent tokens (input + output) per attempt; crossing it ends the attempt with finish reason max_tokens."),
     backend: str = BackendOpt,
     pg_dsn: Optional[str] = DsnOpt,
     ray_address: Optional[str] = typer.Option(None, "--ray", help="Run attempts on Ray actors: local (a private instance), auto (the running cluster), HOST:PORT or ray://HOST:10001."),
@@ -202,7 +205,8 @@ def run(
         console.print("[red]error:[/red] --ray does not run ThinkingBox tasks (its actors reload domains by name); run them locally with --concurrency")
         raise typer.Exit(2)
     sampling = {k_: v for k_, v in {"temperature": temperature, "top_p": top_p, "top_k": top_k, "max_tokens": max_tokens}.items() if v is not None}
-    cfg = RunConfig(agent=agent, user=user, judge=judge, k=k, concurrency=concurrency, seed=seed, sampling=sampling, max_turns=max_turns)
+    cfg = RunConfig(agent=agent, user=user, judge=judge, k=k, concurrency=concurrency, seed=seed, sampling=sampling, max_turns=max_turns,
+                    attempt_timeout=attempt_timeout, max_result_chars=max_result_chars, max_attempt_tokens=max_attempt_tokens)
     path = out_path or Path("runs") / f"{_slug(agent)}_{_slug(tasks)}_k{k}" / "results.jsonl"
     if ray_address:
         try:
@@ -216,7 +220,7 @@ def run(
     with _progress() as progress:
         bar = progress.add_task(f"run {agent}", total=len(pairs) * k, status="")
         tally = {"pass": 0, "fail": 0, "syserr": 0}
-        from groundstate.results import read_records
+        from groundstate.results import ResultsWriteError, read_records
 
         done_before = len({(r["task_id"], r["attempt"]) for r in read_records(path) if r.get("system_error") is None}) if path.exists() else 0
         if repair:
@@ -235,6 +239,11 @@ def run(
                                   repair=repair, on_result=on_result, num_cpus=ray_cpus)
             else:
                 summary = run_tasks(pairs, cfg, be, path, repair=repair, on_result=on_result)
+        except ResultsWriteError as e:  # disk full, read-only file or folder: stop, keeping every record already written
+            progress.stop()
+            console.print(f"[red]error:[/red] {e}\nthe run stopped; every record written before the error is intact. "
+                          "Free space or fix permissions, then re-run the same command to finish it.")
+            raise typer.Exit(3) from None
         finally:
             be.close()
     out.print(f"{summary.ran} attempts run ({summary.skipped} already done) in {summary.seconds:.1f} s: "

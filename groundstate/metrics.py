@@ -24,6 +24,7 @@ import numpy as np
 import yaml
 from scipy import stats
 
+from groundstate.episode import FINISH_REASONS
 from groundstate.results import Record
 
 DEFAULT_PRICES = Path(__file__).parent / "prices.yaml"
@@ -178,6 +179,13 @@ def bootstrap(tasks: list[TaskCounts], k: int, reps: int = 2000, seed: int = 0, 
     return out
 
 
+def finish_reasons(records: list[Record]) -> dict[str, int]:
+    """Attempts per finish reason (limits hit show up here), in `FINISH_REASONS` order; `none` when no episode ran."""
+    seen = Counter(r.get("finish_reason") or "none" for r in records)
+    order = {name: i for i, name in enumerate(FINISH_REASONS)}
+    return dict(sorted(seen.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
+
+
 def compute(records: list[Record], k: int | None = None, prices: dict[str, dict[str, float]] | None = None,
             allow_incomplete: bool = False, by: str | None = "domain", bootstrap_reps: int = 2000) -> dict[str, Any]:
     """All figures of `groundstate metrics --json`. Raises ValueError on incomplete coverage unless allowed."""
@@ -202,6 +210,7 @@ def compute(records: list[Record], k: int | None = None, prices: dict[str, dict[
         "clean_attempts": sum(t.n for t in counts.values()),
         "system_errors": sum(t.system_errors for t in counts.values()),
         "unjudged": sum(t.unjudged for t in counts.values()),
+        "finish_reasons": finish_reasons(records),
         "complete": cov.complete,
         "coverage_problems": cov.problems(),
         **agg,

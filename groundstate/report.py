@@ -99,7 +99,8 @@ def render(records: list[Record], title: str, baseline: list[Record] | None = No
     k = m["k"]
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{CSS}</style></head><body>"]
     parts.append(f"<h1>{html.escape(title)}</h1><div class='muted'>{m['tasks']} tasks × k = {k} · {m['attempts']} attempts · "
-                 f"{m['system_errors']} system errors · {m['unjudged']} unjudged</div>")
+                 f"{m['system_errors']} system errors · {m['unjudged']} unjudged · finish reasons: "
+                 + html.escape(", ".join(f"{name} {n}" for name, n in m["finish_reasons"].items())) + "</div>")
     iv = m.get("intervals", {})
     ci = lambda n: f"[{_pct(iv[n][0])}, {_pct(iv[n][1])}]" if n in iv else ""  # noqa: E731
     rows = [("pass@1", _pct(m["pass_at_1"]), ci("pass_at_1")), (f"pass@{k}", _pct(m["pass_at_k"]), ci("pass_at_k")),

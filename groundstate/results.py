@@ -60,17 +60,59 @@ def rewrite_atomically(path: Path, records: list[Record]) -> None:
     os.replace(tmp, path)
 
 
+class ResultsWriteError(OSError):
+    """The results file cannot be written (disk full, permission denied, ...): the run must stop.
+
+    Raised with the file's name and the system's reason; every record written before it is intact.
+    """
+
+    def __init__(self, path: Path, error: OSError):
+        where = f" ({error.filename})" if error.filename and str(error.filename) != str(path) else ""
+        super().__init__(error.errno, f"cannot write results file {path}: {error.strerror or error}{where}")
+        self.path = path
+
+
 class ResultsWriter:
-    """Appends records, one line each, flushed as they come."""
+    """Appends records, one line each, written through to the file as they come.
+
+    A line is written with unbuffered appends; if a write fails part-way (ENOSPC) the partial line is
+    cut off again, so the file only ever holds whole records, and the writer refuses further writes.
+    """
 
     def __init__(self, path: Path):
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._f = path.open("a", encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        except OSError as e:
+            raise ResultsWriteError(path, e) from e
+        self._failed: ResultsWriteError | None = None
+
+    def _append(self, data: bytes) -> None:
+        """Append `data`; a short write is continued (O_APPEND: every write lands at the end)."""
+        assert self._fd is not None
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view):]
 
     def write(self, record: Record) -> None:
-        self._f.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
-        self._f.flush()
+        if self._failed is not None:
+            raise self._failed
+        if self._fd is None:
+            raise ValueError(f"results writer for {self.path} is closed")
+        line = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+        size = os.fstat(self._fd).st_size
+        try:
+            self._append(line)
+        except OSError as e:
+            try:
+                os.ftruncate(self._fd, size)  # drop the partial line: the file keeps only whole records
+            except OSError:
+                pass  # the next run's read cuts an unterminated tail anyway
+            self._failed = ResultsWriteError(self.path, e)
+            raise self._failed from e
 
     def close(self) -> None:
-        self._f.close()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

@@ -3,7 +3,9 @@
 Each attempt is keyed (task id, attempt index) and appended to a JSONL file as it finishes. Running
 the same command again resumes: finished keys are skipped, and system-error keys are retried
 (`repair=True` retries only those). Blocking database work runs off the event loop on PostgreSQL;
-concurrency is bounded by `concurrency` and by the backend's open-sandbox limit.
+concurrency is bounded by `concurrency` and by the backend's open-sandbox limit (less one, kept for
+the grader's golden replays). If the results file cannot be written (disk full, permission denied)
+the run stops with `ResultsWriteError`: attempts in flight are cancelled, never half-recorded.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from groundstate.agents import make_agent, make_user
 from groundstate.agents.scripted import attempt_seed
 from groundstate.attempt import play
 from groundstate.grading import Grader, Verdict, grader_for, system_error
-from groundstate.results import Record, ResultsWriter, key_of, read_records, rewrite_atomically
+from groundstate.results import Record, ResultsWriteError, ResultsWriter, key_of, read_records, rewrite_atomically
 from groundstate.state.base import Backend
 from groundstate.tasks import Domain, Task
 
@@ -42,6 +44,9 @@ class RunConfig:
     sampling: dict[str, Any] = field(default_factory=dict)  # temperature, top_p, top_k, max_tokens
     max_turns: int | None = None
     max_tool_calls: int | None = None
+    attempt_timeout: float | None = None  # seconds of wall clock per attempt (finish reason `timeout`)
+    max_result_chars: int | None = None  # tool-result characters shown to the agent
+    max_attempt_tokens: int | None = None  # agent tokens (input + output) per attempt (finish reason `max_tokens`)
 
 
 @dataclass
@@ -165,7 +170,8 @@ async def run_attempt(task: Task, domain: Domain, attempt: int, backend: Backend
         verdict.reasons.append(traceback.format_exc(limit=4))
         return make_record(task, attempt, cfg, verdict, None, {"total_s": 0.0})
     out = await play(task, domain, agent, user, backend=backend, grader=grader, judge=judge,
-                     max_turns=cfg.max_turns, max_tool_calls=cfg.max_tool_calls)
+                     max_turns=cfg.max_turns, max_tool_calls=cfg.max_tool_calls, timeout=cfg.attempt_timeout,
+                     max_result_chars=cfg.max_result_chars, max_tokens=cfg.max_attempt_tokens)
     return make_record(task, attempt, cfg, out.verdict, out.trajectory, out.timings)
 
 
@@ -222,17 +228,24 @@ async def run_async(
 ) -> RunSummary:
     start = time.perf_counter()
     results_path = Path(results_path)
-    results_path.parent.mkdir(parents=True, exist_ok=True)
-    existing = read_records(results_path, repair_tail=True)
-    todo, kept = plan(tasks, cfg.k, existing, repair)
-    if len(kept) != len(existing):
-        rewrite_atomically(results_path, kept)  # drop superseded system errors before their retries are appended
-    manifest = write_manifest(results_path, cfg, tasks, backend)
+    try:
+        results_path.parent.mkdir(parents=True, exist_ok=True)
+        existing = read_records(results_path, repair_tail=True)
+        todo, kept = plan(tasks, cfg.k, existing, repair)
+        if len(kept) != len(existing):
+            rewrite_atomically(results_path, kept)  # drop superseded system errors before their retries are appended
+        manifest = write_manifest(results_path, cfg, tasks, backend)
+        writer = ResultsWriter(results_path)  # opened before any attempt runs: an unwritable file stops the run at once
+    except ResultsWriteError:
+        raise
+    except OSError as e:  # a read-only file or folder, a full disk
+        raise ResultsWriteError(results_path, e) from e
     grader = grader_for(backend)
     agents = AgentPool(cfg)
+    # every slot may be held by an attempt: attempts compute their task's golden state (which needs a sandbox
+    # of its own) before taking theirs, so no attempt ever waits for a second one (groundstate.attempt)
     limit = min(cfg.concurrency, backend.max_open or cfg.concurrency)
     slots = asyncio.Semaphore(max(1, limit))
-    writer = ResultsWriter(results_path)
     counts = {"passed": 0, "failed": 0, "system_errors": 0, "unjudged": 0}
 
     async def one(t: Task, d: Domain, a: int) -> None:
@@ -250,8 +263,16 @@ async def run_async(
         if on_result:
             on_result(record)
 
+    running = [asyncio.ensure_future(one(t, d, a)) for t, d, a in todo]
     try:
-        await asyncio.gather(*(one(t, d, a) for t, d, a in todo))
+        await asyncio.gather(*running)
+    except BaseException:
+        # the results file failed (or the run was interrupted): stop every attempt still in flight; their
+        # keys stay unfinished and the next run plays them, so nothing is lost or written twice
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+        raise
     finally:
         writer.close()
     return RunSummary(results_path, manifest, len(tasks) * cfg.k, len(tasks) * cfg.k - len(todo), len(todo),

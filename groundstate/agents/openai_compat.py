@@ -127,6 +127,22 @@ class RetryPolicy:
         return wait
 
 
+def env_retry_policy() -> RetryPolicy:
+    """The retry policy used when none is passed: the defaults, or `GROUNDSTATE_ENDPOINT_RETRIES` (count) and
+    `GROUNDSTATE_ENDPOINT_RETRY_DELAY` (base seconds) — so a run's retries can be tuned without code."""
+    base = RetryPolicy()
+    retries = os.environ.get("GROUNDSTATE_ENDPOINT_RETRIES")
+    delay = os.environ.get("GROUNDSTATE_ENDPOINT_RETRY_DELAY")
+    return RetryPolicy(max_retries=int(retries) if retries else base.max_retries,
+                       base_delay=float(delay) if delay else base.base_delay, max_delay=base.max_delay)
+
+
+def env_timeout(default: float) -> float:
+    """Seconds one request may take: `GROUNDSTATE_ENDPOINT_TIMEOUT` when set, else the caller's default."""
+    value = os.environ.get("GROUNDSTATE_ENDPOINT_TIMEOUT")
+    return float(value) if value else default
+
+
 def _retry_after(error: BaseException | None) -> float | None:
     response = getattr(error, "response", None)
     value = response.headers.get("retry-after") if response is not None else None
@@ -276,7 +292,12 @@ def first_message(response: Any, endpoint: str) -> tuple[Any, str | None]:
     choices = getattr(response, "choices", None)
     if not choices:
         raise EndpointError(f"chat completion on {endpoint}: the response has no choices", endpoint=endpoint)
-    return choices[0].message, choices[0].finish_reason
+    first = choices[0] if isinstance(choices, list) else None
+    message = getattr(first, "message", None)
+    if message is None or not hasattr(message, "content") or not hasattr(message, "tool_calls"):
+        # a proxy's error page or a server bug answered 200: the endpoint failed, not the agent
+        raise EndpointError(f"chat completion on {endpoint}: malformed response: {str(response)[:200]!r}", endpoint=endpoint)
+    return message, first.finish_reason
 
 
 def reasoning_of(message: Any) -> str | None:
@@ -315,11 +336,11 @@ class OpenAIAgent:
     """
 
     def __init__(self, model: str, base_url: str | None = None, sampling: dict[str, Any] | None = None, *,
-                 retry: RetryPolicy | None = None, timeout: float = 600.0, client: AsyncOpenAI | None = None):
+                 retry: RetryPolicy | None = None, timeout: float | None = None, client: AsyncOpenAI | None = None):
         self.model, self.base_url = model, base_url
         self.sampling, self.extra_body = split_sampling(sampling)
-        self.retry = retry or RetryPolicy()
-        self.timeout = timeout
+        self.retry = retry or env_retry_policy()
+        self.timeout = timeout if timeout is not None else env_timeout(600.0)
         self._client = client
         self.endpoint = describe_endpoint(model, base_url)
         self.name = f"openai:{model}"
@@ -415,13 +436,13 @@ class OpenAIUser:
     """
 
     def __init__(self, model: str, task: Task, base_url: str | None = None, sampling: dict[str, Any] | None = None, *,
-                 retry: RetryPolicy | None = None, timeout: float = 300.0, client: AsyncOpenAI | None = None):
+                 retry: RetryPolicy | None = None, timeout: float | None = None, client: AsyncOpenAI | None = None):
         self.model, self.base_url = model, base_url
         # temperature 0 by default: a steadier customer makes attempts of one task differ by the agent, not the user
         self.sampling, self.extra_body = split_sampling({"temperature": 0.0, **(sampling or {})})
         self.system_prompt = user_system_prompt(task)
-        self.retry = retry or RetryPolicy()
-        self.timeout = timeout
+        self.retry = retry or env_retry_policy()
+        self.timeout = timeout if timeout is not None else env_timeout(300.0)
         self._client = client
         self.endpoint = describe_endpoint(model, base_url)
 

@@ -11,6 +11,12 @@ Cloning costs tens of milliseconds; reusing a pooled clone costs a ROLLBACK. Pos
 `max_connections` bounds how many clones can be open at once (`max_open`); when the pool is full, idle
 clones of other templates are dropped to make room. Async callers should bound their own concurrency to
 `max_open` too, so that threads blocked in `open` never starve the episodes holding the slots.
+
+Server restarts: every pooled connection (maintenance and clone) is checked before reuse and replaced
+when the server dropped it, so a restart costs only the attempts whose sandboxes were open at the time
+(their statements fail, and the runner records system errors). A pooled clone database survives the
+restart clean (it was rolled back and verified before pooling) and is simply reconnected. A clone that
+cannot be dropped while the server is down is remembered and dropped by the next `drain`/`close`.
 """
 
 from __future__ import annotations
@@ -106,6 +112,8 @@ class PostgresBackend(Backend):
         self.cloned = 0  # CREATE DATABASE count
         self.reused = 0  # sandboxes served from the pool
         self.in_use = 0
+        self.reconnected = 0  # pooled connections found dead (a server restart) and replaced
+        self._orphans: set[str] = set()  # clone databases whose DROP failed (server down): retried by drain()
 
     # -- connections ---------------------------------------------------------------------------
     def connect(self, dbname: str) -> psycopg.Connection:
@@ -120,12 +128,25 @@ class PostgresBackend(Backend):
                 time.sleep(0.2 * (attempt + 1))
         raise AssertionError("unreachable")
 
+    def _alive(self, conn: psycopg.Connection) -> bool:
+        """Whether a pooled idle connection still reaches the server (a restart kills them silently)."""
+        if conn.closed:
+            return False
+        try:
+            conn.execute("SELECT 1")
+            return True
+        except psycopg.Error:
+            conn.close()
+            with self._pool:
+                self.reconnected += 1
+            return False
+
     @contextlib.contextmanager
     def _admin(self) -> Iterator[psycopg.Connection]:
         """An autocommit connection to the maintenance database, from a small pool (CREATE DATABASE runs in parallel)."""
         with self._admin_pool_lock:
             conn = self._admins.pop() if self._admins else None
-        if conn is None or conn.closed:
+        if conn is None or not self._alive(conn):
             conn = self.connect(conninfo_to_dict(self.dsn).get("dbname") or "postgres")
         try:
             yield conn
@@ -244,8 +265,15 @@ class PostgresBackend(Backend):
                 clone = self._clone(template)
             else:
                 self.reused += 1
+                if not self._alive(clone.conn):  # the server restarted while it was pooled: the database is still clean
+                    clone.conn = self.connect(clone.dbname)
             clone.conn.execute("BEGIN")
         except BaseException:
+            if clone is not None:
+                try:
+                    self._drop(clone)
+                except psycopg.Error:
+                    pass  # remembered as an orphan by _drop
             with self._pool:
                 self.in_use -= 1
                 self._clones -= 1
@@ -256,7 +284,7 @@ class PostgresBackend(Backend):
         return sandbox
 
     def _clone(self, template: Template) -> _Clone:
-        dbname = f"{sandbox_prefix()}{self._instance}_{next(self._counter)}"
+        dbname = f"{self.sandbox_prefix}{next(self._counter)}"
         self._admin_execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(dbname), sql.Identifier(template.handle)))
         self.cloned += 1
         conn = self.connect(dbname)
@@ -288,25 +316,61 @@ class PostgresBackend(Backend):
                 self._pool.notify_all()
 
     def _drop(self, clone: _Clone) -> None:
+        """Close the clone's connection and drop its database; if the server is unreachable, remember it for `drain`."""
+        clone.conn.close()
+        self._drop_database(clone.dbname)
+
+    def _drop_database(self, dbname: str) -> None:
         try:
-            clone.conn.close()
-        finally:
-            self._admin_execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(clone.dbname)))
+            self._admin_execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname)))
+        except psycopg.OperationalError:
+            with self._pool:
+                self._orphans.add(dbname)
+            raise
+        with self._pool:
+            self._orphans.discard(dbname)
 
     def drain(self) -> int:
-        """Drop every idle pooled clone (sandboxes in use are untouched); returns how many were dropped."""
+        """Drop every idle pooled clone and every orphaned one (sandboxes in use are untouched); returns how many were dropped.
+
+        Databases that cannot be dropped now (the server is down) stay in `orphans` for the next call.
+        """
         with self._pool:
             idle = list(self._idle.values())
             self._idle.clear()
             self._clones -= len(idle)
+            orphans = sorted(self._orphans)
             self._pool.notify_all()
+        dropped = 0
         for clone in idle:
-            self._drop(clone)
-        return len(idle)
+            try:
+                self._drop(clone)
+                dropped += 1
+            except psycopg.OperationalError:  # server unreachable: kept as an orphan for the next drain
+                pass
+        for dbname in orphans:
+            try:
+                self._drop_database(dbname)
+                dropped += 1
+            except psycopg.OperationalError:
+                pass
+        return dropped
+
+    @property
+    def orphans(self) -> list[str]:
+        """Clone databases released while the server was unreachable, not dropped yet."""
+        with self._pool:
+            return sorted(self._orphans)
+
+    @property
+    def sandbox_prefix(self) -> str:
+        """The name prefix of this backend's sandbox databases: `gs_sb_<host tag>_<pid>_<instance>_`."""
+        return f"{process_sandbox_prefix()}{self._instance}_"
 
     def sandbox_databases(self) -> list[str]:
-        """Sandbox databases of this process that still exist (0 after every sandbox is closed)."""
-        rows = self._admin_execute("SELECT datname FROM pg_database WHERE datname LIKE %s", (sandbox_prefix().replace("_", "\\_") + "%",))
+        """This backend's sandbox databases that still exist (none after every sandbox is closed and the pool drained)."""
+        pattern = self.sandbox_prefix.replace("_", "\\_") + "%"
+        rows = self._admin_execute("SELECT datname FROM pg_database WHERE datname LIKE %s", (pattern,))
         return [r[0] for r in rows]
 
     def cleanup_stale(self) -> list[str]:
@@ -356,7 +420,7 @@ def _host_tag() -> str:
     return f"h{zlib.crc32(os.uname().nodename.encode()):08x}"
 
 
-def sandbox_prefix() -> str:
+def process_sandbox_prefix() -> str:
     """The name prefix of this process's sandbox databases: `gs_sb_<host>_<pid>_`."""
     return f"gs_sb_{_host_tag()}_{os.getpid()}_"
 

@@ -36,10 +36,14 @@ def load_rows(conn: sqlite3.Connection, rows: dict[str, list[dict[str, Any]]]) -
 
 
 class SqliteSandbox(Sandbox):
+    backend: "SqliteBackend | None" = None
+
     def close(self) -> None:
         if not self.closed:
             self.closed = True
             self.connection.raw.close()
+            if self.backend is not None:
+                self.backend._released()
 
 
 class SqliteBackend(Backend):
@@ -50,6 +54,7 @@ class SqliteBackend(Backend):
         self._bases: dict[str, bytes] = {}
         self._templates: dict[str, Template] = {}
         self._lock = threading.Lock()
+        self.in_use = 0  # sandboxes open now: 0 once every attempt has closed its own (leaks show up here)
 
     def _base(self, domain: "Domain") -> bytes:
         key = f"{domain.name}:{domain.content_hash}"
@@ -90,4 +95,12 @@ class SqliteBackend(Backend):
         conn = _connect()
         conn.deserialize(template.handle)
         conn.execute("PRAGMA foreign_keys = ON")
-        return SqliteSandbox(template, Db(conn, template.domain.config.today))
+        sandbox = SqliteSandbox(template, Db(conn, template.domain.config.today))
+        sandbox.backend = self
+        with self._lock:
+            self.in_use += 1
+        return sandbox
+
+    def _released(self) -> None:
+        with self._lock:
+            self.in_use -= 1
