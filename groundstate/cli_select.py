@@ -47,13 +47,16 @@ def probe_command(
     max_turns: Optional[int] = typer.Option(None, help="Override the tasks' agent-turn limit."),
     backend: str = typer.Option("sqlite", "--backend", help="sqlite (embedded default) or postgres."),
     pg_dsn: Optional[str] = typer.Option(None, "--pg-dsn", help="PostgreSQL DSN (default: $GROUNDSTATE_PG_DSN or postgresql://postgres@127.0.0.1:5432/postgres)."),
+    attempt_timeout: Optional[float] = typer.Option(None, "--attempt-timeout", min=0.001, help="Wall-clock seconds per attempt; the agent running out ends it with finish reason timeout (graded), a hung tool is a system error."),
+    max_result_chars: Optional[int] = typer.Option(None, "--max-result-chars", min=1, help="Characters of a tool result shown to the agent (the rest is cut with a visible marker; the trajectory keeps all)."),
+    max_attempt_tokens: Optional[int] = typer.Option(None, "--max-attempt-tokens", min=1, help="Agent tokens (input + output) per attempt; crossing it ends the attempt with finish reason max_tokens."),
     ray_address: Optional[str] = typer.Option(None, "--ray", help="Run attempts on Ray actors: local (a private instance), auto (the running cluster), HOST:PORT or ray://HOST:10001."),
     ray_cpus: Optional[int] = typer.Option(None, "--ray-cpus", min=1, help="With --ray: number of actors (and CPUs of a local instance)."),
     tb_servers: Optional[Path] = typer.Option(None, "--tb-servers", help="ThinkingBox servers.yaml: how to start the MCP servers of thinkingbox: tasks."),
     tb_no_sources: bool = typer.Option(False, "--tb-no-sources", help="ThinkingBox tasks: drop the init configuration's knowledge-base `sources` (no Typesense needed)."),
 ) -> None:
     """Probe candidate tasks: N attempts each with the policy to be trained, for `groundstate select` (resumable like any run)."""
-    from groundstate.results import read_records
+    from groundstate.results import ResultsWriteError, read_records
     from groundstate.runner import RunConfig
     from groundstate.runner import run as run_tasks
     from groundstate.selectors import select_tasks
@@ -69,7 +72,8 @@ def probe_command(
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
     sampling = {k: v for k, v in {"temperature": temperature, "top_p": top_p, "top_k": top_k, "max_tokens": max_tokens}.items() if v is not None}
-    cfg = RunConfig(agent=agent, user=user, judge=judge, k=n, concurrency=concurrency, seed=seed, sampling=sampling, max_turns=max_turns)
+    cfg = RunConfig(agent=agent, user=user, judge=judge, k=n, concurrency=concurrency, seed=seed, sampling=sampling, max_turns=max_turns,
+                    attempt_timeout=attempt_timeout, max_result_chars=max_result_chars, max_attempt_tokens=max_attempt_tokens)
     path = out_path or Path("runs") / f"probe_{_slug(agent)}_{_slug(tasks)}_n{n}" / "probes.jsonl"
     if ray_address and any(p.strip().startswith("thinkingbox:") for p in tasks.split(",")):
         console.print("[red]error:[/red] --ray does not run ThinkingBox tasks (its actors reload domains by name); run them locally with --concurrency")
@@ -105,6 +109,10 @@ def probe_command(
                                   repair=repair, on_result=on_result, num_cpus=ray_cpus)
             else:
                 summary = run_tasks(pairs, cfg, be, path, repair=repair, on_result=on_result)
+    except ResultsWriteError as e:  # disk full, read-only file or folder: stop, keeping every record already written
+        console.print(f"[red]error:[/red] {e}\nthe probe stopped; every record written before the error is intact. "
+                      "Free space or fix permissions, then re-run the same command to finish it.")
+        raise typer.Exit(3) from None
     finally:
         be.close()
     out.print(f"{summary.ran} attempts run ({summary.skipped} already done) on {len(pairs)} tasks × n={n} in {summary.seconds:.1f} s: "

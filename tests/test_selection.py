@@ -384,3 +384,17 @@ def test_end_to_end_probe_then_select_library_and_cli(tmp_path):
 
     bad = runner.invoke(app, ["select", str(probes), "--out-dir", str(tmp_path / "bad"), "--band-edges", "0.5,0.4,0.6,0.9"])
     assert bad.exit_code == 2 and "band edges" in bad.stderr
+
+
+def test_probe_takes_the_runs_attempt_limits(tmp_path):
+    """Probes run under the same limits as the evaluation they stand in for (`run`'s --max-result-chars etc.)."""
+    path = tmp_path / "probes.jsonl"
+    r = CliRunner().invoke(_app(), ["probe", "--agent", "scripted:gold", "--tasks", SHOP, "--n", "1", "--out", str(path),
+                                    "--max-result-chars", "5", "--attempt-timeout", "120"])
+    assert r.exit_code == 0, r.output
+    records = read_records(path)
+    assert records and all(x["reward"] == 1 for x in records)  # the state is graded, whatever the agent was shown
+    calls = [c for x in records for c in x["trajectory"]["tool_calls"]]
+    assert any(c.get("truncated") for c in calls)
+    shown = [m["content"] for x in records for m in x["trajectory"]["messages"] if m["role"] == "tool"]
+    assert any("[truncated: showing 5 of" in s for s in shown)
