@@ -367,7 +367,7 @@ def test_rubric_task_is_unjudged_without_a_judge_and_judged_with_one(tb):
             from types import SimpleNamespace
 
             self.asked.append(kw["messages"][-1]["content"])
-            msg = SimpleNamespace(content=self.answer, reasoning_content=None)
+            msg = SimpleNamespace(content=self.answer, tool_calls=None, reasoning_content=None)  # as the OpenAI client shapes a message
             return SimpleNamespace(choices=[SimpleNamespace(message=msg, finish_reason="stop")], usage=None)
 
     from groundstate.thinkingbox.grading import grade_case
