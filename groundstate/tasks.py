@@ -369,8 +369,16 @@ def _patch_value_problem(declared: str, value: Any) -> str | None:
 
 @functools.lru_cache(maxsize=32)
 def _schema_connection(schema_sql: str) -> sqlite3.Connection:
+    """An empty database with the domain's schema, for introspection and for compiling task checks.
+
+    It carries the sandboxes' authorizer, so a check that would attach files, set pragmas, change the
+    schema or load an extension does not even compile: it is a load error, not a grading-time surprise.
+    """
+    from groundstate.state.sqlite import sandbox_authorizer
+
     conn = sqlite3.connect(":memory:", check_same_thread=False)
     conn.executescript(schema_sql)
+    conn.set_authorizer(sandbox_authorizer)
     return conn
 
 

@@ -35,6 +35,10 @@ _DDL = {
     sqlite3.SQLITE_DROP_TEMP_TRIGGER, sqlite3.SQLITE_DROP_TEMP_VIEW, sqlite3.SQLITE_DROP_TRIGGER, sqlite3.SQLITE_DROP_VIEW,
     sqlite3.SQLITE_ALTER_TABLE, sqlite3.SQLITE_CREATE_VTABLE, sqlite3.SQLITE_DROP_VTABLE,
 }
+_READ_PRAGMAS = {  # pragmas whose argument names what to read, not a new setting
+    "table_info", "table_xinfo", "index_list", "index_info", "index_xinfo", "foreign_key_list", "foreign_key_check",
+    "integrity_check", "quick_check",
+}
 _DENIED_FUNCTIONS = {"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"}
 
 
@@ -42,8 +46,8 @@ def sandbox_authorizer(action: int, arg1: str | None, arg2: str | None, _db: str
     """SQLite authorizer of sandbox connections: rows yes; files, settings, schema and extensions no."""
     if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH) or action in _DDL:
         return sqlite3.SQLITE_DENY
-    if action == sqlite3.SQLITE_PRAGMA and arg2 is not None:  # reading a pragma is harmless; setting one is not
-        return sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_PRAGMA and arg2 is not None and (arg1 or "").lower() not in _READ_PRAGMAS:
+        return sqlite3.SQLITE_DENY  # reading a pragma is harmless; setting one is not
     if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in _DENIED_FUNCTIONS:
         return sqlite3.SQLITE_DENY
     return sqlite3.SQLITE_OK
