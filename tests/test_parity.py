@@ -123,6 +123,7 @@ def test_every_trajectory_of_the_suite_gets_the_same_verdict_on_both_backends(do
     assert compared >= 3 * len(tasks)  # gold, no-op and at least one mutant per task, on average
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("domain_name", ["kiosk"])
 def test_lint_on_templates_and_clones_agrees_across_backends(domain_name, pg_backend):
     """The production path on PostgreSQL (a template database per task, pooled clones) through `tasks lint`."""
