@@ -108,7 +108,7 @@ def _pydantic_error(path: Path, e: pydantic.ValidationError, task_id: str | None
 
 
 # Limits of every YAML/JSON file groundstate reads (task files, domain.yaml, selection and price files).
-# The largest bundled task file is 0.3 MB and ~60,000 nodes: the limits leave room and stop hostile files.
+# The largest bundled task file is 0.3 MB and 17,500 nodes: the limits leave room and stop hostile files.
 MAX_FILE_BYTES = 32 * 2**20
 MAX_YAML_NODES = 2_000_000  # nodes after expanding aliases: a "billion laughs" file is refused, not expanded
 MAX_NESTING = 64
