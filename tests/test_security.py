@@ -158,8 +158,9 @@ def test_postgres_sandbox_runs_as_an_unprivileged_role(shop, pg_backend, sql):
 
 
 def test_sandbox_role_has_no_privileges(pg_backend, shop):
-    with pg_backend.open(pg_backend.prepare(shop, {})):  # the first clone creates the role
-        pass
+    with pg_backend.open(pg_backend.prepare(shop, {})) as sandbox:  # the first clone creates the role
+        with pg_backend.connect(sandbox.dbname) as again:  # a reconnection (say, after a server restart) too
+            assert again.execute("SELECT current_user").fetchone()[0] == SANDBOX_ROLE
     with psycopg.connect(pg_backend.dsn) as conn:
         row = conn.execute("SELECT rolsuper, rolcreatedb, rolcreaterole, rolcanlogin, rolbypassrls FROM pg_roles WHERE rolname = %s",
                            (SANDBOX_ROLE,)).fetchone()

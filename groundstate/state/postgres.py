@@ -53,6 +53,7 @@ def portable_to_postgres(schema_sql: str) -> str:
 
 _INSTANCES = itertools.count()
 
+SANDBOX_PREFIX = "gs_sb_"  # sandbox (clone) databases are named gs_sb_<pid>_<instance>_<n>
 SANDBOX_ROLE = "groundstate_sandbox"
 _CREATE_SANDBOX_ROLE = f"""DO $$ BEGIN
   CREATE ROLE {SANDBOX_ROLE} NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT NOBYPASSRLS;
@@ -130,16 +131,27 @@ class PostgresBackend(Backend):
 
     # -- connections ---------------------------------------------------------------------------
     def connect(self, dbname: str) -> psycopg.Connection:
-        """An autocommit connection; when the server is out of connection slots, idle clones are released and it retries."""
+        """An autocommit connection; when the server is out of connection slots, idle clones are released and it retries.
+
+        Connections to sandbox databases act as `SANDBOX_ROLE` (see `restrict_to_rows`).
+        """
         for attempt in range(5):
             try:
-                return psycopg.connect(make_conninfo(self.dsn, dbname=dbname), autocommit=True)
+                conn = psycopg.connect(make_conninfo(self.dsn, dbname=dbname), autocommit=True)
+                break
             except psycopg.OperationalError as e:
                 if "too many clients" not in str(e) or attempt == 4:
                     raise
                 self.drain()
                 time.sleep(0.2 * (attempt + 1))
-        raise AssertionError("unreachable")
+        if dbname.startswith(SANDBOX_PREFIX):
+            try:
+                if self._superuser(conn):
+                    restrict_to_rows(conn)  # every connection to a sandbox, however (re)opened, runs unprivileged
+            except BaseException:
+                conn.close()
+                raise
+        return conn
 
     @contextlib.contextmanager
     def _admin(self) -> Iterator[psycopg.Connection]:
@@ -281,8 +293,6 @@ class PostgresBackend(Backend):
         self._admin_execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(dbname), sql.Identifier(template.handle)))
         self.cloned += 1
         conn = self.connect(dbname)
-        if self._superuser(conn):
-            restrict_to_rows(conn)
         seqs = {name: value for name, value in conn.execute(
             "SELECT schemaname || '.' || sequencename, last_value FROM pg_sequences WHERE schemaname = 'public'").fetchall()}
         return _Clone(dbname, conn, template.key, seqs)
