@@ -442,3 +442,29 @@ def test_fuzzing_agent_episodes_end_normally(domain_name):
             assert _sqlite_schema(sandbox.connection.raw) == baseline
 
     run()
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"email": "a\x00b"}, "email: text may not contain NUL characters"),
+    ({"email": "x\ud800"}, "email: text is not valid Unicode"),
+    ({"email": "x" * 10_001}, "email: text is longer than 10,000 characters"),
+    ('{"email": "\\ud800"}', "email: text is not valid Unicode"),
+    ({"email": "a@b.c", "x\ud800": 1}, "field name"),
+])
+def test_arguments_only_one_backend_would_accept_are_refused(args, message):
+    """What the fuzzer found splitting the backends is an error result the agent reads, on both."""
+    domain, backend = load_domain("kiosk"), SqliteBackend()
+    with backend.open(backend.prepare(domain, {})) as sandbox:
+        r = domain.tools.call(sandbox.connection, "find_member", args)
+        assert not r.ok and message in r.content, r.content
+        r.content.encode("utf-8")
+
+
+@pytest.mark.parametrize("amount", [float("nan"), float("inf"), "nan", "-Infinity"])
+def test_non_finite_numbers_are_refused(amount):
+    """SQLite would store NaN as NULL and PostgreSQL as NaN: a float argument must be finite, as text too."""
+    domain, backend = load_domain("retail"), SqliteBackend()
+    with backend.open(backend.prepare(domain, {})) as sandbox:
+        r = domain.tools.call(sandbox.connection, "issue_refund", {"payment_id": 1, "amount": amount, "reason": "damaged_item"})
+        assert not r.ok and "invalid arguments for issue_refund: amount" in r.content, r.content
+        assert len(sandbox.changes()) == 0

@@ -3,7 +3,9 @@
 A domain's tool is a function whose first parameter is the sandbox `Db`; the rest of the signature
 becomes the JSON schema (through pydantic), the docstring the description. `@tool(write=True)`
 marks tools that change state. Calls are validated, run atomically, and every failure comes back
-to the agent as an error result: the episode goes on.
+to the agent as an error result: the episode goes on. Arguments that the two backends would treat
+differently (text with NUL or lone surrogates or over `MAX_TEXT_CHARS`, NaN and infinities) are refused
+up front, so a call has the same outcome on SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
