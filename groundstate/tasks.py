@@ -183,6 +183,7 @@ def read_data_file(path: Path | str) -> Any:
         except RecursionError:
             raise TaskFileError(path, "not valid JSON: nested too deeply") from None
     loader = _BoundedLoader(text)
+    loader.name = str(path)  # error marks name the file, not "<unicode string>"
     try:
         return loader.get_single_data()
     except yaml.YAMLError as e:

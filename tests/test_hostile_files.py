@@ -276,6 +276,14 @@ def test_cli_reports_a_hostile_selection_file_and_runs_nothing(tmp_path):
     assert not out.exists()
 
 
+def test_train_reports_a_hostile_train_yaml_and_trains_nothing(tmp_path):
+    path = _write(tmp_path / "train.yaml", f"- kiosk-001\n- !!python/object/apply:os.system ['touch {tmp_path / 'executed'}']\n")
+    out = tmp_path / "train_out"
+    r = CliRunner().invoke(app, ["train", "--model", str(tmp_path / "no-model"), "--train", str(path), "--out", str(out)])
+    assert r.exit_code == 2 and "not valid YAML" in " ".join(r.output.split())
+    assert not out.exists() and not (tmp_path / "executed").exists()
+
+
 @pytest.mark.parametrize("text, field, message", [
     ("gpt-x: 3\n", "gpt-x", "must map"),
     ("gpt-x: {input: -1}\n", "gpt-x.input", "non-negative"),
