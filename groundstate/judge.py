@@ -42,16 +42,30 @@ Answer the question about the reply with exactly one word: yes or no."""
 
 RETRY_NUDGE = "Your answer must begin with exactly one word, yes or no. Answer again."
 
-_ANGLES = re.compile(r"<{3,}|>{3,}")
+# Characters a reader may take for an angle bracket (ASCII, fullwidth, small, angle quotes, ...) and the
+# invisible ones that could be slipped between them; a run of three angle-likes, spaces and invisibles
+# allowed in between, is a fence look-alike and is escaped.
+_ANGLE_LIKE = "<>\uff1c\uff1e\ufe64\ufe65\u2039\u203a\u00ab\u00bb\u2329\u232a\u3008\u3009\u27e8\u27e9\u276e\u276f\u02c2\u02c3\u1438\u1433"
+_INVISIBLE = "\u200b\u200c\u200d\u200e\u200f\u2060\ufeff\u00ad"
+_ANGLE, _GAP = f"[{_ANGLE_LIKE}]", f"[ \t{_INVISIBLE}]*"
+_ANGLES = re.compile(f"{_ANGLE}(?:{_GAP}{_ANGLE}){{2,}}")
+_ENTITY = {"<": "&lt;", ">": "&gt;"}
 
 
 class JudgeError(RuntimeError):
     """The judge gave no usable yes/no answer (after re-asking)."""
 
 
+def _escape_run(run: str) -> str:
+    return "".join(
+        _ENTITY.get(c) or f"&#x{ord(c):x};" if c in _ANGLE_LIKE else ("" if c in _INVISIBLE else c) for c in run
+    )
+
+
 def neutralise(reply: str) -> str:
-    """The reply with every run of 3+ `<` or `>` HTML-escaped, so neither fence string can occur in it."""
-    return _ANGLES.sub(lambda m: m.group(0).replace("<", "&lt;").replace(">", "&gt;"), reply)
+    """The reply with every run of 3+ angle brackets or look-alikes HTML-escaped (invisible characters in the
+    run dropped), so neither fence string, nor anything that reads like one, can occur in it."""
+    return _ANGLES.sub(lambda m: _escape_run(m.group(0)), reply)
 
 
 def render_prompt(rubric: str, reply: str | None) -> list[dict[str, str]]:

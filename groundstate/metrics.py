@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
-import yaml
 from scipy import stats
 
 from groundstate.episode import FINISH_REASONS
@@ -124,10 +123,26 @@ def coverage(records: list[Record], k: int | None = None) -> Coverage:
 
 
 def load_prices(path: Path | None = None) -> dict[str, dict[str, float]]:
-    """Model → USD per million tokens (`input`, `cached_input`, `output`); an override file extends the bundled table."""
-    prices = yaml.safe_load(DEFAULT_PRICES.read_text()) or {}
-    if path is not None:
-        prices.update(yaml.safe_load(Path(path).read_text()) or {})
+    """Model → USD per million tokens (`input`, `cached_input`, `output`); an override file extends the bundled table.
+
+    A malformed file fails naming the file and the field (a wrong price would silently skew every cost figure).
+    """
+    from groundstate.tasks import TaskFileError, read_data_file
+
+    prices: dict[str, dict[str, float]] = {}
+    for f in [DEFAULT_PRICES] + ([Path(path)] if path is not None else []):
+        table = read_data_file(f) or {}
+        if not isinstance(table, dict):
+            raise TaskFileError(f, "must map model names to prices")
+        for model, p in table.items():
+            if not isinstance(p, dict):
+                raise TaskFileError(f, "must map input/cached_input/output to USD per million tokens", field=str(model))
+            for key, usd in p.items():
+                if key not in ("input", "cached_input", "output"):
+                    raise TaskFileError(f, f"unknown price {key!r}: use input, cached_input or output", field=f"{model}.{key}")
+                if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not math.isfinite(usd) or usd < 0:
+                    raise TaskFileError(f, f"a price must be a non-negative number, got {usd!r:.60}", field=f"{model}.{key}")
+            prices[str(model)] = {k: float(v) for k, v in p.items()}
     return prices
 
 

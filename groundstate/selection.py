@@ -590,13 +590,15 @@ def file_sha256(path: Path | str) -> str:
 
 
 def read_id_list(path: Path | str) -> list[str]:
-    """A YAML (or JSON) list of task ids, or a mapping with a `tasks` / `task_ids` list."""
+    """A YAML (or JSON) list of task ids, or a mapping with a `tasks` / `task_ids` list (read within the file limits)."""
+    from groundstate.tasks import TaskFileError, read_data_file
+
     path = Path(path)
-    ids = yaml.safe_load(path.read_text(encoding="utf-8"))
+    ids = read_data_file(path)
     if isinstance(ids, dict):
         ids = ids.get("tasks", ids.get("task_ids"))
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-        raise ValueError(f"{path}: an exclude list must be a YAML list of task ids")
+        raise TaskFileError(path, "an exclude list must be a YAML list of task ids", field="tasks")
     return ids
 
 

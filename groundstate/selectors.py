@@ -10,9 +10,7 @@ from __future__ import annotations
 import fnmatch
 from pathlib import Path
 
-import yaml
-
-from groundstate.tasks import Domain, Task, TaskFileError, bundled_domains, iter_tasks, load_domain
+from groundstate.tasks import Domain, Task, TaskFileError, bundled_domains, iter_tasks, load_domain, read_data_file
 
 
 def select_tasks(selector: str, domains: list[str] | None = None, *, tb_servers: Path | str | None = None,
@@ -60,7 +58,7 @@ def _resolve(part: str, universe) -> list[tuple[Task, Domain]]:
         d = load_domain(part)
         return [(t, d) for t in d.tasks]
     if path.suffix in (".yaml", ".yml", ".json") and path.exists():
-        ids = yaml.safe_load(path.read_text(encoding="utf-8"))
+        ids = read_data_file(path)
         if isinstance(ids, dict):
             ids = ids.get("tasks", ids.get("task_ids"))
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):

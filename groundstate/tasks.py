@@ -12,6 +12,7 @@ import functools
 import hashlib
 import importlib.util
 import json
+import math
 import random
 import sqlite3
 import sys
@@ -106,13 +107,91 @@ def _pydantic_error(path: Path, e: pydantic.ValidationError, task_id: str | None
     return TaskFileError(path, f"{err['msg']}{more}", task_id, field or None)
 
 
-def _load_yaml(path: Path) -> Any:
+# Limits of every YAML/JSON file groundstate reads (task files, domain.yaml, selection and price files).
+# The largest bundled task file is 0.3 MB and 17,500 nodes: the limits leave room and stop hostile files.
+MAX_FILE_BYTES = 32 * 2**20
+MAX_YAML_NODES = 2_000_000  # nodes after expanding aliases: a "billion laughs" file is refused, not expanded
+MAX_NESTING = 64
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader (plain data, no python/* tags) with bounded nesting and alias expansion.
+
+    Aliases are shared references when loaded, but every consumer (pydantic, JSON, hashing) walks them
+    expanded; a few lines of anchors can stand for 10**9 nodes. The composed node graph is measured,
+    expanded, before anything is constructed; an alias to a node that contains it is refused too.
+    """
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        try:
+            if self._depth > MAX_NESTING:
+                mark = self.peek_event().start_mark
+                raise yaml.YAMLError(f"nested deeper than {MAX_NESTING} levels (line {mark.line + 1})")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def get_single_node(self) -> Any:
+        node = super().get_single_node()
+        if node is not None:
+            _expanded_size(node, {}, set())
+        return node
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_: set[int]) -> int:
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in open_:
+        raise yaml.YAMLError(f"an alias refers to a node that contains it (line {node.start_mark.line + 1})")
+    open_.add(key)
+    size = 1
+    if isinstance(node, yaml.SequenceNode):
+        size += sum(_expanded_size(child, sizes, open_) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size += sum(_expanded_size(k, sizes, open_) + _expanded_size(v, sizes, open_) for k, v in node.value)
+    open_.discard(key)
+    if size > MAX_YAML_NODES:
+        raise yaml.YAMLError(f"expands to more than {MAX_YAML_NODES:,} nodes (aliases included)")
+    sizes[key] = size
+    return size
+
+
+def read_data_file(path: Path | str) -> Any:
+    """Parse a YAML or JSON file within the limits above; a bad file raises `TaskFileError` naming it.
+
+    YAML is read with the safe loader only: tags such as `!!python/object/apply` are errors, never calls.
+    """
+    path = Path(path)
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        raise TaskFileError(path, f"not valid YAML: {e}") from None
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise TaskFileError(path, f"is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}")
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise TaskFileError(path, f"cannot be read: {e}") from None
+    if path.suffix == ".json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as e:
+            raise TaskFileError(path, f"not valid JSON: {e}") from None
+        except RecursionError:
+            raise TaskFileError(path, "not valid JSON: nested too deeply") from None
+    loader = _BoundedLoader(text)
+    loader.name = str(path)  # error marks name the file, not "<unicode string>"
+    try:
+        return loader.get_single_data()
+    except yaml.YAMLError as e:
+        raise TaskFileError(path, f"not valid YAML: {e}") from None
+    except RecursionError:
+        raise TaskFileError(path, f"not valid YAML: nested deeper than {MAX_NESTING} levels") from None
+    finally:
+        loader.dispose()
 
 
 def _import_file(path: Path, name: str) -> Any:
@@ -131,7 +210,7 @@ class Domain:
     def __init__(self, path: Path):
         self.path = Path(path)
         cfg_path = self.path / "domain.yaml"
-        raw = _load_yaml(cfg_path)
+        raw = read_data_file(cfg_path)
         if not isinstance(raw, dict):
             raise TaskFileError(cfg_path, "must be a mapping")
         try:
@@ -144,6 +223,10 @@ class Domain:
         self.tools = Toolset.from_module(_import_file(self.path / "tools.py", f"groundstate_domain_{self.name}_tools"))
         self._seed_module = _import_file(self.path / "seed.py", f"groundstate_domain_{self.name}_seed")
         self.columns, self.primary_keys = _introspect_schema(self.schema_sql, self.path / "schema.sql")
+        self.column_types = {  # declared type of every column, upper case ("INTEGER", "REAL", "TEXT", ...)
+            t: {r[1]: (r[2] or "").upper() for r in _schema_connection(self.schema_sql).execute(f"PRAGMA table_info({t})")}
+            for t in self.columns
+        }
         for kind in ("volatile", "free_text", "json_columns"):
             for table, cols in getattr(self.config, kind).items():
                 for c in cols:
@@ -196,13 +279,7 @@ class Domain:
     def load_task_file(self, path: Path) -> list[Task]:
         """Load and validate one YAML or JSON file holding `tasks: [...]` (or a bare list)."""
         path = Path(path)
-        if path.suffix == ".json":
-            try:
-                raw = json.loads(path.read_text(encoding="utf-8"))
-            except (json.JSONDecodeError, UnicodeDecodeError, OSError) as e:
-                raise TaskFileError(path, f"not valid JSON: {e}") from None
-        else:
-            raw = _load_yaml(path)
+        raw = read_data_file(path)
         if isinstance(raw, dict) and "tasks" in raw:
             raw = raw["tasks"]
         if not isinstance(raw, list):
@@ -220,6 +297,9 @@ class Domain:
             raise _pydantic_error(path, e, task_id) from None
         if task.domain != self.name:
             raise TaskFileError(path, f"belongs to domain {task.domain!r}, found in {self.name!r}", task_id, "domain")
+        n_rows = sum(len(rows) for rows in task.patch.values())
+        if n_rows > MAX_PATCH_ROWS:
+            raise TaskFileError(path, f"the patch has {n_rows:,} rows; the limit is {MAX_PATCH_ROWS:,}", task_id, "patch")
         for table, rows in task.patch.items():
             if table not in self.columns:
                 raise TaskFileError(path, f"unknown table {table!r}", task_id, f"patch.{table}")
@@ -227,6 +307,9 @@ class Domain:
                 for col in row:
                     if col not in self.columns[table]:
                         raise TaskFileError(path, f"unknown column {table}.{col}", task_id, f"patch.{table}[{j}].{col}")
+                    problem = _patch_value_problem(self.column_types[table][col], row[col])
+                    if problem:
+                        raise TaskFileError(path, f"{table}.{col}: {problem}", task_id, f"patch.{table}[{j}].{col}")
                 missing = [k for k in self.primary_keys[table] if k not in row]
                 if missing:
                     raise TaskFileError(path, f"patch row lacks primary key {missing}", task_id, f"patch.{table}[{j}]")
@@ -253,10 +336,50 @@ class Domain:
         raise KeyError(f"no task {task_id!r} in domain {self.name!r}")
 
 
+MAX_PATCH_ROWS = 5_000  # rows one task's patch may upsert (the bundled tasks use at most 17)
+_INT32 = (-(2**31), 2**31 - 1)  # a portable INTEGER column is PostgreSQL's 4-byte integer
+
+
+def _patch_value_problem(declared: str, value: Any) -> str | None:
+    """Why `value` cannot be stored alike in a column of this declared type on every backend, or None.
+
+    SQLite stores almost anything anywhere (type affinity) where PostgreSQL refuses: a patch that only
+    one backend accepts would make the same task a system error on the other, so it is a load error.
+    """
+    if value is None:
+        return None
+    if isinstance(value, (dict, list)) or not isinstance(value, (str, int, float)):
+        return f"a patch value must be a single text, number or null, got {type(value).__name__}"
+    if declared == "INTEGER" and (isinstance(value, bool) or not isinstance(value, int)):
+        return f"expected an integer, got {value!r:.60}"
+    if declared == "INTEGER" and not _INT32[0] <= value <= _INT32[1]:
+        return f"{value} does not fit a 4-byte INTEGER (PostgreSQL's INTEGER)"
+    if declared == "REAL" and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)):
+        return f"expected a finite number, got {value!r:.60}"
+    if declared == "TEXT" and not isinstance(value, str):
+        return f"expected text, got {value!r:.60}"
+    if isinstance(value, str):
+        if "\x00" in value:
+            return "text may not contain NUL characters (PostgreSQL refuses them)"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "text is not valid Unicode (lone surrogate)"
+    return None
+
+
 @functools.lru_cache(maxsize=32)
 def _schema_connection(schema_sql: str) -> sqlite3.Connection:
+    """An empty database with the domain's schema, for introspection and for compiling task checks.
+
+    It carries the sandboxes' authorizer, so a check that would attach files, set pragmas, change the
+    schema or load an extension does not even compile: it is a load error, not a grading-time surprise.
+    """
+    from groundstate.state.sqlite import sandbox_authorizer
+
     conn = sqlite3.connect(":memory:", check_same_thread=False)
     conn.executescript(schema_sql)
+    conn.set_authorizer(sandbox_authorizer)
     return conn
 
 

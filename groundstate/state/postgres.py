@@ -59,6 +59,27 @@ def portable_to_postgres(schema_sql: str) -> str:
 
 _INSTANCES = itertools.count()
 
+SANDBOX_PREFIX = "gs_sb_"  # sandbox (clone) databases are named gs_sb_<pid>_<instance>_<n>
+SANDBOX_ROLE = "groundstate_sandbox"
+_CREATE_SANDBOX_ROLE = f"""DO $$ BEGIN
+  CREATE ROLE {SANDBOX_ROLE} NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT NOBYPASSRLS;
+EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+END $$"""
+
+
+def restrict_to_rows(conn: psycopg.Connection) -> None:
+    """Make a sandbox connection act as a role that may read and write the sandbox's rows and nothing else.
+
+    Connected as a superuser, any SQL reaching the sandbox could read server files (`pg_read_file`,
+    `COPY ... FROM`), run programs (`COPY ... TO PROGRAM`), load extensions such as dblink to reach other
+    databases, or change the schema. `groundstate_sandbox` has no such rights: tools and checks only need
+    rows. Call it on a fresh clone connection, outside any transaction (its grants are part of the clone).
+    """
+    conn.execute(sql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(sql.Identifier(SANDBOX_ROLE)))
+    conn.execute(sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {}").format(sql.Identifier(SANDBOX_ROLE)))
+    conn.execute(sql.SQL("GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO {}").format(sql.Identifier(SANDBOX_ROLE)))
+    conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(SANDBOX_ROLE)))
+
 
 def _close_at_exit(ref: "weakref.ref[PostgresBackend]") -> None:
     backend = ref()
@@ -114,19 +135,31 @@ class PostgresBackend(Backend):
         self.in_use = 0
         self.reconnected = 0  # pooled connections found dead (a server restart) and replaced
         self._orphans: set[str] = set()  # clone databases whose DROP failed (server down): retried by drain()
+        self._is_superuser: bool | None = None  # decided on the first clone
 
     # -- connections ---------------------------------------------------------------------------
     def connect(self, dbname: str) -> psycopg.Connection:
-        """An autocommit connection; when the server is out of connection slots, idle clones are released and it retries."""
+        """An autocommit connection; when the server is out of connection slots, idle clones are released and it retries.
+
+        Connections to sandbox databases act as `SANDBOX_ROLE` (see `restrict_to_rows`).
+        """
         for attempt in range(5):
             try:
-                return psycopg.connect(make_conninfo(self.dsn, dbname=dbname), autocommit=True)
+                conn = psycopg.connect(make_conninfo(self.dsn, dbname=dbname), autocommit=True)
+                break
             except psycopg.OperationalError as e:
                 if "too many clients" not in str(e) or attempt == 4:
                     raise
                 self.drain()
                 time.sleep(0.2 * (attempt + 1))
-        raise AssertionError("unreachable")
+        if dbname.startswith(SANDBOX_PREFIX):
+            try:
+                if self._superuser(conn):
+                    restrict_to_rows(conn)  # every connection to a sandbox, however (re)opened, runs unprivileged
+            except BaseException:
+                conn.close()
+                raise
+        return conn
 
     def _alive(self, conn: psycopg.Connection) -> bool:
         """Whether a pooled idle connection still reaches the server (a restart kills them silently)."""
@@ -291,6 +324,14 @@ class PostgresBackend(Backend):
         seqs = {name: value for name, value in conn.execute(
             "SELECT schemaname || '.' || sequencename, last_value FROM pg_sequences WHERE schemaname = 'public'").fetchall()}
         return _Clone(dbname, conn, template.key, seqs)
+
+    def _superuser(self, conn: psycopg.Connection) -> bool:
+        """Whether the DSN's user is a superuser (then sandboxes run as `SANDBOX_ROLE`, created here once)."""
+        if self._is_superuser is None:
+            self._is_superuser = bool(conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()[0])
+            if self._is_superuser:
+                self._admin_execute(_CREATE_SANDBOX_ROLE)
+        return self._is_superuser
 
     def _release(self, clone: _Clone) -> None:
         """Roll the attempt back and return the clone to the pool; discard it if it cannot be proven clean."""

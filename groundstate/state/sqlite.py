@@ -24,6 +24,35 @@ def _connect() -> sqlite3.Connection:
     return conn
 
 
+# What a sandbox connection may never do, whatever SQL reaches it (a tool's, a task check's): open or write
+# other files (ATTACH, which VACUUM INTO also needs), change settings (pragma writes), change the schema, or
+# call functions that load code or touch files. Tools only read and write rows; the template is built
+# before the guard is installed.
+_DDL = {
+    sqlite3.SQLITE_CREATE_INDEX, sqlite3.SQLITE_CREATE_TABLE, sqlite3.SQLITE_CREATE_TEMP_INDEX, sqlite3.SQLITE_CREATE_TEMP_TABLE,
+    sqlite3.SQLITE_CREATE_TEMP_TRIGGER, sqlite3.SQLITE_CREATE_TEMP_VIEW, sqlite3.SQLITE_CREATE_TRIGGER, sqlite3.SQLITE_CREATE_VIEW,
+    sqlite3.SQLITE_DROP_INDEX, sqlite3.SQLITE_DROP_TABLE, sqlite3.SQLITE_DROP_TEMP_INDEX, sqlite3.SQLITE_DROP_TEMP_TABLE,
+    sqlite3.SQLITE_DROP_TEMP_TRIGGER, sqlite3.SQLITE_DROP_TEMP_VIEW, sqlite3.SQLITE_DROP_TRIGGER, sqlite3.SQLITE_DROP_VIEW,
+    sqlite3.SQLITE_ALTER_TABLE, sqlite3.SQLITE_CREATE_VTABLE, sqlite3.SQLITE_DROP_VTABLE,
+}
+_READ_PRAGMAS = {  # pragmas whose argument names what to read, not a new setting
+    "table_info", "table_xinfo", "index_list", "index_info", "index_xinfo", "foreign_key_list", "foreign_key_check",
+    "integrity_check", "quick_check",
+}
+_DENIED_FUNCTIONS = {"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"}
+
+
+def sandbox_authorizer(action: int, arg1: str | None, arg2: str | None, _db: str | None, _trigger: str | None) -> int:
+    """SQLite authorizer of sandbox connections: rows yes; files, settings, schema and extensions no."""
+    if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH) or action in _DDL:
+        return sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_PRAGMA and arg2 is not None and (arg1 or "").lower() not in _READ_PRAGMAS:
+        return sqlite3.SQLITE_DENY  # reading a pragma is harmless; setting one is not
+    if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in _DENIED_FUNCTIONS:
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
+
+
 def load_rows(conn: sqlite3.Connection, rows: dict[str, list[dict[str, Any]]]) -> None:
     for table, table_rows in rows.items():
         if not table_rows:
@@ -95,6 +124,7 @@ class SqliteBackend(Backend):
         conn = _connect()
         conn.deserialize(template.handle)
         conn.execute("PRAGMA foreign_keys = ON")
+        conn.set_authorizer(sandbox_authorizer)
         sandbox = SqliteSandbox(template, Db(conn, template.domain.config.today))
         sandbox.backend = self
         with self._lock:

@@ -3,13 +3,16 @@
 A domain's tool is a function whose first parameter is the sandbox `Db`; the rest of the signature
 becomes the JSON schema (through pydantic), the docstring the description. `@tool(write=True)`
 marks tools that change state. Calls are validated, run atomically, and every failure comes back
-to the agent as an error result: the episode goes on.
+to the agent as an error result: the episode goes on. Arguments that the two backends would treat
+differently (text with NUL or lone surrogates or over `MAX_TEXT_CHARS`, NaN and infinities) are refused
+up front, so a call has the same outcome on SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+import math
 import re
 import types
 import typing
@@ -99,7 +102,7 @@ class ToolSpec:
             fields[name] = (ann, pydantic.Field(default, description=param_docs.get(name)))
             params[name] = ann
         model = pydantic.create_model(
-            f"{fn.__name__}_args", __config__=pydantic.ConfigDict(extra="forbid", strict=False), **fields
+            f"{fn.__name__}_args", __config__=pydantic.ConfigDict(extra="forbid", strict=False, allow_inf_nan=False), **fields
         )
         return cls(fn.__name__, description, fn, model, bool(meta["write"]), params)
 
@@ -123,6 +126,9 @@ class ToolSpec:
                 raise ToolError(f"arguments of {self.name} are not valid JSON: {e.msg}") from None
         if not isinstance(arguments, dict):
             raise ToolError(f"arguments of {self.name} must be a JSON object, got {type(arguments).__name__}")
+        problem = _argument_problem(arguments, "")
+        if problem:
+            raise ToolError(f"invalid arguments for {self.name}: {problem}")
         for name, value in arguments.items():
             # lenient coercion accepts "3" for 3, but true/false are never numbers
             if isinstance(value, bool) and _strip_optional(self.params.get(name)) in (int, float):
@@ -135,6 +141,44 @@ class ToolSpec:
             )
             raise ToolError(f"invalid arguments for {self.name}: {problems}") from None
         return {k: getattr(parsed, k) for k in self.args_model.model_fields}
+
+
+MAX_TEXT_CHARS = 10_000  # longest text argument: SQLite refuses LIKE patterns over 50,000 bytes, PostgreSQL does not
+
+
+def _argument_problem(value: Any, where: str) -> str | None:
+    """Why `value` (walked through lists and objects) would not behave alike on every backend, or None.
+
+    PostgreSQL refuses NUL in text and SQLite keeps it; a lone surrogate cannot be encoded as UTF-8 (nor
+    written to a results file); SQLite stores NaN as NULL and PostgreSQL as NaN; SQLite refuses very long
+    LIKE patterns. Refusing these up front keeps a call's outcome, and so the verdict, the same on both
+    backends, and the agent's error message printable.
+    """
+    if isinstance(value, str):
+        if len(value) > MAX_TEXT_CHARS:
+            return f"{where or '(arguments)'}: text is longer than {MAX_TEXT_CHARS:,} characters ({len(value):,})"
+        if "\x00" in value:
+            return f"{where or '(arguments)'}: text may not contain NUL characters"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"{where or '(arguments)'}: text is not valid Unicode (lone surrogate)"
+    elif isinstance(value, float) and not math.isfinite(value):
+        return f"{where or '(arguments)'}: numbers must be finite, got {value}"
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            key = str(k)
+            if _argument_problem(key, "field name") is not None:
+                return f"{where or '(arguments)'}: field name {key!r} is not valid text"
+            problem = _argument_problem(v, f"{where}.{key}" if where else key)
+            if problem:
+                return problem
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            problem = _argument_problem(v, f"{where}[{i}]")
+            if problem:
+                return problem
+    return None
 
 
 def _strip_optional(annotation: Any) -> Any:
