@@ -45,6 +45,18 @@ def read_records(path: Path | str, repair_tail: bool = False) -> list[Record]:
     return records
 
 
+def dump_line(record: Record) -> str:
+    """One JSONL line. Readable UTF-8 where possible; a record holding text that UTF-8 cannot encode (a lone
+    surrogate, e.g. a model's tool arguments with an escaped `\\ud800`) is written with ASCII escapes instead,
+    which JSON reads back to the same string, rather than losing the record."""
+    line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(record, ensure_ascii=True, default=str) + "\n"
+    return line
+
+
 def iter_records(path: Path | str) -> Iterator[Record]:
     yield from read_records(path)
 
@@ -54,7 +66,7 @@ def rewrite_atomically(path: Path, records: list[Record]) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         for r in records:
-            f.write(json.dumps(r, ensure_ascii=False, default=str) + "\n")
+            f.write(dump_line(r))
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -100,7 +112,7 @@ class ResultsWriter:
             raise self._failed
         if self._fd is None:
             raise ValueError(f"results writer for {self.path} is closed")
-        line = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+        line = dump_line(record).encode("utf-8")
         size = os.fstat(self._fd).st_size
         try:
             self._append(line)

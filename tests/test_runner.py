@@ -123,3 +123,41 @@ def test_sigkill_mid_run_then_resume_loses_and_repeats_nothing(tmp_path):
     by_key = {(r["task_id"], r["attempt"]): r for r in after}
     for r in before:
         assert by_key[(r["task_id"], r["attempt"])] == r  # finished before the kill: kept exactly
+
+
+def test_a_record_with_a_lone_surrogate_is_written_and_read_back(tmp_path, shop):
+    """A model can emit JSON with an escaped lone surrogate ("\\ud800") in tool arguments: the agent gets an error
+    result, and the attempt's record must still be written, whole and readable, by the writer and by a rewrite."""
+    import asyncio
+
+    from groundstate.agents.base import AgentTurn, ToolCallRequest
+    from groundstate.attempt import play
+    from groundstate.grading import grader_for
+    from groundstate.results import ResultsWriter, rewrite_atomically
+    from groundstate.runner import make_record
+
+    bad = "caf\ud800e"
+
+    class Agent:
+        def __init__(self):
+            self.turns = 0
+
+        async def act(self, conversation, tools):
+            self.turns += 1
+            if self.turns == 1:
+                return AgentTurn(tool_calls=[ToolCallRequest("c1", "get_order", {"order_id": bad})])
+            return AgentTurn(text=bad, done=True)
+
+    backend = SqliteBackend()
+    task = shop.task("shop-cancel")
+    out = asyncio.run(play(task, shop, Agent(), None, backend=backend, grader=grader_for(backend)))
+    assert out.verdict.system_error is None and out.trajectory.tool_calls[0]["ok"] is False
+    record = make_record(task, 0, RunConfig(agent="custom", k=1), out.verdict, out.trajectory, out.timings)
+    path = tmp_path / "r.jsonl"
+    writer = ResultsWriter(path)
+    writer.write(record)
+    writer.close()
+    [back] = read_records(path)
+    assert back["trajectory"]["tool_calls"][0]["arguments"]["order_id"] == bad and back["reward"] == 0
+    rewrite_atomically(path, [back, {**back, "attempt": 1}])
+    assert [r["attempt"] for r in read_records(path)] == [0, 1]
