@@ -196,7 +196,8 @@ def test_sandbox_released_when_the_episode_raises(fail_on_call, shop_env, loop_b
     loop = make_loop(tmp_path, model_dir, tok, server, kind, dsn)
     with pytest.raises(EpisodeSystemError, match="rollout server died"):  # a system error is never a 0 reward
         asyncio.run(loop.run(dict(SAMPLING), **row_kwargs(domain, "shop-multi")))
-    assert len(opened) == 1 and closed == opened
+    # every sandbox opened is closed: the attempt's, and the golden replay's when the task's golden state was not cached yet
+    assert 1 <= len(opened) <= 2 and closed == opened
     if kind == "postgres":
         assert backend.in_use == 0
 
@@ -214,7 +215,8 @@ def test_sandbox_released_when_grading_fails(shop_env, loop_backend, tmp_path, m
     loop = make_loop(tmp_path, model_dir, tok, StandInServer(ChatCodec(tok), [c.model_dump() for c in task.gold]), kind, dsn)
     with pytest.raises(EpisodeSystemError, match="grader bug"):
         asyncio.run(loop.run(dict(SAMPLING), **row_kwargs(domain, "shop-cancel")))
-    assert len(opened) == 1 and closed == opened
+    # every sandbox opened is closed: the attempt's, and the golden replay's when the task's golden state was not cached yet
+    assert 1 <= len(opened) <= 2 and closed == opened
 
 
 def test_row_without_task_is_refused(shop_env, tmp_path):
