@@ -145,7 +145,7 @@ def select_command(
     group_by: str = typer.Option("template", "--group-by", help="Keep groups on one side of the split: template, family, domain or none."),
     test_fraction: float = typer.Option(0.2, "--test-fraction", min=0.0, max=1.0, help="Share of each band's tasks held out for validation."),
     seed: int = typer.Option(42, "--seed", help="Seed of the split (a seeded hash; bands do not depend on it)."),
-    domain_path: Optional[list[str]] = typer.Option(None, "--domain-path", help="Extra domain folder whose task definitions to load (repeatable)."),
+    domain_path: Optional[list[str]] = typer.Option(None, "--domain-path", help="Extra domain folder, or thinkingbox:DIR[::LIST], whose task definitions to load for content checks (repeatable)."),
     require_content_check: bool = typer.Option(False, "--require-content-check", help="Exclude probe tasks whose definition cannot be loaded (so cannot be content-checked)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary on stdout."),
 ) -> None:

@@ -602,12 +602,24 @@ def read_id_list(path: Path | str) -> list[str]:
     return ids
 
 
+def _split_domain_paths(domain_paths: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(domain folders, `thinkingbox:DIR[::LIST]` sources) of `--domain-path` values."""
+    tb = [d for d in domain_paths if d.strip().startswith("thinkingbox:")]
+    return [d for d in domain_paths if d not in tb], tb
+
+
 def task_universe(domain_paths: Sequence[str] = ()) -> dict[str, Task]:
-    """Every task of the bundled domains and of the given domain folders (an id found in a folder wins)."""
+    """Every task of the bundled domains and of the given domain folders or `thinkingbox:` datasets (an id found
+    in a given path wins), so that probed tasks can be checked against the benchmark by content, not only by id."""
+    from groundstate.selectors import select_tasks
     from groundstate.tasks import bundled_domains, iter_tasks
 
+    folders, tb = _split_domain_paths(domain_paths)
     out: dict[str, Task] = {}
-    for t, _ in iter_tasks([*domain_paths, *bundled_domains()]):
+    for source in tb:  # hydrated without servers: selection reads definitions, it runs nothing
+        for t, _ in select_tasks(source):
+            out.setdefault(t.id, t)
+    for t, _ in iter_tasks([*folders, *bundled_domains()]):
         out.setdefault(t.id, t)
     return out
 
@@ -619,7 +631,8 @@ def build_exclude_set(selectors: Sequence[str] = (), id_lists: Sequence[Path | s
     from groundstate.tasks import bundled_domains
 
     ex = ExcludeSet()
-    domains = [*domain_paths, *bundled_domains()] if domain_paths else None
+    folders, _ = _split_domain_paths(domain_paths)
+    domains = [*folders, *bundled_domains()] if folders else None
     for sel in selectors:
         ex.add([t for t, _ in select_tasks(sel, domains)], source=f"selector:{sel}")
     if id_lists:

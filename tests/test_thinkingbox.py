@@ -631,3 +631,32 @@ def test_a_fastmcp3_server_like_the_benchmarks(tb, tmp_path):
     assert noop.verdict.reward == 0 and len(noop.verdict.diff) == 2
     pids = _new_pids(tb, before)
     assert len(pids) == 2 and not [p for p in pids if _alive(p)]
+
+
+def test_select_checks_probed_thinkingbox_tasks_by_content_with_domain_path(tb, runs, tmp_path):
+    """A benchmark case copied under another file name is caught by content once `select` can load the probed
+    tasks' definitions (`--domain-path thinkingbox:DIR`); by id alone it slips through."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from groundstate.cli import app
+
+    bench = tmp_path / "bench_dataset"
+    shutil.copytree(tb["dataset"], bench)
+    src = bench / "test_case" / "standin_bank" / "standin_bank_group1.py"
+    src.rename(bench / "test_case" / "renamed_copy.py")  # ThinkingBox finds test_case/<file>.py first
+    renamed = tmp_path / "bench.yaml"
+    renamed.write_text(yaml.safe_dump(["renamed_copy.py:test_transfer"]))
+    probed = "standin_bank_group1.py:test_transfer"
+
+    def decision(extra):
+        out = tmp_path / f"sel{len(extra)}"
+        r = CliRunner().invoke(app, ["select", str(runs["gold"]), "--out-dir", str(out), "--min-clean-runs", "1",
+                                     "--bands", "too_hard,hard,medium,easy,too_easy", "--exclude", f"thinkingbox:{bench}::{renamed}", *extra])
+        assert r.exit_code == 0, r.output
+        rows = {row["task_id"]: row for row in map(json.loads, (out / "selection.jsonl").read_text().splitlines())}
+        return rows[probed]["decision"]
+
+    assert decision([]) != "excluded"  # id only: a different id
+    assert decision(["--domain-path", f"thinkingbox:{tb['dataset']}::{tb['list_main']}"]) == "excluded"  # same content as a benchmark case
