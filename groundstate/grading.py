@@ -18,6 +18,8 @@ from groundstate.state.base import Backend, Sandbox, Template
 from groundstate.state.changes import ChangeSet, canon_value, diff
 from groundstate.tasks import Task
 
+CHECK_TIME_LIMIT_S = 10.0  # a task check that runs longer (e.g. an unbounded recursive CTE) is a system error, not a hang
+
 
 class GoldReplayError(RuntimeError):
     """The gold solution does not run: the task is broken, not the agent."""
@@ -97,7 +99,7 @@ class Grader:
             if rows:
                 reasons.append(f"final state differs from the golden state in {len(rows)} row(s)")
             for i, check in enumerate(task.checks):
-                got = [[canon_value(v) for v in r.values()] for r in sandbox.connection.query(check.sql)]
+                got = [[canon_value(v) for v in r.values()] for r in sandbox.connection.query_bounded(check.sql, CHECK_TIME_LIMIT_S)]
                 want = [[canon_value(v) for v in r] for r in check.expect]
                 if got != want:
                     reasons.append(f"check {i} failed: {check.sql!r} returned {got}, expected {want}")

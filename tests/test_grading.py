@@ -102,3 +102,25 @@ def test_grading_cost_does_not_grow_with_the_database(backend_name, shop, reques
     assert read[1.0][:2] == read[20.0][:2]  # ...and the grader read exactly the same number of rows
     writes = sum(shop.tools[c.tool].write for c in task.gold)
     assert read[1.0][0] <= 2 * writes  # at most one log row and one current row per written row
+
+
+def test_a_check_that_never_ends_is_a_system_error_and_the_sandbox_stays_usable(backend, shop, monkeypatch):
+    """A hostile or buggy task check (an unbounded recursive CTE) is cut off by a time limit: the grade is a system
+    error naming the check, never a hang or a 0, and the same sandbox grades correctly afterwards."""
+    from groundstate import grading
+    from groundstate.tasks import SqlCheck
+
+    monkeypatch.setattr(grading, "CHECK_TIME_LIMIT_S", 0.5)
+    task = shop.task("shop-cancel")
+    endless = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT COUNT(*) AS c FROM r"
+    hostile = task.model_copy(update={"checks": [SqlCheck(sql=endless, expect=[[1]])]})
+    sandbox = backend.open(backend.prepare(shop, task.patch))
+    try:
+        replay(sandbox, [c.model_dump() for c in task.gold])
+        grader = grader_for(backend)
+        v = grader.grade(hostile, sandbox)
+        assert v.reward is None and v.system_error is not None
+        assert "interrupted" in v.system_error or "statement timeout" in v.system_error  # SQLite / PostgreSQL
+        assert grader.grade(task, sandbox).reward == 1  # the sandbox (and on PostgreSQL its transaction) survived
+    finally:
+        sandbox.close()

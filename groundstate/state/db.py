@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import re
+import time
 from typing import Any, Iterator
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -46,6 +47,16 @@ class Db:
         rows = [dict(zip(cols, r)) for r in cur.fetchall()]
         self.rows_read += len(rows)
         return rows
+
+    def query_bounded(self, sql: str, seconds: float) -> list[dict[str, Any]]:
+        """`query` that gives up after `seconds` (a task check that never ends, e.g. an unbounded recursive CTE):
+        SQLite aborts the statement from a progress handler and raises `sqlite3.OperationalError`."""
+        deadline = time.monotonic() + seconds
+        self.raw.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 10_000)
+        try:
+            return self.query(sql)
+        finally:
+            self.raw.set_progress_handler(None, 0)
 
     def one(self, sql: str, *params: Any) -> dict[str, Any] | None:
         """Run a SELECT and return the first row, or None."""
@@ -96,6 +107,15 @@ class PgDb(Db):
 
     def _cursor_execute(self, sql: str, params: tuple) -> Any:
         return self.raw.execute(self._sql(sql), params, prepare=False)
+
+    def query_bounded(self, sql: str, seconds: float) -> list[dict[str, Any]]:
+        """`query` under a server-side `statement_timeout`, inside a savepoint so that a cancelled statement does
+        not abort the attempt's transaction (the sandbox stays usable and is rolled back at close as usual)."""
+        with self.raw.transaction():
+            self.raw.execute(f"SET LOCAL statement_timeout = {max(1, int(seconds * 1000))}")
+            rows = self.query(sql)
+            self.raw.execute("SET LOCAL statement_timeout = 0")
+            return rows
 
     @contextlib.contextmanager
     def atomic(self) -> Iterator[None]:
