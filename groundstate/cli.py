@@ -201,9 +201,6 @@ def run(
     from groundstate.state import make_backend
 
     pairs = _select(tasks, tb_servers, tb_no_sources)
-    if ray_address and selector_has_thinkingbox(tasks):
-        console.print("[red]error:[/red] --ray does not run ThinkingBox tasks (its actors reload domains by name); run them locally with --concurrency")
-        raise typer.Exit(2)
     sampling = {k_: v for k_, v in {"temperature": temperature, "top_p": top_p, "top_k": top_k, "max_tokens": max_tokens}.items() if v is not None}
     cfg = RunConfig(agent=agent, user=user, judge=judge, k=k, concurrency=concurrency, seed=seed, sampling=sampling, max_turns=max_turns,
                     attempt_timeout=attempt_timeout, max_result_chars=max_result_chars, max_attempt_tokens=max_attempt_tokens)

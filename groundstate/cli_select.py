@@ -75,9 +75,6 @@ def probe_command(
     cfg = RunConfig(agent=agent, user=user, judge=judge, k=n, concurrency=concurrency, seed=seed, sampling=sampling, max_turns=max_turns,
                     attempt_timeout=attempt_timeout, max_result_chars=max_result_chars, max_attempt_tokens=max_attempt_tokens)
     path = out_path or Path("runs") / f"probe_{_slug(agent)}_{_slug(tasks)}_n{n}" / "probes.jsonl"
-    if ray_address and any(p.strip().startswith("thinkingbox:") for p in tasks.split(",")):
-        console.print("[red]error:[/red] --ray does not run ThinkingBox tasks (its actors reload domains by name); run them locally with --concurrency")
-        raise typer.Exit(2)
     if ray_address:
         try:
             import ray  # noqa: F401

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import math
 import os
@@ -74,6 +75,7 @@ class AttemptWorker:
         self.grader = grader_for(self.backend)
         self.agents = AgentPool(cfg)
         self.slots = asyncio.Semaphore(max(1, min(in_flight, self.backend.max_open or in_flight)))
+        self._tb_cache: dict[str, dict[str, tuple[Task, Any]]] = {}
 
     async def run(self, items: list[Item]) -> list[Outcome]:
         async def one(item: Item) -> Outcome:
@@ -87,13 +89,29 @@ class AttemptWorker:
 
         return list(await asyncio.gather(*(one(i) for i in items)))
 
-    @staticmethod
-    def _task(task_id: str, domain_ref: str, fingerprint: str, content_hash: str) -> tuple[Task, Domain]:
-        domain = load_domain(domain_ref)
-        task = domain.task(task_id)
+    def _task(self, task_id: str, domain_ref: str, fingerprint: str, content_hash: str) -> tuple[Task, Domain]:
+        if domain_ref.startswith(TB_REF):
+            task, domain = self._thinkingbox(domain_ref).get(task_id, (None, None))
+            if task is None:
+                raise RuntimeError(f"task {task_id} is not among the ThinkingBox cases this worker loaded")
+        else:
+            domain = load_domain(domain_ref)
+            task = domain.task(task_id)
         if domain.content_hash != content_hash or task.fingerprint() != fingerprint:
             raise RuntimeError(f"task {task_id} or domain {domain.name} on this worker ({os.uname().nodename}) differs from the driver's")
         return task, domain
+
+    def _thinkingbox(self, ref: str) -> dict[str, tuple[Task, Any]]:
+        """The ThinkingBox cases of a reference, loaded once per actor (their servers start per attempt, as locally)."""
+        cache = self._tb_cache
+        if ref not in cache:
+            from groundstate.thinkingbox import configure_servers, load_thinkingbox
+
+            spec = json.loads(ref[len(TB_REF):])
+            pairs = load_thinkingbox(spec["dataset"], spec["test_list"], agent=spec["agent"], allow_python=spec["allow_python"])
+            configure_servers(pairs, spec["servers"], spec["no_sources"])
+            cache[ref] = {t.id: (t, d) for t, d in pairs}
+        return cache[ref]
 
     def pid(self) -> int:
         return os.getpid()
@@ -102,8 +120,16 @@ class AttemptWorker:
         self.backend.close()
 
 
+TB_REF = "thinkingbox-ref:"
+
+
 def _domain_ref(domain: Domain) -> str:
-    """Bundled domains travel by name (each node has its own install); others by absolute folder."""
+    """Bundled domains travel by name (each node has its own install); others by absolute folder; ThinkingBox
+    domains as how they were loaded (dataset, test list, servers file, --tb-no-sources), as JSON."""
+    source = getattr(domain, "source", None)
+    if source is not None and hasattr(domain, "open_environment"):
+        servers = getattr(domain, "servers_file", None)
+        return TB_REF + json.dumps({**source, "servers": str(servers) if servers else None, "no_sources": bool(domain.no_sources)}, sort_keys=True)
     if domain.name in bundled_domains() and load_domain(domain.name).path.resolve() == domain.path.resolve():
         return domain.name
     return str(domain.path.resolve())

@@ -660,3 +660,25 @@ def test_select_checks_probed_thinkingbox_tasks_by_content_with_domain_path(tb, 
 
     assert decision([]) != "excluded"  # id only: a different id
     assert decision(["--domain-path", f"thinkingbox:{tb['dataset']}::{tb['list_main']}"]) == "excluded"  # same content as a benchmark case
+
+
+@pytest.mark.slow
+def test_ray_runs_thinkingbox_tasks_like_the_local_runner(tb, runs, tmp_path):
+    """`run --ray`: actors load the same cases from the dataset (never pickled), start one server per attempt,
+    and give the same verdicts as the local run; no server outlives its attempt."""
+    pytest.importorskip("ray")
+    from typer.testing import CliRunner
+
+    from groundstate.cli import app
+    from groundstate.results import read_records
+
+    before = {p.name for p in tb["pids"].iterdir()}
+    path = tmp_path / "ray.jsonl"
+    selector = f"thinkingbox:{tb['dataset']}::{tb['list_main']}"
+    r = CliRunner().invoke(app, ["run", "--agent", "scripted:gold", "--tasks", selector, "--k", "2", "--tb-servers", str(tb["servers_ok"]),
+                                 "--tb-no-sources", "--out", str(path), "--ray", "local", "--ray-cpus", "2"])
+    assert r.exit_code == 0, r.output
+    essence = lambda recs: {(x["task_id"], x["attempt"]): (x["reward"], x["unjudged"], x["system_error"]) for x in recs}  # noqa: E731
+    assert essence(read_records(path)) == essence(read_records(runs["gold"]))
+    pids = _new_pids(tb, before)
+    assert len(pids) == 4 and not [p for p in pids if _alive(p)]

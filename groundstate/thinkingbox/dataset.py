@@ -342,6 +342,9 @@ class TbDomain:
         self.servers_file: Path | None = None
         self.no_sources = False
         self.call_timeout_s = 300.0
+        # how this domain was loaded (dataset dir, test list, agent, allow_python), so that another process — a Ray
+        # actor — can load the very same cases (`ray_runner` sends it with the servers file, never pickled objects)
+        self.source: dict[str, Any] | None = None
 
     def system_prompt(self) -> str:
         return self._system_prompt
@@ -516,5 +519,9 @@ def load_thinkingbox(dataset_dir: Path | str, test_list: Path | str | None = Non
             if pair[0].id not in seen:
                 seen.add(pair[0].id)
                 out.append(pair)
+    source = {"dataset": str(dataset.root), "test_list": str(Path(test_list).resolve()) if test_list is not None else None,
+              "agent": agent, "allow_python": allow_python}
+    for d in domains.values():
+        d.source = source
     return out
 
