@@ -467,14 +467,11 @@ def train(
         console.print(f"[red]error:[/red] unknown engine {engine!r}: use trl or verl")
         raise typer.Exit(2)
     pairs = _select(train_tasks, tb_servers, tb_no_sources)
-    if engine == "verl" and any(selector_has_thinkingbox(x) for x in (train_tasks, val_tasks or "")):
-        console.print("[red]error:[/red] --engine verl does not train on ThinkingBox tasks yet (its agent loop reloads domains by name); use --engine trl")
-        raise typer.Exit(2)
     if engine == "verl":
         from groundstate.train.verl.cli import dry_run_text, launch, plan
         from groundstate.train.verl.recipe import RecipeError, VerlRecipe
 
-        val_pairs = _select(val_tasks) if val_tasks else None
+        val_pairs = _select(val_tasks, tb_servers, tb_no_sources) if val_tasks else None
         import yaml
 
         extra = {}

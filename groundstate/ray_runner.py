@@ -8,8 +8,9 @@ What Ray adds: a pool of `AttemptWorker` actors (one per CPU of the cluster by d
 own backend (built inside the actor from `(backend name, dsn)`: backends hold connections and do not
 serialise), grader (with its cache of golden states), agents, and one event loop for its whole life
 (shared model-backed agents keep their async clients between batches). The driver sends batches of
-`(task id, domain name or folder, attempt)`, never pickled tasks: the actor reloads the domain with
-`load_domain` and checks that the task and domain files match the driver's. The driver keeps two batches
+`(task id, domain reference, attempt)`, never pickled tasks: the actor resolves the reference
+(`groundstate.refs`: a bundled name, a folder, or a ThinkingBox dataset with its test list and servers file)
+and checks that the task and domain files match the driver's. The driver keeps two batches
 queued per actor and writes each batch's records as it returns. Every planned attempt ends as a record:
 an actor that dies turns its batches into system-error records (retried by the next run, or `--repair`)
 and is replaced.
@@ -35,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import math
 import os
@@ -51,11 +51,12 @@ from typing import Any, Callable, Iterator
 from groundstate.grading import grader_for, system_error
 from groundstate.results import Record, ResultsWriter, read_records, rewrite_atomically
 from groundstate.runner import AgentPool, RunConfig, RunSummary, make_record, plan, run_attempt, write_manifest
+from groundstate.refs import TaskResolver, domain_ref
 from groundstate.state import make_backend
-from groundstate.tasks import Domain, Task, bundled_domains, load_domain
+from groundstate.tasks import Domain, Task
 
 CLOSE_TIMEOUT_S = 180
-Item = tuple[str, str, int, str, str]  # task id, domain name or folder, attempt, task fingerprint, domain content hash
+Item = tuple[str, str, int, str, str]  # task id, domain reference, attempt, task fingerprint, domain content hash
 Outcome = tuple[str, int, "Record | None", "str | None"]  # task id, attempt, record, or the error that prevented one
 
 
@@ -75,13 +76,13 @@ class AttemptWorker:
         self.grader = grader_for(self.backend)
         self.agents = AgentPool(cfg)
         self.slots = asyncio.Semaphore(max(1, min(in_flight, self.backend.max_open or in_flight)))
-        self._tb_cache: dict[str, dict[str, tuple[Task, Any]]] = {}
+        self.tasks = TaskResolver()
 
     async def run(self, items: list[Item]) -> list[Outcome]:
         async def one(item: Item) -> Outcome:
-            task_id, domain_ref, attempt, fingerprint, content_hash = item
+            task_id, ref, attempt, fingerprint, content_hash = item
             try:
-                task, domain = self._task(task_id, domain_ref, fingerprint, content_hash)
+                task, domain = self._task(task_id, ref, fingerprint, content_hash)
             except Exception as e:  # noqa: BLE001 - the driver turns it into a system-error record
                 return task_id, attempt, None, f"{type(e).__name__}: {e}"
             async with self.slots:
@@ -89,50 +90,17 @@ class AttemptWorker:
 
         return list(await asyncio.gather(*(one(i) for i in items)))
 
-    def _task(self, task_id: str, domain_ref: str, fingerprint: str, content_hash: str) -> tuple[Task, Domain]:
-        if domain_ref.startswith(TB_REF):
-            task, domain = self._thinkingbox(domain_ref).get(task_id, (None, None))
-            if task is None:
-                raise RuntimeError(f"task {task_id} is not among the ThinkingBox cases this worker loaded")
-        else:
-            domain = load_domain(domain_ref)
-            task = domain.task(task_id)
+    def _task(self, task_id: str, ref: str, fingerprint: str, content_hash: str) -> tuple[Task, Domain]:
+        task, domain = self.tasks.resolve(ref, task_id)
         if domain.content_hash != content_hash or task.fingerprint() != fingerprint:
             raise RuntimeError(f"task {task_id} or domain {domain.name} on this worker ({os.uname().nodename}) differs from the driver's")
         return task, domain
-
-    def _thinkingbox(self, ref: str) -> dict[str, tuple[Task, Any]]:
-        """The ThinkingBox cases of a reference, loaded once per actor (their servers start per attempt, as locally)."""
-        cache = self._tb_cache
-        if ref not in cache:
-            from groundstate.thinkingbox import configure_servers, load_thinkingbox
-
-            spec = json.loads(ref[len(TB_REF):])
-            pairs = load_thinkingbox(spec["dataset"], spec["test_list"], agent=spec["agent"], allow_python=spec["allow_python"])
-            configure_servers(pairs, spec["servers"], spec["no_sources"])
-            cache[ref] = {t.id: (t, d) for t, d in pairs}
-        return cache[ref]
 
     def pid(self) -> int:
         return os.getpid()
 
     def close(self) -> None:
         self.backend.close()
-
-
-TB_REF = "thinkingbox-ref:"
-
-
-def _domain_ref(domain: Domain) -> str:
-    """Bundled domains travel by name (each node has its own install); others by absolute folder; ThinkingBox
-    domains as how they were loaded (dataset, test list, servers file, --tb-no-sources), as JSON."""
-    source = getattr(domain, "source", None)
-    if source is not None and hasattr(domain, "open_environment"):
-        servers = getattr(domain, "servers_file", None)
-        return TB_REF + json.dumps({**source, "servers": str(servers) if servers else None, "no_sources": bool(domain.no_sources)}, sort_keys=True)
-    if domain.name in bundled_domains() and load_domain(domain.name).path.resolve() == domain.path.resolve():
-        return domain.name
-    return str(domain.path.resolve())
 
 
 @contextlib.contextmanager
@@ -225,7 +193,7 @@ def _drive(ray, todo, cfg: RunConfig, backend_spec, num_cpus, actor_options, wor
     actors_n = max(1, min(num_cpus or int(ray.cluster_resources().get("CPU", 1)), len(todo)))
     in_flight = max(1, math.ceil(cfg.concurrency / actors_n))
     batch = max(1, min(in_flight, math.ceil(len(todo) / (actors_n * 2))))
-    refs = {id(d): _domain_ref(d) for _, d, _ in todo}
+    refs = {id(d): domain_ref(d) for _, d, _ in todo}
     items = [(t.id, refs[id(d)], a, t.fingerprint(), d.content_hash) for t, d, a in todo]
     pending = deque(items[i:i + batch] for i in range(0, len(items), batch))
     Actor = ray.remote(worker_cls).options(**({"num_cpus": 1} | (actor_options or {})))

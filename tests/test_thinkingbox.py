@@ -682,3 +682,25 @@ def test_ray_runs_thinkingbox_tasks_like_the_local_runner(tb, runs, tmp_path):
     assert essence(read_records(path)) == essence(read_records(runs["gold"]))
     pids = _new_pids(tb, before)
     assert len(pids) == 4 and not [p for p in pids if _alive(p)]
+
+
+def test_thinkingbox_tasks_travel_by_reference_to_other_processes(tb):
+    """Ray actors and verl's agent-loop workers get `(domain reference, task id)`, never pickled objects: the
+    reference of a ThinkingBox case (dataset, test list, servers, --tb-no-sources) resolves, in a fresh
+    resolver, to the same task and a domain that plays it to the same verdict; verl's parquet rows carry it."""
+    from groundstate.refs import TaskResolver, domain_ref
+    from groundstate.train.verl.dataset import task_rows
+
+    pairs = _pairs(tb, "transfer")
+    (task, domain), = pairs
+    ref = domain_ref(domain)
+    [row] = task_rows(pairs)
+    assert row["extra_info"]["domain"] == ref and row["extra_info"]["task_id"] == task.id
+    task2, domain2 = TaskResolver().resolve(ref, task.id)
+    assert domain2 is not domain and task2.fingerprint() == task.fingerprint() and domain2.content_hash == domain.content_hash
+    assert domain2.servers_file == domain.servers_file and domain2.no_sources == domain.no_sources
+    here = _play(task, domain, make_scripted_agent("scripted:gold", task, domain))
+    there = _play(task2, domain2, make_scripted_agent("scripted:gold", task2, domain2))
+    assert here.verdict.reward == there.verdict.reward == 1
+    with pytest.raises(KeyError, match="not among the ThinkingBox cases"):
+        TaskResolver().resolve(ref, "standin_bank_group1.py:test_nope")

@@ -36,7 +36,8 @@ from groundstate.attempt import play
 from groundstate.grading import grader_for
 from groundstate.state import make_backend
 from groundstate.state.base import Backend
-from groundstate.tasks import Domain, Task, load_domain
+from groundstate.refs import TaskResolver
+from groundstate.tasks import Domain, Task
 from groundstate.train.policy import ChatCodec, EpisodeAgent, SamplingParams, prompt_flags
 from groundstate.train.verl import AGENT_NAME
 
@@ -49,7 +50,6 @@ class EpisodeSystemError(RuntimeError):
 
 _lock = threading.Lock()
 _backends: dict[tuple[str, str | None], Backend] = {}
-_domains: dict[str, Domain] = {}
 _judges: dict[str, Any] = {}
 
 
@@ -82,13 +82,12 @@ def shared_judge(spec: str | None) -> Any:
         return _judges[spec]
 
 
-def resolve_task(domain_ref: str, task_id: str) -> tuple[Task, Domain]:
-    """A row's task from its `extra_info` (domain name or folder, task id), loading each domain once."""
-    with _lock:
-        domain = _domains.get(domain_ref)
-        if domain is None:
-            domain = _domains[domain_ref] = load_domain(domain_ref)
-    return domain.task(task_id), domain
+_tasks = TaskResolver()
+
+
+def resolve_task(ref: str, task_id: str) -> tuple[Task, Domain]:
+    """A row's task from its `extra_info` (domain reference, task id), loading each domain once per process."""
+    return _tasks.resolve(ref, task_id)
 
 
 class ServerPolicy:

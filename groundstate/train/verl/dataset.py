@@ -1,7 +1,8 @@
 """verl's parquet dataset from a groundstate pool: one row per task, routed to the groundstate agent loop.
 
-A row names its task, not its data: `extra_info` carries the task id and the domain (a bundled name,
-or the folder of any other domain), and the agent loop rebuilds the episode from them, so the
+A row names its task, not its data: `extra_info` carries the task id and the domain reference
+(`groundstate.refs`: a bundled name, the folder of any other domain, or a ThinkingBox dataset with its
+test list and servers file), and the agent loop rebuilds the episode from them, so the
 sandbox, the tools, the simulated user and the grader are exactly those of `groundstate run`. The
 `prompt` column holds the episode's opening messages (the domain policy as system message where the
 model's prompt carries it, then the instruction): verl's dataset uses it to filter over-long prompts.
@@ -12,17 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from groundstate.tasks import Domain, Task, bundled_domains, load_domain
+from groundstate.refs import domain_ref
+from groundstate.tasks import Domain, Task
 from groundstate.train.verl import AGENT_NAME
 
 DATA_SOURCE_PREFIX = "groundstate/"
-
-
-def domain_ref(domain: Domain) -> str:
-    """How a row names its domain: the bundled name when it is the bundled folder, else the folder's absolute path."""
-    if domain.name in bundled_domains() and load_domain(domain.name).path.resolve() == domain.path.resolve():
-        return domain.name
-    return str(domain.path.resolve())
 
 
 def task_rows(pairs: list[tuple[Task, Domain]], split: str = "train", system_in_prompt: bool = True) -> list[dict[str, Any]]:
