@@ -197,7 +197,7 @@ def run(
 ) -> None:
     """Run tasks × k attempts, appending one JSON record per attempt; re-run the same command to resume."""
     from groundstate.runner import RunConfig
-    from groundstate.runner import run as run_tasks
+    from groundstate.runner import outcome, progress_status, run_here_or_on_ray
     from groundstate.state import make_backend
 
     pairs = _select(tasks, tb_servers, tb_no_sources)
@@ -216,7 +216,7 @@ def run(
         be.cleanup_stale()
     with _progress() as progress:
         bar = progress.add_task(f"run {agent}", total=len(pairs) * k, status="")
-        tally = {"pass": 0, "fail": 0, "syserr": 0}
+        tally = {"pass": 0, "fail": 0, "system_error": 0, "unjudged": 0}
         from groundstate.results import ResultsWriteError, read_records
 
         done_before = len({(r["task_id"], r["attempt"]) for r in read_records(path) if r.get("system_error") is None}) if path.exists() else 0
@@ -225,17 +225,12 @@ def run(
         progress.update(bar, completed=done_before)
 
         def on_result(r):
-            tally["syserr" if r["system_error"] else "pass" if r["reward"] == 1 else "fail"] += 1
-            progress.update(bar, advance=1, status=f"pass {tally['pass']} · fail {tally['fail']} · system errors {tally['syserr']}")
+            tally[outcome(r)] += 1
+            progress.update(bar, advance=1, status=progress_status(tally))
 
         try:
-            if ray_address:
-                from groundstate.ray_runner import run_ray
-
-                summary = run_ray(pairs, cfg, (backend, pg_dsn), path, address=None if ray_address == "local" else ray_address,
-                                  repair=repair, on_result=on_result, num_cpus=ray_cpus)
-            else:
-                summary = run_tasks(pairs, cfg, be, path, repair=repair, on_result=on_result)
+            summary = run_here_or_on_ray(pairs, cfg, be, (backend, pg_dsn), path, ray_address=ray_address, ray_cpus=ray_cpus,
+                                         repair=repair, on_result=on_result)
         except ResultsWriteError as e:  # disk full, read-only file or folder: stop, keeping every record already written
             progress.stop()
             console.print(f"[red]error:[/red] {e}\nthe run stopped; every record written before the error is intact. "

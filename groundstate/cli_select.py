@@ -58,7 +58,7 @@ def probe_command(
     """Probe candidate tasks: N attempts each with the policy to be trained, for `groundstate select` (resumable like any run)."""
     from groundstate.results import ResultsWriteError, read_records
     from groundstate.runner import RunConfig
-    from groundstate.runner import run as run_tasks
+    from groundstate.runner import outcome, progress_status, run_here_or_on_ray
     from groundstate.selectors import select_tasks
     from groundstate.state import make_backend
 
@@ -87,7 +87,7 @@ def probe_command(
     try:
         with _progress() as progress:
             bar = progress.add_task(f"probe {agent}", total=len(pairs) * n, status="")
-            tally = {"pass": 0, "fail": 0, "syserr": 0}
+            tally = {"pass": 0, "fail": 0, "system_error": 0, "unjudged": 0}
             existing = read_records(path) if path.exists() else []
             wanted = {(t.id, a) for t, _ in pairs for a in range(n)}
             done = {(r["task_id"], r["attempt"]) for r in existing if r.get("system_error") is None} & wanted
@@ -96,16 +96,11 @@ def probe_command(
             progress.update(bar, completed=len(done))
 
             def on_result(r):
-                tally["syserr" if r["system_error"] else "pass" if r["reward"] == 1 else "fail"] += 1
-                progress.update(bar, advance=1, status=f"pass {tally['pass']} · fail {tally['fail']} · system errors {tally['syserr']}")
+                tally[outcome(r)] += 1
+                progress.update(bar, advance=1, status=progress_status(tally))
 
-            if ray_address:
-                from groundstate.ray_runner import run_ray
-
-                summary = run_ray(pairs, cfg, (backend, pg_dsn), path, address=None if ray_address == "local" else ray_address,
-                                  repair=repair, on_result=on_result, num_cpus=ray_cpus)
-            else:
-                summary = run_tasks(pairs, cfg, be, path, repair=repair, on_result=on_result)
+            summary = run_here_or_on_ray(pairs, cfg, be, (backend, pg_dsn), path, ray_address=ray_address, ray_cpus=ray_cpus,
+                                         repair=repair, on_result=on_result)
     except ResultsWriteError as e:  # disk full, read-only file or folder: stop, keeping every record already written
         console.print(f"[red]error:[/red] {e}\nthe probe stopped; every record written before the error is intact. "
                       "Free space or fix permissions, then re-run the same command to finish it.")

@@ -283,3 +283,32 @@ def run(tasks: list[tuple[Task, Domain]], cfg: RunConfig, backend: Backend, resu
         on_result: Callable[[Record], None] | None = None) -> RunSummary:
     """Run (or resume) tasks × k attempts into `results_path`."""
     return asyncio.run(run_async(tasks, cfg, backend, results_path, repair, on_result))
+
+
+def run_here_or_on_ray(tasks: list[tuple[Task, Domain]], cfg: RunConfig, backend: Backend, backend_spec: tuple[str, str | None],
+                       results_path: Path, *, ray_address: str | None = None, ray_cpus: int | None = None, repair: bool = False,
+                       on_result: Callable[[Record], None] | None = None) -> RunSummary:
+    """`run` on this machine, or `ray_runner.run_ray` when `ray_address` is given (`local` starts a private instance;
+    `auto`, `HOST:PORT` or `ray://HOST:10001` join a cluster). Same results file, same resume semantics."""
+    if not ray_address:
+        return run(tasks, cfg, backend, results_path, repair, on_result)
+    from groundstate.ray_runner import run_ray
+
+    return run_ray(tasks, cfg, backend_spec, results_path, address=None if ray_address == "local" else ray_address,
+                   repair=repair, on_result=on_result, num_cpus=ray_cpus)
+
+
+def outcome(record: Record) -> str:
+    """pass, fail, system_error or unjudged: how a record counts (unjudged and system errors are neither)."""
+    if record.get("system_error"):
+        return "system_error"
+    if record.get("unjudged"):
+        return "unjudged"
+    return "pass" if record.get("reward") == 1 else "fail"
+
+
+def progress_status(tally: dict[str, int]) -> str:
+    """The progress-bar line of a run or probe from its `outcome` counts."""
+    line = f"pass {tally.get('pass', 0)} · fail {tally.get('fail', 0)} · system errors {tally.get('system_error', 0)}"
+    return line + (f" · unjudged {tally['unjudged']}" if tally.get("unjudged") else "")
+

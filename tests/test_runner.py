@@ -161,3 +161,15 @@ def test_a_record_with_a_lone_surrogate_is_written_and_read_back(tmp_path, shop)
     assert back["trajectory"]["tool_calls"][0]["arguments"]["order_id"] == bad and back["reward"] == 0
     rewrite_atomically(path, [back, {**back, "attempt": 1}])
     assert [r["attempt"] for r in read_records(path)] == [0, 1]
+
+
+def test_outcome_counts_unjudged_and_system_errors_apart():
+    """The run/probe progress line never counts an unjudged rubric attempt or a system error as a fail."""
+    from groundstate.runner import outcome, progress_status
+
+    records = [{"reward": 1}, {"reward": 0}, {"reward": None, "unjudged": True}, {"reward": None, "system_error": "db down"}]
+    tally = {"pass": 0, "fail": 0, "system_error": 0, "unjudged": 0}
+    for r in records:
+        tally[outcome(r)] += 1
+    assert tally == {"pass": 1, "fail": 1, "system_error": 1, "unjudged": 1}
+    assert progress_status(tally) == "pass 1 · fail 1 · system errors 1 · unjudged 1"
