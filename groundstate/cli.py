@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from groundstate.cli_select import _select  # selector resolution shared with probe (cli_select imports nothing from here)
 from groundstate.tasks import TaskFileError, iter_tasks
 
 app = typer.Typer(help="Train and evaluate tool-using LLM agents with rewards read from the final state of a real database.", no_args_is_help=True)
@@ -39,26 +40,6 @@ def _load(domain: list[str] | None, split: str | None = None):
     except (TaskFileError, KeyError) as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
-
-
-def _select(selector: str, tb_servers: Path | None = None, tb_no_sources: bool = False, run: bool = True):
-    """Resolve a task selector for a command; `run` commands also need the servers of ThinkingBox tasks."""
-    from groundstate.selectors import select_tasks
-
-    try:
-        pairs = select_tasks(selector, tb_servers=tb_servers, tb_no_sources=tb_no_sources)
-        if run and selector_has_thinkingbox(selector):
-            from groundstate.thinkingbox import require_servers
-
-            require_servers(pairs)
-    except (ValueError, TaskFileError, KeyError) as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
-    return pairs
-
-
-def selector_has_thinkingbox(selector: str) -> bool:
-    return any(p.strip().startswith("thinkingbox:") for p in selector.split(","))
 
 
 @tasks_app.command("lint")

@@ -30,6 +30,26 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-")[:60]
 
 
+def _select(selector: str, tb_servers: Path | None = None, tb_no_sources: bool = False, run: bool = True):
+    """Resolve a task selector for a command; `run` commands also need the servers of ThinkingBox tasks."""
+    from groundstate.selectors import select_tasks
+
+    try:
+        pairs = select_tasks(selector, tb_servers=tb_servers, tb_no_sources=tb_no_sources)
+        if run and selector_has_thinkingbox(selector):
+            from groundstate.thinkingbox import require_servers
+
+            require_servers(pairs)
+    except (ValueError, TaskFileError, KeyError) as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    return pairs
+
+
+def selector_has_thinkingbox(selector: str) -> bool:
+    return any(p.strip().startswith("thinkingbox:") for p in selector.split(","))
+
+
 def probe_command(
     agent: str = typer.Option(..., "--agent", help="Policy to probe with: scripted:gold|noop|noisy:P, openai:MODEL or openai:MODEL@URL, or hf:PATH."),
     tasks: str = typer.Option("pool", "--tasks", help="Candidate tasks: pool, a domain name or folder, a YAML list of ids, or a glob; comma-separated."),
@@ -59,18 +79,9 @@ def probe_command(
     from groundstate.results import ResultsWriteError, read_records
     from groundstate.runner import RunConfig
     from groundstate.runner import outcome, progress_status, run_here_or_on_ray
-    from groundstate.selectors import select_tasks
     from groundstate.state import make_backend
 
-    try:
-        pairs = select_tasks(tasks, tb_servers=tb_servers, tb_no_sources=tb_no_sources)
-        if any(p.strip().startswith("thinkingbox:") for p in tasks.split(",")):
-            from groundstate.thinkingbox import require_servers
-
-            require_servers(pairs)
-    except (ValueError, TaskFileError, KeyError) as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+    pairs = _select(tasks, tb_servers, tb_no_sources)
     sampling = {k: v for k, v in {"temperature": temperature, "top_p": top_p, "top_k": top_k, "max_tokens": max_tokens}.items() if v is not None}
     cfg = RunConfig(agent=agent, user=user, judge=judge, k=n, concurrency=concurrency, seed=seed, sampling=sampling, max_turns=max_turns,
                     attempt_timeout=attempt_timeout, max_result_chars=max_result_chars, max_attempt_tokens=max_attempt_tokens)

@@ -108,13 +108,19 @@ class Grader:
                               state_reward=state_reward, changes=actual_raw.counts())
         except Exception as e:  # the grader or the database failed: not the agent's fault
             return system_error(f"grader failed: {type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}")
-        if task.rubrics:
-            if judge is None:
-                verdict.reward, verdict.unjudged = None, True
-                verdict.reasons.append(f"{len(task.rubrics)} reply rubric(s) unjudged: no judge configured")
-            else:
-                return judge.apply(task, trajectory, verdict)
+        return with_rubrics(task, trajectory, verdict, judge)
+
+
+def with_rubrics(task: Task, trajectory: Any, verdict: Verdict, judge: Any = None) -> Verdict:
+    """A final-state verdict completed by the task's reply rubrics: judged where a judge is given, otherwise
+    *unjudged* (reward None, counted apart — never a pass or a fail). Any source's grader ends with this."""
+    if verdict.system_error is not None or not task.rubrics:
         return verdict
+    if judge is None:
+        verdict.reward, verdict.unjudged = None, True
+        verdict.reasons.append(f"{len(task.rubrics)} reply rubric(s) unjudged: no judge configured (--judge openai:MODEL[@URL])")
+        return verdict
+    return judge.apply(task, trajectory, verdict)
 
 
 def grader_for(backend: Backend) -> Grader:

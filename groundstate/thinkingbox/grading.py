@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from groundstate.grading import Verdict, system_error
+from groundstate.grading import Verdict, system_error, with_rubrics
 from groundstate.tasks import Task
 from groundstate.thinkingbox.dataset import TbCase
 
@@ -54,10 +54,6 @@ async def grade_case(task: Task, case: TbCase, effects: dict[str, dict[str, Any]
 
         return await run_test_function(task, case, effects, init_results or {}, trajectory, judge)
     verdict = hash_verdict(effects)
-    if verdict.system_error is not None or not task.rubrics:
-        return verdict
     if judge is None:
-        verdict.reward, verdict.unjudged = None, True
-        verdict.reasons.append(f"{len(task.rubrics)} yes/no rubric(s) unjudged: no judge configured (--judge openai:MODEL[@URL])")
-        return verdict
-    return await asyncio.to_thread(judge.apply, task, trajectory, verdict)
+        return with_rubrics(task, trajectory, verdict)
+    return await asyncio.to_thread(with_rubrics, task, trajectory, verdict, judge)  # the judge's client blocks
