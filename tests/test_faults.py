@@ -334,7 +334,9 @@ def test_postgres_restart_mid_run_then_repair_gives_the_undisturbed_verdicts(tmp
     reference_backend = PostgresBackend(cluster.dsn, max_open=8)
     run(pairs, cfg, reference_backend, tmp_path / "reference.jsonl")
     reference_backend.close()
-    reference = {(r["task_id"], r["attempt"]): r["reward"] for r in read_records(tmp_path / "reference.jsonl")}
+    records = read_records(tmp_path / "reference.jsonl")
+    reference = {(r["task_id"], r["attempt"]): r["reward"] for r in records}
+    assert not [r["system_error"] for r in records if r["system_error"]]  # an undisturbed run on a fresh server
     assert set(reference.values()) == {0, 1}  # the noisy agent both passes and fails
 
     backend = PostgresBackend(cluster.dsn, max_open=8)
@@ -441,3 +443,28 @@ def test_results_records_are_json_lines(tmp_path):
     writer.close()
     lines = (tmp_path / "r.jsonl").read_text(encoding="utf-8").splitlines()
     assert [json.loads(x)["attempt"] for x in lines] == [0, 1] and "ünïcode" in lines[0]
+
+
+@pytest.mark.slow
+def test_concurrent_first_sandboxes_on_a_fresh_server_all_get_the_sandbox_role(shop, cluster):
+    """The first clones of a backend, opened at once on a server that has no `groundstate_sandbox` role yet: all
+    eight open and run as that role. (The in-process race this guards — the role used before it was created —
+    has a window of one round trip, so this test does not reliably catch it; the lock in `_superuser` does.)"""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from groundstate.state.postgres import SANDBOX_ROLE
+
+    with psycopg.connect(cluster.dsn, autocommit=True) as admin:
+        for (db,) in admin.execute("SELECT datname FROM pg_database WHERE datname LIKE 'gs\\_sb\\_%'").fetchall():
+            admin.execute(f'DROP DATABASE "{db}" WITH (FORCE)')
+        admin.execute(f"DROP ROLE IF EXISTS {SANDBOX_ROLE}")
+    backend = PostgresBackend(cluster.dsn, max_open=8)
+    template = backend.prepare(shop, shop.task("shop-cancel").patch)
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            sandboxes = list(pool.map(lambda _: backend.open(template), range(8)))
+        assert {sb.connection.scalar("SELECT current_user") for sb in sandboxes} == {SANDBOX_ROLE}
+        for sb in sandboxes:
+            sb.close()
+    finally:
+        backend.close()

@@ -61,9 +61,13 @@ _INSTANCES = itertools.count()
 
 SANDBOX_PREFIX = "gs_sb_"  # sandbox (clone) databases are named gs_sb_<pid>_<instance>_<n>
 SANDBOX_ROLE = "groundstate_sandbox"
+# Serialised by an advisory lock: processes starting on a fresh server at once would otherwise race on the
+# role's catalog row ("tuple concurrently updated"), which no exception handler in the block can catch cleanly.
 _CREATE_SANDBOX_ROLE = f"""DO $$ BEGIN
-  CREATE ROLE {SANDBOX_ROLE} NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT NOBYPASSRLS;
-EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+  PERFORM pg_advisory_xact_lock(hashtext('{SANDBOX_ROLE}'));
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{SANDBOX_ROLE}') THEN
+    CREATE ROLE {SANDBOX_ROLE} NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT NOBYPASSRLS;
+  END IF;
 END $$"""
 
 
@@ -136,6 +140,7 @@ class PostgresBackend(Backend):
         self.reconnected = 0  # pooled connections found dead (a server restart) and replaced
         self._orphans: set[str] = set()  # clone databases whose DROP failed (server down): retried by drain()
         self._is_superuser: bool | None = None  # decided on the first clone
+        self._role_lock = threading.Lock()
 
     # -- connections ---------------------------------------------------------------------------
     def connect(self, dbname: str) -> psycopg.Connection:
@@ -327,10 +332,12 @@ class PostgresBackend(Backend):
 
     def _superuser(self, conn: psycopg.Connection) -> bool:
         """Whether the DSN's user is a superuser (then sandboxes run as `SANDBOX_ROLE`, created here once)."""
-        if self._is_superuser is None:
-            self._is_superuser = bool(conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()[0])
-            if self._is_superuser:
-                self._admin_execute(_CREATE_SANDBOX_ROLE)
+        with self._role_lock:  # concurrent first clones: none may use the role before it exists
+            if self._is_superuser is None:
+                superuser = bool(conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()[0])
+                if superuser:
+                    self._admin_execute(_CREATE_SANDBOX_ROLE)
+                self._is_superuser = superuser
         return self._is_superuser
 
     def _release(self, clone: _Clone) -> None:
