@@ -198,7 +198,7 @@ def run(
     with _progress() as progress:
         bar = progress.add_task(f"run {agent}", total=len(pairs) * k, status="")
         tally = {"pass": 0, "fail": 0, "system_error": 0, "unjudged": 0}
-        from groundstate.results import ResultsWriteError, read_records
+        from groundstate.results import ResultsInUseError, ResultsWriteError, read_records
 
         done_before = len({(r["task_id"], r["attempt"]) for r in read_records(path) if r.get("system_error") is None}) if path.exists() else 0
         if repair:
@@ -212,6 +212,10 @@ def run(
         try:
             summary = run_here_or_on_ray(pairs, cfg, be, (backend, pg_dsn), path, ray_address=ray_address, ray_cpus=ray_cpus,
                                          repair=repair, on_result=on_result)
+        except ResultsInUseError as e:  # another run writes this file: one writer per results file
+            progress.stop()
+            console.print(f"[red]error:[/red] {escape(str(e))}\nnothing was run or written.")
+            raise typer.Exit(3) from None
         except ResultsWriteError as e:  # disk full, read-only file or folder: stop, keeping every record already written
             progress.stop()
             console.print(f"[red]error:[/red] {e}\nthe run stopped; every record written before the error is intact. "

@@ -12,6 +12,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -76,7 +77,7 @@ def probe_command(
     tb_no_sources: bool = typer.Option(False, "--tb-no-sources", help="ThinkingBox tasks: drop the init configuration's knowledge-base `sources` (no Typesense needed)."),
 ) -> None:
     """Probe candidate tasks: N attempts each with the policy to be trained, for `groundstate select` (resumable like any run)."""
-    from groundstate.results import ResultsWriteError, read_records
+    from groundstate.results import ResultsInUseError, ResultsWriteError, read_records
     from groundstate.runner import RunConfig
     from groundstate.runner import outcome, progress_status, run_here_or_on_ray
     from groundstate.state import make_backend
@@ -112,6 +113,9 @@ def probe_command(
 
             summary = run_here_or_on_ray(pairs, cfg, be, (backend, pg_dsn), path, ray_address=ray_address, ray_cpus=ray_cpus,
                                          repair=repair, on_result=on_result)
+    except ResultsInUseError as e:  # another probe or run writes this file: one writer per results file
+        console.print(f"[red]error:[/red] {escape(str(e))}\nnothing was run or written.")
+        raise typer.Exit(3) from None
     except ResultsWriteError as e:  # disk full, read-only file or folder: stop, keeping every record already written
         console.print(f"[red]error:[/red] {e}\nthe probe stopped; every record written before the error is intact. "
                       "Free space or fix permissions, then re-run the same command to finish it.")

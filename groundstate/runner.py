@@ -28,7 +28,7 @@ from groundstate.agents import make_agent, make_user
 from groundstate.agents.scripted import attempt_seed
 from groundstate.attempt import play
 from groundstate.grading import Grader, Verdict, grader_for, system_error
-from groundstate.results import Record, ResultsWriteError, ResultsWriter, key_of, read_records, rewrite_atomically
+from groundstate.results import Record, ResultsWriteError, ResultsWriter, key_of, read_records
 from groundstate.state.base import Backend
 from groundstate.tasks import Domain, Task
 
@@ -99,6 +99,30 @@ def write_manifest(path: Path, cfg: RunConfig, tasks: list[tuple[Task, Domain]],
         body["warning"] = "the task list changed since this results file was started"
     manifest.write_text(json.dumps(body, indent=1, default=str))
     return manifest
+
+
+def take_results_file(path: Path, tasks: list[tuple[Task, Domain]], cfg: RunConfig, backend: Backend, repair: bool,
+                      manifest_extra: dict[str, Any] | None = None) -> tuple[ResultsWriter, list[tuple[Task, Domain, int]], Path]:
+    """Become the results file's one writer, then plan against its records, drop superseded system errors and
+    write the manifest: the writer, the attempts to run and the manifest's path.
+
+    The lock is taken before the file is read, so no other run can append between the plan and the rewrite, or
+    hold the replaced file open. Raises `ResultsInUseError` (another run holds the file) or `ResultsWriteError`
+    (it cannot be written) before any attempt runs.
+    """
+    writer = ResultsWriter(path)
+    try:
+        existing = read_records(path, repair_tail=True)
+        todo, kept = plan(tasks, cfg.k, existing, repair)
+        if len(kept) != len(existing):
+            writer.rewrite(kept)  # drop superseded system errors before their retries are appended
+        manifest = write_manifest(path, cfg, tasks, backend, manifest_extra)
+    except BaseException as e:
+        writer.close()
+        if isinstance(e, OSError) and not isinstance(e, ResultsWriteError):  # a read-only file or folder, a full disk
+            raise ResultsWriteError(path, e) from e
+        raise
+    return writer, todo, manifest
 
 
 class AgentPool:
@@ -228,20 +252,9 @@ async def run_async(
 ) -> RunSummary:
     start = time.perf_counter()
     results_path = Path(results_path)
-    try:
-        results_path.parent.mkdir(parents=True, exist_ok=True)
-        existing = read_records(results_path, repair_tail=True)
-        todo, kept = plan(tasks, cfg.k, existing, repair)
-        if len(kept) != len(existing):
-            rewrite_atomically(results_path, kept)  # drop superseded system errors before their retries are appended
-        manifest = write_manifest(results_path, cfg, tasks, backend)
-        writer = ResultsWriter(results_path)  # opened before any attempt runs: an unwritable file stops the run at once
-    except ResultsWriteError:
-        raise
-    except OSError as e:  # a read-only file or folder, a full disk
-        raise ResultsWriteError(results_path, e) from e
     grader = grader_for(backend)
     agents = AgentPool(cfg)
+    writer, todo, manifest = take_results_file(results_path, tasks, cfg, backend, repair)
     # every slot may be held by an attempt: attempts compute their task's golden state (which needs a sandbox
     # of its own) before taking theirs, so no attempt ever waits for a second one (groundstate.attempt)
     limit = min(cfg.concurrency, backend.max_open or cfg.concurrency)
