@@ -27,6 +27,7 @@ from typing import Any, Iterable, Optional
 
 import typer
 
+from groundstate.cli_options import folder_out
 from groundstate.results import Record, key_of, read_records
 from groundstate.tasks import Domain, load_domain
 
@@ -191,7 +192,7 @@ def export(records: Iterable[Record], fmt: str, out_dir: Path | str, passed_only
 def export_command(
     results: Path = typer.Argument(..., help="Results JSONL of a run."),
     fmt: str = typer.Option(..., "--format", help="hf-dataset (datasets.save_to_disk), parquet or sft-jsonl."),
-    out_dir: Path = typer.Option(..., "--out", help="Output folder."),
+    out_dir: Path = folder_out(..., "--out", help="Output folder."),
     passed_only: bool = typer.Option(False, "--passed-only", help="Keep only attempts with reward 1."),
     domain: Optional[list[Path]] = typer.Option(None, "--domain", "-d",
                                                 help="Domain folder to take tool schemas from, for domains that are not bundled (repeatable)."),

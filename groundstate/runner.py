@@ -77,9 +77,30 @@ def _git_revision() -> str | None:
         return None
 
 
+def manifest_path(results: Path) -> Path:
+    """The manifest beside a results file, named after its whole file name: `x.jsonl` and `x.json` get two."""
+    return results.with_name(results.name + ".manifest.json")
+
+
+def _previous_manifest(results: Path, manifest: Path) -> dict[str, Any]:
+    """The manifest this run continues: its own, or, for a results file started before manifests were named after
+    the whole file name, the legacy `x.manifest.json` (read only when resuming a non-empty file, so a new results
+    file never takes over a sibling's history; the legacy file is left in place, it may be that sibling's)."""
+    legacy = results.with_suffix(".manifest.json")
+    for candidate in (manifest, legacy if legacy != manifest and results.exists() and results.stat().st_size else None):
+        if candidate is not None and candidate.is_file():
+            try:
+                previous = json.loads(candidate.read_text(encoding="utf-8"))
+            except (ValueError, UnicodeDecodeError):  # a damaged manifest is rewritten whole, not a reason to stop the run
+                return {}
+            return previous if isinstance(previous, dict) else {}
+    return {}
+
+
 def write_manifest(path: Path, cfg: RunConfig, tasks: list[tuple[Task, Domain]], backend: Backend, extra: dict[str, Any] | None = None) -> Path:
-    manifest = path.with_suffix(".manifest.json")
-    previous = json.loads(manifest.read_text()) if manifest.exists() else {}
+    """Write (or update, on resume) the manifest of the results file `path`; returns its path (`manifest_path`)."""
+    manifest = manifest_path(path)
+    previous = _previous_manifest(path, manifest)
     body = {
         "command": sys.argv,
         "groundstate": __version__,
@@ -92,7 +113,7 @@ def write_manifest(path: Path, cfg: RunConfig, tasks: list[tuple[Task, Domain]],
         "config": asdict(cfg),
         "started": previous.get("started") or datetime.now(timezone.utc).isoformat(),
         "updated": datetime.now(timezone.utc).isoformat(),
-        "resumed": previous.get("resumed", -1) + 1,
+        "resumed": previous["resumed"] + 1 if isinstance(previous.get("resumed"), int) else 0,
         **(extra or {}),
     }
     if previous.get("task_list_hash") not in (None, body["task_list_hash"]):

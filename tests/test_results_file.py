@@ -22,6 +22,11 @@ from groundstate.state.sqlite import SqliteBackend
 SHOP = str(Path(__file__).parent / "fixtures" / "shop")
 
 
+def flat(output: str) -> str:
+    """A command's output as one line, without the frame of typer's error panel."""
+    return " ".join(output.translate({ord(c): " " for c in "│╭╮╰╯─"}).split())
+
+
 def keys(records):
     return sorted((r["task_id"], r["attempt"]) for r in records)
 
@@ -149,3 +154,165 @@ def test_a_killed_holder_leaves_the_file_free(tmp_path):
     with ResultsWriter(path) as writer:
         writer.write({"task_id": "t", "attempt": 0})
     assert [r["attempt"] for r in read_records(path)] == [0]
+
+
+# -- options checked where they are parsed (#15 item 11) ----------------------------------------------------
+
+
+def _numeric_options():
+    """(command, parameter) for every int or float option of every command of the app."""
+    import typer
+    from typer.core import TyperGroup
+
+    from groundstate.cli import app
+
+    def walk(cmd, path):
+        if isinstance(cmd, TyperGroup):
+            for name, sub in cmd.commands.items():
+                yield from walk(sub, [*path, name])
+        else:
+            yield " ".join(path), cmd
+
+    for path, cmd in walk(typer.main.get_command(app), []):
+        for p in cmd.params:
+            kind = p.type_descriptor.annotation
+            if p.param_type_name == "option" and kind in (int, float) and p.name != "seed":  # any integer is a seed
+                yield pytest.param(cmd, p, kind, id=f"{path} {p.opts[-1]}")
+
+
+@pytest.mark.parametrize("cmd,param,kind", list(_numeric_options()))
+def test_every_numeric_option_refuses_nonsense_where_it_is_parsed(cmd, param, kind):
+    """Every limit, count and sampling option of every command refuses a negative value (ints) or NaN and infinity
+    (floats, which a plain range check lets through), with a message naming the value."""
+    import typer
+
+    for value in ["-1000000"] if kind is int else ["nan", "inf", "-inf"]:
+        with pytest.raises(typer.BadParameter):
+            param.process_value(cmd.context_class(cmd), value)
+
+
+RUN_ARGS = ["run", "--agent", "scripted:gold", "--tasks", SHOP]
+
+
+@pytest.mark.parametrize("args,option", [
+    (["--max-turns", "-1"], "--max-turns"),  # before: the gold agent scored 0%
+    (["--max-turns", "0"], "--max-turns"),  # before: ignored, while the manifest recorded 0
+    (["--max-tokens", "-5"], "--max-tokens"),
+    (["--temperature", "nan"], "--temperature"),
+    (["--temperature", "inf"], "--temperature"),
+    (["--top-p", "0"], "--top-p"),
+    (["--top-p", "1.5"], "--top-p"),
+    (["--top-k", "-1"], "--top-k"),
+    (["--attempt-timeout", "nan"], "--attempt-timeout"),
+    (["--max-result-chars", "0"], "--max-result-chars"),
+    (["--concurrency", "0"], "--concurrency"),
+])
+@pytest.mark.parametrize("command", ["run", "probe"])
+def test_run_and_probe_refuse_bad_limits_and_sampling_before_anything_runs(tmp_path, command, args, option):
+    from typer.testing import CliRunner
+
+    from groundstate.cli import app
+
+    out = tmp_path / "results.jsonl"
+    result = CliRunner().invoke(app, [command, "--agent", "scripted:gold", "--tasks", SHOP, "--out", str(out), *args])
+    text_out = flat(result.output)
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for '{option}'" in text_out and "is not" in text_out
+    assert isinstance(result.exception, SystemExit)  # a usage message, not a traceback
+    assert not out.exists() and list(tmp_path.iterdir()) == []  # nothing ran, nothing was written
+
+
+def test_an_out_path_of_the_wrong_kind_is_a_usage_error_not_a_traceback(tmp_path, shop):
+    """`--out` naming a folder where a results file is meant (run, probe, lint, report), or a file where an output
+    folder is meant (export, select): exit 2 naming the option; nothing written."""
+    from typer.testing import CliRunner
+
+    from groundstate.cli import app
+
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    results = tmp_path / "r.jsonl"
+    run([(t, shop) for t in shop.tasks], RunConfig(agent="scripted:gold", k=1), SqliteBackend(), results)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    cases = [
+        (["run", "--agent", "scripted:gold", "--tasks", SHOP, "--out", str(folder)], "--out", "is a directory"),
+        (["probe", "--agent", "scripted:gold", "--tasks", SHOP, "--out", str(folder)], "--out", "is a directory"),
+        (["tasks", "lint", "--domain", SHOP, "--out", str(folder)], "--out", "is a directory"),
+        (["report", str(results), "-o", str(folder)], "-o", "is a directory"),
+        (["export", str(results), "--format", "sft-jsonl", "--out", str(results)], "--out", "is a file"),
+        (["select", str(results), "--out-dir", str(results)], "--out-dir", "is a file"),
+    ]
+    for args, option, why in cases:
+        result = CliRunner().invoke(app, args)
+        text_out = flat(result.output)
+        assert result.exit_code == 2 and isinstance(result.exception, SystemExit), (args, result.output, result.exception)
+        assert f"Invalid value for '{option}" in text_out and why in text_out, (args, text_out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before and list(folder.iterdir()) == []
+
+
+# -- one manifest per results file; the file's mode kept; read-only files refused (#15 item 11) --------------
+
+
+def test_x_json_and_x_jsonl_have_a_manifest_each(tmp_path, shop):
+    pairs = [(t, shop) for t in shop.tasks]
+    a = run(pairs, RunConfig(agent="scripted:gold", k=1), SqliteBackend(), tmp_path / "x.json")
+    b = run(pairs, RunConfig(agent="scripted:noop", k=2), SqliteBackend(), tmp_path / "x.jsonl")
+    assert (a.manifest, b.manifest) == (tmp_path / "x.json.manifest.json", tmp_path / "x.jsonl.manifest.json")
+    assert json.loads(a.manifest.read_text())["config"]["agent"] == "scripted:gold"
+    assert json.loads(b.manifest.read_text())["config"]["agent"] == "scripted:noop"
+    assert not (tmp_path / "x.manifest.json").exists()
+
+
+def test_resuming_a_file_with_a_legacy_manifest_continues_its_history(tmp_path, shop):
+    pairs = [(t, shop) for t in shop.tasks]
+    path = tmp_path / "results.jsonl"
+    run(pairs, RunConfig(agent="scripted:gold", k=1), SqliteBackend(), path)
+    legacy = tmp_path / "results.manifest.json"  # as written before manifests took the whole file name
+    (tmp_path / "results.jsonl.manifest.json").rename(legacy)
+    old = json.loads(legacy.read_text())
+    s = run(pairs, RunConfig(agent="scripted:gold", k=2), SqliteBackend(), path)
+    new = json.loads(s.manifest.read_text())
+    assert s.manifest.name == "results.jsonl.manifest.json"
+    assert (new["started"], new["resumed"]) == (old["started"], old["resumed"] + 1)
+    fresh = run(pairs, RunConfig(agent="scripted:gold", k=1), SqliteBackend(), tmp_path / "results.json")  # a new file:
+    assert json.loads(fresh.manifest.read_text())["resumed"] == 0  # never takes over the legacy manifest's history
+
+
+def _with_a_system_error(path: Path, shop) -> bytes:
+    """A results file whose next run drops a superseded system error, i.e. rewrites the file."""
+    run([(t, shop) for t in shop.tasks], RunConfig(agent="scripted:gold", k=1), SqliteBackend(), path)
+    records = read_records(path)
+    with path.open("a") as f:
+        f.write(json.dumps({**records[0], "attempt": 1, "reward": None, "system_error": "db down"}) + "\n")
+    return path.read_bytes()
+
+
+def test_a_rewrite_keeps_the_results_files_mode(tmp_path, shop):
+    path = tmp_path / "results.jsonl"
+    _with_a_system_error(path, shop)
+    path.chmod(0o640)
+    s = run([(t, shop) for t in shop.tasks], RunConfig(agent="scripted:gold", k=2), SqliteBackend(), path)
+    assert s.ran == 3 and len(read_records(path)) == 6  # the system error was dropped: the file was rewritten
+    assert stat_mode(path) == 0o640  # before: 0600, mkstemp's mode
+
+
+def test_a_read_only_results_file_is_refused_not_replaced(tmp_path, shop):
+    """A read-only results file (even for root, whom permissions do not bind) is neither appended to nor replaced
+    by a rewrite: the run stops naming the file, before any attempt runs."""
+    from typer.testing import CliRunner
+
+    from groundstate.cli import app
+
+    path = tmp_path / "results.jsonl"
+    content = _with_a_system_error(path, shop)
+    path.chmod(0o444)
+    inode = path.stat().st_ino
+    result = CliRunner().invoke(app, ["run", "--agent", "scripted:gold", "--tasks", SHOP, "--k", "2", "--out", str(path)])
+    assert result.exit_code == 3, result.output
+    assert f"cannot write results file {path}: Permission denied" in flat(result.output)
+    assert (path.read_bytes(), path.stat().st_ino, stat_mode(path)) == (content, inode, 0o444)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.jsonl", "results.jsonl.manifest.json"]
+
+
+def stat_mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
