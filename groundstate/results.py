@@ -135,7 +135,13 @@ class ResultsLock:
     def acquire(self) -> None:
         """Take the lock or raise `ResultsInUseError` naming the holder (never waits); `OSError` if it cannot be created."""
         while True:
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                fd, writable = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o666), True
+            except PermissionError as denied:  # left by a crashed run of another user? Reading it is enough to lock it
+                try:
+                    fd, writable = os.open(self.lock_path, os.O_RDONLY), False
+                except OSError:
+                    raise denied from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -152,8 +158,14 @@ class ResultsLock:
                 current = (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
             except FileNotFoundError:
                 current = False
-            if current:
+            if current and writable:
                 break
+            if current:  # a stale file we may not write: remove it while holding its lock, then create our own
+                try:
+                    os.unlink(self.lock_path)
+                except OSError:
+                    os.close(fd)
+                    raise
             os.close(fd)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)

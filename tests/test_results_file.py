@@ -191,9 +191,6 @@ def test_every_numeric_option_refuses_nonsense_where_it_is_parsed(cmd, param, ki
             param.process_value(cmd.context_class(cmd), value)
 
 
-RUN_ARGS = ["run", "--agent", "scripted:gold", "--tasks", SHOP]
-
-
 @pytest.mark.parametrize("args,option", [
     (["--max-turns", "-1"], "--max-turns"),  # before: the gold agent scored 0%
     (["--max-turns", "0"], "--max-turns"),  # before: ignored, while the manifest recorded 0
@@ -316,3 +313,38 @@ def test_a_read_only_results_file_is_refused_not_replaced(tmp_path, shop):
 
 def stat_mode(path: Path) -> int:
     return path.stat().st_mode & 0o777
+
+
+STALE_LOCK = """
+import os, pwd, sys
+from pathlib import Path
+from groundstate.results import ResultsWriter
+if os.geteuid() == 0:
+    nobody = pwd.getpwnam("nobody")
+    os.setgid(nobody.pw_gid)
+    os.setuid(nobody.pw_uid)
+with ResultsWriter(Path(sys.argv[1])) as w:
+    w.write({"task_id": "t", "attempt": 0})
+print("ok")
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs a second user: the test plays the other one by dropping to nobody")
+def test_a_stale_lock_file_of_another_user_does_not_block_the_next_run():
+    """A run killed as one user leaves `<file>.lock` behind, which another user may not write: the next run locks
+    it read-only (no one holds it), replaces it with its own, and writes."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="gs_lock_"))
+    try:
+        folder.chmod(0o777)
+        path = folder / "r.jsonl"
+        stale = folder / "r.jsonl.lock"
+        stale.write_text("pid 1 on elsewhere\n")
+        stale.chmod(0o644)  # root's, not writable by nobody
+        proc = subprocess.run([sys.executable, "-c", STALE_LOCK, str(path)], capture_output=True, text=True, timeout=60, cwd=folder)
+        assert proc.stdout.strip() == "ok", proc.stderr[-2000:]
+        assert [r["attempt"] for r in read_records(path)] == [0] and not stale.exists()
+    finally:
+        shutil.rmtree(folder)
