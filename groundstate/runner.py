@@ -5,7 +5,9 @@ the same command again resumes: finished keys are skipped, and system-error keys
 (`repair=True` retries only those). Blocking database work runs off the event loop on PostgreSQL;
 concurrency is bounded by `concurrency` and by the backend's open-sandbox limit (less one, kept for
 the grader's golden replays). If the results file cannot be written (disk full, permission denied)
-the run stops with `ResultsWriteError`: attempts in flight are cancelled, never half-recorded.
+the run stops with `ResultsWriteError`: attempts in flight are cancelled, never half-recorded. One run
+writes a results file at a time: another run on the same file stops with `ResultsInUseError` before it
+reads or writes anything.
 """
 
 from __future__ import annotations
@@ -138,10 +140,14 @@ def take_results_file(path: Path, tasks: list[tuple[Task, Domain]], cfg: RunConf
         if len(kept) != len(existing):
             writer.rewrite(kept)  # drop superseded system errors before their retries are appended
         manifest = write_manifest(path, cfg, tasks, backend, manifest_extra)
-    except BaseException as e:
+    except ResultsWriteError:
         writer.close()
-        if isinstance(e, OSError) and not isinstance(e, ResultsWriteError):  # a read-only file or folder, a full disk
-            raise ResultsWriteError(path, e) from e
+        raise
+    except OSError as e:  # a read-only manifest or folder, a full disk
+        writer.close()
+        raise ResultsWriteError(path, e) from e
+    except BaseException:
+        writer.close()
         raise
     return writer, todo, manifest
 
