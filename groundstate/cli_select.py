@@ -12,9 +12,11 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from groundstate import cli_options as opts
 from groundstate.tasks import TaskFileError
 
 console = Console(stderr=True)
@@ -53,30 +55,30 @@ def selector_has_thinkingbox(selector: str) -> bool:
 def probe_command(
     agent: str = typer.Option(..., "--agent", help="Policy to probe with: scripted:gold|noop|noisy:P, openai:MODEL or openai:MODEL@URL, or hf:PATH."),
     tasks: str = typer.Option("pool", "--tasks", help="Candidate tasks: pool, a domain name or folder, a YAML list of ids, or a glob; comma-separated."),
-    n: int = typer.Option(8, "--n", min=1, help="Attempts per candidate task."),
-    out_path: Optional[Path] = typer.Option(None, "--out", help="Probe results JSONL (default: runs/probe_<agent>_<tasks>_n<N>/probes.jsonl). Re-running resumes it."),
+    n: int = opts.count(8, "--n", help="Attempts per candidate task."),
+    out_path: Optional[Path] = opts.file_out(None, "--out", help="Probe results JSONL (default: runs/probe_<agent>_<tasks>_n<N>/probes.jsonl). Re-running resumes it."),
     user: str = typer.Option("scripted", "--user", help="scripted, openai:MODEL or openai:MODEL@URL."),
     judge: Optional[str] = typer.Option(None, "--judge", help="openai:MODEL or openai:MODEL@URL for reply rubrics (without: rubric tasks are unjudged, not runs)."),
     repair: bool = typer.Option(False, "--repair", help="Retry only the attempts that ended in a system error."),
-    concurrency: int = typer.Option(8, "--concurrency", "-c", min=1, help="Attempts in flight."),
+    concurrency: int = opts.Concurrency,
     seed: int = typer.Option(0, help="Seed for scripted noise and sampling."),
-    temperature: Optional[float] = typer.Option(None, help="Sampling temperature (probe at the temperature you will train at)."),
-    top_p: Optional[float] = typer.Option(None, help="Nucleus sampling."),
-    top_k: Optional[int] = typer.Option(None, help="Top-k sampling (where the server accepts it)."),
-    max_tokens: Optional[int] = typer.Option(None, help="Max new tokens per agent turn."),
-    max_turns: Optional[int] = typer.Option(None, help="Override the tasks' agent-turn limit."),
+    temperature: Optional[float] = opts.temperature("Sampling temperature (probe at the temperature you will train at; 0: greedy)."),
+    top_p: Optional[float] = opts.TopP,
+    top_k: Optional[int] = opts.TopK,
+    max_tokens: Optional[int] = opts.MaxTokens,
+    max_turns: Optional[int] = opts.MaxTurns,
     backend: str = typer.Option("sqlite", "--backend", help="sqlite (embedded default) or postgres."),
     pg_dsn: Optional[str] = typer.Option(None, "--pg-dsn", help="PostgreSQL DSN (default: $GROUNDSTATE_PG_DSN or postgresql://postgres@127.0.0.1:5432/postgres)."),
-    attempt_timeout: Optional[float] = typer.Option(None, "--attempt-timeout", min=0.001, help="Wall-clock seconds per attempt; the agent running out ends it with finish reason timeout (graded), a hung tool is a system error."),
-    max_result_chars: Optional[int] = typer.Option(None, "--max-result-chars", min=1, help="Characters of a tool result shown to the agent (the rest is cut with a visible marker; the trajectory keeps all)."),
-    max_attempt_tokens: Optional[int] = typer.Option(None, "--max-attempt-tokens", min=1, help="Agent tokens (input + output) per attempt; crossing it ends the attempt with finish reason max_tokens."),
+    attempt_timeout: Optional[float] = opts.AttemptTimeout,
+    max_result_chars: Optional[int] = opts.MaxResultChars,
+    max_attempt_tokens: Optional[int] = opts.MaxAttemptTokens,
     ray_address: Optional[str] = typer.Option(None, "--ray", help="Run attempts on Ray actors: local (a private instance), auto (the running cluster), HOST:PORT or ray://HOST:10001."),
-    ray_cpus: Optional[int] = typer.Option(None, "--ray-cpus", min=1, help="With --ray: number of actors (and CPUs of a local instance)."),
+    ray_cpus: Optional[int] = opts.RayCpus,
     tb_servers: Optional[Path] = typer.Option(None, "--tb-servers", help="ThinkingBox servers.yaml: how to start the MCP servers of thinkingbox: tasks."),
     tb_no_sources: bool = typer.Option(False, "--tb-no-sources", help="ThinkingBox tasks: drop the init configuration's knowledge-base `sources` (no Typesense needed)."),
 ) -> None:
     """Probe candidate tasks: N attempts each with the policy to be trained, for `groundstate select` (resumable like any run)."""
-    from groundstate.results import ResultsWriteError, read_records
+    from groundstate.results import ResultsInUseError, ResultsWriteError, read_records
     from groundstate.runner import RunConfig
     from groundstate.runner import outcome, progress_status, run_here_or_on_ray
     from groundstate.state import make_backend
@@ -112,6 +114,9 @@ def probe_command(
 
             summary = run_here_or_on_ray(pairs, cfg, be, (backend, pg_dsn), path, ray_address=ray_address, ray_cpus=ray_cpus,
                                          repair=repair, on_result=on_result)
+    except ResultsInUseError as e:  # another probe or run writes this file: one writer per results file
+        console.print(f"[red]error:[/red] {escape(str(e))}\nnothing was run or written.")
+        raise typer.Exit(3) from None
     except ResultsWriteError as e:  # disk full, read-only file or folder: stop, keeping every record already written
         console.print(f"[red]error:[/red] {e}\nthe probe stopped; every record written before the error is intact. "
                       "Free space or fix permissions, then re-run the same command to finish it.")
@@ -135,18 +140,18 @@ def _floats(text: str, what: str) -> tuple[float, ...]:
 
 def select_command(
     probes: Path = typer.Argument(..., help="Probe results JSONL (from `groundstate probe` or any run)."),
-    out_dir: Path = typer.Option(..., "--out-dir", help="Where to write train.yaml, val.yaml, selection.jsonl and manifest.json."),
+    out_dir: Path = opts.folder_out(..., "--out-dir", help="Where to write train.yaml, val.yaml, selection.jsonl and manifest.json."),
     exclude: Optional[list[str]] = typer.Option(None, "--exclude", help="Tasks never to train on, as a task selector (e.g. bench); repeatable. Checked by id and by content."),
     exclude_list: Optional[list[Path]] = typer.Option(None, "--exclude-list", help="YAML list of task ids never to train on; repeatable."),
     reference: Optional[Path] = typer.Option(None, "--reference", help="Results JSONL of a stronger reference policy: keep only tasks it solved at least once."),
-    reference_min_runs: int = typer.Option(1, "--reference-min-runs", min=1, help="Clean reference runs a task needs to pass the reference gate."),
+    reference_min_runs: int = opts.count(1, "--reference-min-runs", help="Clean reference runs a task needs to pass the reference gate."),
     bands: str = typer.Option("hard,medium,easy", "--bands", help="Difficulty bands to keep (of too_hard, hard, medium, easy, too_easy)."),
     band_edges: str = typer.Option("0.08,0.40,0.60,0.90", "--band-edges", help="The four success-rate edges between the five bands."),
-    min_clean_runs: int = typer.Option(3, "--min-clean-runs", min=1, help="Clean runs (system errors and unjudged excluded) a task needs to be judged."),
-    min_signal: float = typer.Option(0.0, "--min-signal", min=0.0, max=0.25, help="Minimum learning signal: the posterior mean of p(1-p), at most 0.25."),
-    near_dup_threshold: float = typer.Option(0.7, "--near-dup-threshold", min=0.01, max=1.0, help="Instruction word-3-shingle Jaccard at or above which a task is a near-duplicate of an excluded one."),
+    min_clean_runs: int = opts.count(3, "--min-clean-runs", help="Clean runs (system errors and unjudged excluded) a task needs to be judged."),
+    min_signal: float = opts.number(0.0, "--min-signal", lo=0.0, hi=0.25, help="Minimum learning signal: the posterior mean of p(1-p), at most 0.25."),
+    near_dup_threshold: float = opts.number(0.7, "--near-dup-threshold", lo=0.01, hi=1.0, help="Instruction word-3-shingle Jaccard at or above which a task is a near-duplicate of an excluded one."),
     group_by: str = typer.Option("template", "--group-by", help="Keep groups on one side of the split: template, family, domain or none."),
-    test_fraction: float = typer.Option(0.2, "--test-fraction", min=0.0, max=1.0, help="Share of each band's tasks held out for validation."),
+    test_fraction: float = opts.number(0.2, "--test-fraction", lo=0.0, hi=1.0, help="Share of each band's tasks held out for validation."),
     seed: int = typer.Option(42, "--seed", help="Seed of the split (a seeded hash; bands do not depend on it)."),
     domain_path: Optional[list[str]] = typer.Option(None, "--domain-path", help="Extra domain folder, or thinkingbox:DIR[::LIST], whose task definitions to load for content checks (repeatable)."),
     require_content_check: bool = typer.Option(False, "--require-content-check", help="Exclude probe tasks whose definition cannot be loaded (so cannot be content-checked)."),

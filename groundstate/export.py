@@ -7,7 +7,9 @@ An example is `{"messages", "tools", "task_id", "attempt", "reward", "domain"}`:
   quoted). Arguments the model wrote as invalid JSON stay the raw string, which templates that accept
   strings write verbatim. Tool results are `{role: "tool", tool_call_id, name, content}`.
 - `tools` are the domain's tool JSON schemas (the `tools` column TRL's `SFTTrainer` passes to the chat
-  template); left out when the record's domain cannot be loaded.
+  template), taken from the domains the caller names (`--domain DIR`) or the bundled domain of the record's
+  `domain` name; left out otherwise. A record never makes export load a domain folder: that would run the
+  folder's Python, and results files are shared data.
 - System-error records are never exported (they are not the agent's doing); `passed_only` keeps reward 1.
   When a results file holds a key twice, the last record of that key wins.
 
@@ -27,8 +29,9 @@ from typing import Any, Iterable, Optional
 
 import typer
 
+from groundstate.cli_options import folder_out
 from groundstate.results import Record, key_of, read_records
-from groundstate.tasks import Domain, load_domain
+from groundstate.tasks import DOMAINS_DIR, Domain, bundled_domains, load_domain
 
 FORMATS = ("hf-dataset", "parquet", "sft-jsonl")
 
@@ -76,7 +79,13 @@ def chat_messages(messages: list[dict[str, Any]], counts: ExportCounts | None = 
 
 
 class _ToolSchemas:
-    """Tool schemas per domain name: given domain folders first, then `load_domain`; None when neither loads."""
+    """Tool schemas per domain name, from the domains the caller names, else from the bundled domain of that name;
+    None when neither has it.
+
+    A record's `domain` is only ever looked up as a name, never opened as a path: loading a domain imports its
+    `tools.py` and `seed.py`, and a results file is data that people share, so a record naming a folder (or a
+    name that climbs out of the bundled folder) must not make a reader run that folder's code.
+    """
 
     def __init__(self, domains: Iterable[str | Path | Domain] = ()):
         self._by_name: dict[str, Optional[list[dict[str, Any]]]] = {}
@@ -84,22 +93,19 @@ class _ToolSchemas:
             d = d if isinstance(d, Domain) else load_domain(str(d))
             self._by_name[d.name] = d.tools.openai_schemas()
 
-    def __call__(self, name: str | None) -> Optional[list[dict[str, Any]]]:
-        if name is None:
+    def __call__(self, name: Any) -> Optional[list[dict[str, Any]]]:
+        if not isinstance(name, str):
             return None
         if name not in self._by_name:
-            try:
-                self._by_name[name] = load_domain(name).tools.openai_schemas()
-            except Exception:  # noqa: BLE001 - an unknown or broken domain only loses the tools column
-                self._by_name[name] = None
+            self._by_name[name] = Domain(DOMAINS_DIR / name).tools.openai_schemas() if name in bundled_domains() else None
         return self._by_name[name]
 
 
 def to_examples(records: Iterable[Record], passed_only: bool = False, domains: Iterable[str | Path | Domain] = ()) -> tuple[list[dict[str, Any]], ExportCounts]:
     """Records to training examples (in the records' order) and the counts of what was kept and skipped.
 
-    `domains` are extra domain folders (or loaded domains) to take tool schemas from, for domains that
-    `load_domain` cannot find by name (e.g. a task folder outside the bundled ones).
+    `domains` are the domain folders (or loaded domains) to take tool schemas from besides the bundled ones
+    (e.g. a task folder outside the bundled ones); a record's `domain` is matched against their names only.
     """
     counts = ExportCounts()
     schemas = _ToolSchemas(domains)
@@ -191,7 +197,7 @@ def export(records: Iterable[Record], fmt: str, out_dir: Path | str, passed_only
 def export_command(
     results: Path = typer.Argument(..., help="Results JSONL of a run."),
     fmt: str = typer.Option(..., "--format", help="hf-dataset (datasets.save_to_disk), parquet or sft-jsonl."),
-    out_dir: Path = typer.Option(..., "--out", help="Output folder."),
+    out_dir: Path = folder_out(..., "--out", help="Output folder."),
     passed_only: bool = typer.Option(False, "--passed-only", help="Keep only attempts with reward 1."),
     domain: Optional[list[Path]] = typer.Option(None, "--domain", "-d",
                                                 help="Domain folder to take tool schemas from, for domains that are not bundled (repeatable)."),
@@ -214,7 +220,8 @@ def export_command(
                (counts.duplicates, "superseded duplicates"), (counts.no_trajectory, "without a trajectory")) if n]
     Console().print(f"{counts.exported} examples exported from {counts.records} records" + (f" (skipped: {', '.join(skipped)})" if skipped else ""))
     if counts.without_tools:
-        console.print(f"[yellow]{counts.without_tools} examples have no tools column:[/yellow] their domain did not load (pass --domain DIR)")
+        console.print(f"[yellow]{counts.without_tools} examples have no tools column:[/yellow] their domain is not bundled; name its folder "
+                      "with --domain DIR (a folder named in a record is never loaded: that would run its code)")
     if counts.unparsed_arguments:
         console.print(f"{counts.unparsed_arguments} tool calls keep their arguments as a raw string (not valid JSON objects)")
     console.print(f"{fmt} written to {path}\ncounts written to {Path(out_dir) / 'export.json'}")

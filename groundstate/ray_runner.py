@@ -49,8 +49,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from groundstate.grading import grader_for, system_error
-from groundstate.results import Record, ResultsWriter, read_records, rewrite_atomically
-from groundstate.runner import AgentPool, RunConfig, RunSummary, make_record, plan, run_attempt, write_manifest
+from groundstate.results import Record
+from groundstate.runner import AgentPool, RunConfig, RunSummary, make_record, run_attempt, take_results_file
 from groundstate.refs import TaskResolver, domain_ref
 from groundstate.state import make_backend
 from groundstate.tasks import Domain, Task
@@ -149,18 +149,13 @@ def run_ray(
 
     start = time.perf_counter()
     results_path = Path(results_path)
-    results_path.parent.mkdir(parents=True, exist_ok=True)
-    existing = read_records(results_path, repair_tail=True)
-    todo, kept = plan(tasks, cfg.k, existing, repair)
-    if len(kept) != len(existing):
-        rewrite_atomically(results_path, kept)  # drop superseded system errors before their retries are appended
     backend = make_backend(*backend_spec)  # never opened here: names the backend in the manifest
-    manifest = write_manifest(results_path, cfg, tasks, backend, {"executor": "ray", "ray_address": address})
-    backend.close()
+    try:
+        writer, todo, manifest = take_results_file(results_path, tasks, cfg, backend, repair, {"executor": "ray", "ray_address": address})
+    finally:
+        backend.close()
     counts = {"passed": 0, "failed": 0, "system_errors": 0, "unjudged": 0}
     by_key = {(t.id, a): t for t, _, a in todo}
-
-    writer = ResultsWriter(results_path)
 
     def record(r: Record) -> None:
         writer.write(r)

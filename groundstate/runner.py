@@ -5,7 +5,9 @@ the same command again resumes: finished keys are skipped, and system-error keys
 (`repair=True` retries only those). Blocking database work runs off the event loop on PostgreSQL;
 concurrency is bounded by `concurrency` and by the backend's open-sandbox limit (less one, kept for
 the grader's golden replays). If the results file cannot be written (disk full, permission denied)
-the run stops with `ResultsWriteError`: attempts in flight are cancelled, never half-recorded.
+the run stops with `ResultsWriteError`: attempts in flight are cancelled, never half-recorded. One run
+writes a results file at a time: another run on the same file stops with `ResultsInUseError` before it
+reads or writes anything.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from groundstate.agents import make_agent, make_user
 from groundstate.agents.scripted import attempt_seed
 from groundstate.attempt import play
 from groundstate.grading import Grader, Verdict, grader_for, system_error
-from groundstate.results import Record, ResultsWriteError, ResultsWriter, key_of, read_records, rewrite_atomically
+from groundstate.results import Record, ResultsWriteError, ResultsWriter, key_of, read_records
 from groundstate.state.base import Backend
 from groundstate.tasks import Domain, Task
 
@@ -77,9 +79,30 @@ def _git_revision() -> str | None:
         return None
 
 
+def manifest_path(results: Path) -> Path:
+    """The manifest beside a results file, named after its whole file name: `x.jsonl` and `x.json` get two."""
+    return results.with_name(results.name + ".manifest.json")
+
+
+def _previous_manifest(results: Path, manifest: Path) -> dict[str, Any]:
+    """The manifest this run continues: its own, or, for a results file started before manifests were named after
+    the whole file name, the legacy `x.manifest.json` (read only when resuming a non-empty file, so a new results
+    file never takes over a sibling's history; the legacy file is left in place, it may be that sibling's)."""
+    legacy = results.with_suffix(".manifest.json")
+    for candidate in (manifest, legacy if legacy != manifest and results.exists() and results.stat().st_size else None):
+        if candidate is not None and candidate.is_file():
+            try:
+                previous = json.loads(candidate.read_text(encoding="utf-8"))
+            except (ValueError, UnicodeDecodeError):  # a damaged manifest is rewritten whole, not a reason to stop the run
+                return {}
+            return previous if isinstance(previous, dict) else {}
+    return {}
+
+
 def write_manifest(path: Path, cfg: RunConfig, tasks: list[tuple[Task, Domain]], backend: Backend, extra: dict[str, Any] | None = None) -> Path:
-    manifest = path.with_suffix(".manifest.json")
-    previous = json.loads(manifest.read_text()) if manifest.exists() else {}
+    """Write (or update, on resume) the manifest of the results file `path`; returns its path (`manifest_path`)."""
+    manifest = manifest_path(path)
+    previous = _previous_manifest(path, manifest)
     body = {
         "command": sys.argv,
         "groundstate": __version__,
@@ -92,13 +115,41 @@ def write_manifest(path: Path, cfg: RunConfig, tasks: list[tuple[Task, Domain]],
         "config": asdict(cfg),
         "started": previous.get("started") or datetime.now(timezone.utc).isoformat(),
         "updated": datetime.now(timezone.utc).isoformat(),
-        "resumed": previous.get("resumed", -1) + 1,
+        "resumed": previous["resumed"] + 1 if isinstance(previous.get("resumed"), int) else 0,
         **(extra or {}),
     }
     if previous.get("task_list_hash") not in (None, body["task_list_hash"]):
         body["warning"] = "the task list changed since this results file was started"
     manifest.write_text(json.dumps(body, indent=1, default=str))
     return manifest
+
+
+def take_results_file(path: Path, tasks: list[tuple[Task, Domain]], cfg: RunConfig, backend: Backend, repair: bool,
+                      manifest_extra: dict[str, Any] | None = None) -> tuple[ResultsWriter, list[tuple[Task, Domain, int]], Path]:
+    """Become the results file's one writer, then plan against its records, drop superseded system errors and
+    write the manifest: the writer, the attempts to run and the manifest's path.
+
+    The lock is taken before the file is read, so no other run can append between the plan and the rewrite, or
+    hold the replaced file open. Raises `ResultsInUseError` (another run holds the file) or `ResultsWriteError`
+    (it cannot be written) before any attempt runs.
+    """
+    writer = ResultsWriter(path)
+    try:
+        existing = read_records(path, repair_tail=True)
+        todo, kept = plan(tasks, cfg.k, existing, repair)
+        if len(kept) != len(existing):
+            writer.rewrite(kept)  # drop superseded system errors before their retries are appended
+        manifest = write_manifest(path, cfg, tasks, backend, manifest_extra)
+    except ResultsWriteError:
+        writer.close()
+        raise
+    except OSError as e:  # a read-only manifest or folder, a full disk
+        writer.close()
+        raise ResultsWriteError(path, e) from e
+    except BaseException:
+        writer.close()
+        raise
+    return writer, todo, manifest
 
 
 class AgentPool:
@@ -228,20 +279,9 @@ async def run_async(
 ) -> RunSummary:
     start = time.perf_counter()
     results_path = Path(results_path)
-    try:
-        results_path.parent.mkdir(parents=True, exist_ok=True)
-        existing = read_records(results_path, repair_tail=True)
-        todo, kept = plan(tasks, cfg.k, existing, repair)
-        if len(kept) != len(existing):
-            rewrite_atomically(results_path, kept)  # drop superseded system errors before their retries are appended
-        manifest = write_manifest(results_path, cfg, tasks, backend)
-        writer = ResultsWriter(results_path)  # opened before any attempt runs: an unwritable file stops the run at once
-    except ResultsWriteError:
-        raise
-    except OSError as e:  # a read-only file or folder, a full disk
-        raise ResultsWriteError(results_path, e) from e
     grader = grader_for(backend)
     agents = AgentPool(cfg)
+    writer, todo, manifest = take_results_file(results_path, tasks, cfg, backend, repair)
     # every slot may be held by an attempt: attempts compute their task's golden state (which needs a sandbox
     # of its own) before taking theirs, so no attempt ever waits for a second one (groundstate.attempt)
     limit = min(cfg.concurrency, backend.max_open or cfg.concurrency)

@@ -162,3 +162,44 @@ def test_export_command(run_file, tmp_path):
     assert len((out / "train.jsonl").read_text().splitlines()) == passed
     bad = CliRunner().invoke(app, ["export", str(run_file), "--format", "csv", "--out", str(out)])
     assert bad.exit_code == 2 and "unknown format" in bad.output
+
+
+def test_a_record_never_makes_export_run_a_domain_folders_code(records, tmp_path):
+    """#20 item 1: a shared results file whose `domain` names a folder (absolute, or a name climbing out of the
+    bundled folder) made `export` import that folder's tools.py and seed.py. Only domains named on the command
+    line, or bundled ones by name, are loaded; the others lose only their tools column."""
+    import os
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from groundstate.cli import app
+    from groundstate.tasks import DOMAINS_DIR, load_domain
+
+    marker = tmp_path / "ran.txt"
+    evil = tmp_path / "evil"
+    shutil.copytree(FIXTURE, evil, ignore=shutil.ignore_patterns("__pycache__"))
+    (evil / "domain.yaml").write_text((evil / "domain.yaml").read_text().replace("name: shop", "name: evil_export_probe"))
+    for module in ("tools.py", "seed.py"):
+        with (evil / module).open("a") as f:
+            f.write(f"\nimport pathlib\npathlib.Path({str(marker)!r}).write_text({module!r})\n")
+    clean = _clean(records)
+    named = [dict(clean[0], domain=str(evil)), dict(clean[1], domain=os.path.relpath(evil, DOMAINS_DIR)),
+             dict(clean[2], domain="retail"), dict(clean[3], domain="evil_export_probe")]
+    results = tmp_path / "shared.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in named))
+
+    out = tmp_path / "sft"
+    result = CliRunner().invoke(app, ["export", str(results), "--format", "sft-jsonl", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert not marker.exists(), f"export ran {marker.read_text()} of a folder named by a record"
+    examples = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
+    assert [("tools" in e) for e in examples] == [False, False, True, False]
+    assert examples[2]["tools"] == load_domain("retail").tools.openai_schemas()  # bundled domains still load by name
+    assert "3 examples have no tools column" in " ".join(result.output.split())
+
+    # the user names the folder on the command line: that is their choice, and its records get its tools
+    result = CliRunner().invoke(app, ["export", str(results), "--format", "sft-jsonl", "--out", str(out), "--domain", str(evil)])
+    assert result.exit_code == 0, result.output
+    examples = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
+    assert [("tools" in e) for e in examples] == [False, False, True, True]

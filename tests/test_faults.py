@@ -253,7 +253,7 @@ def test_permission_denied_stops_before_any_attempt_and_a_rerun_completes(shop):
         assert path.read_bytes() == before  # nothing written, nothing lost
         folder.chmod(0o755)
         path.chmod(0o644)
-        path.with_suffix(".manifest.json").chmod(0o644)
+        path.with_name(path.name + ".manifest.json").chmod(0o644)
         summary = run(pairs, RunConfig(agent="scripted:gold", k=4), SqliteBackend(), path)
         assert (summary.ran, summary.skipped) == (6, 6)
         assert_each_key_once(path, [(t.id, a) for t in shop.tasks for a in range(4)])

@@ -214,7 +214,7 @@ def test_cli_token_and_result_caps_are_finish_reasons(tmp_path):
         assert r["usage"]["input_tokens"] + r["usage"]["output_tokens"] == 330
         shown = [m["content"] for m in r["trajectory"]["messages"] if m["role"] == "tool"]
         assert shown[0].startswith(r["trajectory"]["tool_calls"][0]["result"][:12] + "\n…[truncated: showing 12 of ")
-    manifest = json.loads((tmp_path / "results.manifest.json").read_text())
+    manifest = json.loads((tmp_path / "results.jsonl.manifest.json").read_text())
     assert manifest["config"]["max_attempt_tokens"] == 250 and manifest["config"]["max_result_chars"] == 12
     assert compute(records, bootstrap_reps=0)["finish_reasons"] == {"max_tokens": 3}
     assert "finish reasons: max_tokens 3" in render(records, "limits")

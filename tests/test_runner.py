@@ -34,7 +34,7 @@ def test_run_writes_one_record_per_key_and_resumes(tmp_path, shop):
     s = run(pairs, RunConfig(agent="scripted:noisy:0.5", k=4), SqliteBackend(), path)
     assert (s.ran, s.skipped) == (0, 12)
     assert read_records(path) == first
-    manifest = json.loads(path.with_suffix(".manifest.json").read_text())
+    manifest = json.loads(path.with_name(path.name + ".manifest.json").read_text())
     assert manifest["config"]["agent"] == "scripted:noisy:0.5" and manifest["resumed"] == 1 and manifest["task_list_hash"]
 
 

@@ -1,0 +1,75 @@
+"""Command-line options checked where they are parsed, shared by every command.
+
+A bad value stops the command before anything runs, with typer's usage message naming the option
+("Invalid value for '--max-turns': -1 is not an integer >= 1"), never a traceback and never a value silently
+ignored. Numbers must be finite (`nan` and `inf` pass a plain range check: every comparison with NaN is false);
+an unset option (None) means "the default" and is not checked. Paths: a file the command writes must not be an
+existing folder, a folder it writes into must not be an existing file.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import typer
+
+
+def in_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False) -> Callable[[Any], Any]:
+    """A typer callback accepting None or a finite number with lo ≤ value ≤ hi (lo < value with `lo_open`)."""
+
+    def check(value: Any) -> Any:
+        if value is None:
+            return None
+        kind = "a number" if isinstance(value, float) else "an integer"
+        if isinstance(value, float) and not math.isfinite(value):
+            raise typer.BadParameter(f"{value} is not a finite number")
+        low = lo is not None and (value <= lo if lo_open else value < lo)
+        if low or (hi is not None and value > hi):
+            bounds = [f"{'>' if lo_open else '>='} {lo:g}"] if lo is not None else []
+            bounds += [f"<= {hi:g}"] if hi is not None else []
+            raise typer.BadParameter(f"{value} is not {kind} {' and '.join(bounds)}")
+        return value
+
+    return check
+
+
+def number(default: Any, *decls: str, lo: float | None = None, hi: float | None = None, lo_open: bool = False, **kw: Any) -> Any:
+    """A numeric option (int or float, by the parameter's annotation) checked by `in_range`."""
+    return typer.Option(default, *decls, callback=in_range(lo, hi, lo_open=lo_open), **kw)
+
+
+def count(default: Any, *decls: str, lo: int = 1, **kw: Any) -> Any:
+    """A whole-number option that counts something (attempts, steps, tokens): at least `lo` (1 unless told)."""
+    return number(default, *decls, lo=lo, **kw)
+
+
+def file_out(default: Any, *decls: str, **kw: Any) -> Any:
+    """A file the command writes: an existing folder of that name is refused."""
+    return typer.Option(default, *decls, dir_okay=False, **kw)
+
+
+def folder_out(default: Any, *decls: str, **kw: Any) -> Any:
+    """A folder the command writes into: an existing file of that name is refused."""
+    return typer.Option(default, *decls, file_okay=False, **kw)
+
+
+# -- what an attempt may do, shared by `run` and `probe` -----------------------------------------------------
+
+def temperature(help: str = "Sampling temperature (0: greedy).") -> Any:
+    return number(None, "--temperature", lo=0.0, help=help)
+
+
+TopP = number(None, "--top-p", lo=0.0, hi=1.0, lo_open=True, help="Nucleus sampling, in (0, 1].")
+TopK = count(None, "--top-k", lo=0, help="Top-k sampling (where the server accepts it; 0: off).")
+MaxTokens = count(None, "--max-tokens", help="Max new tokens per agent turn.")
+MaxTurns = count(None, "--max-turns", help="Override the tasks' agent-turn limit.")
+Concurrency = count(8, "--concurrency", "-c", help="Attempts in flight.")
+AttemptTimeout = number(None, "--attempt-timeout", lo=0.0, lo_open=True,
+                        help="Wall-clock seconds per attempt; the agent running out ends it with finish reason timeout (graded), "
+                             "a hung tool is a system error.")
+MaxResultChars = count(None, "--max-result-chars", help="Characters of a tool result shown to the agent "
+                                                        "(the rest is cut with a visible marker; the trajectory keeps all).")
+MaxAttemptTokens = count(None, "--max-attempt-tokens", help="Agent tokens (input + output) per attempt; "
+                                                            "crossing it ends the attempt with finish reason max_tokens.")
+RayCpus = count(None, "--ray-cpus", help="With --ray: number of actors (and CPUs of a local instance).")
