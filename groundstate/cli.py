@@ -159,6 +159,7 @@ def run(
     judge: Optional[str] = typer.Option(None, "--judge", help="openai:MODEL[@URL] for reply rubrics (without: rubric tasks are unjudged)."),
     out_path: Optional[Path] = typer.Option(None, "--out", help="Results JSONL (default: runs/<agent>_<tasks>_k<k>/results.jsonl). Re-running resumes it."),
     repair: bool = typer.Option(False, "--repair", help="Retry only the attempts that ended in a system error."),
+    rerun_changed: bool = typer.Option(False, "--rerun-changed", help="Resuming: run again the attempts of tasks that changed since they were recorded (without it, such a file is refused)."),
     concurrency: int = typer.Option(8, "--concurrency", "-c", min=1, help="Attempts in flight."),
     seed: int = typer.Option(0, help="Seed for scripted noise and sampling."),
     temperature: Optional[float] = typer.Option(None, help="Sampling temperature."),
@@ -198,29 +199,36 @@ def run(
     with _progress() as progress:
         bar = progress.add_task(f"run {agent}", total=len(pairs) * k, status="")
         tally = {"pass": 0, "fail": 0, "system_error": 0, "unjudged": 0}
-        from groundstate.results import ResultsWriteError, read_records
-
-        done_before = len({(r["task_id"], r["attempt"]) for r in read_records(path) if r.get("system_error") is None}) if path.exists() else 0
-        if repair:
-            done_before = len(pairs) * k - len({(r["task_id"], r["attempt"]) for r in read_records(path) if r.get("system_error")})
-        progress.update(bar, completed=done_before)
+        from groundstate.results import RecordError, ResultsWriteError, read_records
+        from groundstate.runner import ResumeRefused
 
         def on_result(r):
             tally[outcome(r)] += 1
             progress.update(bar, advance=1, status=progress_status(tally))
 
         try:
+            existing = read_records(path, missing_ok=True)
+            done_before = len({(r["task_id"], r["attempt"]) for r in existing if r.get("system_error") is None})
+            if repair:
+                done_before = len(pairs) * k - len({(r["task_id"], r["attempt"]) for r in existing if r.get("system_error")})
+            progress.update(bar, completed=done_before)
             summary = run_here_or_on_ray(pairs, cfg, be, (backend, pg_dsn), path, ray_address=ray_address, ray_cpus=ray_cpus,
-                                         repair=repair, on_result=on_result)
+                                         repair=repair, on_result=on_result, rerun_changed=rerun_changed)
         except ResultsWriteError as e:  # disk full, read-only file or folder: stop, keeping every record already written
             progress.stop()
             console.print(f"[red]error:[/red] {e}\nthe run stopped; every record written before the error is intact. "
                           "Free space or fix permissions, then re-run the same command to finish it.")
             raise typer.Exit(3) from None
+        except (RecordError, ResumeRefused) as e:  # a results line that is not a record, or another run's file
+            progress.stop()
+            console.print(f"[red]error:[/red] {escape(str(e))}\nnothing was run or written.")
+            raise typer.Exit(2) from None
         finally:
             be.close()
     out.print(f"{summary.ran} attempts run ({summary.skipped} already done) in {summary.seconds:.1f} s: "
               f"{summary.passed} passed, {summary.failed} failed, {summary.system_errors} system errors, {summary.unjudged} unjudged")
+    for note in summary.notes:
+        console.print(f"[yellow]note:[/yellow] {escape(note)}")
     console.print(f"results written to {summary.path}\nmanifest written to {summary.manifest}")
     if summary.system_errors:
         console.print(f"[yellow]{summary.system_errors} system errors:[/yellow] re-run with --repair to retry them")
@@ -232,7 +240,7 @@ def _read_run(path: Path):
     try:
         return read_records(path)
     except (OSError, ValueError) as e:
-        console.print(f"[red]error:[/red] {e}")
+        console.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from None
 
 

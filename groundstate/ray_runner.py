@@ -49,8 +49,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from groundstate.grading import grader_for, system_error
-from groundstate.results import Record, ResultsWriter, read_records, rewrite_atomically
-from groundstate.runner import AgentPool, RunConfig, RunSummary, make_record, plan, run_attempt, write_manifest
+from groundstate.results import Record, ResultsWriter
+from groundstate.runner import (AgentPool, RunConfig, RunSummary, make_record, open_results, run_attempt, run_identity, stamp,
+                                task_fingerprint, write_manifest)
 from groundstate.refs import TaskResolver, domain_ref
 from groundstate.state import make_backend
 from groundstate.tasks import Domain, Task
@@ -139,6 +140,7 @@ def run_ray(
     num_cpus: int | None = None,
     actor_options: dict[str, Any] | None = None,
     worker_cls: type = AttemptWorker,
+    rerun_changed: bool = False,
 ) -> RunSummary:
     """Run (or resume) tasks × k attempts into `results_path` on Ray actors (see the module docstring).
 
@@ -150,10 +152,10 @@ def run_ray(
     start = time.perf_counter()
     results_path = Path(results_path)
     results_path.parent.mkdir(parents=True, exist_ok=True)
-    existing = read_records(results_path, repair_tail=True)
-    todo, kept = plan(tasks, cfg.k, existing, repair)
-    if len(kept) != len(existing):
-        rewrite_atomically(results_path, kept)  # drop superseded system errors before their retries are appended
+    resumed = open_results(results_path, tasks, cfg, repair, rerun_changed)
+    todo = resumed.todo
+    identity = run_identity(cfg, tasks)
+    fingerprints = {t.id: task_fingerprint(t, d) for t, d in tasks}
     backend = make_backend(*backend_spec)  # never opened here: names the backend in the manifest
     manifest = write_manifest(results_path, cfg, tasks, backend, {"executor": "ray", "ray_address": address})
     backend.close()
@@ -163,6 +165,7 @@ def run_ray(
     writer = ResultsWriter(results_path)
 
     def record(r: Record) -> None:
+        r = stamp(r, identity, fingerprints[r["task_id"]])
         writer.write(r)
         if r["system_error"]:
             counts["system_errors"] += 1
@@ -185,7 +188,8 @@ def run_ray(
     finally:
         writer.close()
     return RunSummary(results_path, manifest, len(tasks) * cfg.k, len(tasks) * cfg.k - len(todo), len(todo),
-                      counts["passed"], counts["failed"], counts["system_errors"], counts["unjudged"], time.perf_counter() - start)
+                      counts["passed"], counts["failed"], counts["system_errors"], counts["unjudged"], time.perf_counter() - start,
+                      resumed.notes)
 
 
 def _drive(ray, todo, cfg: RunConfig, backend_spec, num_cpus, actor_options, worker_cls, record, failed) -> None:
