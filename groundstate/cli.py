@@ -253,36 +253,44 @@ def _fmt(x, pct=True):
 @app.command()
 def metrics(
     results: Path = typer.Argument(..., help="Results JSONL of a run."),
-    k: Optional[int] = typer.Option(None, "--k", help="k for pass@k / pass^k (default: attempts per task)."),
+    k: Optional[str] = typer.Option(None, "--k", help="k for pass@k / pass^k: one or more, comma-separated (e.g. 1,5,20), each at most n, the attempts per task (default: n)."),
     prices: Optional[Path] = typer.Option(None, "--prices", help="YAML price table overriding the bundled one."),
     by: str = typer.Option("domain", "--by", help="Breakdown: domain (family is always included in --json)."),
     allow_incomplete: bool = typer.Option(False, "--allow-incomplete", help="Compute despite missing, duplicated or system-error keys."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """pass@1, pass@k, pass^k, Observed k/k with intervals, per-domain breakdown, tokens and cost."""
-    from groundstate.metrics import compute, load_prices
+    from groundstate.metrics import compute, load_prices, parse_ks
 
+    try:
+        ks = parse_ks(k) if k is not None else None
+    except ValueError as e:
+        console.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(2) from None
     records = _read_run(results)
     try:
-        m = compute(records, k, load_prices(prices), allow_incomplete)
+        m = compute(records, ks, load_prices(prices), allow_incomplete)
     except ValueError as e:
-        console.print(f"[red]error:[/red] {e}")
+        console.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(1) from None
     if as_json:
         out.print_json(data={k_: v for k_, v in m.items() if k_ != "per_task"} | {"per_task": m["per_task"]})
         return
     iv = m["intervals"]
-    table = Table(title=f"{results} · {m['tasks']} tasks × k={m['k']}")
+    n = m["n"]
+    table = Table(title=f"{escape(str(results))} · {m['tasks']} tasks × n={n}")
     table.add_column("metric")
     table.add_column("value")
     table.add_column("95% CI (bootstrap over tasks)")
-    ci = lambda name: "—" if name not in iv else f"[{_fmt(iv[name][0])}, {_fmt(iv[name][1])}]"  # noqa: E731
-    table.add_row("pass@1", _fmt(m["pass_at_1"]), ci("pass_at_1"))
-    table.add_row(f"pass@{m['k']} (unbiased)", _fmt(m["pass_at_k"]), ci("pass_at_k"))
+    ci = lambda iv, name: "—" if name not in iv else f"[{_fmt(iv[name][0])}, {_fmt(iv[name][1])}]"  # noqa: E731
+    table.add_row("pass@1", _fmt(m["pass_at_1"]), ci(iv, "pass_at_1"))
+    for k_, at in m["at_k"].items():
+        table.add_row(f"pass@{k_} (unbiased)", _fmt(at["pass_at_k"]), ci(at["intervals"], "pass_at_k"))
     table.add_row("tasks solved at least once", str(m["solved_at_least_once"]), "")
-    table.add_row(f"pass^{m['k']} (unbiased)", _fmt(m["pass_hat_k"]), ci("pass_hat_k"))
-    table.add_row(f"pass^{m['k']} (plug-in (c/n)^k)", _fmt(m["pass_hat_k_plugin"]), "")
-    table.add_row(f"Observed {m['k']}/{m['k']}", f"{m['observed_k_of_k']} ({_fmt(m['observed_k_of_k_rate'])})", ci("observed_k_of_k_rate"))
+    for k_, at in m["at_k"].items():
+        table.add_row(f"pass^{k_} (unbiased)", _fmt(at["pass_hat_k"]), ci(at["intervals"], "pass_hat_k"))
+        table.add_row(f"pass^{k_} (plug-in (c/n)^k)", _fmt(at["pass_hat_k_plugin"]), "")
+    table.add_row(f"Observed {n}/{n}", f"{m['observed_k_of_k']} ({_fmt(m['observed_k_of_k_rate'])})", ci(iv, "observed_k_of_k_rate"))
     table.add_row("system errors", str(m["system_errors"]), "excluded from the rates")
     table.add_row("unjudged (rubric, no judge)", str(m["unjudged"]), "counted apart")
     table.add_row("cost (USD)", "—" if m["cost_usd"] is None else f"{m['cost_usd']:.4f}", "")
@@ -292,7 +300,7 @@ def metrics(
     group = m.get(f"by_{by}", {})
     if group:
         t2 = Table(title=f"by {by}")
-        for col in (by, "tasks", "pass@1", f"pass@{m['k']}", f"pass^{m['k']}", f"{m['k']}/{m['k']}"):
+        for col in (by, "tasks", "pass@1", f"pass@{m['k']}", f"pass^{m['k']}", f"{n}/{n}"):
             t2.add_column(col)
         for g, v in group.items():
             t2.add_row(g, str(v["tasks"]), _fmt(v["pass_at_1"]), _fmt(v["pass_at_k"]), _fmt(v["pass_hat_k"]), str(v["observed_k_of_k"]))
@@ -303,7 +311,7 @@ def metrics(
 def compare(
     base: Path = typer.Argument(..., help="Baseline results JSONL."),
     cand: Path = typer.Argument(..., help="Candidate results JSONL."),
-    k: Optional[int] = typer.Option(None, "--k"),
+    k: Optional[int] = typer.Option(None, "--k", help="k for pass@k / pass^k, at most the smaller n of the two runs (default: that n)."),
     prices: Optional[Path] = typer.Option(None, "--prices"),
     allow_incomplete: bool = typer.Option(False, "--allow-incomplete"),
     as_json: bool = typer.Option(False, "--json"),
@@ -315,8 +323,14 @@ def compare(
     try:
         c = compare_runs(_read_run(base), _read_run(cand), k, load_prices(prices), allow_incomplete=allow_incomplete)
     except ValueError as e:
-        console.print(f"[red]error:[/red] {e}")
+        console.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(1) from None
+    if c["left_out"]:  # always said, on stderr, also with --json
+        console.print(f"[yellow]{len(c['left_out'])} tasks left out of the comparison:[/yellow]")
+        for row in c["left_out"][:10]:
+            console.print(f"  {escape(row['task_id'])}: {escape(row['reason'])}")
+        if len(c["left_out"]) > 10:
+            console.print(f"  ... and {len(c['left_out']) - 10} more (see --json)")
     if as_json:
         out.print_json(data=c)
         return
@@ -350,7 +364,11 @@ def report(
     if not records:
         console.print(f"[red]error:[/red] {results} holds no records")
         raise typer.Exit(2)
-    path = write_report(records, output, f"groundstate report · {results}", _read_run(baseline) if baseline else None)
+    try:
+        path = write_report(records, output, f"groundstate report · {results}", _read_run(baseline) if baseline else None)
+    except ValueError as e:  # records of several runs, or a baseline that cannot be compared
+        console.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(1) from None
     console.print(f"report written to {path}")
 
 

@@ -143,6 +143,9 @@ def render(records: list[Record], title: str, baseline: list[Record] | None = No
                                for n, v in c["metrics"].items()) + "</table>")
         kk = c["observed_k_of_k"]
         parts.append(f"<p>Observed k/k: {kk['base']} → {kk['candidate']} (moved in {kk['moved_in']}, fell out {kk['fell_out']}).</p>")
+        if c["left_out"]:
+            parts.append(f"<p>{len(c['left_out'])} tasks left out of the comparison:</p><ul id='left-out'>"
+                         + "".join(f"<li>{html.escape(r['task_id'])}: {html.escape(r['reason'])}</li>" for r in c["left_out"]) + "</ul>")
         parts.append(f"<div class='plots'><img alt='transitions' src='{_transition_plot(c)}'></div>")
     parts.append("<h2>Plots</h2><div class='plots'>" + "".join(f"<img alt='plot' src='{p}'>" for p in _plots(records, m)) + "</div>")
     parts.append("<h2>Failing attempts</h2>")

@@ -128,6 +128,13 @@ def test_resuming_with_another_task_set_is_refused_and_the_cli_says_so(gold_run,
     assert "another run" in flat(r.output) and "agent" in r.output
 
 
+def test_a_run_may_grow_its_k_and_stays_one_run(gold_run, shop):
+    s = run(pairs_of(shop), RunConfig(agent="scripted:gold", k=3), SqliteBackend(), gold_run)
+    assert (s.ran, s.skipped) == (3, 6)
+    m = compute(read_records(gold_run), prices={}, bootstrap_reps=0)
+    assert (m["n"], m["observed_k_of_k"]) == (3, 3)
+
+
 def test_a_changed_task_is_refused_then_rerun_with_rerun_changed(gold_run, shop):
     before = read_records(gold_run)
     edited = [(t.model_copy(update={"instruction": t.instruction + " Quickly."}) if t.id == "shop-refuse" else t, d)
@@ -141,6 +148,36 @@ def test_a_changed_task_is_refused_then_rerun_with_rerun_changed(gold_run, shop)
     new = {r["task_fingerprint"] for r in after if r["task_id"] == "shop-refuse"}
     old = {r["task_fingerprint"] for r in before if r["task_id"] == "shop-refuse"}
     assert len(new) == 1 and new != old and len(after) == 6
+
+
+def test_metrics_refuses_a_file_that_mixes_runs(tmp_path, shop):
+    gold, noisy = tmp_path / "gold.jsonl", tmp_path / "noisy.jsonl"
+    run(pairs_of(shop), RunConfig(agent="scripted:gold", k=2), SqliteBackend(), gold)
+    run(pairs_of(shop), RunConfig(agent="scripted:noisy:0.9", k=2, seed=1), SqliteBackend(), noisy)
+    mixed = tmp_path / "mixed.jsonl"
+    records = read_records(gold)
+    noisy_records = read_records(noisy)
+    # the blend of the issue: half the attempts from each run, every key once, so coverage alone cannot tell
+    mixed.write_text("".join(json.dumps(r) + "\n" for r in records if r["attempt"] == 0)
+                     + "".join(json.dumps(r) + "\n" for r in noisy_records if r["attempt"] == 1))
+    with pytest.raises(ValueError, match="mixes 2 runs.*agent.*seed"):
+        compute(read_records(mixed))
+    r = cli.invoke(app, ["metrics", str(mixed)])
+    clean_exit(r, 1)
+    assert "mixes 2 runs" in flat(r.output)
+    for args in (["compare", str(gold), str(mixed)], ["report", str(mixed), "-o", str(tmp_path / "x.html")]):
+        clean_exit(cli.invoke(app, args), 1)
+
+
+def test_records_without_identity_are_read_as_their_own_run_but_never_resumed(gold_run, shop):
+    legacy = [{k: v for k, v in r.items() if k not in ("record_version", "run", "task_fingerprint")} for r in read_records(gold_run)]
+    gold_run.write_text("".join(json.dumps(r) + "\n" for r in legacy))
+    assert compute(read_records(gold_run), prices={})["pass_at_1"] == 1.0
+    with pytest.raises(runner.ResumeRefused, match="no run identity"):
+        run(pairs_of(shop), RunConfig(agent="scripted:gold", k=2), SqliteBackend(), gold_run)
+    blend = legacy[:3] + [{**r, "agent": "scripted:noop"} for r in legacy[3:]]
+    with pytest.raises(ValueError, match="mixes 2 runs"):
+        compute(blend, prices={})
 
 
 def test_backend_is_not_part_of_the_identity_a_sqlite_run_resumes_on_postgres(tmp_path, shop, pg_backend):
@@ -161,6 +198,34 @@ def brute_pass_at_k(n, c, k):
     subsets = list(combinations(range(n), k))
     return sum(any(outcomes[i] for i in s) for s in subsets) / len(subsets)
 
+
+def test_metrics_reports_any_k_up_to_n_and_refuses_k_above_n(tmp_path):
+    counts = {"t0": 0, "t1": 3, "t2": 12, "t3": 20}
+    recs = synthetic(counts, 20)
+    m = compute(recs, [1, 5, 20], prices={}, bootstrap_reps=200)
+    assert m["complete"] and m["n"] == 20 and m["ks"] == [1, 5, 20] and m["k"] == 20
+    for k in (1, 5, 20):
+        assert m["at_k"][str(k)]["pass_at_k"] == pytest.approx(sum(pass_at_k(20, c, k) for c in counts.values()) / 4)
+        assert m["at_k"][str(k)]["pass_hat_k"] == pytest.approx(sum(pass_hat_k(20, c, k) for c in counts.values()) / 4)
+    assert pass_at_k(20, 3, 5) == pytest.approx(brute_pass_at_k(20, 3, 5))
+    assert m["at_k"]["1"]["pass_at_k"] == pytest.approx(m["pass_at_1"])
+    assert m["observed_k_of_k"] == 1  # Observed n/n: only t3 passed all 20
+    only5 = compute(recs, 5, prices={}, bootstrap_reps=0)
+    assert only5["k"] == 5 and only5["observed_k_of_k"] == 1
+    with pytest.raises(ValueError, match="k=21 exceeds n=20"):
+        compute(recs, [5, 21], prices={})
+    path = tmp_path / "r.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    r = cli.invoke(app, ["metrics", str(path), "--k", "1,5,20", "--json"])
+    assert r.exit_code == 0, r.output
+    assert set(json.loads(r.stdout)["at_k"]) == {"1", "5", "20"}
+    human = cli.invoke(app, ["metrics", str(path), "--k", "5"]).stdout
+    assert "pass@5 (unbiased)" in flat(human) and "Observed 20/20" in flat(human)
+    for bad in ("0", "-1", "x", "1,,2", "25"):
+        clean_exit(cli.invoke(app, ["metrics", str(path), "--k", bad]), 2 if bad != "25" else 1)
+
+
+# -- #15 item 13: smaller reader issues ---------------------------------------------------------------
 
 def test_a_complete_last_record_without_newline_is_kept_not_rerun(gold_run, shop):
     whole = gold_run.read_bytes()
@@ -193,3 +258,22 @@ def test_a_missing_results_file_is_named_as_missing(tmp_path):
 
 # -- #20 item 2: compare says what it leaves out ----------------------------------------------------------
 
+def test_compare_applies_the_completeness_rule_and_names_left_out_tasks(tmp_path):
+    counts = {"t0": 1, "t1": 2, "t2": 0, "t3": 2}
+    base = synthetic(counts, 2)
+    cand = [r if r["task_id"] != "t2" else {**r, "reward": None, "system_error": "endpoint down"} for r in synthetic(counts, 2)]
+    with pytest.raises(ValueError, match="candidate run incomplete: 2 system errors"):
+        compare(base, cand, prices={})
+    c = compare(base, cand, prices={}, allow_incomplete=True)
+    assert c["shared_tasks"] == 3
+    assert c["left_out"] == [{"task_id": "t2", "reason": "no clean attempt in the candidate run (2 system errors, 0 unjudged)"}]
+    b, k = tmp_path / "b.jsonl", tmp_path / "c.jsonl"
+    b.write_text("".join(json.dumps(r) + "\n" for r in base))
+    k.write_text("".join(json.dumps(r) + "\n" for r in cand + synthetic({"t9": 1}, 2)))
+    clean_exit(cli.invoke(app, ["compare", str(b), str(k)]), 1)
+    r = cli.invoke(app, ["compare", str(b), str(k), "--allow-incomplete"])
+    assert r.exit_code == 0 and "2 tasks left out" in flat(r.output)
+    assert "t2: no clean attempt in the candidate run" in flat(r.output) and "t9: only in the candidate run" in flat(r.output)
+    html = render(cand, "with baseline", baseline=base)
+    assert "left-out" in html and "no clean attempt in the candidate run" in html
+    assert not math.isnan(c["metrics"]["pass_at_1"]["lift"])
