@@ -3,7 +3,8 @@
 Plots are rendered with matplotlib and embedded as PNG data URIs, so the file opens without network.
 Contents: headline metrics, the task × attempt success grid sorted by pass rate (each failing attempt
 links to its verdict diff and trajectory), the histogram of c/k, pass@k and pass^k against k,
-per-domain bars, and with a baseline the before/after comparison and transition chart.
+per-domain bars, and with a baseline the before/after comparison and transition chart. Names from the
+records (domains, tasks) are plain text everywhere: in plots, mathtext (`$...$`) is off.
 """
 
 from __future__ import annotations
@@ -95,6 +96,12 @@ def _transition_plot(c: dict[str, Any]) -> str:
 
 
 def render(records: list[Record], title: str, baseline: list[Record] | None = None, allow_incomplete: bool = True) -> str:
+    """The report's HTML. A label such as `$\\frac{a}$` is a name, not a formula: plots render it as it is."""
+    with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
+        return _render(records, title, baseline, allow_incomplete)
+
+
+def _render(records: list[Record], title: str, baseline: list[Record] | None, allow_incomplete: bool) -> str:
     m = compute(records, allow_incomplete=allow_incomplete, bootstrap_reps=1000)
     k = m["k"]
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{CSS}</style></head><body>"]

@@ -103,6 +103,15 @@ def test_records_written_by_a_run_are_typed_and_stamped(gold_run):
         assert set(r["usage"]) == {"input_tokens", "output_tokens", "cached_input_tokens"}
 
 
+def test_report_renders_names_that_look_like_mathtext_as_plain_text():
+    recs = [{**GOOD, "task_id": f"t{i}", "attempt": a, "reward": a % 2, "domain": name}
+            for i, name in enumerate([r"$\frac{a}$", "$x^$", r"$\undefined{$"]) for a in range(2)]
+    html = render(recs, "labels")
+    assert "success-grid" in html and html.count("data:image/png") >= 3
+
+
+# -- #15 item 5: run identity and task fingerprints ----------------------------------------------------
+
 @pytest.mark.parametrize("change,named", [
     ({"agent": "scripted:noisy:0.5"}, "agent"),
     ({"seed": 7}, "seed"),
