@@ -257,6 +257,19 @@ def test_duplicate_keys_on_resume_are_resolved_and_said(gold_run, shop):
     assert r.exit_code == 0 and "recorded more than once" in flat(r.output)
 
 
+def test_a_task_id_defined_differently_by_two_selected_sources_is_refused(tmp_path):
+    copy = tmp_path / "shop2"
+    shutil.copytree(SHOP, copy)
+    tasks = copy / "tasks" / "basic.yaml"
+    tasks.write_text(tasks.read_text().replace("Please cancel order 1.", "Please cancel order 1 now."))
+    with pytest.raises(ValueError, match=f"'shop-cancel'.*{SHOP}.*{copy}"):
+        select_tasks(f"{SHOP},{copy}")
+    assert len(select_tasks(f"{SHOP},{SHOP}")) == 3  # the same tasks selected twice are one selection
+    r = cli.invoke(app, ["run", "--agent", "scripted:gold", "--tasks", f"{SHOP},{copy}", "--out", str(tmp_path / "r.jsonl")])
+    clean_exit(r, 2)
+    assert not (tmp_path / "r.jsonl").exists()
+
+
 def test_a_missing_results_file_is_named_as_missing(tmp_path):
     for args in (["metrics", str(tmp_path / "missing.jsonl")], ["report", str(tmp_path / "missing.jsonl")],
                  ["export", str(tmp_path / "missing.jsonl"), "--format", "sft-jsonl", "--out", str(tmp_path / "e")]):
