@@ -173,8 +173,8 @@ def read_records(path: Path | str, repair_tail: bool = False, missing_ok: bool =
     """All records of a results file, each validated (`validate_record`); `RecordError` names the file and line.
 
     A last line without its newline is a crash mid-write and is skipped, unless it holds a complete record
-    (then it is kept). With `repair_tail`, a skipped tail is cut off the file and a kept one gets its newline,
-    so appends start on a fresh line. A missing file is a `RecordError` unless `missing_ok` (then: no records).
+    (then it is kept). With `repair_tail`, the file's tail is then repaired (`repair_tail`). A missing file is
+    a `RecordError` unless `missing_ok` (then: no records).
     """
     path = Path(path)
     if not path.exists():
@@ -187,8 +187,7 @@ def read_records(path: Path | str, repair_tail: bool = False, missing_ok: bool =
     end = data.rfind(b"\n") + 1  # everything after the last newline is an incomplete write, or a last record without its newline
     lines = data[:end].splitlines()
     tail = data[end:]
-    complete_tail = bool(tail.strip()) and _parse(tail) is not None
-    if complete_tail:
+    if _complete(tail):
         lines.append(tail)
     records = []
     for lineno, line in enumerate(lines, 1):
@@ -198,14 +197,38 @@ def read_records(path: Path | str, repair_tail: bool = False, missing_ok: bool =
         if value is None:
             raise RecordError(f"{path}:{lineno}: not a JSON record ({_json_error(line)})")
         records.append(validate_record(value[0], f"{path}:{lineno}"))
-    if repair_tail and end < len(data):
-        with path.open("r+b") as f:
-            if complete_tail:
-                f.seek(0, os.SEEK_END)
-                f.write(b"\n")
-            else:
-                f.truncate(end)
+    if repair_tail:
+        repair_file_tail(path)
     return records
+
+
+def repair_file_tail(path: Path) -> None:
+    """Make appends start on a fresh line: an incomplete last line (a crash mid-write) is cut off; a complete
+    last record without its newline gets one. Reads only the file's last line."""
+    with Path(path).open("r+b") as f:
+        pos, tail = f.seek(0, os.SEEK_END), b""
+        while pos > 0:
+            step = min(1 << 16, pos)
+            pos -= step
+            f.seek(pos)
+            chunk = f.read(step)
+            newline = chunk.rfind(b"\n")
+            if newline >= 0:
+                tail, pos = chunk[newline + 1:] + tail, pos + newline + 1
+                break
+            tail = chunk + tail
+        if not tail:
+            return
+        if _complete(tail):
+            f.seek(0, os.SEEK_END)
+            f.write(b"\n")
+        else:
+            f.truncate(pos)
+
+
+def _complete(tail: bytes) -> bool:
+    """Whether the bytes after the last newline are a whole JSON line (a record written without its newline)."""
+    return bool(tail.strip()) and _parse(tail) is not None
 
 
 def _parse(line: bytes) -> tuple[Any] | None:

@@ -6,8 +6,8 @@ finished keys are skipped, and system-error keys are retried (`repair=True` retr
 refused (`ResumeRefused`, naming what differs) when the file holds another run (another agent, user, judge,
 seed, sampling, limit or task set), attempts beyond this run's k (a larger k only adds attempts), or records
 without a run identity (older files: start a new file), and when a task changed since its attempts were
-recorded, unless `rerun_changed` (then those attempts run again).
-A key recorded more than once keeps its last clean record; the summary says so. Blocking database work runs off the event loop on PostgreSQL;
+recorded, unless `rerun_changed` (then those attempts run again). A key recorded more than once keeps its
+last clean record; the summary says so. Blocking database work runs off the event loop on PostgreSQL;
 concurrency is bounded by `concurrency` and by the backend's open-sandbox limit (less one, kept for
 the grader's golden replays). If the results file cannot be written (disk full, permission denied)
 the run stops with `ResultsWriteError`: attempts in flight are cancelled, never half-recorded.
@@ -34,7 +34,7 @@ from groundstate.agents.scripted import attempt_seed
 from groundstate.attempt import play
 from groundstate.grading import Grader, Verdict, grader_for, system_error
 from groundstate.results import (RECORD_VERSION, Record, ResultsWriteError, ResultsWriter, RunIdentity, key_of, read_records,
-                                 rewrite_atomically, task_set_hash)
+                                 repair_file_tail, rewrite_atomically, task_set_hash)
 from groundstate.state.base import Backend
 from groundstate.tasks import Domain, Task
 
@@ -305,12 +305,15 @@ def resume(tasks: list[tuple[Task, Domain]], cfg: RunConfig, existing: list[Reco
 
 
 def open_results(results_path: Path, tasks: list[tuple[Task, Domain]], cfg: RunConfig, repair: bool, rerun_changed: bool) -> Resume:
-    """Read the results file, decide what to resume (`resume`), and drop from the file what the run replaces."""
-    existing = read_records(results_path, repair_tail=True, missing_ok=True)
+    """Read the results file, decide what to resume (`resume`), and only then touch the file: repair its tail
+    and drop what the run replaces. A refused file is left exactly as it was."""
+    existing = read_records(results_path, missing_ok=True)
     try:
         r = resume(tasks, cfg, existing, repair, rerun_changed)
     except ResumeRefused as e:
         raise ResumeRefused(f"cannot resume {results_path}: {e}") from None
+    if results_path.exists():
+        repair_file_tail(results_path)
     if len(r.kept) != len(existing):
         rewrite_atomically(results_path, r.kept)  # drop superseded records before their replacements are appended
     return r

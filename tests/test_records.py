@@ -121,6 +121,7 @@ def test_report_renders_names_that_look_like_mathtext_as_plain_text():
     ({"user": "openai:some-user"}, "user"),
 ])
 def test_resuming_with_another_identity_is_refused_naming_what_differs(gold_run, shop, change, named):
+    gold_run.write_bytes(gold_run.read_bytes() + b'{"task_id": "shop-can')  # even a crash's partial line stays as it was
     before = gold_run.read_bytes()
     cfg = RunConfig(**{"agent": "scripted:gold", "k": 2, **change})
     with pytest.raises(runner.ResumeRefused, match=named) as e:
