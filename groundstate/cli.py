@@ -534,9 +534,16 @@ def train(
     if val_tasks:
         from groundstate.runner import RunConfig, run as run_tasks
 
+        from groundstate.results import RecordError
+        from groundstate.runner import ResumeRefused
+
         path = out_dir / "val.jsonl"
-        summary = run_tasks(val_pairs, RunConfig(agent=f"hf:{final}", k=val_k, seed=seed, concurrency=256,
-                                                               sampling={"temperature": temperature, "top_p": top_p, "top_k": top_k}), be, path)
+        try:
+            summary = run_tasks(val_pairs, RunConfig(agent=f"hf:{final}", k=val_k, seed=seed, concurrency=256,
+                                                     sampling={"temperature": temperature, "top_p": top_p, "top_k": top_k}), be, path)
+        except (RecordError, ResumeRefused) as e:  # a val.jsonl of another validation run is never mixed into this one
+            console.print(f"[red]error:[/red] validation not run: {escape(str(e))}")
+            raise typer.Exit(2) from None
         out.print(f"validation: {summary.passed}/{summary.ran} attempts passed")
         console.print(f"validation results written to {path}")
 
@@ -576,7 +583,14 @@ def quickstart(
 
     cfg = QuickstartConfig(seed=seed, grpo_steps=grpo_steps, sft_max_steps=sft_max_steps, max_pool=max_pool, ood=ood)
     t0 = time.perf_counter()
-    s = run_quickstart(out_dir, cfg, log=lambda m: console.print(m))
+    from groundstate.results import RecordError
+    from groundstate.runner import ResumeRefused
+
+    try:
+        s = run_quickstart(out_dir, cfg, log=lambda m: console.print(m))
+    except (RecordError, ResumeRefused) as e:  # an --out of an earlier quickstart with other settings: never mixed
+        console.print(f"[red]error:[/red] {escape(str(e))}\nuse another --out for these settings")
+        raise typer.Exit(2) from None
     price = s["notional_price_usd_per_million_tokens"]
 
     def before_after(title: str, base: dict, trained: dict) -> Table:
