@@ -177,6 +177,9 @@ def test_metrics_refuses_a_file_that_mixes_runs(tmp_path, shop):
     assert "mixes 2 runs" in flat(r.output)
     for args in (["compare", str(gold), str(mixed)], ["report", str(mixed), "-o", str(tmp_path / "x.html")]):
         clean_exit(cli.invoke(app, args), 1)
+    r = cli.invoke(app, ["select", str(mixed), "--out-dir", str(tmp_path / "sel")])
+    clean_exit(r, 2)
+    assert "mixes 2 runs" in flat(r.output) and not (tmp_path / "sel").exists()
 
 
 def test_records_without_identity_are_read_as_their_own_run_but_never_resumed(gold_run, shop):
