@@ -102,7 +102,7 @@ class AttemptRecord(BaseModel):
 
     @field_validator("usage", mode="before")
     @classmethod
-    def _no_usage(cls, v: Any) -> Any:
+    def _null_usage_means_no_tokens(cls, v: Any) -> Any:  # a record of an attempt that never reached the agent
         return {} if v is None else v
 
     @model_validator(mode="after")
