@@ -160,6 +160,7 @@ def run(
     judge: Optional[str] = typer.Option(None, "--judge", help="openai:MODEL[@URL] for reply rubrics (without: rubric tasks are unjudged)."),
     out_path: Optional[Path] = opts.file_out(None, "--out", help="Results JSONL (default: runs/<agent>_<tasks>_k<k>/results.jsonl). Re-running resumes it."),
     repair: bool = typer.Option(False, "--repair", help="Retry only the attempts that ended in a system error."),
+    rerun_changed: bool = typer.Option(False, "--rerun-changed", help="Resuming: run again the attempts of tasks that changed since they were recorded (without it, such a file is refused)."),
     concurrency: int = opts.Concurrency,
     seed: int = typer.Option(0, help="Seed for scripted noise and sampling."),
     temperature: Optional[float] = opts.temperature(),
@@ -199,20 +200,21 @@ def run(
     with _progress() as progress:
         bar = progress.add_task(f"run {agent}", total=len(pairs) * k, status="")
         tally = {"pass": 0, "fail": 0, "system_error": 0, "unjudged": 0}
-        from groundstate.results import ResultsInUseError, ResultsWriteError, read_records
-
-        done_before = len({(r["task_id"], r["attempt"]) for r in read_records(path) if r.get("system_error") is None}) if path.exists() else 0
-        if repair:
-            done_before = len(pairs) * k - len({(r["task_id"], r["attempt"]) for r in read_records(path) if r.get("system_error")})
-        progress.update(bar, completed=done_before)
+        from groundstate.results import RecordError, ResultsInUseError, ResultsWriteError, read_records
+        from groundstate.runner import ResumeRefused
 
         def on_result(r):
             tally[outcome(r)] += 1
             progress.update(bar, advance=1, status=progress_status(tally))
 
         try:
+            existing = read_records(path, missing_ok=True)
+            done_before = len({(r["task_id"], r["attempt"]) for r in existing if r.get("system_error") is None})
+            if repair:
+                done_before = len(pairs) * k - len({(r["task_id"], r["attempt"]) for r in existing if r.get("system_error")})
+            progress.update(bar, completed=done_before)
             summary = run_here_or_on_ray(pairs, cfg, be, (backend, pg_dsn), path, ray_address=ray_address, ray_cpus=ray_cpus,
-                                         repair=repair, on_result=on_result)
+                                         repair=repair, on_result=on_result, rerun_changed=rerun_changed)
         except ResultsInUseError as e:  # another run writes this file: one writer per results file
             progress.stop()
             console.print(f"[red]error:[/red] {escape(str(e))}\nnothing was run or written.")
@@ -222,10 +224,16 @@ def run(
             console.print(f"[red]error:[/red] {e}\nthe run stopped; every record written before the error is intact. "
                           "Free space or fix permissions, then re-run the same command to finish it.")
             raise typer.Exit(3) from None
+        except (RecordError, ResumeRefused) as e:  # a results line that is not a record, or another run's file
+            progress.stop()
+            console.print(f"[red]error:[/red] {escape(str(e))}\nnothing was run or written.")
+            raise typer.Exit(2) from None
         finally:
             be.close()
     out.print(f"{summary.ran} attempts run ({summary.skipped} already done) in {summary.seconds:.1f} s: "
               f"{summary.passed} passed, {summary.failed} failed, {summary.system_errors} system errors, {summary.unjudged} unjudged")
+    for note in summary.notes:
+        console.print(f"[yellow]note:[/yellow] {escape(note)}")
     console.print(f"results written to {summary.path}\nmanifest written to {summary.manifest}")
     if summary.system_errors:
         console.print(f"[yellow]{summary.system_errors} system errors:[/yellow] re-run with --repair to retry them")
@@ -237,7 +245,7 @@ def _read_run(path: Path):
     try:
         return read_records(path)
     except (OSError, ValueError) as e:
-        console.print(f"[red]error:[/red] {e}")
+        console.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from None
 
 
@@ -250,36 +258,44 @@ def _fmt(x, pct=True):
 @app.command()
 def metrics(
     results: Path = typer.Argument(..., help="Results JSONL of a run."),
-    k: Optional[int] = opts.count(None, "--k", help="k for pass@k / pass^k (default: attempts per task)."),
+    k: Optional[str] = typer.Option(None, "--k", help="k for pass@k / pass^k: one or more, comma-separated (e.g. 1,5,20), each at most n, the attempts per task (default: n)."),
     prices: Optional[Path] = typer.Option(None, "--prices", help="YAML price table overriding the bundled one."),
     by: str = typer.Option("domain", "--by", help="Breakdown: domain (family is always included in --json)."),
     allow_incomplete: bool = typer.Option(False, "--allow-incomplete", help="Compute despite missing, duplicated or system-error keys."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """pass@1, pass@k, pass^k, Observed k/k with intervals, per-domain breakdown, tokens and cost."""
-    from groundstate.metrics import compute, load_prices
+    from groundstate.metrics import compute, load_prices, parse_ks
 
+    try:
+        ks = parse_ks(k) if k is not None else None
+    except ValueError as e:
+        console.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(2) from None
     records = _read_run(results)
     try:
-        m = compute(records, k, load_prices(prices), allow_incomplete)
+        m = compute(records, ks, load_prices(prices), allow_incomplete)
     except ValueError as e:
-        console.print(f"[red]error:[/red] {e}")
+        console.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(1) from None
     if as_json:
         out.print_json(data={k_: v for k_, v in m.items() if k_ != "per_task"} | {"per_task": m["per_task"]})
         return
     iv = m["intervals"]
-    table = Table(title=f"{results} · {m['tasks']} tasks × k={m['k']}")
+    n = m["n"]
+    table = Table(title=f"{escape(str(results))} · {m['tasks']} tasks × n={n}")
     table.add_column("metric")
     table.add_column("value")
     table.add_column("95% CI (bootstrap over tasks)")
-    ci = lambda name: "—" if name not in iv else f"[{_fmt(iv[name][0])}, {_fmt(iv[name][1])}]"  # noqa: E731
-    table.add_row("pass@1", _fmt(m["pass_at_1"]), ci("pass_at_1"))
-    table.add_row(f"pass@{m['k']} (unbiased)", _fmt(m["pass_at_k"]), ci("pass_at_k"))
+    ci = lambda iv, name: "—" if name not in iv else f"[{_fmt(iv[name][0])}, {_fmt(iv[name][1])}]"  # noqa: E731
+    table.add_row("pass@1", _fmt(m["pass_at_1"]), ci(iv, "pass_at_1"))
+    for k_, at in m["at_k"].items():
+        table.add_row(f"pass@{k_} (unbiased)", _fmt(at["pass_at_k"]), ci(at["intervals"], "pass_at_k"))
     table.add_row("tasks solved at least once", str(m["solved_at_least_once"]), "")
-    table.add_row(f"pass^{m['k']} (unbiased)", _fmt(m["pass_hat_k"]), ci("pass_hat_k"))
-    table.add_row(f"pass^{m['k']} (plug-in (c/n)^k)", _fmt(m["pass_hat_k_plugin"]), "")
-    table.add_row(f"Observed {m['k']}/{m['k']}", f"{m['observed_k_of_k']} ({_fmt(m['observed_k_of_k_rate'])})", ci("observed_k_of_k_rate"))
+    for k_, at in m["at_k"].items():
+        table.add_row(f"pass^{k_} (unbiased)", _fmt(at["pass_hat_k"]), ci(at["intervals"], "pass_hat_k"))
+        table.add_row(f"pass^{k_} (plug-in (c/n)^k)", _fmt(at["pass_hat_k_plugin"]), "")
+    table.add_row(f"Observed {n}/{n}", f"{m['observed_k_of_k']} ({_fmt(m['observed_k_of_k_rate'])})", ci(iv, "observed_k_of_k_rate"))
     table.add_row("system errors", str(m["system_errors"]), "excluded from the rates")
     table.add_row("unjudged (rubric, no judge)", str(m["unjudged"]), "counted apart")
     table.add_row("cost (USD)", "—" if m["cost_usd"] is None else f"{m['cost_usd']:.4f}", "")
@@ -289,7 +305,7 @@ def metrics(
     group = m.get(f"by_{by}", {})
     if group:
         t2 = Table(title=f"by {by}")
-        for col in (by, "tasks", "pass@1", f"pass@{m['k']}", f"pass^{m['k']}", f"{m['k']}/{m['k']}"):
+        for col in (by, "tasks", "pass@1", f"pass@{m['k']}", f"pass^{m['k']}", f"{n}/{n}"):
             t2.add_column(col)
         for g, v in group.items():
             t2.add_row(g, str(v["tasks"]), _fmt(v["pass_at_1"]), _fmt(v["pass_at_k"]), _fmt(v["pass_hat_k"]), str(v["observed_k_of_k"]))
@@ -300,7 +316,7 @@ def metrics(
 def compare(
     base: Path = typer.Argument(..., help="Baseline results JSONL."),
     cand: Path = typer.Argument(..., help="Candidate results JSONL."),
-    k: Optional[int] = opts.count(None, "--k"),
+    k: Optional[int] = opts.count(None, "--k", help="k for pass@k / pass^k, at most the smaller n of the two runs (default: that n)."),
     prices: Optional[Path] = typer.Option(None, "--prices"),
     allow_incomplete: bool = typer.Option(False, "--allow-incomplete"),
     as_json: bool = typer.Option(False, "--json"),
@@ -312,8 +328,14 @@ def compare(
     try:
         c = compare_runs(_read_run(base), _read_run(cand), k, load_prices(prices), allow_incomplete=allow_incomplete)
     except ValueError as e:
-        console.print(f"[red]error:[/red] {e}")
+        console.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(1) from None
+    if c["left_out"]:  # always said, on stderr, also with --json
+        console.print(f"[yellow]{len(c['left_out'])} tasks left out of the comparison:[/yellow]")
+        for row in c["left_out"][:10]:
+            console.print(f"  {escape(row['task_id'])}: {escape(row['reason'])}")
+        if len(c["left_out"]) > 10:
+            console.print(f"  ... and {len(c['left_out']) - 10} more (see --json)")
     if as_json:
         out.print_json(data=c)
         return
@@ -347,7 +369,11 @@ def report(
     if not records:
         console.print(f"[red]error:[/red] {results} holds no records")
         raise typer.Exit(2)
-    path = write_report(records, output, f"groundstate report · {results}", _read_run(baseline) if baseline else None)
+    try:
+        path = write_report(records, output, f"groundstate report · {results}", _read_run(baseline) if baseline else None)
+    except ValueError as e:  # records of several runs, or a baseline that cannot be compared
+        console.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(1) from None
     console.print(f"report written to {path}")
 
 
@@ -513,9 +539,16 @@ def train(
     if val_tasks:
         from groundstate.runner import RunConfig, run as run_tasks
 
+        from groundstate.results import RecordError
+        from groundstate.runner import ResumeRefused
+
         path = out_dir / "val.jsonl"
-        summary = run_tasks(val_pairs, RunConfig(agent=f"hf:{final}", k=val_k, seed=seed, concurrency=256,
-                                                               sampling={"temperature": temperature, "top_p": top_p, "top_k": top_k}), be, path)
+        try:
+            summary = run_tasks(val_pairs, RunConfig(agent=f"hf:{final}", k=val_k, seed=seed, concurrency=256,
+                                                     sampling={"temperature": temperature, "top_p": top_p, "top_k": top_k}), be, path)
+        except (RecordError, ResumeRefused) as e:  # a val.jsonl of another validation run is never mixed into this one
+            console.print(f"[red]error:[/red] validation not run: {escape(str(e))}")
+            raise typer.Exit(2) from None
         out.print(f"validation: {summary.passed}/{summary.ran} attempts passed")
         console.print(f"validation results written to {path}")
 
@@ -555,7 +588,14 @@ def quickstart(
 
     cfg = QuickstartConfig(seed=seed, grpo_steps=grpo_steps, sft_max_steps=sft_max_steps, max_pool=max_pool, ood=ood)
     t0 = time.perf_counter()
-    s = run_quickstart(out_dir, cfg, log=lambda m: console.print(m))
+    from groundstate.results import RecordError
+    from groundstate.runner import ResumeRefused
+
+    try:
+        s = run_quickstart(out_dir, cfg, log=lambda m: console.print(m))
+    except (RecordError, ResumeRefused) as e:  # an --out of an earlier quickstart with other settings: never mixed
+        console.print(f"[red]error:[/red] {escape(str(e))}\nuse another --out for these settings")
+        raise typer.Exit(2) from None
     price = s["notional_price_usd_per_million_tokens"]
 
     def before_after(title: str, base: dict, trained: dict) -> Table:

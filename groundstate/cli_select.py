@@ -60,6 +60,7 @@ def probe_command(
     user: str = typer.Option("scripted", "--user", help="scripted, openai:MODEL or openai:MODEL@URL."),
     judge: Optional[str] = typer.Option(None, "--judge", help="openai:MODEL or openai:MODEL@URL for reply rubrics (without: rubric tasks are unjudged, not runs)."),
     repair: bool = typer.Option(False, "--repair", help="Retry only the attempts that ended in a system error."),
+    rerun_changed: bool = typer.Option(False, "--rerun-changed", help="Resuming: probe again the tasks that changed since they were probed (without it, such a file is refused)."),
     concurrency: int = opts.Concurrency,
     seed: int = typer.Option(0, help="Seed for scripted noise and sampling."),
     temperature: Optional[float] = opts.temperature("Sampling temperature (probe at the temperature you will train at; 0: greedy)."),
@@ -78,8 +79,8 @@ def probe_command(
     tb_no_sources: bool = typer.Option(False, "--tb-no-sources", help="ThinkingBox tasks: drop the init configuration's knowledge-base `sources` (no Typesense needed)."),
 ) -> None:
     """Probe candidate tasks: N attempts each with the policy to be trained, for `groundstate select` (resumable like any run)."""
-    from groundstate.results import ResultsInUseError, ResultsWriteError, read_records
-    from groundstate.runner import RunConfig
+    from groundstate.results import RecordError, ResultsInUseError, ResultsWriteError, read_records
+    from groundstate.runner import ResumeRefused, RunConfig
     from groundstate.runner import outcome, progress_status, run_here_or_on_ray
     from groundstate.state import make_backend
 
@@ -101,7 +102,7 @@ def probe_command(
         with _progress() as progress:
             bar = progress.add_task(f"probe {agent}", total=len(pairs) * n, status="")
             tally = {"pass": 0, "fail": 0, "system_error": 0, "unjudged": 0}
-            existing = read_records(path) if path.exists() else []
+            existing = read_records(path, missing_ok=True)
             wanted = {(t.id, a) for t, _ in pairs for a in range(n)}
             done = {(r["task_id"], r["attempt"]) for r in existing if r.get("system_error") is None} & wanted
             if repair:
@@ -113,7 +114,7 @@ def probe_command(
                 progress.update(bar, advance=1, status=progress_status(tally))
 
             summary = run_here_or_on_ray(pairs, cfg, be, (backend, pg_dsn), path, ray_address=ray_address, ray_cpus=ray_cpus,
-                                         repair=repair, on_result=on_result)
+                                         repair=repair, on_result=on_result, rerun_changed=rerun_changed)
     except ResultsInUseError as e:  # another probe or run writes this file: one writer per results file
         console.print(f"[red]error:[/red] {escape(str(e))}\nnothing was run or written.")
         raise typer.Exit(3) from None
@@ -121,10 +122,15 @@ def probe_command(
         console.print(f"[red]error:[/red] {e}\nthe probe stopped; every record written before the error is intact. "
                       "Free space or fix permissions, then re-run the same command to finish it.")
         raise typer.Exit(3) from None
+    except (RecordError, ResumeRefused) as e:  # a results line that is not a record, or another run's file
+        console.print(f"[red]error:[/red] {escape(str(e))}\nnothing was probed or written.")
+        raise typer.Exit(2) from None
     finally:
         be.close()
     out.print(f"{summary.ran} attempts run ({summary.skipped} already done) on {len(pairs)} tasks × n={n} in {summary.seconds:.1f} s: "
               f"{summary.passed} passed, {summary.failed} failed, {summary.system_errors} system errors, {summary.unjudged} unjudged")
+    for note in summary.notes:
+        console.print(f"[yellow]note:[/yellow] {escape(note)}")
     console.print(f"probes written to {summary.path}\nmanifest written to {summary.manifest}")
     if summary.system_errors:
         console.print(f"[yellow]{summary.system_errors} system errors:[/yellow] re-run with --repair to retry them (they are not counted as runs)")

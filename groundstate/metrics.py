@@ -1,12 +1,16 @@
 """Reliability metrics from results records alone.
 
 Per task: clean attempts n and successes c (system errors and unjudged attempts excluded and counted
-apart). Aggregates over tasks:
+apart). A run is *complete* when every task has the same n clean attempts, keyed 0..n−1 once each (no
+missing or duplicated key, no system error); figures are refused otherwise (`allow_incomplete` computes
+them anyway), and always for records of more than one run (`results.check_one_run`). The estimators are
+defined for every k ≤ n: one or more k (`ks`, e.g. 1, 5, 20 of n = 20) choose them; k > n is refused.
+Aggregates over tasks:
 - pass@1 = mean c/n;
 - pass@k (unbiased) = mean 1 − C(n−c, k)/C(n, k): the chance that at least one of k attempts passes;
 - pass^k (unbiased) = mean C(c, k)/C(n, k): the chance that all k attempts pass; and the plug-in
   (c/n)^k that some published harnesses report, labelled as such;
-- Observed k/k = tasks with c = n = k (solved in every attempt);
+- Observed k/k = tasks solved in every one of their n attempts (an observation, so only for k = n);
 with per-task Jeffreys intervals and bootstrap-over-tasks intervals for each aggregate; and cost:
 total inference cost and cost per dependable task (total cost / tasks solved k/k).
 """
@@ -24,7 +28,7 @@ import numpy as np
 from scipy import stats
 
 from groundstate.episode import FINISH_REASONS
-from groundstate.results import Record
+from groundstate.results import Record, check_one_run
 
 DEFAULT_PRICES = Path(__file__).parent / "prices.yaml"
 
@@ -77,11 +81,11 @@ class TaskCounts:
 @dataclass
 class Coverage:
     complete: bool
-    k: int
+    n: int  # attempts per task: the highest attempt index + 1 of any task
     missing: list[tuple[str, int]]
     duplicated: list[tuple[str, int]]
     system_errors: list[tuple[str, int]]
-    unequal: dict[str, int]  # task -> clean attempts, where it differs from k
+    unequal: dict[str, int]  # task -> clean attempts, where it differs from n
 
     def problems(self) -> list[str]:
         out = []
@@ -92,7 +96,7 @@ class Coverage:
         if self.system_errors:
             out.append(f"{len(self.system_errors)} system errors, e.g. {self.system_errors[:5]} (retry them with `groundstate run ... --repair`)")
         if self.unequal:
-            out.append(f"{len(self.unequal)} tasks without exactly k={self.k} clean attempts, e.g. {dict(list(self.unequal.items())[:5])}")
+            out.append(f"{len(self.unequal)} tasks without exactly n={self.n} clean attempts, e.g. {dict(list(self.unequal.items())[:5])}")
         return out
 
 
@@ -111,15 +115,40 @@ def task_counts(records: Iterable[Record]) -> dict[str, TaskCounts]:
     return out
 
 
-def coverage(records: list[Record], k: int | None = None) -> Coverage:
+def coverage(records: list[Record]) -> Coverage:
+    """Whether every task has the same n clean attempts 0..n−1, each once (unjudged tasks are counted apart)."""
     seen = Counter((r["task_id"], int(r["attempt"])) for r in records)
     counts = task_counts(records)
-    k = k or max((max(t.attempts) + 1 for t in counts.values()), default=0)
-    missing = sorted((tid, a) for tid in counts for a in range(k) if (tid, a) not in seen)
-    duplicated = sorted(key for key, n in seen.items() if n > 1)
+    n = max((max(t.attempts) + 1 for t in counts.values()), default=0)
+    missing = sorted((tid, a) for tid in counts for a in range(n) if (tid, a) not in seen)
+    duplicated = sorted(key for key, c in seen.items() if c > 1)
     errors = sorted((r["task_id"], int(r["attempt"])) for r in records if r.get("system_error"))
-    unequal = {tid: t.n for tid, t in counts.items() if t.n != k and t.unjudged == 0}
-    return Coverage(not (missing or duplicated or errors or unequal), k, missing, duplicated, errors, unequal)
+    unequal = {tid: t.n for tid, t in counts.items() if t.n != n and t.unjudged == 0}
+    return Coverage(not (missing or duplicated or errors or unequal), n, missing, duplicated, errors, unequal)
+
+
+def parse_ks(text: str) -> list[int]:
+    """`--k` text: one or more whole numbers >= 1, comma-separated (`5`, `1,5,20`); ValueError naming the bad one."""
+    ks = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit() or int(part) < 1:
+            raise ValueError(f"--k {text!r}: {part!r} is not a whole number >= 1 (give one k or several, comma-separated, e.g. 1,5,20)")
+        ks.append(int(part))
+    return sorted(set(ks))
+
+
+def check_ks(ks: Iterable[int] | int | None, n: int) -> list[int]:
+    """The k to report, ascending (default: n); ValueError for a k outside 1..n (pass@k needs k clean attempts)."""
+    ks = [n] if ks is None else [ks] if isinstance(ks, int) else sorted(set(ks))
+    if not ks:
+        raise ValueError("no k given")
+    for k in ks:
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k={k!r} is not a whole number >= 1")
+        if k > n:
+            raise ValueError(f"k={k} exceeds n={n}, the attempts per task: pass@k and pass^k are defined for k <= n")
+    return ks
 
 
 def load_prices(path: Path | None = None) -> dict[str, dict[str, float]]:
@@ -172,8 +201,8 @@ def _aggregates(tasks: list[TaskCounts], k: int) -> dict[str, float]:
     }
 
 
-def bootstrap(tasks: list[TaskCounts], k: int, reps: int = 2000, seed: int = 0, level: float = 0.95) -> dict[str, list[float]]:
-    """Percentile intervals of each aggregate, resampling tasks with replacement."""
+def bootstrap(tasks: list[TaskCounts], k: int, reps: int = 2000, seed: int = 0, level: float = 0.95, n_run: int | None = None) -> dict[str, list[float]]:
+    """Percentile intervals of each aggregate, resampling tasks with replacement (Observed: solved in all `n_run` attempts, default k)."""
     if not tasks:
         return {}
     rng = np.random.default_rng(seed)
@@ -182,7 +211,7 @@ def bootstrap(tasks: list[TaskCounts], k: int, reps: int = 2000, seed: int = 0, 
     p1 = np.where(n > 0, c / np.maximum(n, 1), np.nan)
     pk = np.array([pass_at_k(t.n, t.c, k) if t.n >= k else np.nan for t in tasks])
     hk = np.array([pass_hat_k(t.n, t.c, k) if t.n >= k else np.nan for t in tasks])
-    kk = (n == k) & (c == k)
+    kk = (n == (n_run or k)) & (c == n)
     idx = rng.integers(0, len(tasks), size=(reps, len(tasks)))
     a = (1 - level) / 2
     out = {}
@@ -201,26 +230,44 @@ def finish_reasons(records: list[Record]) -> dict[str, int]:
     return dict(sorted(seen.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
 
 
-def compute(records: list[Record], k: int | None = None, prices: dict[str, dict[str, float]] | None = None,
+def solved_every_time(t: TaskCounts, n: int) -> bool:
+    """Observed n/n: the task has all n clean attempts and passed every one."""
+    return t.n == n and t.c == n
+
+
+def compute(records: list[Record], k: Iterable[int] | int | None = None, prices: dict[str, dict[str, float]] | None = None,
             allow_incomplete: bool = False, by: str | None = "domain", bootstrap_reps: int = 2000) -> dict[str, Any]:
-    """All figures of `groundstate metrics --json`. Raises ValueError on incomplete coverage unless allowed."""
+    """All figures of `groundstate metrics --json`. `k`: one or more k <= n (default n); the top-level pass@k
+    figures are for the largest, `at_k` holds each. Raises ValueError on records of several runs, on a k
+    outside 1..n, and on incomplete coverage unless allowed."""
     if not records:
         raise ValueError("no results records")
-    cov = coverage(records, k)
-    k = cov.k
+    check_one_run(records)
+    cov = coverage(records)
+    n_run = cov.n
     if not cov.complete and not allow_incomplete:
         raise ValueError("incomplete run: " + "; ".join(cov.problems()) + " — use --allow-incomplete to compute anyway")
+    ks = check_ks(k, n_run)
+    k = ks[-1]
     counts = task_counts(records)
     judged = [t for t in counts.values() if t.n > 0]
     prices = prices if prices is not None else load_prices()
     costs = [record_cost(r, prices) for r in records]
     priced = [x for x in costs if x is not None]
     cost = float(sum(priced)) if priced and len(priced) == len(costs) else (None if not priced else float(sum(priced)))
-    kk = sum(1 for t in judged if t.n == k and t.c == k)
+    kk = sum(1 for t in judged if solved_every_time(t, n_run))
     agg = _aggregates(judged, k)
+    at_k = {}
+    for j in ks:
+        a = _aggregates(judged, j)
+        iv = bootstrap(judged, j, reps=bootstrap_reps, n_run=n_run) if bootstrap_reps else {}
+        at_k[str(j)] = {"pass_at_k": a["pass_at_k"], "pass_hat_k": a["pass_hat_k"], "pass_hat_k_plugin": a["pass_hat_k_plugin"],
+                        "intervals": {m: iv[m] for m in ("pass_at_k", "pass_hat_k") if m in iv}}
     out: dict[str, Any] = {
         "tasks": len(counts),
+        "n": n_run,
         "k": k,
+        "ks": ks,
         "attempts": len(records),
         "clean_attempts": sum(t.n for t in counts.values()),
         "system_errors": sum(t.system_errors for t in counts.values()),
@@ -229,11 +276,13 @@ def compute(records: list[Record], k: int | None = None, prices: dict[str, dict[
         "complete": cov.complete,
         "coverage_problems": cov.problems(),
         **agg,
+        "at_k": at_k,
         "solved_at_least_once": sum(1 for t in judged if t.c > 0),
         "pass_at_k_note": "solved_at_least_once equals pass@k x tasks only when every task has n = k",
         "observed_k_of_k": kk,
+        "observed_k_of_k_note": f"tasks solved in all n={n_run} attempts (Observed n/n: measured, so only for k = n)",
         "observed_k_of_k_rate": kk / len(judged) if judged else float("nan"),
-        "intervals": bootstrap(judged, k, reps=bootstrap_reps) if bootstrap_reps else {},
+        "intervals": bootstrap(judged, k, reps=bootstrap_reps, n_run=n_run) if bootstrap_reps else {},
         "tokens": {
             "input": sum((r.get("usage") or {}).get("input_tokens", 0) or 0 for r in records),
             "cached_input": sum((r.get("usage") or {}).get("cached_input_tokens", 0) or 0 for r in records),
@@ -243,7 +292,7 @@ def compute(records: list[Record], k: int | None = None, prices: dict[str, dict[
         "cost_priced_attempts": len(priced),
         "cost_per_attempt": cost / len(records) if cost is not None and records else None,
         "cost_per_dependable_task": (cost / kk) if cost is not None and kk > 0 else None,
-        "cost_per_dependable_task_note": None if kk > 0 else "undefined: no task was solved k/k",
+        "cost_per_dependable_task_note": None if kk > 0 else f"undefined: no task was solved {n_run}/{n_run}",
         "per_task": [
             {"task_id": t.task_id, "domain": t.domain, "family": t.family, "n": t.n, "c": t.c, "system_errors": t.system_errors,
              "unjudged": t.unjudged, "rate": t.c / t.n if t.n else None, "jeffreys_95": list(jeffreys_interval(t.n, t.c)) if t.n else None}
@@ -257,7 +306,7 @@ def compute(records: list[Record], k: int | None = None, prices: dict[str, dict[
         for t in judged:
             groups[str(getattr(t, group))].append(t)
         out[f"by_{group}"] = {
-            g: {"tasks": len(ts), **_aggregates(ts, k), "observed_k_of_k": sum(1 for t in ts if t.n == k and t.c == k),
+            g: {"tasks": len(ts), **_aggregates(ts, k), "observed_k_of_k": sum(1 for t in ts if solved_every_time(t, n_run)),
                 "solved_at_least_once": sum(1 for t in ts if t.c > 0)}
             for g, ts in sorted(groups.items())
         }
@@ -269,30 +318,55 @@ def category(n: int, c: int) -> str:
     return "never" if c == 0 else "always" if c == n else "sometimes"
 
 
+def left_out(bc: dict[str, TaskCounts], cc: dict[str, TaskCounts]) -> dict[str, str]:
+    """Tasks that cannot be compared, each with the reason: in one run only, or without a clean attempt in one."""
+    out = {}
+    for tid in sorted(set(bc) | set(cc)):
+        if tid not in cc:
+            out[tid] = "only in the base run"
+        elif tid not in bc:
+            out[tid] = "only in the candidate run"
+        else:
+            why = [f"no clean attempt in the {name} run ({t.system_errors} system errors, {t.unjudged} unjudged)"
+                   for name, t in (("base", bc[tid]), ("candidate", cc[tid])) if t.n == 0]
+            if why:
+                out[tid] = "; ".join(why)
+    return out
+
+
 def compare(base: list[Record], cand: list[Record], k: int | None = None, prices: dict | None = None,
             reps: int = 2000, seed: int = 0, allow_incomplete: bool = False) -> dict[str, Any]:
-    """Lift of each metric on the shared tasks, with paired bootstrap intervals and P(lift > 0); task transitions; cost change."""
+    """Lift of each metric on the shared tasks, with paired bootstrap intervals and P(lift > 0); task transitions; cost change.
+
+    Each run must be one complete run, by `compute`'s rule (`allow_incomplete` compares anyway); `k` defaults to
+    the smaller n and may not exceed it. Tasks that cannot be compared are listed in `left_out` with the reason."""
+    runs = {}
+    for name, recs in (("base", base), ("candidate", cand)):
+        if not recs:
+            raise ValueError(f"the {name} run holds no records")
+        check_one_run(recs, f"the {name} run")
+        cov = coverage(recs)
+        if not cov.complete and not allow_incomplete:
+            raise ValueError(f"{name} run incomplete: " + "; ".join(cov.problems()) + " — use --allow-incomplete to compare anyway")
+        runs[name] = cov.n
     bc, cc = task_counts(base), task_counts(cand)
-    shared = sorted(t for t in set(bc) & set(cc) if bc[t].n > 0 and cc[t].n > 0)
+    skipped = left_out(bc, cc)
+    shared = sorted(t for t in set(bc) & set(cc) if t not in skipped)
     if not shared:
-        raise ValueError("the two runs share no task with clean attempts")
-    k = k or min(coverage(base).k, coverage(cand).k)
+        raise ValueError("the two runs share no task with clean attempts" + (f" (left out: {_some(skipped)})" if skipped else ""))
+    k = check_ks(k if k is not None else min(runs.values()), min(runs.values()))[0]
     b = [bc[t] for t in shared]
     c = [cc[t] for t in shared]
-    for name, recs in (("base", base), ("candidate", cand)):
-        cov = coverage([r for r in recs if r["task_id"] in set(shared)], k)
-        if not cov.complete and not allow_incomplete:
-            raise ValueError(f"{name} run incomplete on the shared tasks: " + "; ".join(cov.problems()))
 
-    def per_task(ts: list[TaskCounts]) -> dict[str, np.ndarray]:
+    def per_task(ts: list[TaskCounts], n_run: int) -> dict[str, np.ndarray]:
         return {
             "pass_at_1": np.array([t.c / t.n for t in ts]),
             "pass_at_k": np.array([pass_at_k(t.n, t.c, min(k, t.n)) for t in ts]),
             "pass_hat_k": np.array([pass_hat_k(t.n, t.c, min(k, t.n)) for t in ts]),
-            "observed_k_of_k_rate": np.array([float(t.n == k and t.c == k) for t in ts]),
+            "observed_k_of_k_rate": np.array([float(solved_every_time(t, n_run)) for t in ts]),
         }
 
-    pb, pc = per_task(b), per_task(c)
+    pb, pc = per_task(b, runs["base"]), per_task(c, runs["candidate"])
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, len(shared), size=(reps, len(shared)))
     lifts = {}
@@ -311,12 +385,14 @@ def compare(base: list[Record], cand: list[Record], k: int | None = None, prices
     for name, recs in (("base", base), ("candidate", cand)):
         cs = [record_cost(r, prices) for r in recs if r["task_id"] in keep]
         costs[name] = float(sum(x for x in cs if x is not None)) if any(x is not None for x in cs) else None
-    into_kk = sum(1 for x, y in zip(b, c) if not (x.n == k and x.c == k) and (y.n == k and y.c == k))
-    out_kk = sum(1 for x, y in zip(b, c) if (x.n == k and x.c == k) and not (y.n == k and y.c == k))
+    into_kk = sum(1 for x, y in zip(pb["observed_k_of_k_rate"], pc["observed_k_of_k_rate"]) if not x and y)
+    out_kk = sum(1 for x, y in zip(pb["observed_k_of_k_rate"], pc["observed_k_of_k_rate"]) if x and not y)
     return {
         "shared_tasks": len(shared),
         "only_in_base": len(set(bc) - set(cc)),
         "only_in_candidate": len(set(cc) - set(bc)),
+        "left_out": [{"task_id": t, "reason": why} for t, why in skipped.items()],
+        "n": runs,
         "k": k,
         "metrics": lifts,
         "observed_k_of_k": {"base": int(pb["observed_k_of_k_rate"].sum()), "candidate": int(pc["observed_k_of_k_rate"].sum()),
@@ -324,3 +400,8 @@ def compare(base: list[Record], cand: list[Record], k: int | None = None, prices
         "transitions": transitions,
         "cost_usd": {**costs, "change": (costs["candidate"] - costs["base"]) if None not in costs.values() else None},
     }
+
+
+def _some(tasks: dict[str, str], limit: int = 5) -> str:
+    items = [f"{t} ({why})" for t, why in list(tasks.items())[:limit]]
+    return "; ".join(items) + (f"; and {len(tasks) - limit} more" if len(tasks) > limit else "")

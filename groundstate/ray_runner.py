@@ -50,7 +50,8 @@ from typing import Any, Callable, Iterator
 
 from groundstate.grading import grader_for, system_error
 from groundstate.results import Record
-from groundstate.runner import AgentPool, RunConfig, RunSummary, make_record, run_attempt, take_results_file
+from groundstate.runner import (AgentPool, RunConfig, RunSummary, make_record, run_attempt, run_identity, stamp, take_results_file,
+                                task_fingerprint)
 from groundstate.refs import TaskResolver, domain_ref
 from groundstate.state import make_backend
 from groundstate.tasks import Domain, Task
@@ -139,6 +140,7 @@ def run_ray(
     num_cpus: int | None = None,
     actor_options: dict[str, Any] | None = None,
     worker_cls: type = AttemptWorker,
+    rerun_changed: bool = False,
 ) -> RunSummary:
     """Run (or resume) tasks × k attempts into `results_path` on Ray actors (see the module docstring).
 
@@ -149,15 +151,20 @@ def run_ray(
 
     start = time.perf_counter()
     results_path = Path(results_path)
+    identity = run_identity(cfg, tasks)
+    fingerprints = {t.id: task_fingerprint(t, d) for t, d in tasks}
     backend = make_backend(*backend_spec)  # never opened here: names the backend in the manifest
     try:
-        writer, todo, manifest = take_results_file(results_path, tasks, cfg, backend, repair, {"executor": "ray", "ray_address": address})
+        writer, resumed, manifest = take_results_file(results_path, tasks, cfg, backend, repair, rerun_changed,
+                                                      {"executor": "ray", "ray_address": address})
     finally:
         backend.close()
+    todo = resumed.todo
     counts = {"passed": 0, "failed": 0, "system_errors": 0, "unjudged": 0}
     by_key = {(t.id, a): t for t, _, a in todo}
 
     def record(r: Record) -> None:
+        r = stamp(r, identity, fingerprints[r["task_id"]])
         writer.write(r)
         if r["system_error"]:
             counts["system_errors"] += 1
@@ -180,7 +187,8 @@ def run_ray(
     finally:
         writer.close()
     return RunSummary(results_path, manifest, len(tasks) * cfg.k, len(tasks) * cfg.k - len(todo), len(todo),
-                      counts["passed"], counts["failed"], counts["system_errors"], counts["unjudged"], time.perf_counter() - start)
+                      counts["passed"], counts["failed"], counts["system_errors"], counts["unjudged"], time.perf_counter() - start,
+                      resumed.notes)
 
 
 def _drive(ray, todo, cfg: RunConfig, backend_spec, num_cpus, actor_options, worker_cls, record, failed) -> None:

@@ -3,7 +3,8 @@
 Plots are rendered with matplotlib and embedded as PNG data URIs, so the file opens without network.
 Contents: headline metrics, the task × attempt success grid sorted by pass rate (each failing attempt
 links to its verdict diff and trajectory), the histogram of c/k, pass@k and pass^k against k,
-per-domain bars, and with a baseline the before/after comparison and transition chart.
+per-domain bars, and with a baseline the before/after comparison and transition chart. Names from the
+records (domains, tasks) are plain text everywhere: in plots, mathtext (`$...$`) is off.
 """
 
 from __future__ import annotations
@@ -95,6 +96,12 @@ def _transition_plot(c: dict[str, Any]) -> str:
 
 
 def render(records: list[Record], title: str, baseline: list[Record] | None = None, allow_incomplete: bool = True) -> str:
+    """The report's HTML. A label such as `$\\frac{a}$` is a name, not a formula: plots render it as it is."""
+    with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
+        return _render(records, title, baseline, allow_incomplete)
+
+
+def _render(records: list[Record], title: str, baseline: list[Record] | None, allow_incomplete: bool) -> str:
     m = compute(records, allow_incomplete=allow_incomplete, bootstrap_reps=1000)
     k = m["k"]
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{CSS}</style></head><body>"]
@@ -143,6 +150,9 @@ def render(records: list[Record], title: str, baseline: list[Record] | None = No
                                for n, v in c["metrics"].items()) + "</table>")
         kk = c["observed_k_of_k"]
         parts.append(f"<p>Observed k/k: {kk['base']} → {kk['candidate']} (moved in {kk['moved_in']}, fell out {kk['fell_out']}).</p>")
+        if c["left_out"]:
+            parts.append(f"<p>{len(c['left_out'])} tasks left out of the comparison:</p><ul id='left-out'>"
+                         + "".join(f"<li>{html.escape(r['task_id'])}: {html.escape(r['reason'])}</li>" for r in c["left_out"]) + "</ul>")
         parts.append(f"<div class='plots'><img alt='transitions' src='{_transition_plot(c)}'></div>")
     parts.append("<h2>Plots</h2><div class='plots'>" + "".join(f"<img alt='plot' src='{p}'>" for p in _plots(records, m)) + "</div>")
     parts.append("<h2>Failing attempts</h2>")

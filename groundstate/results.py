@@ -1,8 +1,16 @@
-"""The results store: one JSON object per attempt, appended as attempts finish.
+"""The results store: one typed JSON record per attempt, appended as attempts finish.
 
-Every later tool (metrics, report, selection, training) reads only these records, so runs from any
-source can be analysed. A record is keyed by (task_id, attempt); a crash loses at most the attempts in
-flight, and a half-written last line is ignored and cut off on the next run.
+Every later tool (metrics, report, compare, selection, export, training) reads only these records, so runs
+from any source can be analysed. A record is keyed by (task_id, attempt); a crash loses at most the attempts
+in flight, and a half-written last line is ignored and cut off on the next run.
+
+Records are `AttemptRecord`s, validated on every read: a line that is not one (`null`, `[]`, a reward of 7, an
+attempt of "zero", a negative or NaN token count) is a `RecordError` naming the file, the line and the field.
+Version 2 records (`record_version: 2`, written since runs carry their identity) also hold `run`, the
+`RunIdentity` of the run that wrote them (agent, user, judge, seed, sampling, the limits that change
+verdicts, the selected task ids), and `task_fingerprint`, the version of the task they attempted. Records
+without them (version 1, older files or other tools) stay readable: each file of them counts as the run of its
+records' own `agent`/`user`/`seed` fields (`run_key`), and `groundstate run` refuses to resume onto them.
 """
 
 from __future__ import annotations
@@ -10,44 +18,240 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import socket
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Annotated, Any, Iterator, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 Record = dict[str, Any]
 Key = tuple[str, int]
+RECORD_VERSION = 2
+
+Count = Annotated[int, Field(strict=True, ge=0)]
+
+
+class RecordError(ValueError):
+    """A results file, or one of its lines, is not what a reader can use; the message names the file and line."""
+
+
+class Usage(BaseModel):
+    """Agent tokens of one attempt: whole, non-negative numbers (a NaN or negative count would skew every cost)."""
+
+    model_config = ConfigDict(extra="forbid")
+    input_tokens: Count = 0
+    output_tokens: Count = 0
+    cached_input_tokens: Count = 0
+
+
+class RunIdentity(BaseModel):
+    """What makes two attempts of one task comparable: records of different identities are different runs.
+
+    Everything that changes an attempt's verdict or its sampling is here; what only changes speed
+    (concurrency, backend, Ray) is not. `tasks` is a hash of the sorted selected task ids. k is not: attempt
+    i is the same whatever k was asked (its seed depends on task, i and seed), so a run may grow from k=4 to 8."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    agent: str
+    user: str
+    judge: Optional[str] = None
+    seed: int
+    sampling: dict[str, Any] = Field(default_factory=dict)
+    limits: dict[str, Any] = Field(default_factory=dict)
+    tasks: str
+
+    @property
+    def id(self) -> str:
+        return hashlib.sha256(json.dumps(self.model_dump(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def differences(self, other: "RunIdentity") -> list[str]:
+        """`field: this → other` for every field that differs (the task set is named, not its hash)."""
+        a, b = self.model_dump(), other.model_dump()
+        return [("selected tasks" if f == "tasks" else f) + ("" if f == "tasks" else f": {a[f]!r} → {b[f]!r}") for f in a if a[f] != b[f]]
+
+
+def task_set_hash(task_ids: list[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(set(task_ids))).encode()).hexdigest()[:16]
+
+
+class AttemptRecord(BaseModel):
+    """One attempt's record. Fields beyond these are kept as they are (other tools may add their own)."""
+
+    model_config = ConfigDict(extra="allow")
+    record_version: Annotated[int, Field(strict=True, ge=1, le=RECORD_VERSION)] = 1
+    task_id: Annotated[str, Field(strict=True, min_length=1)]
+    attempt: Count
+    reward: Optional[Annotated[int, Field(strict=True)]]  # 1 or 0; None for a system error or an unjudged attempt
+    system_error: Optional[str] = None
+    unjudged: Annotated[bool, Field(strict=True)] = False
+    domain: Optional[str] = None
+    split: Optional[str] = None
+    family: Optional[str] = None
+    template: Optional[str] = None
+    finish_reason: Optional[str] = None
+    agent: Optional[str] = None
+    model: Optional[str] = None
+    user: Optional[str] = None
+    seed: Optional[Annotated[int, Field(strict=True)]] = None
+    usage: Usage = Field(default_factory=Usage)
+    verdict: Optional[dict[str, Any]] = None
+    trajectory: Optional[dict[str, Any]] = None
+    timings: dict[str, Any] = Field(default_factory=dict)
+    run: Optional[RunIdentity] = None
+    task_fingerprint: Optional[str] = None
+
+    @field_validator("usage", mode="before")
+    @classmethod
+    def _null_usage_means_no_tokens(cls, v: Any) -> Any:  # a record of an attempt that never reached the agent
+        return {} if v is None else v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "AttemptRecord":
+        if self.reward is None and not (self.system_error or self.unjudged):
+            raise ValueError("reward is null, but the record is neither a system error nor unjudged")
+        if self.reward is not None and self.reward not in (0, 1):
+            raise ValueError(f"reward must be 1 or 0, got {self.reward}")
+        if self.record_version >= 2 and (self.run is None or not self.task_fingerprint):
+            raise ValueError(f"a version {self.record_version} record needs `run` and `task_fingerprint`")
+        return self
+
+
+def validate_record(data: Any, where: str) -> Record:
+    """`data` itself once checked against `AttemptRecord` (kept as it was read, so a rewritten file keeps its records
+    byte for byte); a `RecordError` starting with `where` otherwise."""
+    if not isinstance(data, dict):
+        raise RecordError(f"{where}: not a record (a JSON object), got {_kind(data)}")
+    try:
+        AttemptRecord.model_validate(data)
+        return data
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = ".".join(str(x) for x in err["loc"])
+        more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
+        message = err["msg"].removeprefix("Value error, ")
+        raise RecordError(f"{where}: " + (f"field {field!r}: " if field else "") + message + more) from None
+
+
+def _kind(v: Any) -> str:
+    return "null" if v is None else "an array" if isinstance(v, list) else f"{type(v).__name__} {json.dumps(v)[:40]}"
 
 
 def key_of(record: Record) -> Key:
     return (record["task_id"], int(record["attempt"]))
 
 
-def read_records(path: Path | str, repair_tail: bool = False) -> list[Record]:
-    """All complete records of a results file; a truncated last line (a crash mid-write) is skipped.
+def run_key(record: Record) -> str:
+    """The run a record belongs to: its identity's id, or for a version 1 record its own agent, user and seed."""
+    if record.get("run") is not None:
+        return RunIdentity.model_validate(record["run"]).id
+    return f"v1:{record.get('agent')}:{record.get('user')}:{record.get('seed')}"
 
-    With `repair_tail`, the truncated tail is cut off the file so appends start on a fresh line.
+
+def describe_run(record: Record) -> str:
+    r = record.get("run")
+    if r is None:
+        return f"agent {record.get('agent')}, user {record.get('user')}, seed {record.get('seed')} (a record without run identity)"
+    return f"agent {r['agent']}, seed {r['seed']}, sampling {r['sampling'] or 'default'}, run {run_key(record)}"
+
+
+def check_one_run(records: list[Record], source: str = "the records") -> None:
+    """Raise `RecordError` when `records` come from more than one run (metrics of a blend mean nothing)."""
+    runs: dict[str, list[Record]] = {}
+    for r in records:
+        runs.setdefault(run_key(r), []).append(r)
+    if len(runs) > 1:
+        parts = "; ".join(f"{len(rs)} records of {describe_run(rs[0])}" for rs in runs.values())
+        first, second = (rs[0].get("run") for rs in list(runs.values())[:2])
+        diff = ""
+        if first is not None and second is not None:
+            diff = " — they differ in " + ", ".join(RunIdentity.model_validate(first).differences(RunIdentity.model_validate(second)))
+        raise RecordError(f"{source} mixes {len(runs)} runs: {parts}{diff}. Figures over a blend of runs mean nothing: "
+                          "keep one run per results file")
+
+
+def read_records(path: Path | str, repair_tail: bool = False, missing_ok: bool = False) -> list[Record]:
+    """All records of a results file, each validated (`validate_record`); `RecordError` names the file and line.
+
+    A last line without its newline is a crash mid-write and is skipped, unless it holds a complete record
+    (then it is kept). With `repair_tail`, the file's tail is then repaired (`repair_tail`). A missing file is
+    a `RecordError` unless `missing_ok` (then: no records).
     """
     path = Path(path)
     if not path.exists():
-        return []
+        if missing_ok:
+            return []
+        raise RecordError(f"{path}: no such results file")
+    if path.is_dir():
+        raise RecordError(f"{path}: is a folder, not a results file")
     data = path.read_bytes()
+    end = data.rfind(b"\n") + 1  # everything after the last newline is an incomplete write, or a last record without its newline
+    lines = data[:end].splitlines()
+    tail = data[end:]
+    if _complete(tail):
+        lines.append(tail)
     records = []
-    end = data.rfind(b"\n") + 1  # everything after the last newline is an incomplete write
-    for lineno, line in enumerate(data[:end].splitlines(), 1):
+    for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{lineno}: not a JSON record ({e.msg})") from None
-    if repair_tail and end < len(data):
-        with path.open("r+b") as f:
-            f.truncate(end)
+        value = _parse(line)
+        if value is None:
+            raise RecordError(f"{path}:{lineno}: not a JSON record ({_json_error(line)})")
+        records.append(validate_record(value[0], f"{path}:{lineno}"))
+    if repair_tail:
+        repair_file_tail(path)
     return records
+
+
+def repair_file_tail(path: Path) -> None:
+    """Make appends start on a fresh line: an incomplete last line (a crash mid-write) is cut off; a complete
+    last record without its newline gets one. Reads only the file's last line."""
+    with Path(path).open("r+b") as f:
+        pos, tail = f.seek(0, os.SEEK_END), b""
+        while pos > 0:
+            step = min(1 << 16, pos)
+            pos -= step
+            f.seek(pos)
+            chunk = f.read(step)
+            newline = chunk.rfind(b"\n")
+            if newline >= 0:
+                tail, pos = chunk[newline + 1:] + tail, pos + newline + 1
+                break
+            tail = chunk + tail
+        if not tail:
+            return
+        if _complete(tail):
+            f.seek(0, os.SEEK_END)
+            f.write(b"\n")
+        else:
+            f.truncate(pos)
+
+
+def _complete(tail: bytes) -> bool:
+    """Whether the bytes after the last newline are a whole JSON line (a record written without its newline)."""
+    return bool(tail.strip()) and _parse(tail) is not None
+
+
+def _parse(line: bytes) -> tuple[Any] | None:
+    """(value,) of a JSON line, or None when it is not JSON."""
+    try:
+        return (json.loads(line),)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def _json_error(line: bytes) -> str:
+    try:
+        json.loads(line)
+    except json.JSONDecodeError as e:
+        return e.msg
+    except (ValueError, UnicodeDecodeError) as e:
+        return str(e)
+    return "unreadable"
 
 
 def dump_line(record: Record) -> str:

@@ -1,8 +1,13 @@
 """The runner: tasks × k attempts, concurrent, resumable, one results line per attempt.
 
-Each attempt is keyed (task id, attempt index) and appended to a JSONL file as it finishes. Running
-the same command again resumes: finished keys are skipped, and system-error keys are retried
-(`repair=True` retries only those). Blocking database work runs off the event loop on PostgreSQL;
+Each attempt is keyed (task id, attempt index) and appended to a JSONL file as it finishes, stamped with the
+run's identity and its task's fingerprint (`groundstate.results`). Running the same command again resumes:
+finished keys are skipped, and system-error keys are retried (`repair=True` retries only those). Resuming is
+refused (`ResumeRefused`, naming what differs) when the file holds another run (another agent, user, judge,
+seed, sampling, limit or task set), attempts beyond this run's k (a larger k only adds attempts), or records
+without a run identity (older files: start a new file), and when a task changed since its attempts were
+recorded, unless `rerun_changed` (then those attempts run again). A key recorded more than once keeps its
+last clean record; the summary says so. Blocking database work runs off the event loop on PostgreSQL;
 concurrency is bounded by `concurrency` and by the backend's open-sandbox limit (less one, kept for
 the grader's golden replays). If the results file cannot be written (disk full, permission denied)
 the run stops with `ResultsWriteError`: attempts in flight are cancelled, never half-recorded. One run
@@ -30,7 +35,8 @@ from groundstate.agents import make_agent, make_user
 from groundstate.agents.scripted import attempt_seed
 from groundstate.attempt import play
 from groundstate.grading import Grader, Verdict, grader_for, system_error
-from groundstate.results import Record, ResultsWriteError, ResultsWriter, key_of, read_records
+from groundstate.results import (RECORD_VERSION, Record, ResultsWriteError, ResultsWriter, RunIdentity, key_of, read_records,
+                                 repair_file_tail, task_set_hash)
 from groundstate.state.base import Backend
 from groundstate.tasks import Domain, Task
 
@@ -63,6 +69,32 @@ class RunSummary:
     system_errors: int
     unjudged: int
     seconds: float
+    notes: list[str] = field(default_factory=list)  # what resuming changed in the file (superseded duplicates, changed tasks re-run)
+
+
+class ResumeRefused(ValueError):
+    """The results file cannot be resumed by this run (another run's records, or changed tasks): nothing was written."""
+
+
+def run_identity(cfg: RunConfig, tasks: list[tuple[Task, Domain]]) -> RunIdentity:
+    """The identity every record of this run carries (see `RunIdentity`)."""
+    limits = {"max_turns": cfg.max_turns, "max_tool_calls": cfg.max_tool_calls, "attempt_timeout": cfg.attempt_timeout,
+              "max_result_chars": cfg.max_result_chars, "max_attempt_tokens": cfg.max_attempt_tokens}
+    return RunIdentity(agent=cfg.agent, user=cfg.user, judge=cfg.judge, seed=cfg.seed, sampling=dict(cfg.sampling),
+                       limits=limits, tasks=task_set_hash([t.id for t, _ in tasks]))
+
+
+def task_fingerprint(task: Task, domain: Domain) -> str:
+    """The version of a task as an attempt meets it: everything of the task that the agent sees or the grader uses
+    (instruction, user, patch, gold, checks, rubrics, limits) and its domain's content; not tags or grouping labels."""
+    body = json.dumps({"task": task.model_dump(mode="json", exclude={"tags", "family", "template", "split"}), "domain": domain.content_hash},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+def stamp(record: Record, identity: RunIdentity, fingerprint: str) -> Record:
+    """A record as written: the attempt's record with the run's identity and the task's fingerprint."""
+    return {**record, "record_version": RECORD_VERSION, "run": identity.model_dump(), "task_fingerprint": fingerprint}
 
 
 def task_list_hash(tasks: list[tuple[Task, Domain]]) -> str:
@@ -122,34 +154,6 @@ def write_manifest(path: Path, cfg: RunConfig, tasks: list[tuple[Task, Domain]],
         body["warning"] = "the task list changed since this results file was started"
     manifest.write_text(json.dumps(body, indent=1, default=str))
     return manifest
-
-
-def take_results_file(path: Path, tasks: list[tuple[Task, Domain]], cfg: RunConfig, backend: Backend, repair: bool,
-                      manifest_extra: dict[str, Any] | None = None) -> tuple[ResultsWriter, list[tuple[Task, Domain, int]], Path]:
-    """Become the results file's one writer, then plan against its records, drop superseded system errors and
-    write the manifest: the writer, the attempts to run and the manifest's path.
-
-    The lock is taken before the file is read, so no other run can append between the plan and the rewrite, or
-    hold the replaced file open. Raises `ResultsInUseError` (another run holds the file) or `ResultsWriteError`
-    (it cannot be written) before any attempt runs.
-    """
-    writer = ResultsWriter(path)
-    try:
-        existing = read_records(path, repair_tail=True)
-        todo, kept = plan(tasks, cfg.k, existing, repair)
-        if len(kept) != len(existing):
-            writer.rewrite(kept)  # drop superseded system errors before their retries are appended
-        manifest = write_manifest(path, cfg, tasks, backend, manifest_extra)
-    except ResultsWriteError:
-        writer.close()
-        raise
-    except OSError as e:  # a read-only manifest or folder, a full disk
-        writer.close()
-        raise ResultsWriteError(path, e) from e
-    except BaseException:
-        writer.close()
-        raise
-    return writer, todo, manifest
 
 
 class AgentPool:
@@ -249,6 +253,15 @@ def make_record(task: Task, attempt: int, cfg: RunConfig, verdict: Verdict, traj
     }
 
 
+@dataclass
+class Resume:
+    """What a run does with an existing results file: attempts to run, records to keep, and what changed."""
+
+    todo: list[tuple[Task, Domain, int]]
+    kept: list[Record]
+    notes: list[str]
+
+
 def plan(tasks: list[tuple[Task, Domain]], k: int, existing: list[Record], repair: bool) -> tuple[list[tuple[Task, Domain, int]], list[Record]]:
     """Which attempts to run, and which existing records to keep (the last clean record per key wins)."""
     keep: dict[tuple[str, int], Record] = {}
@@ -269,6 +282,84 @@ def plan(tasks: list[tuple[Task, Domain]], k: int, existing: list[Record], repai
     return todo, kept
 
 
+def resume(tasks: list[tuple[Task, Domain]], cfg: RunConfig, existing: list[Record], repair: bool = False,
+           rerun_changed: bool = False) -> Resume:
+    """`plan` for this run after checking that `existing` records are its own (`ResumeRefused` otherwise)."""
+    if not existing:
+        return Resume(*plan(tasks, cfg.k, existing, repair), [])
+    legacy = [r for r in existing if r.get("run") is None]
+    if legacy:
+        raise ResumeRefused(f"{len(legacy)} of the file's {len(existing)} records carry no run identity (written by an older groundstate or "
+                            "another tool), so this run cannot tell whether they are its own: write to a new --out")
+    identity = run_identity(cfg, tasks)
+    others: dict[str, RunIdentity] = {}
+    for r in existing:
+        theirs = RunIdentity.model_validate(r["run"])
+        if theirs != identity:
+            others.setdefault(theirs.id, theirs)
+    if others:
+        what = "; ".join(", ".join(o.differences(identity)) for o in others.values())
+        raise ResumeRefused(f"the file holds another run's records ({what}): resuming would mix two runs; write to a new --out "
+                            "or re-run with the file's settings")
+    beyond = max(r["attempt"] for r in existing) + 1
+    if beyond > cfg.k:
+        raise ResumeRefused(f"the file holds {beyond} attempts per task, more than this run's k={cfg.k}: re-run with --k {beyond} "
+                            "(a larger k adds attempts), or write to a new --out")
+    fingerprints = {t.id: task_fingerprint(t, d) for t, d in tasks}
+    changed = sorted({r["task_id"] for r in existing if r["task_fingerprint"] != fingerprints.get(r["task_id"])})
+    notes = []
+    if changed:
+        if not rerun_changed:
+            raise ResumeRefused(f"{len(changed)} tasks changed since their attempts were recorded ({', '.join(changed[:5])}"
+                                f"{' ...' if len(changed) > 5 else ''}): their old verdicts are not this task's; "
+                                "--rerun-changed drops them and runs those attempts again")
+        dropped = [r for r in existing if r["task_id"] in set(changed)]
+        existing = [r for r in existing if r["task_id"] not in set(changed)]
+        notes.append(f"{len(changed)} changed tasks: their {len(dropped)} old records were dropped and their attempts run again")
+    counts: dict[tuple[str, int], int] = {}
+    for r in existing:
+        counts[key_of(r)] = counts.get(key_of(r), 0) + 1
+    twice = sorted(key for key, n in counts.items() if n > 1)
+    if twice:
+        notes.append(f"{len(twice)} keys were recorded more than once (e.g. {twice[:3]}): the last clean record of each was kept, "
+                     "the others were removed from the file")
+    todo, kept = plan(tasks, cfg.k, existing, repair)
+    return Resume(todo, kept, notes)
+
+
+def take_results_file(path: Path, tasks: list[tuple[Task, Domain]], cfg: RunConfig, backend: Backend, repair: bool,
+                      rerun_changed: bool = False, manifest_extra: dict[str, Any] | None = None) -> tuple[ResultsWriter, Resume, Path]:
+    """Become the results file's one writer, then decide what to resume (`resume`), repair the file's tail, drop
+    what the run replaces and write the manifest: the writer, the resume plan and the manifest's path.
+
+    The lock is taken before the file is read, so no other run can append between the plan and the rewrite, or
+    hold the replaced file open. Raises `ResultsInUseError` (another run holds the file), `ResumeRefused` (the file
+    holds another run's records or changed tasks: left exactly as it was) or `ResultsWriteError` (it cannot be
+    written) before any attempt runs.
+    """
+    writer = ResultsWriter(path)
+    try:
+        existing = read_records(path, missing_ok=True)
+        try:
+            r = resume(tasks, cfg, existing, repair, rerun_changed)
+        except ResumeRefused as e:
+            raise ResumeRefused(f"cannot resume {path}: {e}") from None
+        repair_file_tail(path)
+        if len(r.kept) != len(existing):
+            writer.rewrite(r.kept)  # drop superseded records before their replacements are appended
+        manifest = write_manifest(path, cfg, tasks, backend, manifest_extra)
+    except ResultsWriteError:
+        writer.close()
+        raise
+    except OSError as e:  # a read-only manifest or folder, a full disk
+        writer.close()
+        raise ResultsWriteError(path, e) from e
+    except BaseException:
+        writer.close()
+        raise
+    return writer, r, manifest
+
+
 async def run_async(
     tasks: list[tuple[Task, Domain]],
     cfg: RunConfig,
@@ -276,12 +367,16 @@ async def run_async(
     results_path: Path,
     repair: bool = False,
     on_result: Callable[[Record], None] | None = None,
+    rerun_changed: bool = False,
 ) -> RunSummary:
     start = time.perf_counter()
     results_path = Path(results_path)
+    identity = run_identity(cfg, tasks)
+    fingerprints = {t.id: task_fingerprint(t, d) for t, d in tasks}
     grader = grader_for(backend)
     agents = AgentPool(cfg)
-    writer, todo, manifest = take_results_file(results_path, tasks, cfg, backend, repair)
+    writer, resumed, manifest = take_results_file(results_path, tasks, cfg, backend, repair, rerun_changed)
+    todo = resumed.todo
     # every slot may be held by an attempt: attempts compute their task's golden state (which needs a sandbox
     # of its own) before taking theirs, so no attempt ever waits for a second one (groundstate.attempt)
     limit = min(cfg.concurrency, backend.max_open or cfg.concurrency)
@@ -290,7 +385,7 @@ async def run_async(
 
     async def one(t: Task, d: Domain, a: int) -> None:
         async with slots:
-            record = await run_attempt(t, d, a, backend, grader, agents, cfg)
+            record = stamp(await run_attempt(t, d, a, backend, grader, agents, cfg), identity, fingerprints[t.id])
         writer.write(record)
         if record["system_error"]:
             counts["system_errors"] += 1
@@ -316,26 +411,27 @@ async def run_async(
     finally:
         writer.close()
     return RunSummary(results_path, manifest, len(tasks) * cfg.k, len(tasks) * cfg.k - len(todo), len(todo),
-                      counts["passed"], counts["failed"], counts["system_errors"], counts["unjudged"], time.perf_counter() - start)
+                      counts["passed"], counts["failed"], counts["system_errors"], counts["unjudged"], time.perf_counter() - start,
+                      resumed.notes)
 
 
 def run(tasks: list[tuple[Task, Domain]], cfg: RunConfig, backend: Backend, results_path: Path, repair: bool = False,
-        on_result: Callable[[Record], None] | None = None) -> RunSummary:
-    """Run (or resume) tasks × k attempts into `results_path`."""
-    return asyncio.run(run_async(tasks, cfg, backend, results_path, repair, on_result))
+        on_result: Callable[[Record], None] | None = None, rerun_changed: bool = False) -> RunSummary:
+    """Run (or resume) tasks × k attempts into `results_path` (`ResumeRefused` when the file is another run's)."""
+    return asyncio.run(run_async(tasks, cfg, backend, results_path, repair, on_result, rerun_changed))
 
 
 def run_here_or_on_ray(tasks: list[tuple[Task, Domain]], cfg: RunConfig, backend: Backend, backend_spec: tuple[str, str | None],
                        results_path: Path, *, ray_address: str | None = None, ray_cpus: int | None = None, repair: bool = False,
-                       on_result: Callable[[Record], None] | None = None) -> RunSummary:
+                       on_result: Callable[[Record], None] | None = None, rerun_changed: bool = False) -> RunSummary:
     """`run` on this machine, or `ray_runner.run_ray` when `ray_address` is given (`local` starts a private instance;
     `auto`, `HOST:PORT` or `ray://HOST:10001` join a cluster). Same results file, same resume semantics."""
     if not ray_address:
-        return run(tasks, cfg, backend, results_path, repair, on_result)
+        return run(tasks, cfg, backend, results_path, repair, on_result, rerun_changed)
     from groundstate.ray_runner import run_ray
 
     return run_ray(tasks, cfg, backend_spec, results_path, address=None if ray_address == "local" else ray_address,
-                   repair=repair, on_result=on_result, num_cpus=ray_cpus)
+                   repair=repair, on_result=on_result, num_cpus=ray_cpus, rerun_changed=rerun_changed)
 
 
 def outcome(record: Record) -> str:

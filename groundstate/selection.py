@@ -34,7 +34,7 @@ from scipy import stats
 
 from groundstate import __version__
 from groundstate.metrics import TaskCounts, jeffreys_interval, task_counts
-from groundstate.results import Record, key_of, read_records
+from groundstate.results import Record, check_one_run, key_of, read_records
 from groundstate.tasks import Task
 
 BANDS = ("too_hard", "hard", "medium", "easy", "too_easy")
@@ -646,12 +646,17 @@ def build_exclude_set(selectors: Sequence[str] = (), id_lists: Sequence[Path | s
 def select_files(probes: Path | str, *, exclude: Sequence[str] = (), exclude_lists: Sequence[Path | str] = (),
                  reference: Path | str | None = None, domain_paths: Sequence[str] = (),
                  params: SelectionParams | None = None) -> SelectionResult:
-    """`select` over files: reads the probe (and reference) results, resolves task definitions and the exclude set."""
+    """`select` over files: reads the probe (and reference) results, resolves task definitions and the exclude set.
+
+    Each results file must hold one run (`results.check_one_run`); a blend is a ValueError naming the file."""
     probes = Path(probes)
     records = read_records(probes)
+    check_one_run(records, str(probes))  # difficulty from a blend of policies or temperatures describes neither
     universe = task_universe(domain_paths)
     ex = build_exclude_set(exclude, exclude_lists, domain_paths, universe)
     ref = read_records(reference) if reference is not None else None
+    if ref:
+        check_one_run(ref, str(reference))
     ids = sorted({r["task_id"] for r in records})
     inputs: dict[str, Any] = {
         "probes": {"file": probes.name, "sha256": file_sha256(probes), "records": len(records)},

@@ -2,7 +2,8 @@
 
 `thinkingbox:DATASET_DIR[::TEST_LIST]` selects ThinkingBox-format test cases (see docs/THINKINGBOX.md); their
 servers come from `tb_servers` (`--tb-servers servers.yaml`), which only running them needs.
-Several selectors may be joined with commas; the result keeps a stable order without duplicates.
+Several selectors may be joined with commas; the result keeps a stable order without duplicates. A task id
+that two selected sources define differently (another domain, another definition) is refused, naming both.
 """
 
 from __future__ import annotations
@@ -26,14 +27,21 @@ def select_tasks(selector: str, domains: list[str] | None = None, *, tb_servers:
             cache.append(iter_tasks(domains))
         return cache[0]
 
-    chosen: dict[str, tuple[Task, Domain]] = {}
+    chosen: dict[str, tuple[Task, Domain, str]] = {}
     for part in [p.strip() for p in selector.split(",") if p.strip()]:
         matched = _resolve(part, universe)
         if not matched:
             raise ValueError(f"task selector {part!r} matched no task")
         for t, d in matched:
-            chosen.setdefault(t.id, (t, d))
-    pairs = list(chosen.values())
+            if t.id not in chosen:
+                chosen[t.id] = (t, d, part)
+                continue
+            t0, d0, source = chosen[t.id]
+            if t0 != t or d0.name != d.name or d0.content_hash != d.content_hash:  # the same task selected twice is fine
+                where = "twice by" if source == part else f"by {source!r} and by"
+                raise ValueError(f"task id {t.id!r} is defined differently {where} {part!r} (domain {d0.name} and domain {d.name}"
+                                 f"{', different definitions' if t0 != t else ', different domain files'}): select only one of them")
+    pairs = [(t, d) for t, d, _ in chosen.values()]
     if any(p.strip().startswith("thinkingbox:") for p in selector.split(",")):
         from groundstate.thinkingbox import configure_servers
 

@@ -199,13 +199,13 @@ def test_disk_full_stops_the_run_naming_the_file_and_a_rerun_completes(tmp_path,
 
 def test_the_writer_refuses_writes_after_a_failure(tmp_path, monkeypatch):
     writer = ResultsWriter(tmp_path / "r.jsonl")
-    writer.write({"task_id": "t", "attempt": 0})
+    writer.write({"task_id": "t", "attempt": 0, "reward": 1})
     monkeypatch.setattr("groundstate.results.os.write", lambda fd, data: (_ for _ in ()).throw(OSError(errno.EIO, "I/O error")))
     with pytest.raises(ResultsWriteError, match="r.jsonl: I/O error"):
-        writer.write({"task_id": "t", "attempt": 1})
+        writer.write({"task_id": "t", "attempt": 1, "reward": 1})
     monkeypatch.undo()
     with pytest.raises(ResultsWriteError):  # no record may land after a lost one
-        writer.write({"task_id": "t", "attempt": 2})
+        writer.write({"task_id": "t", "attempt": 2, "reward": 1})
     writer.close()
     assert [r["attempt"] for r in read_records(tmp_path / "r.jsonl")] == [0]
 

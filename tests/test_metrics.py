@@ -98,7 +98,7 @@ def test_incomplete_runs_are_refused_with_the_keys_named():
 
 def test_unjudged_are_counted_apart_not_as_failures():
     recs = synthetic({"t0": 2}, 2) + [{"task_id": "t1", "attempt": a, "reward": None, "system_error": None, "unjudged": True,
-                                        "agent": "scripted:gold", "usage": {}} for a in range(2)]
+                                        "agent": "openai:gpt-4o-mini", "usage": {}} for a in range(2)]
     m = compute(recs, allow_incomplete=True, prices={})
     assert m["unjudged"] == 2 and m["pass_at_1"] == 1.0
 

@@ -111,7 +111,8 @@ def test_a_run_cannot_rewrite_a_file_another_writer_holds(tmp_path, shop):
     path = tmp_path / "results.jsonl"
     pairs = [(t, shop) for t in shop.tasks]
     run(pairs, RunConfig(agent="scripted:gold", k=1), SqliteBackend(), path)
-    broken = {**read_records(path)[0], "attempt": 1, "reward": None, "system_error": "db down"}
+    first = {r["task_id"]: r for r in read_records(path)}
+    broken = {**first["shop-cancel"], "attempt": 1, "reward": None, "system_error": "db down"}
     holder = ResultsWriter(path)
     holder.write(broken)  # the holder's own record: a run would drop it (a system error) by rewriting the file
     content = path.read_bytes()
@@ -119,7 +120,7 @@ def test_a_run_cannot_rewrite_a_file_another_writer_holds(tmp_path, shop):
         run(pairs, RunConfig(agent="scripted:gold", k=2), SqliteBackend(), path)
     assert type(refused.value).__name__ == "ResultsInUseError"
     assert path.read_bytes() == content
-    late = {**broken, "task_id": "shop-refuse"}
+    late = {**first["shop-refuse"], "attempt": 1, "reward": None, "system_error": "db down"}  # stamped as that task's own record
     holder.write(late)
     holder.close()
     assert read_records(path)[-2:] == [broken, late]  # both reached the file, none went to a replaced copy
@@ -131,9 +132,9 @@ def test_a_run_cannot_rewrite_a_file_another_writer_holds(tmp_path, shop):
 def test_a_rewrite_through_the_writer_keeps_appending_to_the_new_file(tmp_path):
     path = tmp_path / "r.jsonl"
     with ResultsWriter(path) as writer:
-        writer.write({"task_id": "t", "attempt": 0, "system_error": "x"})
-        writer.rewrite([{"task_id": "t", "attempt": 1}])
-        writer.write({"task_id": "t", "attempt": 2})
+        writer.write({"task_id": "t", "attempt": 0, "reward": None, "system_error": "x"})
+        writer.rewrite([{"task_id": "t", "attempt": 1, "reward": 1}])
+        writer.write({"task_id": "t", "attempt": 2, "reward": 1})
     assert [r["attempt"] for r in read_records(path)] == [1, 2]
 
 
@@ -152,7 +153,7 @@ def test_a_killed_holder_leaves_the_file_free(tmp_path):
         proc.wait()
     assert path.with_name(path.name + ".lock").exists()  # left behind by the killed holder
     with ResultsWriter(path) as writer:
-        writer.write({"task_id": "t", "attempt": 0})
+        writer.write({"task_id": "t", "attempt": 0, "reward": 1})
     assert [r["attempt"] for r in read_records(path)] == [0]
 
 
@@ -324,7 +325,7 @@ if os.geteuid() == 0:
     os.setgid(nobody.pw_gid)
     os.setuid(nobody.pw_uid)
 with ResultsWriter(Path(sys.argv[1])) as w:
-    w.write({"task_id": "t", "attempt": 0})
+    w.write({"task_id": "t", "attempt": 0, "reward": 1})
 print("ok")
 """
 
