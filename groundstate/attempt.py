@@ -78,6 +78,20 @@ class SandboxEnvironment:
             self.sandbox.close()
 
 
+def prepare_domains(pairs: list[tuple[Task, Any]], backend: Backend) -> None:
+    """Build the base of every native domain among `pairs` on `backend`, before any attempt is played.
+
+    A schema the server rejects or seed rows that do not load raise `TaskFileError` naming the file here,
+    once, instead of making every attempt a system error (and leaving a half-built database behind).
+    Domains that open their own environments have no base to build.
+    """
+    seen: set[int] = set()
+    for _, domain in pairs:
+        if isinstance(domain, Domain) and id(domain) not in seen:
+            seen.add(id(domain))
+            backend.prepare(domain)
+
+
 async def open_environment(task: Task, domain: Any, backend: Backend, grader: Grader) -> Environment:
     opener = getattr(domain, "open_environment", None)
     if opener is not None:

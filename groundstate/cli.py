@@ -65,6 +65,9 @@ def tasks_lint(
         with _progress() as progress:
             bar = progress.add_task(f"lint ({be.name})", total=len(pairs), status="")
             report = lint(pairs, be, workers=workers, on_done=lambda r: progress.update(bar, advance=1, status=r.task_id))
+    except TaskFileError as e:  # a domain file the backend rejects (a schema PostgreSQL refuses)
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
     finally:
         be.close()
     summary = report.summary()
@@ -212,6 +215,10 @@ def run(
         try:
             summary = run_here_or_on_ray(pairs, cfg, be, (backend, pg_dsn), path, ray_address=ray_address, ray_cpus=ray_cpus,
                                          repair=repair, on_result=on_result)
+        except TaskFileError as e:  # a domain file the backend rejects (a schema PostgreSQL refuses): no attempt was run
+            progress.stop()
+            console.print(f"[red]error:[/red] {e}")
+            raise typer.Exit(2) from None
         except ResultsWriteError as e:  # disk full, read-only file or folder: stop, keeping every record already written
             progress.stop()
             console.print(f"[red]error:[/red] {e}\nthe run stopped; every record written before the error is intact. "

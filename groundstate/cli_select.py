@@ -112,6 +112,9 @@ def probe_command(
 
             summary = run_here_or_on_ray(pairs, cfg, be, (backend, pg_dsn), path, ray_address=ray_address, ray_cpus=ray_cpus,
                                          repair=repair, on_result=on_result)
+    except TaskFileError as e:  # a domain file the backend rejects (a schema PostgreSQL refuses): no attempt was run
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
     except ResultsWriteError as e:  # disk full, read-only file or folder: stop, keeping every record already written
         console.print(f"[red]error:[/red] {e}\nthe probe stopped; every record written before the error is intact. "
                       "Free space or fix permissions, then re-run the same command to finish it.")

@@ -22,7 +22,7 @@ from groundstate.agents.scripted import make_scripted_agent
 from groundstate.cli import app
 from groundstate.grading import grade, replay
 from groundstate.results import read_records
-from groundstate.tasks import Domain
+from groundstate.tasks import Domain, load_domain
 from test_thinkingbox import tb  # noqa: F401 - the ThinkingBox dataset fixture
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -103,3 +103,98 @@ def test_thinkingbox_rubric_case_with_failed_hash_is_zero_and_judge_not_asked(tb
         v = out.verdict
         assert (v.reward, v.state_reward, v.unjudged, v.system_error) == (0, 0, False, None), v.reasons
         assert judge is None or judge.asked == 0
+
+
+# -- #15.9: a broken domain folder fails before any attempt, naming the file -----------------------------
+
+
+def squash(s: str) -> str:
+    """Text without whitespace: rich wraps long error lines (paths included) at the terminal width."""
+    return "".join(s.split())
+
+
+def named_copy(tmp_path: Path, name: str) -> Path:
+    folder = shop_copy(tmp_path, name)
+    cfg = folder / "domain.yaml"
+    cfg.write_text(cfg.read_text().replace("name: shop", f"name: {name}"))
+    return folder
+
+
+def assert_refused(folder: Path, culprit: str, words: str, tmp_path: Path, backend: str = "sqlite") -> None:
+    """`run` and `tasks lint` both stop before any attempt with an error naming the file; nothing is written."""
+    out = tmp_path / "results" / "results.jsonl"
+    for args in (["run", "--agent", "scripted:gold", "--tasks", str(folder), "--out", str(out), "--backend", backend],
+                 ["tasks", "lint", "--tasks", str(folder), "--backend", backend]):
+        r = cli(*args)
+        assert r.exit_code == 2, (args, r.output)
+        assert squash(f"{folder / culprit}: {words}") in squash(r.output), r.output
+        assert "Traceback" not in r.output and "--repair" not in r.output
+    assert not out.parent.exists()  # no results file, no manifest
+
+
+@pytest.mark.parametrize("culprit, breakage, words", [
+    ("seed.py", lambda f: f.write_text("def generate(rng, scale=1.0):\n    raise RuntimeError('no seed today')\n"),
+     "generate() failed: RuntimeError: no seed today"),
+    ("seed.py", lambda f: f.write_text("def generate(rng, scale=1.0):\n    return {'customers': [{'id': 1, 'nick': 'x'}]}\n"),
+     "generate() yields unknown column customers.nick (row 0)"),
+    ("seed.py", lambda f: f.write_text("def generate(rng, scale=1.0):\n    return {'customers': [{'id': 1, 'name': 'a', 'email': 'a@x', 'tier': 'basic'},"
+                                       " {'id': 2, 'name': 'b', 'email': 'a@x', 'tier': 'basic'}]}\n"),
+     "the seed rows do not load: UNIQUE constraint failed: customers.email"),
+    ("tools.py", lambda f: f.unlink(), "is missing"),
+    ("schema.sql", lambda f: f.unlink(), "is missing"),
+    ("tools.py", lambda f: f.write_text(f.read_text() + "\ndef broken(:\n"), "does not compile: invalid syntax"),
+    ("tools.py", lambda f: f.write_text("import no_such_module_here\n"), "fails when imported: ModuleNotFoundError"),
+])
+def test_a_broken_domain_file_fails_before_any_attempt_naming_the_file(tmp_path, culprit, breakage, words):
+    folder = named_copy(tmp_path, "shop_broken")
+    breakage(folder / culprit)
+    assert_refused(folder, culprit, words, tmp_path)
+
+
+def test_a_schema_postgres_rejects_fails_early_and_leaves_no_database(pg_backend, tmp_path):
+    folder = named_copy(tmp_path, "shop_pg_rejects")
+    schema = folder / "schema.sql"  # SQLite accepts AUTOINCREMENT; PostgreSQL has no such keyword
+    schema.write_text(schema.read_text().replace("CREATE TABLE notes (\n  id INTEGER PRIMARY KEY,", "CREATE TABLE notes (\n  id INTEGER PRIMARY KEY AUTOINCREMENT,"))
+    assert "AUTOINCREMENT" in schema.read_text()
+    Domain(folder)  # loads: SQLite accepts it
+    assert_refused(folder, "schema.sql", "PostgreSQL rejects the schema: syntax error", tmp_path, backend="postgres")
+    left = pg_backend._admin_execute("SELECT datname FROM pg_database WHERE datname LIKE %s", ("gs\\_%shop\\_pg\\_rejects%",))
+    assert left == []
+    # the same folder with its schema fixed runs: no stale half-built template is in the way
+    schema.write_text(schema.read_text().replace(" AUTOINCREMENT", ""))
+    load_domain.cache_clear()  # a new command is a new process: it reads the folder afresh
+    out = tmp_path / "fixed.jsonl"
+    r = cli("run", "--agent", "scripted:gold", "--tasks", str(folder), "--out", str(out), "--backend", "postgres")
+    assert r.exit_code == 0, r.output
+    assert all(x["reward"] == 1 for x in read_records(out))
+    pg_backend.drop_templates(Domain(folder))
+
+
+# -- #20.7: async and *args/**kwargs tools are refused when the domain loads -----------------------------
+
+ASYNC_CANCEL = '''
+
+@tool(write=True)
+async def cancel_later(db, order_id: int) -> dict:
+    """Cancel a pending order, asynchronously."""
+    db.execute("UPDATE orders SET status = 'cancelled' WHERE id = ?", order_id)
+    return {"order_id": order_id}
+'''
+
+
+@pytest.mark.parametrize("extra, words", [
+    (ASYNC_CANCEL, "tool cancel_later: is `async def`"),
+    (ASYNC_CANCEL.replace("return {", "yield {").replace("async def", "def"), "tool cancel_later: is a generator"),
+    ('\n\n@tool\ndef lookup(db, *ids: int) -> list:\n    """Look up orders."""\n    return []\n', "tool lookup: takes *ids"),
+    ('\n\n@tool\ndef lookup(db, order_id: int, **filters) -> list:\n    """Look up orders."""\n    return []\n', "tool lookup: takes **filters"),
+    ('\n\n@tool\ndef lookup(db, order_id: int, /) -> list:\n    """Look up orders."""\n    return []\n', "tool lookup: parameter order_id is positional-only"),
+    ('\n\n@tool\ndef lookup() -> list:\n    """Look up orders."""\n    return []\n', "tool lookup: its first parameter must receive the sandbox `Db`"),
+])
+def test_a_tool_that_cannot_be_called_as_declared_is_refused_at_load(tmp_path, extra, words):
+    folder = named_copy(tmp_path, "shop_tools")
+    tools = folder / "tools.py"
+    tools.write_text(tools.read_text() + extra)
+    if "cancel_later" in extra:  # the gold solution uses it: today that gold "passes" without ever running the tool
+        task_file = folder / "tasks" / "basic.yaml"
+        task_file.write_text(task_file.read_text().replace("{tool: cancel_order, args: {order_id: 1}}", "{tool: cancel_later, args: {order_id: 1}}"))
+    assert_refused(folder, "tools.py", words, tmp_path)
