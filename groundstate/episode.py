@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from groundstate.agents.base import Agent, Usage, UserSimulator
+from groundstate.agents.base import Agent, Usage, UserSimulator, valid_text, well_formed
 from groundstate.state.base import Sandbox
 from groundstate.tasks import Domain, Task
 
@@ -198,6 +198,7 @@ async def run_episode(
             except TimeoutError:  # the agent ran out of time: its failure, graded on the state reached
                 traj.finish_reason = "timeout"
                 break
+        turn = well_formed(turn)  # malformed model output is the agent's failure, never a crash of the harness
         traj.turns += 1
         traj.usage.add(turn.usage)
         if turn.extra:
@@ -241,6 +242,6 @@ async def run_episode(
         if reply is None:
             traj.finish_reason = "user_done"
             break
-        messages.append({"role": "user", "content": reply})
+        messages.append({"role": "user", "content": valid_text(reply)})  # an LLM user's lone surrogate must not break the next request
     traj.seconds = time.perf_counter() - start
     return traj

@@ -15,13 +15,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-from openai_stub import OpenAIStub, text
+from openai_stub import OpenAIStub, text, tool_call
 from typer.testing import CliRunner
 
 from groundstate.agents.scripted import make_scripted_agent
 from groundstate.cli import app
 from groundstate.grading import grade, replay
 from groundstate.results import read_records
+from groundstate.runner import RunConfig, run
+from groundstate.state.sqlite import SqliteBackend
 from groundstate.tasks import Domain, load_domain
 from test_thinkingbox import tb  # noqa: F401 - the ThinkingBox dataset fixture
 
@@ -103,6 +105,49 @@ def test_thinkingbox_rubric_case_with_failed_hash_is_zero_and_judge_not_asked(tb
         v = out.verdict
         assert (v.reward, v.state_reward, v.unjudged, v.system_error) == (0, 0, False, None), v.reasons
         assert judge is None or judge.asked == 0
+
+
+# -- #15.7: malformed model output is the agent's doing, never a system error ---------------------------
+
+LONE = "\udc80"  # a lone surrogate: a model's JSON may carry it as the escape \\udc80
+
+
+def test_lone_surrogates_from_the_model_are_tool_errors_or_text_never_system_errors(shop, tmp_path):
+    """An OpenAI-compatible agent emits a lone surrogate in a tool name, in arguments and in its reply, which goes
+    to an LLM user and to the judge: the calls are refused with errors the agent sees, the attempt is graded on
+    its state and reply, and the record is written and readable."""
+    task = shop.task("shop-cancel").model_copy(update={"rubrics": [RUBRIC]})
+    with OpenAIStub([tool_call("cancel" + LONE, {"order_id": 1}), tool_call("find_customer", {"email": f"c1{LONE}@example.com"}),
+                     tool_call("cancel_order", {"order_id": 1}), text(f"Order 1 is cancelled {LONE}")]) as agent, \
+            OpenAIStub([text("###STOP###")]) as user, OpenAIStub([text("Yes")]) as judge:
+        cfg = RunConfig(agent=f"openai:agent-model@{agent.base_url}", user=f"openai:user-model@{user.base_url}",
+                        judge=f"openai:judge-model@{judge.base_url}")
+        out = tmp_path / "results.jsonl"
+        summary = run([(task, shop)], cfg, SqliteBackend(), out)
+        shown_to_agent = [m for m in agent.bodies()[-1]["messages"] if m["role"] == "tool"]
+        shown_to_user = [m for b in user.bodies() for m in b["messages"]]
+        judged = " ".join(b["messages"][-1]["content"] for b in judge.bodies())
+    (record,) = read_records(out)
+    assert summary.system_errors == 0 and record["system_error"] is None, record["verdict"]
+    assert (record["reward"], record["unjudged"], record["finish_reason"]) == (1, False, "user_done")
+    calls = record["trajectory"]["tool_calls"]
+    assert [c["ok"] for c in calls] == [False, False, True]
+    assert "name is not valid Unicode" in calls[0]["result"] and "arguments is not valid Unicode" in calls[1]["result"]
+    assert [m["content"] for m in shown_to_agent[:2]] == [c["result"] for c in calls[:2]]  # the agent saw both errors
+    assert calls[0]["name"] == "cancel\ufffd" and "\ufffd" in str(calls[1]["arguments"])
+    assert any("Order 1 is cancelled \ufffd" in str(m.get("content")) for m in shown_to_user)
+    assert "Order 1 is cancelled \ufffd" in judged
+
+
+def test_a_lone_surrogate_in_a_final_reply_fails_the_rubric_not_the_harness(shop, tmp_path):
+    """The same reply judged "no" is a plain 0: the reply is the agent's, whatever it holds."""
+    task = shop.task("shop-cancel").model_copy(update={"rubrics": [RUBRIC]})
+    with OpenAIStub([tool_call("cancel_order", {"order_id": 1}), text(LONE * 3)]) as agent, OpenAIStub([text("No")]) as judge:
+        cfg = RunConfig(agent=f"openai:agent-model@{agent.base_url}", judge=f"openai:judge-model@{judge.base_url}")
+        run([(task, shop)], cfg, SqliteBackend(), tmp_path / "r.jsonl")
+    (record,) = read_records(tmp_path / "r.jsonl")
+    assert (record["reward"], record["system_error"], record["verdict"]["state_reward"]) == (0, None, 1), record["verdict"]
+    assert record["trajectory"]["messages"][-1]["content"] == "\ufffd" * 3
 
 
 # -- #15.9: a broken domain folder fails before any attempt, naming the file -----------------------------
