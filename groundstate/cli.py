@@ -496,6 +496,7 @@ def train(
     if dry_run:
         console.print("[red]error:[/red] --dry-run is for --engine verl")
         raise typer.Exit(2)
+    from groundstate.attempt import prepare_domains
     from groundstate.train.trl_engine import TrainConfig, train_trl
 
     val_pairs = _select(val_tasks, tb_servers, tb_no_sources) if val_tasks else []
@@ -504,6 +505,12 @@ def train(
     top_p = 1.0 if top_p is None else top_p
     top_k = 0 if top_k is None else top_k
     be = make_backend(backend, pg_dsn)
+    try:
+        prepare_domains(pairs + val_pairs, be)  # a schema the backend rejects stops here, not in every rollout
+    except TaskFileError as e:
+        be.close()
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
     cfg = TrainConfig(group_size=group_size, tasks_per_step=tasks_per_step, steps=steps, lr=lr, temperature=temperature, top_p=top_p,
                       top_k=top_k, beta=beta, refill_ratio=refill_ratio, save_steps=save_steps, max_new_tokens=max_new_tokens,
                       max_context=max_context, seed=seed, use_vllm=use_vllm)

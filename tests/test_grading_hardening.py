@@ -234,6 +234,10 @@ async def cancel_later(db, order_id: int) -> dict:
     ('\n\n@tool\ndef lookup(db, order_id: int, **filters) -> list:\n    """Look up orders."""\n    return []\n', "tool lookup: takes **filters"),
     ('\n\n@tool\ndef lookup(db, order_id: int, /) -> list:\n    """Look up orders."""\n    return []\n', "tool lookup: parameter order_id is positional-only"),
     ('\n\n@tool\ndef lookup() -> list:\n    """Look up orders."""\n    return []\n', "tool lookup: its first parameter must receive the sandbox `Db`"),
+    ('\n\n@tool\ndef lookup(db, order_id: "OrderId") -> list:\n    """Look up orders."""\n    return []\n',
+     "tool lookup: its type annotations do not resolve: NameError"),
+    ('\n\nclass Opaque:\n    pass\n\n\n@tool\ndef lookup(db, order: Opaque) -> list:\n    """Look up orders."""\n    return []\n',
+     "tool lookup: its parameters have no JSON schema"),
 ])
 def test_a_tool_that_cannot_be_called_as_declared_is_refused_at_load(tmp_path, extra, words):
     folder = named_copy(tmp_path, "shop_tools")

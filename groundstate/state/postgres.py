@@ -240,10 +240,9 @@ class PostgresBackend(Backend):
     def _base(self, domain: "Domain") -> str:
         name = f"gs_base_{domain.name}_{domain.content_hash}_{str(self.scale).replace('.', '_')}"
 
-        seed = domain.seed_rows(self.scale)  # a broken seed.py fails here, before any database is created
-
         def fill(conn: psycopg.Connection) -> None:
             # errors of the domain's own files name the file: they are the domain's fault, found before any attempt
+            seed = domain.seed_rows(self.scale)
             with conn.transaction():
                 try:
                     conn.execute(portable_to_postgres(domain.schema_sql))

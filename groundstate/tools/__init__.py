@@ -118,7 +118,10 @@ class ToolSpec:
         problem = _shape_problem(fn, sig)
         if problem:
             raise ValueError(f"tool {fn.__name__}: {problem}")
-        hints = typing.get_type_hints(fn, include_extras=True)
+        try:
+            hints = typing.get_type_hints(fn, include_extras=True)
+        except Exception as e:  # an annotation that names nothing importable
+            raise ValueError(f"tool {fn.__name__}: its type annotations do not resolve: {type(e).__name__}: {e}") from None
         description, param_docs = _split_docstring(fn.__doc__ or "")
         if not description:
             raise ValueError(f"tool {fn.__name__} has no docstring: the docstring is its description")
@@ -131,9 +134,13 @@ class ToolSpec:
             default = ... if p.default is inspect.Parameter.empty else p.default
             fields[name] = (ann, pydantic.Field(default, description=param_docs.get(name)))
             params[name] = ann
-        model = pydantic.create_model(
-            f"{fn.__name__}_args", __config__=pydantic.ConfigDict(extra="forbid", strict=False, allow_inf_nan=False), **fields
-        )
+        try:  # the schema is built now, so a parameter type JSON cannot describe is a load error, not an episode's
+            model = pydantic.create_model(
+                f"{fn.__name__}_args", __config__=pydantic.ConfigDict(extra="forbid", strict=False, allow_inf_nan=False), **fields
+            )
+            model.model_json_schema()
+        except pydantic.PydanticUserError as e:
+            raise ValueError(f"tool {fn.__name__}: its parameters have no JSON schema: {str(e).splitlines()[0]}") from None
         return cls(fn.__name__, description, fn, model, bool(meta["write"]), params)
 
     def json_schema(self) -> dict[str, Any]:
