@@ -215,6 +215,14 @@ def test_a_schema_postgres_rejects_fails_early_and_leaves_no_database(pg_backend
     pg_backend.drop_templates(Domain(folder))
 
 
+def test_seed_rows_postgres_rejects_fail_early_and_leave_no_database(pg_backend, tmp_path):
+    folder = named_copy(tmp_path, "shop_pg_seed")
+    (folder / "seed.py").write_text("def generate(rng, scale=1.0):\n    return {'customers': [{'id': 1, 'name': 'a', 'email': 'a@x', 'tier': 'basic'},"
+                                    " {'id': 2, 'name': 'b', 'email': 'a@x', 'tier': 'basic'}]}\n")
+    assert_refused(folder, "seed.py", "PostgreSQL rejects the seed rows of table customers: duplicate key value", tmp_path, backend="postgres")
+    assert pg_backend._admin_execute("SELECT datname FROM pg_database WHERE datname LIKE %s", ("gs\\_%shop\\_pg\\_seed%",)) == []
+
+
 # -- #20.7: async and *args/**kwargs tools are refused when the domain loads -----------------------------
 
 ASYNC_CANCEL = '''
