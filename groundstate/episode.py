@@ -14,6 +14,10 @@ Limits end an episode with a finish reason, never an exception, and the state re
 - `max_result_chars` caps the tool result the agent is shown (with a visible marker); the trajectory
   keeps the full result.
 
+Whatever the agent emits is its own doing: every turn passes through `agents.base.well_formed`, so a tool
+call with a lone surrogate in its name or arguments is answered with an error, and its reply is kept as valid
+text (U+FFFD), never a system error when the conversation is sent back, judged or written.
+
 A tool call that fails because the sandbox's database connection died (a server restart) raises
 `SandboxLost`: the agent is not shown a dead database, and the attempt becomes a system error.
 """
