@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 from pathlib import Path
 
@@ -31,10 +30,12 @@ FIXTURES = Path(__file__).parent / "fixtures"
 RUBRIC = "Does the reply confirm that order 1 was cancelled?"
 
 
-def shop_copy(tmp_path: Path, name: str = "shop") -> Path:
-    """A private copy of the shop fixture domain (its files may then be broken one at a time)."""
+def named_copy(tmp_path: Path, name: str) -> Path:
+    """A private copy of the shop fixture domain under another name (its files may then be broken one at a time)."""
     folder = tmp_path / name
     shutil.copytree(FIXTURES / "shop", folder)
+    cfg = folder / "domain.yaml"
+    cfg.write_text(cfg.read_text().replace("name: shop", f"name: {name}"))
     return folder
 
 
@@ -81,7 +82,7 @@ def test_rubric_task_with_failed_state_is_zero_with_or_without_judge(backend, sh
 
 
 def test_run_of_own_rubric_tasks_records_noop_as_failed_not_unjudged(tmp_path):
-    folder = with_rubric_task(shop_copy(tmp_path))
+    folder = with_rubric_task(named_copy(tmp_path, "shop_rubric"))
     records = {}
     for agent in ("noop", "gold"):
         out = tmp_path / f"{agent}.jsonl"
@@ -156,13 +157,6 @@ def test_a_lone_surrogate_in_a_final_reply_fails_the_rubric_not_the_harness(shop
 def squash(s: str) -> str:
     """Text without whitespace: rich wraps long error lines (paths included) at the terminal width."""
     return "".join(s.split())
-
-
-def named_copy(tmp_path: Path, name: str) -> Path:
-    folder = shop_copy(tmp_path, name)
-    cfg = folder / "domain.yaml"
-    cfg.write_text(cfg.read_text().replace("name: shop", f"name: {name}"))
-    return folder
 
 
 def assert_refused(folder: Path, culprit: str, words: str, tmp_path: Path, backend: str = "sqlite") -> None:
