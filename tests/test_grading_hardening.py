@@ -160,9 +160,10 @@ def squash(s: str) -> str:
 
 
 def assert_refused(folder: Path, culprit: str, words: str, tmp_path: Path, backend: str = "sqlite") -> None:
-    """`run` and `tasks lint` both stop before any attempt with an error naming the file; nothing is written."""
+    """`run`, `probe` and `tasks lint` stop before any attempt with an error naming the file; nothing is written."""
     out = tmp_path / "results" / "results.jsonl"
     for args in (["run", "--agent", "scripted:gold", "--tasks", str(folder), "--out", str(out), "--backend", backend],
+                 ["probe", "--agent", "scripted:gold", "--tasks", str(folder), "--n", "1", "--out", str(out), "--backend", backend],
                  ["tasks", "lint", "--tasks", str(folder), "--backend", backend]):
         r = cli(*args)
         assert r.exit_code == 2, (args, r.output)
