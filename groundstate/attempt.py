@@ -25,7 +25,7 @@ from groundstate.agents.base import Agent, UserSimulator
 from groundstate.episode import Trajectory, run_episode
 from groundstate.grading import Grader, Verdict, system_error
 from groundstate.state.base import Backend, Sandbox
-from groundstate.tasks import Domain, Task
+from groundstate.tasks import Domain, Task, TaskFileError
 
 
 class Environment(Protocol):
@@ -76,6 +76,26 @@ class SandboxEnvironment:
             await asyncio.to_thread(self.sandbox.close)
         else:
             self.sandbox.close()
+
+
+def prepare_domains(pairs: list[tuple[Task, Any]], backend: Backend) -> None:
+    """Build the base of every native domain among `pairs` on `backend`, before any attempt is played.
+
+    A schema the server rejects or seed rows that do not load raise `TaskFileError` naming the file here,
+    once, instead of making every attempt a system error (and leaving a half-built database behind).
+    Any other failure is the infrastructure's (a server that is down): it is left to the attempts, which
+    record it as a system error to repair, as ever. Domains that open their own environments have no base.
+    """
+    seen: set[int] = set()
+    for _, domain in pairs:
+        if isinstance(domain, Domain) and id(domain) not in seen:
+            seen.add(id(domain))
+            try:
+                backend.prepare(domain)
+            except TaskFileError:
+                raise
+            except Exception:  # noqa: BLE001 - not the domain's fault: each attempt meets it and records a system error
+                pass
 
 
 async def open_environment(task: Task, domain: Any, backend: Backend, grader: Grader) -> Environment:

@@ -66,6 +66,9 @@ def tasks_lint(
         with _progress() as progress:
             bar = progress.add_task(f"lint ({be.name})", total=len(pairs), status="")
             report = lint(pairs, be, workers=workers, on_done=lambda r: progress.update(bar, advance=1, status=r.task_id))
+    except TaskFileError as e:  # a domain file the backend rejects (a schema PostgreSQL refuses)
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
     finally:
         be.close()
     summary = report.summary()
@@ -219,6 +222,10 @@ def run(
             progress.stop()
             console.print(f"[red]error:[/red] {escape(str(e))}\nnothing was run or written.")
             raise typer.Exit(3) from None
+        except TaskFileError as e:  # a domain file the backend rejects (a schema PostgreSQL refuses): no attempt was run
+            progress.stop()
+            console.print(f"[red]error:[/red] {e}")
+            raise typer.Exit(2) from None
         except ResultsWriteError as e:  # disk full, read-only file or folder: stop, keeping every record already written
             progress.stop()
             console.print(f"[red]error:[/red] {e}\nthe run stopped; every record written before the error is intact. "
@@ -520,6 +527,7 @@ def train(
     if dry_run:
         console.print("[red]error:[/red] --dry-run is for --engine verl")
         raise typer.Exit(2)
+    from groundstate.attempt import prepare_domains
     from groundstate.train.trl_engine import TrainConfig, train_trl
 
     val_pairs = _select(val_tasks, tb_servers, tb_no_sources) if val_tasks else []
@@ -528,6 +536,12 @@ def train(
     top_p = 1.0 if top_p is None else top_p
     top_k = 0 if top_k is None else top_k
     be = make_backend(backend, pg_dsn)
+    try:
+        prepare_domains(pairs + val_pairs, be)  # a schema the backend rejects stops here, not in every rollout
+    except TaskFileError as e:
+        be.close()
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
     cfg = TrainConfig(group_size=group_size, tasks_per_step=tasks_per_step, steps=steps, lr=lr, temperature=temperature, top_p=top_p,
                       top_k=top_k, beta=beta, refill_ratio=refill_ratio, save_steps=save_steps, max_new_tokens=max_new_tokens,
                       max_context=max_context, seed=seed, use_vllm=use_vllm)

@@ -118,6 +118,9 @@ def probe_command(
     except ResultsInUseError as e:  # another probe or run writes this file: one writer per results file
         console.print(f"[red]error:[/red] {escape(str(e))}\nnothing was run or written.")
         raise typer.Exit(3) from None
+    except TaskFileError as e:  # a domain file the backend rejects (a schema PostgreSQL refuses): no attempt was run
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
     except ResultsWriteError as e:  # disk full, read-only file or folder: stop, keeping every record already written
         console.print(f"[red]error:[/red] {e}\nthe probe stopped; every record written before the error is intact. "
                       "Free space or fix permissions, then re-run the same command to finish it.")

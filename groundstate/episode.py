@@ -14,6 +14,10 @@ Limits end an episode with a finish reason, never an exception, and the state re
 - `max_result_chars` caps the tool result the agent is shown (with a visible marker); the trajectory
   keeps the full result.
 
+Whatever the agent emits is its own doing: every turn passes through `agents.base.well_formed`, so a tool
+call with a lone surrogate in its name or arguments is answered with an error, and its reply is kept as valid
+text (U+FFFD), never a system error when the conversation is sent back, judged or written.
+
 A tool call that fails because the sandbox's database connection died (a server restart) raises
 `SandboxLost`: the agent is not shown a dead database, and the attempt becomes a system error.
 """
@@ -26,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from groundstate.agents.base import Agent, Usage, UserSimulator
+from groundstate.agents.base import Agent, Usage, UserSimulator, valid_text, well_formed
 from groundstate.state.base import Sandbox
 from groundstate.tasks import Domain, Task
 
@@ -198,6 +202,7 @@ async def run_episode(
             except TimeoutError:  # the agent ran out of time: its failure, graded on the state reached
                 traj.finish_reason = "timeout"
                 break
+        turn = well_formed(turn)  # malformed model output is the agent's failure, never a crash of the harness
         traj.turns += 1
         traj.usage.add(turn.usage)
         if turn.extra:
@@ -241,6 +246,6 @@ async def run_episode(
         if reply is None:
             traj.finish_reason = "user_done"
             break
-        messages.append({"role": "user", "content": reply})
+        messages.append({"role": "user", "content": valid_text(reply)})  # an LLM user's lone surrogate must not break the next request
     traj.seconds = time.perf_counter() - start
     return traj

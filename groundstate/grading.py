@@ -112,9 +112,17 @@ class Grader:
 
 
 def with_rubrics(task: Task, trajectory: Any, verdict: Verdict, judge: Any = None) -> Verdict:
-    """A final-state verdict completed by the task's reply rubrics: judged where a judge is given, otherwise
-    *unjudged* (reward None, counted apart — never a pass or a fail). Any source's grader ends with this."""
+    """A final-state verdict completed by the task's reply rubrics. Any source's grader ends with this.
+
+    A failed final state is a 0 whatever the rubrics would say, and the judge is not asked (so the
+    verdict is the same with or without `--judge`). A passed state is judged where a judge is given,
+    otherwise *unjudged* (reward None, counted apart — never a pass or a fail).
+    """
     if verdict.system_error is not None or not task.rubrics:
+        return verdict
+    if verdict.state_reward != 1:
+        verdict.reward = 0
+        verdict.reasons.append(f"{len(task.rubrics)} reply rubric(s) not judged: the final state failed")
         return verdict
     if judge is None:
         verdict.reward, verdict.unjudged = None, True

@@ -148,15 +148,12 @@ class Judge:
         return yes * 2 > self.votes
 
     def apply(self, task: Task, trajectory: Any, verdict: Verdict) -> Verdict:
-        """The verdict of a rubric task: the state verdict combined with every rubric's answer.
+        """The verdict of a rubric task whose final state passed, combined with every rubric's answer.
 
-        Rubrics are only asked when the final state passed: otherwise the reward is 0 whatever they say.
+        Called by `grading.with_rubrics`, which settles failed states (0, no judge asked) before any judge.
         """
-        if verdict.system_error is not None or not task.rubrics:
+        if verdict.system_error is not None or not task.rubrics or verdict.state_reward != 1:
             return verdict
-        if verdict.state_reward != 1:
-            note = f"{len(task.rubrics)} reply rubric(s) not judged: the final state failed"
-            return dataclasses.replace(verdict, reward=0, reasons=verdict.reasons + [note])
         reply = getattr(trajectory, "final_reply", None)
         reasons = list(verdict.reasons)
         all_yes = True

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from groundstate.agents import make_agent
 from groundstate.agents.scripted import ScriptedAgent, ScriptedUser
-from groundstate.attempt import play
+from groundstate.attempt import play, prepare_domains
 from groundstate.episode import run_episode
 from groundstate.grading import Verdict, grader_for
 from groundstate.state.base import Backend
@@ -202,6 +202,7 @@ def lint(
     on_done: Callable[[TaskLint], None] | None = None,
 ) -> LintReport:
     """Lint many tasks; `workers` > 1 runs tasks in threads (useful on PostgreSQL, whose calls wait on the server)."""
+    prepare_domains(tasks, backend)  # a schema the server rejects is one error naming the file, not a problem per task
     results: dict[str, TaskLint] = {}
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         futures = {pool.submit(lint_task, t, d, backend): t.id for t, d in tasks}

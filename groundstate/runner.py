@@ -33,7 +33,7 @@ from typing import Any, Callable
 from groundstate import __version__
 from groundstate.agents import make_agent, make_user
 from groundstate.agents.scripted import attempt_seed
-from groundstate.attempt import play
+from groundstate.attempt import play, prepare_domains
 from groundstate.grading import Grader, Verdict, grader_for, system_error
 from groundstate.results import (RECORD_VERSION, Record, ResultsWriteError, ResultsWriter, RunIdentity, key_of, read_records,
                                  repair_file_tail, task_set_hash)
@@ -371,6 +371,7 @@ async def run_async(
 ) -> RunSummary:
     start = time.perf_counter()
     results_path = Path(results_path)
+    prepare_domains(tasks, backend)  # a broken domain stops the run here, naming its file, before anything is written
     identity = run_identity(cfg, tasks)
     fingerprints = {t.id: task_fingerprint(t, d) for t, d in tasks}
     grader = grader_for(backend)
@@ -430,6 +431,7 @@ def run_here_or_on_ray(tasks: list[tuple[Task, Domain]], cfg: RunConfig, backend
         return run(tasks, cfg, backend, results_path, repair, on_result, rerun_changed)
     from groundstate.ray_runner import run_ray
 
+    prepare_domains(tasks, backend)  # as `run` does: a broken domain fails here, not on every actor
     return run_ray(tasks, cfg, backend_spec, results_path, address=None if ray_address == "local" else ray_address,
                    repair=repair, on_result=on_result, num_cpus=ray_cpus, rerun_changed=rerun_changed)
 

@@ -194,13 +194,32 @@ def read_data_file(path: Path | str) -> Any:
         loader.dispose()
 
 
+def _read_domain_file(path: Path) -> str:
+    """The text of a required domain file; `TaskFileError` naming it when it is missing or unreadable."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TaskFileError(path, "is missing: a domain folder needs domain.yaml, schema.sql, seed.py and tools.py") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise TaskFileError(path, f"cannot be read: {e}") from None
+
+
 def _import_file(path: Path, name: str) -> Any:
+    """Import a domain's Python file; `TaskFileError` naming it when it is missing, does not compile or fails to run."""
+    _read_domain_file(path)
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise TaskFileError(path, "cannot be imported")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as e:
+        sys.modules.pop(name, None)
+        raise TaskFileError(path, f"does not compile: {e.msg} (line {e.lineno})") from None
+    except (Exception, SystemExit) as e:  # the file's own code failed: a broken domain, not a crash of the command
+        sys.modules.pop(name, None)
+        raise TaskFileError(path, f"fails when imported: {type(e).__name__}: {e}") from None
     return module
 
 
@@ -218,9 +237,15 @@ class Domain:
         except pydantic.ValidationError as e:
             raise _pydantic_error(cfg_path, e, None) from None
         self.name = self.config.name
-        self.schema_sql = (self.path / "schema.sql").read_text(encoding="utf-8")
-        self.policy = (self.path / "policy.md").read_text(encoding="utf-8") if (self.path / "policy.md").exists() else ""
-        self.tools = Toolset.from_module(_import_file(self.path / "tools.py", f"groundstate_domain_{self.name}_tools"))
+        self.schema_sql = _read_domain_file(self.path / "schema.sql")
+        self.policy = _read_domain_file(self.path / "policy.md") if (self.path / "policy.md").exists() else ""
+        tools_path = self.path / "tools.py"
+        try:
+            self.tools = Toolset.from_module(_import_file(tools_path, f"groundstate_domain_{self.name}_tools"))
+        except ValueError as e:  # a function that cannot be a tool (async, *args, no docstring, ...)
+            raise TaskFileError(tools_path, str(e)) from None
+        if not self.tools.names():
+            raise TaskFileError(tools_path, "defines no tools (functions marked with @tool)")
         self._seed_module = _import_file(self.path / "seed.py", f"groundstate_domain_{self.name}_seed")
         self.columns, self.primary_keys = _introspect_schema(self.schema_sql, self.path / "schema.sql")
         self.column_types = {  # declared type of every column, upper case ("INTEGER", "REAL", "TEXT", ...)
@@ -232,6 +257,7 @@ class Domain:
                 for c in cols:
                     if table not in self.columns or c not in self.columns[table]:
                         raise TaskFileError(cfg_path, f"unknown column {table}.{c}", field=f"{kind}.{table}")
+        self.seed_rows()  # a seed that fails or yields rows the schema cannot hold is a load error, before any attempt
         self._tasks: list[Task] | None = None
 
     @functools.cached_property
@@ -243,14 +269,52 @@ class Domain:
         return h.hexdigest()[:16]
 
     def seed_rows(self, scale: float = 1.0) -> dict[str, list[dict[str, Any]]]:
-        """The deterministic seed: the same rows on every call and every machine."""
+        """The deterministic seed: the same rows on every call and every machine.
+
+        Raises `TaskFileError` naming seed.py when `generate` fails or yields rows the schema cannot hold.
+        """
         if scale == 1.0:
             return self._seed_cached
-        return self._seed_module.generate(random.Random(self.config.seed), scale=scale)
+        return self._generate_seed(scale)
 
     @functools.cached_property
     def _seed_cached(self) -> dict[str, list[dict[str, Any]]]:
-        return self._seed_module.generate(random.Random(self.config.seed), scale=1.0)
+        return self._generate_seed(1.0)
+
+    def _generate_seed(self, scale: float) -> dict[str, list[dict[str, Any]]]:
+        path = self.path / "seed.py"
+        generate = getattr(self._seed_module, "generate", None)
+        if not callable(generate):
+            raise TaskFileError(path, "defines no generate(rng, scale) function")
+        try:
+            rows = generate(random.Random(self.config.seed), scale=scale)
+        except Exception as e:  # the domain's own code failed: name the file, not a traceback
+            raise TaskFileError(path, f"generate() failed: {type(e).__name__}: {e}") from None
+        problem = self._seed_problem(rows)
+        if problem:
+            raise TaskFileError(path, f"generate() {problem}")
+        return rows
+
+    def _seed_problem(self, rows: Any) -> str | None:
+        """Why seed rows cannot be loaded alike on every backend, or None (the rules of a task's patch)."""
+        if not isinstance(rows, dict):
+            return f"must return a mapping of table name to rows, got {type(rows).__name__}"
+        for table, table_rows in rows.items():
+            if table not in self.columns:
+                return f"yields rows for unknown table {table!r}"
+            if not isinstance(table_rows, list) or not all(isinstance(r, dict) for r in table_rows):
+                return f"must yield a list of rows (mappings) for table {table}"
+            first = set(table_rows[0]) if table_rows else set()
+            for j, row in enumerate(table_rows):
+                for col, value in row.items():
+                    if col not in self.columns[table]:
+                        return f"yields unknown column {table}.{col} (row {j})"
+                    value_problem = _patch_value_problem(self.column_types[table][col], value)
+                    if value_problem:
+                        return f"yields a bad value in {table}.{col} (row {j}): {value_problem}"
+                if set(row) != first:  # rows are inserted with the first row's columns
+                    return f"yields rows of table {table} with different columns (row {j} has {sorted(row)}, row 0 {sorted(first)})"
+        return None
 
     @property
     def tables(self) -> list[str]:

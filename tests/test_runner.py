@@ -127,7 +127,8 @@ def test_sigkill_mid_run_then_resume_loses_and_repeats_nothing(tmp_path):
 
 def test_a_record_with_a_lone_surrogate_is_written_and_read_back(tmp_path, shop):
     """A model can emit JSON with an escaped lone surrogate ("\\ud800") in tool arguments: the agent gets an error
-    result, and the attempt's record must still be written, whole and readable, by the writer and by a rewrite."""
+    result (the episode shows the surrogate as U+FFFD), and the attempt's record must still be written, whole and
+    readable, by the writer and by a rewrite — also when another source (a server's diff) puts one in the verdict."""
     import asyncio
 
     from groundstate.agents.base import AgentTurn, ToolCallRequest
@@ -152,13 +153,16 @@ def test_a_record_with_a_lone_surrogate_is_written_and_read_back(tmp_path, shop)
     task = shop.task("shop-cancel")
     out = asyncio.run(play(task, shop, Agent(), None, backend=backend, grader=grader_for(backend)))
     assert out.verdict.system_error is None and out.trajectory.tool_calls[0]["ok"] is False
+    assert "not valid Unicode" in out.trajectory.tool_calls[0]["result"]
+    out.verdict.reasons.append(bad)  # e.g. a ThinkingBox server's diff item: text the episode does not clean
     record = make_record(task, 0, RunConfig(agent="custom", k=1), out.verdict, out.trajectory, out.timings)
     path = tmp_path / "r.jsonl"
     writer = ResultsWriter(path)
     writer.write(record)
     writer.close()
     [back] = read_records(path)
-    assert back["trajectory"]["tool_calls"][0]["arguments"]["order_id"] == bad and back["reward"] == 0
+    assert back["trajectory"]["tool_calls"][0]["arguments"] == '{"order_id": "caf\ufffde"}' and back["reward"] == 0
+    assert back["verdict"]["reasons"][-1] == bad and back["trajectory"]["messages"][-1]["content"] == "caf\ufffde"
     rewrite_atomically(path, [back, {**back, "attempt": 1}])
     assert [r["attempt"] for r in read_records(path)] == [0, 1]
 

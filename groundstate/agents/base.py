@@ -6,7 +6,9 @@ Conversations are lists of OpenAI-style chat messages (`system`, `user`, `assist
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -45,6 +47,42 @@ class AgentTurn:
     usage: Usage = field(default_factory=Usage)
     done: bool = False  # the agent declares the conversation finished
     extra: dict[str, Any] = field(default_factory=dict)  # engine-specific data (token ids, log-probs)
+
+
+# Surrogate code points never pair up inside a Python str read from JSON (json.loads joins escaped pairs), so
+# any one left is lone: it cannot be encoded as UTF-8, i.e. sent to an endpoint, shown to a judge or written.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+REPLACEMENT = "\ufffd"
+
+
+def valid_text(text: str) -> str:
+    """`text` with every lone surrogate replaced by U+FFFD (the Unicode replacement character)."""
+    return _SURROGATE.sub(REPLACEMENT, text)
+
+
+def _well_formed_call(call: ToolCallRequest) -> ToolCallRequest:
+    raw = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments, ensure_ascii=False, default=str)
+    invalid = [part for part, value in (("name", call.name), ("arguments", raw)) if _SURROGATE.search(value)]
+    if not invalid:
+        clean_id, clean_error = valid_text(call.id), valid_text(call.parse_error) if call.parse_error else None
+        return dataclasses.replace(call, id=clean_id, parse_error=clean_error)
+    name = valid_text(call.name)
+    problem = (f"the tool call's {' and '.join(invalid)} {'is' if len(invalid) == 1 else 'are'} not valid Unicode "
+               f"(a lone surrogate, shown here as {REPLACEMENT}); the call was not run")
+    return ToolCallRequest(valid_text(call.id), name, valid_text(raw), parse_error=problem)
+
+
+def well_formed(turn: AgentTurn) -> AgentTurn:
+    """The turn as an episode can use it, whatever the model emitted: every text encodable as UTF-8.
+
+    What a model emits is the agent's responsibility, so malformed output must never become a system error
+    (an exception when the conversation is sent back, judged or written). Lone surrogates in the reply (and
+    in string `extra` values) become U+FFFD; a tool call whose name or arguments hold one is not run: it
+    gets a `parse_error`, which the episode answers with an error message the model sees.
+    """
+    extra = {k: valid_text(v) if isinstance(v, str) else v for k, v in turn.extra.items()}
+    return dataclasses.replace(turn, text=valid_text(turn.text) if turn.text is not None else None,
+                               tool_calls=[_well_formed_call(c) for c in turn.tool_calls], extra=extra)
 
 
 class Agent(Protocol):

@@ -40,6 +40,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from groundstate.state.base import Backend, Sandbox, Template, apply_patch, patch_key
 from groundstate.state.capture import LOG_DDL, LOG_TABLE, postgres_triggers
 from groundstate.state.db import PgDb
+from groundstate.tasks import TaskFileError
 
 if TYPE_CHECKING:
     from groundstate.tasks import Domain
@@ -224,9 +225,14 @@ class PostgresBackend(Backend):
                 if template:
                     create = sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(dbname), sql.Identifier(template))
                 self._admin_execute(create)
-                with self.connect(dbname) as conn:
-                    fill(conn)
-                self._admin_execute(sql.SQL("COMMENT ON DATABASE {} IS 'groundstate:ready'").format(sql.Identifier(dbname)))
+                try:
+                    with self.connect(dbname) as conn:
+                        fill(conn)
+                    self._admin_execute(sql.SQL("COMMENT ON DATABASE {} IS 'groundstate:ready'").format(sql.Identifier(dbname)))
+                except BaseException:  # a schema or seed the server rejects: leave no half-built database behind
+                    with contextlib.suppress(psycopg.Error):
+                        self._admin_execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname)))
+                    raise
             finally:
                 lock_conn.execute("SELECT pg_advisory_unlock(%s)", (lock_id,))
 
@@ -235,17 +241,25 @@ class PostgresBackend(Backend):
         name = f"gs_base_{domain.name}_{domain.content_hash}_{str(self.scale).replace('.', '_')}"
 
         def fill(conn: psycopg.Connection) -> None:
+            # errors of the domain's own files name the file: they are the domain's fault, found before any attempt
+            seed = domain.seed_rows(self.scale)
             with conn.transaction():
-                conn.execute(portable_to_postgres(domain.schema_sql))
-                for table, rows in domain.seed_rows(self.scale).items():
+                try:
+                    conn.execute(portable_to_postgres(domain.schema_sql))
+                except psycopg.Error as e:
+                    raise TaskFileError(domain.path / "schema.sql", f"PostgreSQL rejects the schema: {_first_line(e)}") from None
+                for table, rows in seed.items():
                     if not rows:
                         continue
                     cols = list(rows[0])
-                    with conn.cursor().copy(
-                        sql.SQL("COPY {} ({}) FROM STDIN").format(sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, cols)))
-                    ) as copy:
-                        for r in rows:
-                            copy.write_row([r[c] for c in cols])
+                    try:
+                        with conn.cursor().copy(
+                            sql.SQL("COPY {} ({}) FROM STDIN").format(sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, cols)))
+                        ) as copy:
+                            for r in rows:
+                                copy.write_row([r[c] for c in cols])
+                    except psycopg.Error as e:
+                        raise TaskFileError(domain.path / "seed.py", f"PostgreSQL rejects the seed rows of table {table}: {_first_line(e)}") from None
                 conn.execute(LOG_DDL)
                 for table in domain.tables:
                     for ddl in postgres_triggers(table, domain.columns[table], domain.primary_keys[table]):
@@ -461,6 +475,11 @@ class PostgresBackend(Backend):
             for conn in self._admins:
                 conn.close()
             self._admins.clear()
+
+
+def _first_line(error: psycopg.Error) -> str:
+    """The server's message without psycopg's multi-line context (LINE 3: ... ^)."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def _host_tag() -> str:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from groundstate.state.base import Backend, Sandbox, Template, apply_patch, patch_key
 from groundstate.state.capture import LOG_DDL, LOG_TABLE, sqlite_triggers
 from groundstate.state.db import Db
+from groundstate.tasks import TaskFileError
 
 if TYPE_CHECKING:
     from groundstate.tasks import Domain
@@ -88,10 +89,15 @@ class SqliteBackend(Backend):
     def _base(self, domain: "Domain") -> bytes:
         key = f"{domain.name}:{domain.content_hash}"
         if key not in self._bases:
+            seed = domain.seed_rows(self.scale)
             conn = _connect()
             conn.executescript(domain.schema_sql)
             conn.execute("BEGIN")
-            load_rows(conn, domain.seed_rows(self.scale))
+            try:
+                load_rows(conn, seed)
+            except sqlite3.Error as e:  # rows that break the schema's constraints: the seed's fault, named before any attempt
+                conn.close()
+                raise TaskFileError(domain.path / "seed.py", f"the seed rows do not load: {e}") from None
             conn.execute("COMMIT")
             conn.execute(LOG_DDL)
             for table in domain.tables:

@@ -68,6 +68,32 @@ def _split_docstring(doc: str) -> tuple[str, dict[str, str]]:
     return "\n".join(desc).strip(), params
 
 
+def _shape_problem(fn: Callable, sig: inspect.Signature) -> str | None:
+    """Why `fn` cannot be called as a tool, or None.
+
+    A tool is called synchronously inside the sandbox transaction (`Db.atomic`): an `async def` or generator
+    function would return an un-run coroutine or generator, "succeed" with its repr, and do its writes never
+    (or after the transaction). The JSON schema is the signature, so `*args`/`**kwargs` would accept
+    anything while saying nothing; a call passes arguments by name after the `Db`, so positional-only ones
+    cannot be passed.
+    """
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        return "is `async def`; tools run inside the sandbox's transaction and must be plain `def` functions"
+    if inspect.isgeneratorfunction(fn):
+        return "is a generator (it uses `yield`); a tool must return its result"
+    params = list(sig.parameters.values())
+    for p in params:
+        if p.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            star = "*" if p.kind is inspect.Parameter.VAR_POSITIONAL else "**"
+            return f"takes {star}{p.name}; every argument must be a named, typed parameter (the signature is the tool's JSON schema)"
+    if not params or params[0].kind not in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+        return "its first parameter must receive the sandbox `Db`"
+    for p in params[1:]:
+        if p.kind is inspect.Parameter.POSITIONAL_ONLY:
+            return f"parameter {p.name} is positional-only; arguments are passed by name"
+    return None
+
+
 @dataclass
 class ToolResult:
     ok: bool
@@ -86,9 +112,16 @@ class ToolSpec:
 
     @classmethod
     def from_function(cls, fn: Callable) -> "ToolSpec":
+        """The spec of a tool function; `ValueError` naming the function when it cannot be one (see `_shape_problem`)."""
         meta = getattr(fn, "__gs_tool__", {"write": False})
         sig = inspect.signature(fn)
-        hints = typing.get_type_hints(fn, include_extras=True)
+        problem = _shape_problem(fn, sig)
+        if problem:
+            raise ValueError(f"tool {fn.__name__}: {problem}")
+        try:
+            hints = typing.get_type_hints(fn, include_extras=True)
+        except Exception as e:  # an annotation that names nothing importable
+            raise ValueError(f"tool {fn.__name__}: its type annotations do not resolve: {type(e).__name__}: {e}") from None
         description, param_docs = _split_docstring(fn.__doc__ or "")
         if not description:
             raise ValueError(f"tool {fn.__name__} has no docstring: the docstring is its description")
@@ -101,9 +134,13 @@ class ToolSpec:
             default = ... if p.default is inspect.Parameter.empty else p.default
             fields[name] = (ann, pydantic.Field(default, description=param_docs.get(name)))
             params[name] = ann
-        model = pydantic.create_model(
-            f"{fn.__name__}_args", __config__=pydantic.ConfigDict(extra="forbid", strict=False, allow_inf_nan=False), **fields
-        )
+        try:  # the schema is built now, so a parameter type JSON cannot describe is a load error, not an episode's
+            model = pydantic.create_model(
+                f"{fn.__name__}_args", __config__=pydantic.ConfigDict(extra="forbid", strict=False, allow_inf_nan=False), **fields
+            )
+            model.model_json_schema()
+        except pydantic.PydanticUserError as e:
+            raise ValueError(f"tool {fn.__name__}: its parameters have no JSON schema: {str(e).splitlines()[0]}") from None
         return cls(fn.__name__, description, fn, model, bool(meta["write"]), params)
 
     def json_schema(self) -> dict[str, Any]:
