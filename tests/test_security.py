@@ -16,6 +16,7 @@ and token-protected; the LLM judge's prompt keeps the judged reply fenced.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import re
@@ -160,11 +161,11 @@ def test_postgres_sandbox_runs_as_an_unprivileged_role(shop, pg_backend, sql):
 def test_sandbox_role_has_no_privileges(pg_backend, shop):
     with pg_backend.open(pg_backend.prepare(shop, {})) as sandbox:  # the first clone creates the role
         with pg_backend.connect(sandbox.dbname) as again:  # a reconnection (say, after a server restart) too
-            assert again.execute("SELECT current_user").fetchone()[0] == SANDBOX_ROLE
+            assert again.execute("SELECT session_user, current_user").fetchone() == (SANDBOX_ROLE, SANDBOX_ROLE)
     with psycopg.connect(pg_backend.dsn) as conn:
-        row = conn.execute("SELECT rolsuper, rolcreatedb, rolcreaterole, rolcanlogin, rolbypassrls FROM pg_roles WHERE rolname = %s",
-                           (SANDBOX_ROLE,)).fetchone()
-        assert row == (False, False, False, False, False)
+        row = conn.execute("SELECT rolsuper, rolcreatedb, rolcreaterole, rolcanlogin, rolbypassrls, rolreplication FROM pg_roles "
+                           "WHERE rolname = %s", (SANDBOX_ROLE,)).fetchone()
+        assert row == (False, False, False, True, False, False)  # sandboxes log in as it: no session starts privileged
         member_of = conn.execute("SELECT count(*) FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.member WHERE r.rolname = %s",
                                  (SANDBOX_ROLE,)).fetchone()[0]
         assert member_of == 0  # not in pg_read_server_files, pg_execute_server_program, ...
@@ -183,6 +184,120 @@ def test_task_checks_that_escape_do_not_load(shop, tmp_path, sql):
     with pytest.raises(TaskFileError) as e:
         shop.load_task_file(path)
     assert e.value.field == "checks[0].sql"
+
+
+# -- a check that is one statement to SQLite and several to PostgreSQL ------------------------------------
+# SQLite ends a block comment at the first `*/`; PostgreSQL nests them. So SQLite reads the whole tail below as a
+# quoted alias (double quotes, backticks or brackets) and compiles one harmless SELECT, while PostgreSQL reads
+# `SELECT 1 ; RESET ROLE ; COPY ... TO PROGRAM ... ; SELECT 2` (and, with two COMMITs, commits in between).
+
+PWNED = "pwned.txt"
+_RUN_A_PROGRAM = "RESET ROLE ; COPY (SELECT 1) TO PROGRAM 'id > pwned.txt'"
+NESTED_COMMENT_ESCAPES = {
+    "double-quoted alias": f'SELECT 1 /* /* */ AS " */ ; {_RUN_A_PROGRAM} ; SELECT 2 -- "',
+    "backtick alias": f"SELECT 1 /* /* */ AS ` */ ; {_RUN_A_PROGRAM} ; SELECT 2 -- `",
+    "bracket alias": f"SELECT 1 /* /* */ AS [ */ ; {_RUN_A_PROGRAM} ; SELECT 2 -- ]",
+    "two COMMITs": f'SELECT 1 /* /* */ AS " */ ; COMMIT ; {_RUN_A_PROGRAM} ; COMMIT ; SELECT 2 -- "',
+}
+
+
+def _pwned_files(pg_backend, tmp_path: Path) -> list[str]:
+    """Every place the payload's `id > pwned.txt` could have written to: the server's working directory (its data
+    directory, looked up by the superuser), and this process's working, temporary and repository folders."""
+    found = [str(p) for p in {Path.cwd() / PWNED, tmp_path / PWNED, Path("/tmp") / PWNED, ROOT / PWNED} if p.exists()]
+    with psycopg.connect(pg_backend.dsn, autocommit=True) as admin:
+        data_dir = admin.execute("SHOW data_directory").fetchone()[0]
+        if admin.execute("SELECT pg_stat_file(%s, true)", (PWNED,)).fetchone()[0] is not None:
+            found.append(f"{data_dir}/{PWNED}")
+    for path in found:  # a failing run must not leave the file behind for the next one
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    return found
+
+
+def _session(raw) -> tuple:
+    """Who a sandbox session is and what it may do: (session user, current user, superuser?, transaction status)."""
+    user, current, superuser = raw.execute(
+        "SELECT session_user, current_user, rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
+    return user, current, superuser, raw.info.transaction_status
+
+
+def _unprivileged_and_in_its_transaction(raw) -> None:
+    assert _session(raw) == (SANDBOX_ROLE, SANDBOX_ROLE, False, psycopg.pq.TransactionStatus.INTRANS)
+
+
+@pytest.mark.parametrize("sql", list(NESTED_COMMENT_ESCAPES.values()), ids=list(NESTED_COMMENT_ESCAPES))
+def test_a_check_that_postgres_reads_as_several_statements_runs_none_of_them(shop, pg_backend, tmp_path, sql):
+    """End to end: the check loads (it is one SELECT to SQLite), and grading it under PostgreSQL runs none of its
+    statements: a system error, no role change, no file; the pooled clone the next attempt gets is unprivileged,
+    in a clean transaction and unchanged."""
+    from groundstate.grading import grader_for, replay
+
+    assert _pwned_files(pg_backend, tmp_path) == [], "a pwned.txt was there before the test"
+    cancel = shop.task("shop-cancel")
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"tasks": [{"id": "escape", "instruction": "x", "patch": cancel.patch,
+                                           "gold": [c.model_dump() for c in cancel.gold], "checks": [{"sql": sql, "expect": [[1]]}]}]}))
+    [task] = shop.load_task_file(path)
+    template = pg_backend.prepare(shop, task.patch)
+    grader_for(pg_backend).golden(task, template)  # (the gold replay uses a clone of its own)
+    pg_backend.drain()  # no other idle clone: the next attempt gets the one graded here
+    with pg_backend.open(template) as sandbox:
+        replay(sandbox, [c.model_dump() for c in task.gold])
+        verdict = grader_for(pg_backend).grade(task, sandbox)
+        assert verdict.reward is None and "multiple commands" in verdict.system_error, verdict.reasons
+        _unprivileged_and_in_its_transaction(sandbox.connection.raw)
+        assert len(sandbox.changes()) == 1  # the attempt's own write is still there, uncommitted
+        graded = sandbox.dbname
+    assert graded in pg_backend.sandbox_databases()  # pooled, not discarded: nothing in it changed
+    reused = pg_backend.reused
+    with pg_backend.open(template) as following:
+        assert (following.dbname, pg_backend.reused) == (graded, reused + 1)  # the same clone, from the pool
+        _unprivileged_and_in_its_transaction(following.connection.raw)
+        assert len(following.changes()) == 0
+        assert following.connection.scalar("SELECT status FROM orders WHERE id = 1") == "pending"
+    assert _pwned_files(pg_backend, tmp_path) == []
+
+
+@pytest.mark.parametrize("sql", list(NESTED_COMMENT_ESCAPES.values()), ids=list(NESTED_COMMENT_ESCAPES))
+def test_a_sandbox_connection_runs_at_most_one_statement_and_cannot_change_role(shop, pg_backend, tmp_path, sql):
+    """Past load validation, straight on a sandbox connection (as a check, and as a tool's SQL)."""
+    assert _pwned_files(pg_backend, tmp_path) == [], "a pwned.txt was there before the test"
+    with pg_backend.open(pg_backend.prepare(shop, {})) as sandbox:
+        db = sandbox.connection
+        for run in (db.query_bounded, db.query, db.execute):
+            with pytest.raises(psycopg.errors.SyntaxError, match="multiple commands"):
+                with db.atomic():  # as a tool's SQL runs (a check has its own savepoint)
+                    run(sql, 5.0) if run == db.query_bounded else run(sql)
+            _unprivileged_and_in_its_transaction(db.raw)
+        db.execute("RESET ROLE")  # one statement at a time: a login role has no other role to go back to
+        for change in ("SET ROLE postgres", "SET SESSION AUTHORIZATION postgres", "SELECT set_config('role', 'postgres', false)"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                with db.atomic():
+                    db.execute(change)
+        _unprivileged_and_in_its_transaction(db.raw)
+    assert _pwned_files(pg_backend, tmp_path) == []
+
+
+@pytest.mark.parametrize("leftover", ["commit", "advisory lock"])
+def test_a_clone_whose_session_is_not_as_handed_out_is_discarded(shop, pg_backend, leftover):
+    """SQL that ends the attempt's transaction (its writes are then committed) or leaves session state behind:
+    the clone is dropped at close, and the next attempt gets a clean one."""
+    template = pg_backend.prepare(shop, shop.task("shop-cancel").patch)
+    with pg_backend.open(template) as sandbox:
+        db = sandbox.connection
+        assert shop.tools.call(db, "cancel_order", {"order_id": 1}).ok
+        if leftover == "commit":
+            db.execute("COMMIT")
+        else:
+            db.query("SELECT pg_advisory_lock(7)")  # a session lock: a rollback does not release it
+        dirty = sandbox.dbname
+    assert dirty not in pg_backend.sandbox_databases()
+    with pg_backend.open(template) as following:
+        assert following.dbname != dirty
+        _unprivileged_and_in_its_transaction(following.connection.raw)
+        assert following.connection.scalar("SELECT status FROM orders WHERE id = 1") == "pending"
+        assert len(following.changes()) == 0
 
 
 # -- tools.py reaches nothing but its Db ----------------------------------------------------------------------

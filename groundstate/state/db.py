@@ -98,7 +98,12 @@ class Db:
 
 
 class PgDb(Db):
-    """PostgreSQL flavour: `?` placeholders become `%s` (and literal `%` is escaped)."""
+    """PostgreSQL flavour: `?` placeholders become `%s` (and literal `%` is escaped).
+
+    Every statement goes through the extended query protocol, which parses exactly one statement: SQL that one
+    dialect reads as one statement and the other as several (they disagree on nested block comments) is
+    refused as a whole instead of running in pieces, as the simple protocol would.
+    """
 
     dialect = "postgres"
 
@@ -106,7 +111,9 @@ class PgDb(Db):
         return sql.replace("%", "%%").replace("?", "%s")
 
     def _cursor_execute(self, sql: str, params: tuple) -> Any:
-        return self.raw.execute(self._sql(sql), params, prepare=False)
+        # psycopg sends a statement without parameters over the simple protocol, which runs every statement in
+        # the string; asking for binary results is its public switch to the extended protocol in every case.
+        return self.raw.execute(self._sql(sql), params, prepare=False, binary=True)
 
     def query_bounded(self, sql: str, seconds: float) -> list[dict[str, Any]]:
         """`query` under a server-side `statement_timeout`, inside a savepoint so that a cancelled statement does
