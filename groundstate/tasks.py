@@ -326,7 +326,8 @@ class Domain:
             try:
                 _schema_connection(self.schema_sql).execute("EXPLAIN " + check.sql)
             except sqlite3.Error as e:
-                raise TaskFileError(path, f"check query does not compile against the schema: {e}", task_id, f"checks[{j}].sql") from None
+                raise TaskFileError(path, f"check query does not compile against the schema as one read-only query (no writes, "
+                                          f"settings, schema changes, attachments or extensions): {e}", task_id, f"checks[{j}].sql") from None
         return task
 
     def task(self, task_id: str) -> Task:
@@ -372,14 +373,15 @@ def _patch_value_problem(declared: str, value: Any) -> str | None:
 def _schema_connection(schema_sql: str) -> sqlite3.Connection:
     """An empty database with the domain's schema, for introspection and for compiling task checks.
 
-    It carries the sandboxes' authorizer, so a check that would attach files, set pragmas, change the
-    schema or load an extension does not even compile: it is a load error, not a grading-time surprise.
+    It carries the task checks' authorizer, so a check that would write rows (a DML CTE too), attach files, set
+    pragmas, change the schema or load an extension does not even compile: it is a load error, not a
+    grading-time surprise.
     """
-    from groundstate.state.sqlite import sandbox_authorizer
+    from groundstate.state.sqlite import check_authorizer
 
     conn = sqlite3.connect(":memory:", check_same_thread=False)
     conn.executescript(schema_sql)
-    conn.set_authorizer(sandbox_authorizer)
+    conn.set_authorizer(check_authorizer)
     return conn
 
 

@@ -300,6 +300,51 @@ def test_a_clone_whose_session_is_not_as_handed_out_is_discarded(shop, pg_backen
         assert len(following.changes()) == 0
 
 
+# -- checks are read-only ------------------------------------------------------------------------------------
+
+WRITING_CHECKS = [  # each starts like a query and compiles against the schema, but writes
+    "WITH x AS (SELECT 1) UPDATE orders SET status = 'cancelled'",
+    "WITH x AS (SELECT 1) INSERT INTO notes (id, customer_id, body) VALUES (99, 1, 'written by a check')",
+    "WITH x AS (SELECT 1) DELETE FROM tags",
+    "WITH gone AS (SELECT id FROM orders) DELETE FROM orders WHERE id IN (SELECT id FROM gone) RETURNING id",
+]
+
+
+@pytest.mark.parametrize("sql", WRITING_CHECKS)
+def test_a_check_that_writes_is_refused_at_load_naming_file_task_and_field(shop, tmp_path, sql):
+    path = tmp_path / "checks.json"
+    ok = {"id": "fine", "instruction": "x", "gold": [], "checks": [{"sql": "SELECT COUNT(*) FROM orders", "expect": [[0]]}]}
+    bad = {"id": "writer", "instruction": "x", "gold": [], "checks": [ok["checks"][0], {"sql": sql, "expect": []}]}
+    path.write_text(json.dumps({"tasks": [ok, bad]}))
+    with pytest.raises(TaskFileError) as e:
+        shop.load_task_file(path)
+    assert (e.value.path, e.value.task_id, e.value.field) == (str(path), "writer", "checks[1].sql")
+    assert str(path) in str(e.value) and "'writer'" in str(e.value) and "read-only" in str(e.value)
+
+
+@pytest.mark.parametrize("sql", WRITING_CHECKS)
+def test_a_check_runs_read_only_on_both_backends(shop, backend, sql):
+    """Past load validation (a task built without its domain): the check cannot write on either backend, the grade
+    is the same system error on both, and the sandbox keeps exactly the attempt's own changes, still writable."""
+    from groundstate.grading import grader_for, replay
+    from groundstate.tasks import Task
+
+    cancel = shop.task("shop-cancel")
+    task = Task.model_validate({**cancel.model_dump(), "id": "writer", "checks": [{"sql": sql, "expect": []}]})
+    template = backend.prepare(shop, task.patch)
+    with backend.open(template) as sandbox:
+        replay(sandbox, [c.model_dump() for c in task.gold])
+        before = sandbox.changes()
+        verdict = grader_for(backend).grade(task, sandbox)
+        assert verdict.reward is None and re.search("read-?only", verdict.system_error), verdict.reasons
+        with pytest.raises(Exception, match="read-?only"):
+            sandbox.connection.query_bounded(sql, 5.0)
+        assert sandbox.changes() == before and len(before) == 1
+        # the attempt's own transaction is still read-write: a tool can write after a check ran
+        assert shop.tools.call(sandbox.connection, "add_note", {"customer_id": 1, "body": "after the check"}).ok
+        assert len(sandbox.changes()) == 2
+
+
 # -- tools.py reaches nothing but its Db ----------------------------------------------------------------------
 
 ALLOWED_IMPORTS = {"__future__", "typing", "datetime", "re", "json", "math", "decimal", "dataclasses", "enum",
