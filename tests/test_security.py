@@ -301,6 +301,18 @@ def test_a_clone_whose_session_is_not_as_handed_out_is_discarded(shop, pg_backen
         assert len(following.changes()) == 0
 
 
+def test_a_clone_handed_back_as_it_was_serves_every_following_attempt(shop, pg_backend):
+    """The pristine test discards only what SQL left behind: the driver's own prepared statements (it prepares a
+    query run five times) do not count, so one clone serves a long run of attempts."""
+    template = pg_backend.prepare(shop, shop.task("shop-refuse").patch)
+    pg_backend.drain()
+    cloned, reused = pg_backend.cloned, pg_backend.reused
+    for _ in range(12):
+        with pg_backend.open(template) as sandbox:
+            assert shop.tools.call(sandbox.connection, "get_order", {"order_id": 2}).ok
+    assert (pg_backend.cloned - cloned, pg_backend.reused - reused) == (1, 11)
+
+
 # -- checks are read-only ------------------------------------------------------------------------------------
 
 WRITING_CHECKS = [  # each starts like a query and compiles against the schema, but writes

@@ -86,13 +86,13 @@ END $$"""
 
 # What a session must look like when its clone goes back to the pool (after the attempt was rolled back): logged
 # in as it was and acting as itself, no row change left (a committed write would show in the change log), and
-# nothing that outlives a transaction: session settings, advisory locks, prepared statements, WITH HOLD cursors,
-# LISTEN channels, temporary tables.
+# nothing that outlives a transaction: session settings, advisory locks, PREPAREd statements, WITH HOLD cursors,
+# LISTEN channels, temporary tables. (Statements the driver itself prepares are not the SQL's doing.)
 _PRISTINE = f"""SELECT session_user = %s AND current_user = session_user
   AND NOT EXISTS (SELECT FROM {LOG_TABLE})
   AND NOT EXISTS (SELECT FROM pg_settings WHERE source = 'session')
   AND NOT EXISTS (SELECT FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory')
-  AND NOT EXISTS (SELECT FROM pg_prepared_statements)
+  AND NOT EXISTS (SELECT FROM pg_prepared_statements WHERE from_sql)
   AND NOT EXISTS (SELECT FROM pg_cursors WHERE is_holdable)
   AND NOT EXISTS (SELECT FROM pg_listening_channels())
   AND NOT EXISTS (SELECT FROM pg_class WHERE relnamespace = pg_my_temp_schema())"""
@@ -385,7 +385,7 @@ class PostgresBackend(Backend):
             intact = clone.conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR)
             clone.conn.execute("ROLLBACK")
             for name, value in clone.sequences.items():  # sequences are not transactional
-                clone.conn.execute("SELECT setval(%s, %s, %s)", (name, value or 1, value is not None))
+                clone.conn.execute("SELECT setval(%s, %s, %s)", (name, value or 1, value is not None), prepare=False)
             reusable = intact and self._pristine(clone.conn)
         except psycopg.Error:
             reusable = False
@@ -405,7 +405,7 @@ class PostgresBackend(Backend):
     @staticmethod
     def _pristine(conn: psycopg.Connection) -> bool:
         """Whether an idle clone's session is exactly as a fresh one (see `_PRISTINE`)."""
-        return bool(conn.execute(_PRISTINE, (conn.info.user,)).fetchone()[0])
+        return bool(conn.execute(_PRISTINE, (conn.info.user,), prepare=False).fetchone()[0])
 
     def _drop(self, clone: _Clone) -> None:
         """Close the clone's connection and drop its database; if the server is unreachable, remember it for `drain`."""
