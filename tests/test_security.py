@@ -6,11 +6,16 @@ and token-protected; the LLM judge's prompt keeps the judged reply fenced.
 - Even SQL that reaches a sandbox connection directly is refused: SQLite sandboxes carry an authorizer
   (no ATTACH / VACUUM INTO, pragma writes, DDL or extension loading); PostgreSQL sandboxes run as the
   unprivileged role `groundstate_sandbox` (no pg_read_file, COPY ... PROGRAM, lo_import, dblink, DDL).
-- Task checks compile against the domain schema under the same authorizer, so escapes are load errors.
+- Task checks compile against the domain schema under the same authorizer plus no writes, so escapes and DML
+  CTEs are load errors; at grading they run read-only (SQLite `query_only`, a PostgreSQL READ ONLY savepoint).
+- PostgreSQL sandboxes log in as the role and take one statement per call (extended protocol): a check that
+  PostgreSQL reads as several statements (nested block comments) runs none of them; a clone whose session is
+  not as handed out is dropped, never pooled.
 - Bundled tools.py files import nothing that reaches files, processes or the network.
 - `serve-mcp --transport http` binds 127.0.0.1 by default, refuses other hosts without --allow-remote,
   and answers 401 to every request without the exact bearer token (a random one when none is set).
-- The judge prompt: a reply that closes the fence (or a look-alike of it) and instructs the judge stays inside.
+- The judge prompt: a reply that closes the fence (or any look-alike of it, the class derived from Unicode data)
+  and instructs the judge stays inside.
 """
 
 from __future__ import annotations
