@@ -328,6 +328,11 @@ class Domain:
             except sqlite3.Error as e:
                 raise TaskFileError(path, f"check query does not compile against the schema as one read-only query (no writes, "
                                           f"settings, schema changes, attachments or extensions): {e}", task_id, f"checks[{j}].sql") from None
+            nested = _comment_nested_at(check.sql)
+            if nested is not None:
+                raise TaskFileError(path, f"a block comment holds another '/*' (character {nested}): SQLite ends the comment at the "
+                                          f"first '*/' and PostgreSQL does not, so the two would not run the same query",
+                                    task_id, f"checks[{j}].sql")
         return task
 
     def task(self, task_id: str) -> Task:
@@ -366,6 +371,21 @@ def _patch_value_problem(declared: str, value: Any) -> str | None:
             value.encode("utf-8")
         except UnicodeEncodeError:
             return "text is not valid Unicode (lone surrogate)"
+    return None
+
+
+def _comment_nested_at(sql: str) -> int | None:
+    """Where a `/*` opens inside a block comment as SQLite reads it, or None.
+
+    SQLite ends a block comment at the first `*/`, PostgreSQL nests them: what follows is comment to one and SQL to
+    the other. SQLite's own tokenizer tells the state before each `/*`: inside a block comment, `*/;` completes
+    the text and `;` alone does not (inside a string, an identifier or a line comment, neither does)."""
+    at = sql.find("/*")
+    while at != -1:
+        head = sql[:at]
+        if not sqlite3.complete_statement(head + ";") and sqlite3.complete_statement(head + "*/;"):
+            return at
+        at = sql.find("/*", at + 1)
     return None
 
 

@@ -234,17 +234,24 @@ def _unprivileged_and_in_its_transaction(raw) -> None:
 
 @pytest.mark.parametrize("sql", list(NESTED_COMMENT_ESCAPES.values()), ids=list(NESTED_COMMENT_ESCAPES))
 def test_a_check_that_postgres_reads_as_several_statements_runs_none_of_them(shop, pg_backend, tmp_path, sql):
-    """End to end: the check loads (it is one SELECT to SQLite), and grading it under PostgreSQL runs none of its
-    statements: a system error, no role change, no file; the pooled clone the next attempt gets is unprivileged,
-    in a clean transaction and unchanged."""
+    """End to end: the check is refused at load (file, task and field named). Built past load validation and graded
+    under PostgreSQL, it runs none of its statements: a system error, no role change, no file; the pooled clone
+    the next attempt gets is unprivileged, in a clean transaction and unchanged."""
     from groundstate.grading import grader_for, replay
+    from groundstate.tasks import Task
 
     assert _pwned_files(pg_backend, tmp_path) == [], "a pwned.txt was there before the test"
     cancel = shop.task("shop-cancel")
+    spec = {"id": "escape", "instruction": "x", "patch": cancel.patch, "gold": [c.model_dump() for c in cancel.gold],
+            "checks": [{"sql": sql, "expect": [[1]]}]}
     path = tmp_path / "t.json"
-    path.write_text(json.dumps({"tasks": [{"id": "escape", "instruction": "x", "patch": cancel.patch,
-                                           "gold": [c.model_dump() for c in cancel.gold], "checks": [{"sql": sql, "expect": [[1]]}]}]}))
-    [task] = shop.load_task_file(path)
+    path.write_text(json.dumps({"tasks": [spec]}))
+    with pytest.raises(TaskFileError) as e:
+        shop.load_task_file(path)
+    assert (e.value.path, e.value.task_id, e.value.field) == (str(path), "escape", "checks[0].sql")
+    assert "block comment" in str(e.value)
+
+    task = Task.model_validate({**spec, "domain": shop.name})
     template = pg_backend.prepare(shop, task.patch)
     grader_for(pg_backend).golden(task, template)  # (the gold replay uses a clone of its own)
     pg_backend.drain()  # no other idle clone: the next attempt gets the one graded here
@@ -263,6 +270,14 @@ def test_a_check_that_postgres_reads_as_several_statements_runs_none_of_them(sho
         assert len(following.changes()) == 0
         assert following.connection.scalar("SELECT status FROM orders WHERE id = 1") == "pending"
     assert _pwned_files(pg_backend, tmp_path) == []
+
+
+@pytest.mark.parametrize("sql", ["SELECT 1 /* a note */ AS one", "SELECT '/* not a comment /* */' AS s", "SELECT 1 -- /* /* */",
+                                 'SELECT 1 AS "/* quoted /* */"', "SELECT 1 /* one */ /* two */"])
+def test_comments_both_dialects_read_alike_still_load(shop, tmp_path, sql):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"tasks": [{"id": "c", "instruction": "x", "gold": [], "checks": [{"sql": sql, "expect": [[1]]}]}]}))
+    assert shop.load_task_file(path)[0].checks[0].sql == sql
 
 
 @pytest.mark.parametrize("sql", list(NESTED_COMMENT_ESCAPES.values()), ids=list(NESTED_COMMENT_ESCAPES))
