@@ -2,8 +2,9 @@
 
 A task's `rubrics` are questions such as "Does the reply tell the customer the refund takes 5 days?".
 The judge asks an OpenAI-compatible model each one at temperature 0, with the reply fenced between
-`<<<REPLY` and `REPLY>>>`. The reply is the agent's text, so it is untrusted: any run of three or more
-`<` or `>` in it is escaped before fencing, so it can never close the fence and pose as the prompt.
+`<<<REPLY` and `REPLY>>>`. The reply is the agent's text, so it is untrusted: any run of characters that reads as
+three or more `<` or `>` (look-alikes included, see `angle_weight`) is escaped before fencing, so it can never
+close the fence and pose as the prompt.
 
 An attempt of a rubric task passes iff its final state passes and every rubric is judged "yes" (by a
 majority of `votes`). A judge that cannot answer (endpoint down, no yes/no after re-asking) yields a
@@ -16,7 +17,9 @@ thread-safe, so one judge may serve concurrent gradings.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
+import unicodedata
 from typing import Any
 
 from groundstate.agents.openai_compat import (
@@ -42,13 +45,17 @@ Answer the question about the reply with exactly one word: yes or no."""
 
 RETRY_NUDGE = "Your answer must begin with exactly one word, yes or no. Answer again."
 
-# Characters a reader may take for an angle bracket (ASCII, fullwidth, small, angle quotes, ...) and the
-# invisible ones that could be slipped between them; a run of three angle-likes, spaces and invisibles
-# allowed in between, is a fence look-alike and is escaped.
-_ANGLE_LIKE = "<>\uff1c\uff1e\ufe64\ufe65\u2039\u203a\u00ab\u00bb\u2329\u232a\u3008\u3009\u27e8\u27e9\u276e\u276f\u02c2\u02c3\u1438\u1433"
-_INVISIBLE = "\u200b\u200c\u200d\u200e\u200f\u2060\ufeff\u00ad"
-_ANGLE, _GAP = f"[{_ANGLE_LIKE}]", f"[ \t{_INVISIBLE}]*"
-_ANGLES = re.compile(f"{_ANGLE}(?:{_GAP}{_ANGLE}){{2,}}")
+# Unicode's confusables.txt entries whose prototype is `<` or `>` and that neither their compatibility form nor their
+# name gives away: CANADIAN SYLLABICS PA / PO, RUNIC LETTER KAUNA, GREEK INSTRUMENTAL NOTATION SYMBOL-40 / -42,
+# MIAO LETTER ARCHAIC ZZA. (The other confusables of `<` and `>`, `‹ › ❮ ❯ ˂ ˃ ≪ ≫ ⋘ ⋙`, are found by name.)
+_CONFUSABLE_ANGLES = "\u1438\u1433\u16b2\U0001d236\U0001d237\U00016f3f"
+# Names of characters drawn as one or more angle brackets: less-than and greater-than signs of every kind (≫ ⋙ ⫸ ≯),
+# angle brackets and angle quotation marks (〈 《 ⟫ ❱ « ›), and left- or right-pointing arrowheads (˃ ➤ ⮞).
+_ANGLE_NAME = re.compile(r"(?:GREATER|LESS)-THAN|ANGLE (?:BRACKET|QUOTATION)|POINTING ANGLE|\b(?:LEFT|RIGHT)(?:WARDS)?\b.*\bARROWHEAD$")
+# What may sit between the angles of a look-alike unseen or as mere spacing: spaces, format characters (zero-width
+# joiners, bidi marks, tags), combining marks, and the letters drawn blank (Hangul fillers, the blank Braille cell).
+_GAP_CATEGORIES = frozenset({"Zs", "Cf", "Mn", "Me"})
+_BLANK_LETTERS = "\u115f\u1160\u3164\uffa0\u2800"
 _ENTITY = {"<": "&lt;", ">": "&gt;"}
 
 
@@ -56,16 +63,68 @@ class JudgeError(RuntimeError):
     """The judge gave no usable yes/no answer (after re-asking)."""
 
 
+@functools.lru_cache(maxsize=8192)
+def angle_weight(c: str) -> int:
+    """How many angle brackets the character `c` reads as: 1 for `>` `＞` `›` `❱`, 2 for `≫` `》`, 3 for `⋙` `⫸`, else 0.
+
+    A character counts when its compatibility form (NFKD, combining marks dropped: NFKC's folding, so `＞` `﹥` `≯`
+    fold to `>`) is made of `<` and `>` only, when Unicode's confusables table maps it to one, or when its Unicode
+    name says it is drawn as one (`_ANGLE_NAME`; DOUBLE or MUCH in the name counts 2, TRIPLE or VERY MUCH 3)."""
+    if c.isascii():
+        return int(c in "<>")
+    if unicodedata.category(c) in ("Mn", "Me"):
+        return 0
+    folded = "".join(ch for ch in unicodedata.normalize("NFKD", c) if not unicodedata.combining(ch))
+    if folded and set(folded) <= {"<", ">"}:
+        return len(folded)
+    if c in _CONFUSABLE_ANGLES:
+        return 1
+    name = unicodedata.name(c, "")
+    if not _ANGLE_NAME.search(name):
+        return 0
+    return 3 if "TRIPLE" in name or "VERY MUCH" in name else 2 if "DOUBLE" in name or "MUCH" in name else 1
+
+
+def _is_gap(c: str) -> bool:
+    return c == "\t" or c in _BLANK_LETTERS or unicodedata.category(c) in _GAP_CATEGORIES
+
+
 def _escape_run(run: str) -> str:
+    """Every angle-like character as an HTML entity; spaces kept; invisible characters and marks dropped."""
     return "".join(
-        _ENTITY.get(c) or f"&#x{ord(c):x};" if c in _ANGLE_LIKE else ("" if c in _INVISIBLE else c) for c in run
+        (_ENTITY.get(c) or f"&#x{ord(c):x};") if angle_weight(c)
+        else c if c == "\t" or unicodedata.category(c) == "Zs"
+        else ""
+        for c in run
     )
 
 
 def neutralise(reply: str) -> str:
-    """The reply with every run of 3+ angle brackets or look-alikes HTML-escaped (invisible characters in the
-    run dropped), so neither fence string, nor anything that reads like one, can occur in it."""
-    return _ANGLES.sub(lambda m: _escape_run(m.group(0)), reply)
+    """The reply with every run of angle-like characters that reads as 3+ angle brackets HTML-escaped.
+
+    A run is angle-like characters with only gaps between them (spaces, invisible characters, combining marks);
+    it reads as the sum of its characters' `angle_weight`s, so `>>>`, `> > >`, `>\u200b>\u200b>`, `＞＞＞`, `»»»`,
+    `⋙`, `⫸`, `》》》`, `❱❱❱` and `≫>` are all escaped, while `a > b`, `«quoted»` and `->` are left alone. Neither
+    fence string, nor anything that reads like one, can occur in the result."""
+    out: list[str] = []
+    i, n = 0, len(reply)
+    while i < n:
+        if not angle_weight(reply[i]):
+            out.append(reply[i])
+            i += 1
+            continue
+        total, end, j = 0, i, i
+        while j < n:
+            weight = angle_weight(reply[j])
+            if weight:
+                total, end = total + weight, j + 1
+            elif not _is_gap(reply[j]):
+                break
+            j += 1
+        run = reply[i:end]
+        out.append(_escape_run(run) if total >= 3 else run)
+        i = end
+    return "".join(out)
 
 
 def render_prompt(rubric: str, reply: str | None) -> list[dict[str, str]]:

@@ -390,7 +390,13 @@ class Domain:
             try:
                 _schema_connection(self.schema_sql).execute("EXPLAIN " + check.sql)
             except sqlite3.Error as e:
-                raise TaskFileError(path, f"check query does not compile against the schema: {e}", task_id, f"checks[{j}].sql") from None
+                raise TaskFileError(path, f"check query does not compile against the schema as one read-only query (no writes, "
+                                          f"settings, schema changes, attachments or extensions): {e}", task_id, f"checks[{j}].sql") from None
+            nested = _comment_nested_at(check.sql)
+            if nested is not None:
+                raise TaskFileError(path, f"a block comment holds another '/*' (character {nested}): SQLite ends the comment at the "
+                                          f"first '*/' and PostgreSQL does not, so the two would not run the same query",
+                                    task_id, f"checks[{j}].sql")
         return task
 
     def task(self, task_id: str) -> Task:
@@ -432,18 +438,34 @@ def _patch_value_problem(declared: str, value: Any) -> str | None:
     return None
 
 
+def _comment_nested_at(sql: str) -> int | None:
+    """Where a `/*` opens inside a block comment as SQLite reads it, or None.
+
+    SQLite ends a block comment at the first `*/`, PostgreSQL nests them: what follows is comment to one and SQL to
+    the other. SQLite's own tokenizer tells the state before each `/*`: inside a block comment, `*/;` completes
+    the text and `;` alone does not (inside a string, an identifier or a line comment, neither does)."""
+    at = sql.find("/*")
+    while at != -1:
+        head = sql[:at]
+        if not sqlite3.complete_statement(head + ";") and sqlite3.complete_statement(head + "*/;"):
+            return at
+        at = sql.find("/*", at + 1)
+    return None
+
+
 @functools.lru_cache(maxsize=32)
 def _schema_connection(schema_sql: str) -> sqlite3.Connection:
     """An empty database with the domain's schema, for introspection and for compiling task checks.
 
-    It carries the sandboxes' authorizer, so a check that would attach files, set pragmas, change the
-    schema or load an extension does not even compile: it is a load error, not a grading-time surprise.
+    It carries the task checks' authorizer, so a check that would write rows (a DML CTE too), attach files, set
+    pragmas, change the schema or load an extension does not even compile: it is a load error, not a
+    grading-time surprise.
     """
-    from groundstate.state.sqlite import sandbox_authorizer
+    from groundstate.state.sqlite import check_authorizer
 
     conn = sqlite3.connect(":memory:", check_same_thread=False)
     conn.executescript(schema_sql)
-    conn.set_authorizer(sandbox_authorizer)
+    conn.set_authorizer(check_authorizer)
     return conn
 
 

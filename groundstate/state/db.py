@@ -49,14 +49,17 @@ class Db:
         return rows
 
     def query_bounded(self, sql: str, seconds: float) -> list[dict[str, Any]]:
-        """`query` that gives up after `seconds` (a task check that never ends, e.g. an unbounded recursive CTE):
-        SQLite aborts the statement from a progress handler and raises `sqlite3.OperationalError`."""
+        """`query` for a task check: read-only, and given up after `seconds` (a check that never ends, e.g. an
+        unbounded recursive CTE). SQLite runs it under `query_only` (any write fails) and aborts it from a progress
+        handler, raising `sqlite3.OperationalError`."""
         deadline = time.monotonic() + seconds
+        self.raw.execute("PRAGMA query_only = ON")
         self.raw.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 10_000)
         try:
             return self.query(sql)
         finally:
             self.raw.set_progress_handler(None, 0)
+            self.raw.execute("PRAGMA query_only = OFF")
 
     def one(self, sql: str, *params: Any) -> dict[str, Any] | None:
         """Run a SELECT and return the first row, or None."""
@@ -98,7 +101,12 @@ class Db:
 
 
 class PgDb(Db):
-    """PostgreSQL flavour: `?` placeholders become `%s` (and literal `%` is escaped)."""
+    """PostgreSQL flavour: `?` placeholders become `%s` (and literal `%` is escaped).
+
+    Every statement goes through the extended query protocol, which parses exactly one statement: SQL that one
+    dialect reads as one statement and the other as several (they disagree on nested block comments) is
+    refused as a whole instead of running in pieces, as the simple protocol would.
+    """
 
     dialect = "postgres"
 
@@ -106,16 +114,18 @@ class PgDb(Db):
         return sql.replace("%", "%%").replace("?", "%s")
 
     def _cursor_execute(self, sql: str, params: tuple) -> Any:
-        return self.raw.execute(self._sql(sql), params, prepare=False)
+        # psycopg sends a statement without parameters over the simple protocol, which runs every statement in
+        # the string; asking for binary results is its public switch to the extended protocol in every case.
+        return self.raw.execute(self._sql(sql), params, prepare=False, binary=True)
 
     def query_bounded(self, sql: str, seconds: float) -> list[dict[str, Any]]:
-        """`query` under a server-side `statement_timeout`, inside a savepoint so that a cancelled statement does
-        not abort the attempt's transaction (the sandbox stays usable and is rolled back at close as usual)."""
-        with self.raw.transaction():
+        """`query` read-only (`SET TRANSACTION READ ONLY`: any write, `nextval` included, fails) under a server-side
+        `statement_timeout`, inside a savepoint that is always rolled back: the attempt's transaction goes on
+        read-write with its own settings, and a cancelled or refused statement does not abort it."""
+        with self.raw.transaction(force_rollback=True):
+            self.raw.execute("SET TRANSACTION READ ONLY")
             self.raw.execute(f"SET LOCAL statement_timeout = {max(1, int(seconds * 1000))}")
-            rows = self.query(sql)
-            self.raw.execute("SET LOCAL statement_timeout = 0")
-            return rows
+            return self.query(sql)
 
     @contextlib.contextmanager
     def atomic(self) -> Iterator[None]:

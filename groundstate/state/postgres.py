@@ -12,6 +12,14 @@ Cloning costs tens of milliseconds; reusing a pooled clone costs a ROLLBACK. Pos
 clones of other templates are dropped to make room. Async callers should bound their own concurrency to
 `max_open` too, so that threads blocked in `open` never starve the episodes holding the slots.
 
+Privileges: sandbox connections *log in* as `groundstate_sandbox` (rows of the sandbox, nothing else), so no
+session that SQL can reach ever held superuser rights and `RESET ROLE` has nothing to return to; the DSN's
+user only runs the maintenance connections (CREATE DATABASE, templates, grants on a fresh clone). The role
+reuses the DSN's host, port and password (a password in the DSN or `PGPASSWORD` is set on the role when it is
+created or updated; trust and peer need nothing). Every statement on a sandbox goes through the extended protocol (`PgDb`), which runs
+one statement or none. A clone goes back to the pool only if its session is exactly as handed out
+(see `_pristine`).
+
 Server restarts: every pooled connection (maintenance and clone) is checked before reuse and replaced
 when the server dropped it, so a restart costs only the attempts whose sandboxes were open at the time
 (their statements fail, and the runner records system errors). A pooled clone database survives the
@@ -36,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.pq import TransactionStatus
 
 from groundstate.state.base import Backend, Sandbox, Template, apply_patch, patch_key
 from groundstate.state.capture import LOG_DDL, LOG_TABLE, postgres_triggers
@@ -62,28 +71,46 @@ _INSTANCES = itertools.count()
 
 SANDBOX_PREFIX = "gs_sb_"  # sandbox (clone) databases are named gs_sb_<pid>_<instance>_<n>
 SANDBOX_ROLE = "groundstate_sandbox"
+# A LOGIN role: sandbox sessions start as it (a SET ROLE from a superuser session could be undone by RESET ROLE).
+# The attributes are (re)asserted on every backend start, so a role left by an older version is brought in line.
 # Serialised by an advisory lock: processes starting on a fresh server at once would otherwise race on the
 # role's catalog row ("tuple concurrently updated"), which no exception handler in the block can catch cleanly.
+_ROLE_ATTRIBUTES = "LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT NOBYPASSRLS NOREPLICATION"
 _CREATE_SANDBOX_ROLE = f"""DO $$ BEGIN
   PERFORM pg_advisory_xact_lock(hashtext('{SANDBOX_ROLE}'));
   IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{SANDBOX_ROLE}') THEN
-    CREATE ROLE {SANDBOX_ROLE} NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT NOBYPASSRLS;
+    CREATE ROLE {SANDBOX_ROLE} {_ROLE_ATTRIBUTES};
+  ELSE
+    ALTER ROLE {SANDBOX_ROLE} {_ROLE_ATTRIBUTES};
   END IF;
 END $$"""
 
+# What a session must look like when its clone goes back to the pool (after the attempt was rolled back): logged
+# in as it was and acting as itself, no row change left (a committed write would show in the change log), and
+# nothing that outlives a transaction: session settings, advisory locks, PREPAREd statements, WITH HOLD cursors,
+# LISTEN channels, temporary tables. (Statements the driver itself prepares are not the SQL's doing.)
+_PRISTINE = f"""SELECT session_user = %s AND current_user = session_user
+  AND NOT EXISTS (SELECT FROM {LOG_TABLE})
+  AND NOT EXISTS (SELECT FROM pg_settings WHERE source = 'session')
+  AND NOT EXISTS (SELECT FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory')
+  AND NOT EXISTS (SELECT FROM pg_prepared_statements WHERE from_sql)
+  AND NOT EXISTS (SELECT FROM pg_cursors WHERE is_holdable)
+  AND NOT EXISTS (SELECT FROM pg_listening_channels())
+  AND NOT EXISTS (SELECT FROM pg_class WHERE relnamespace = pg_my_temp_schema())"""
 
-def restrict_to_rows(conn: psycopg.Connection) -> None:
-    """Make a sandbox connection act as a role that may read and write the sandbox's rows and nothing else.
+
+def grant_rows(conn: psycopg.Connection, role: str) -> None:
+    """Let `role` read and write the rows of the database `conn` is connected to, and nothing else.
 
     Connected as a superuser, any SQL reaching the sandbox could read server files (`pg_read_file`,
     `COPY ... FROM`), run programs (`COPY ... TO PROGRAM`), load extensions such as dblink to reach other
     databases, or change the schema. `groundstate_sandbox` has no such rights: tools and checks only need
-    rows. Call it on a fresh clone connection, outside any transaction (its grants are part of the clone).
+    rows. Run by the owner on a fresh clone (its grants then belong to the clone).
     """
-    conn.execute(sql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(sql.Identifier(SANDBOX_ROLE)))
-    conn.execute(sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {}").format(sql.Identifier(SANDBOX_ROLE)))
-    conn.execute(sql.SQL("GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO {}").format(sql.Identifier(SANDBOX_ROLE)))
-    conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(SANDBOX_ROLE)))
+    ident = sql.Identifier(role)
+    conn.execute(sql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(ident))
+    conn.execute(sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {}").format(ident))
+    conn.execute(sql.SQL("GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO {}").format(ident))
 
 
 def _close_at_exit(ref: "weakref.ref[PostgresBackend]") -> None:
@@ -145,27 +172,37 @@ class PostgresBackend(Backend):
 
     # -- connections ---------------------------------------------------------------------------
     def connect(self, dbname: str) -> psycopg.Connection:
-        """An autocommit connection; when the server is out of connection slots, idle clones are released and it retries.
+        """An autocommit connection to `dbname`: sandbox databases as the sandbox login (`sandbox_user`),
+        any other database as the DSN's user."""
+        return self._connect(dbname, self.sandbox_user() if dbname.startswith(SANDBOX_PREFIX) else None)
 
-        Connections to sandbox databases act as `SANDBOX_ROLE` (see `restrict_to_rows`).
-        """
+    def _connect(self, dbname: str, user: str | None = None) -> psycopg.Connection:
+        """An autocommit connection as `user` (default: the DSN's; host, port and password are the DSN's either
+        way); when the server is out of connection slots, idle clones are released and it retries."""
+        override = {"dbname": dbname} | ({"user": user} if user else {})
         for attempt in range(5):
             try:
-                conn = psycopg.connect(make_conninfo(self.dsn, dbname=dbname), autocommit=True)
-                break
+                return psycopg.connect(make_conninfo(self.dsn, **override), autocommit=True)
             except psycopg.OperationalError as e:
                 if "too many clients" not in str(e) or attempt == 4:
                     raise
                 self.drain()
                 time.sleep(0.2 * (attempt + 1))
-        if dbname.startswith(SANDBOX_PREFIX):
-            try:
-                if self._superuser(conn):
-                    restrict_to_rows(conn)  # every connection to a sandbox, however (re)opened, runs unprivileged
-            except BaseException:
-                conn.close()
-                raise
-        return conn
+        raise AssertionError("unreachable")
+
+    def sandbox_user(self) -> str | None:
+        """The user sandbox connections log in as: `SANDBOX_ROLE` when the DSN's user is a superuser (the role is
+        created here once), else None: the DSN's user, which already lacks a superuser's rights."""
+        with self._role_lock:  # concurrent first clones: none may log in before the role exists
+            if self._is_superuser is None:
+                superuser = bool(self._admin_execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")[0][0])
+                if superuser:
+                    self._admin_execute(_CREATE_SANDBOX_ROLE)
+                    password = conninfo_to_dict(self.dsn).get("password") or os.environ.get("PGPASSWORD")
+                    if password:  # under password authentication the role logs in with the DSN's password
+                        self._admin_execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(SANDBOX_ROLE), sql.Literal(password)))
+                self._is_superuser = superuser
+        return SANDBOX_ROLE if self._is_superuser else None
 
     def _alive(self, conn: psycopg.Connection) -> bool:
         """Whether a pooled idle connection still reaches the server (a restart kills them silently)."""
@@ -186,7 +223,7 @@ class PostgresBackend(Backend):
         with self._admin_pool_lock:
             conn = self._admins.pop() if self._admins else None
         if conn is None or not self._alive(conn):
-            conn = self.connect(conninfo_to_dict(self.dsn).get("dbname") or "postgres")
+            conn = self._connect(conninfo_to_dict(self.dsn).get("dbname") or "postgres")
         try:
             yield conn
         except BaseException:
@@ -226,7 +263,7 @@ class PostgresBackend(Backend):
                     create = sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(dbname), sql.Identifier(template))
                 self._admin_execute(create)
                 try:
-                    with self.connect(dbname) as conn:
+                    with self._connect(dbname) as conn:
                         fill(conn)
                     self._admin_execute(sql.SQL("COMMENT ON DATABASE {} IS 'groundstate:ready'").format(sql.Identifier(dbname)))
                 except BaseException:  # a schema or seed the server rejects: leave no half-built database behind
@@ -339,29 +376,34 @@ class PostgresBackend(Backend):
         dbname = f"{self.sandbox_prefix}{next(self._counter)}"
         self._admin_execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(dbname), sql.Identifier(template.handle)))
         self.cloned += 1
-        conn = self.connect(dbname)
-        seqs = {name: value for name, value in conn.execute(
-            "SELECT schemaname || '.' || sequencename, last_value FROM pg_sequences WHERE schemaname = 'public'").fetchall()}
+        conn: psycopg.Connection | None = None
+        try:
+            login = self.sandbox_user()
+            if login is not None:
+                with self._connect(dbname) as owner:
+                    grant_rows(owner, login)
+            conn = self.connect(dbname)
+            seqs = {name: value for name, value in conn.execute(
+                "SELECT schemaname || '.' || sequencename, last_value FROM pg_sequences WHERE schemaname = 'public'").fetchall()}
+        except BaseException:  # e.g. the server restarted between CREATE DATABASE and here: no clone may leak
+            if conn is not None:
+                conn.close()
+            with contextlib.suppress(psycopg.Error):
+                self._drop_database(dbname)  # remembered as an orphan while the server is unreachable
+            raise
         return _Clone(dbname, conn, template.key, seqs)
 
-    def _superuser(self, conn: psycopg.Connection) -> bool:
-        """Whether the DSN's user is a superuser (then sandboxes run as `SANDBOX_ROLE`, created here once)."""
-        with self._role_lock:  # concurrent first clones: none may use the role before it exists
-            if self._is_superuser is None:
-                superuser = bool(conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()[0])
-                if superuser:
-                    self._admin_execute(_CREATE_SANDBOX_ROLE)
-                self._is_superuser = superuser
-        return self._is_superuser
-
     def _release(self, clone: _Clone) -> None:
-        """Roll the attempt back and return the clone to the pool; discard it if it cannot be proven clean."""
+        """Roll the attempt back and return the clone to the pool; discard it unless it is provably as handed out."""
         reusable = False
         try:
+            # The attempt's own transaction (BEGIN at open) must still be open: if SQL ended it, what ran after
+            # was committed, and the clone or its session may have changed for good.
+            intact = clone.conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR)
             clone.conn.execute("ROLLBACK")
             for name, value in clone.sequences.items():  # sequences are not transactional
-                clone.conn.execute("SELECT setval(%s, %s, %s)", (name, value or 1, value is not None))
-            reusable = clone.conn.execute(f"SELECT COUNT(*) FROM {LOG_TABLE}").fetchone()[0] == 0
+                clone.conn.execute("SELECT setval(%s, %s, %s)", (name, value or 1, value is not None), prepare=False)
+            reusable = intact and self._pristine(clone.conn)
         except psycopg.Error:
             reusable = False
         with self._pool:
@@ -376,6 +418,11 @@ class PostgresBackend(Backend):
             with self._pool:
                 self._clones -= 1
                 self._pool.notify_all()
+
+    @staticmethod
+    def _pristine(conn: psycopg.Connection) -> bool:
+        """Whether an idle clone's session is exactly as a fresh one (see `_PRISTINE`)."""
+        return bool(conn.execute(_PRISTINE, (conn.info.user,), prepare=False).fetchone()[0])
 
     def _drop(self, clone: _Clone) -> None:
         """Close the clone's connection and drop its database; if the server is unreachable, remember it for `drain`."""

@@ -40,18 +40,31 @@ _READ_PRAGMAS = {  # pragmas whose argument names what to read, not a new settin
     "table_info", "table_xinfo", "index_list", "index_info", "index_xinfo", "foreign_key_list", "foreign_key_check",
     "integrity_check", "quick_check",
 }
+# `query_only` may be set: it only takes write access away, and it is how a task check runs read-only (a check is
+# one statement, so it cannot both clear the flag and write).
+_SETTABLE_PRAGMAS = _READ_PRAGMAS | {"query_only"}
 _DENIED_FUNCTIONS = {"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"}
+_WRITES = {sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE, sqlite3.SQLITE_TRANSACTION, sqlite3.SQLITE_SAVEPOINT}
 
 
 def sandbox_authorizer(action: int, arg1: str | None, arg2: str | None, _db: str | None, _trigger: str | None) -> int:
     """SQLite authorizer of sandbox connections: rows yes; files, settings, schema and extensions no."""
     if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH) or action in _DDL:
         return sqlite3.SQLITE_DENY
-    if action == sqlite3.SQLITE_PRAGMA and arg2 is not None and (arg1 or "").lower() not in _READ_PRAGMAS:
+    if action == sqlite3.SQLITE_PRAGMA and arg2 is not None and (arg1 or "").lower() not in _SETTABLE_PRAGMAS:
         return sqlite3.SQLITE_DENY  # reading a pragma is harmless; setting one is not
     if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in _DENIED_FUNCTIONS:
         return sqlite3.SQLITE_DENY
     return sqlite3.SQLITE_OK
+
+
+def check_authorizer(action: int, arg1: str | None, arg2: str | None, db: str | None, trigger: str | None) -> int:
+    """SQLite authorizer under which task checks compile at load: the sandbox's, and no write of any kind (rows,
+    transactions, savepoints, settings). SQLite consults it for every action a statement can take, DML inside a
+    CTE included, so a check that compiles under it is read-only by construction."""
+    if action in _WRITES or (action == sqlite3.SQLITE_PRAGMA and arg2 is not None and (arg1 or "").lower() not in _READ_PRAGMAS):
+        return sqlite3.SQLITE_DENY
+    return sandbox_authorizer(action, arg1, arg2, db, trigger)
 
 
 def load_rows(conn: sqlite3.Connection, rows: dict[str, list[dict[str, Any]]]) -> None:
