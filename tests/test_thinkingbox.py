@@ -704,3 +704,59 @@ def test_thinkingbox_tasks_travel_by_reference_to_other_processes(tb):
     assert here.verdict.reward == there.verdict.reward == 1
     with pytest.raises(KeyError, match="not among the ThinkingBox cases"):
         TaskResolver().resolve(ref, "standin_bank_group1.py:test_nope")
+
+
+# -- hardening (#20): ids, paths, what is checked, bounded grading, server processes --------------------
+
+def _dataset_copy(tb, tmp_path) -> Path:
+    import shutil
+
+    ds = tmp_path / "dataset"
+    shutil.copytree(tb["dataset"], ds)
+    return ds
+
+
+def test_same_file_name_in_two_folders_is_refused_never_merged(tb, tmp_path):
+    ds = _dataset_copy(tb, tmp_path)
+    for folder, amount in (("a", 30), ("b", 7)):
+        (ds / "test_case" / folder).mkdir()
+        (ds / "test_case" / folder / "dup.py").write_text(GROUP1.replace("amount: 30}", f"amount: {amount}}}"))
+    lst = tmp_path / "list.yaml"
+    lst.write_text(yaml.safe_dump(["a/dup.py:test_transfer", "b/dup.py:test_transfer"]))
+    with pytest.raises(TaskFileError, match=r"list\.yaml: field '\[1\]'.*b/dup.py:test_transfer and entry a/dup.py:test_transfer "
+                       r"are two cases with the same id dup.py:test_transfer"):
+        load_thinkingbox(ds, lst)
+    with pytest.raises(TaskFileError, match=r"dup.py: task 'dup.py:test_transfer'.*duplicate test case id"):
+        load_thinkingbox(ds, allow_python=True)
+    # one of them alone loads with its own gold; the same file named twice is one case
+    lst.write_text(yaml.safe_dump(["b/dup.py:test_transfer", "b/dup.py:test_transfer"]))
+    (task, domain), = load_thinkingbox(ds, lst)
+    assert task.gold[1].args["amount"] == 7 and domain.cases[task.id].file.parent.name == "b"
+
+
+@pytest.mark.parametrize("entry", ["../../outside/x.py:test_transfer", "/etc/passwd:test_x", "{outside}:test_transfer",
+                                   "link.py:test_transfer", "../scenario/standin_bank.yaml:test_x"])
+def test_test_list_entries_and_symlinks_outside_test_case_are_refused_unread(tb, tmp_path, entry):
+    ds = _dataset_copy(tb, tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "x.py").write_text(GROUP1)
+    (ds / "test_case" / "link.py").symlink_to(outside / "x.py")
+    lst = tmp_path / "list.yaml"
+    lst.write_text(yaml.safe_dump([entry.format(outside=outside / "x.py")]))
+    with pytest.raises(TaskFileError, match=r"list\.yaml: field '\[0\]'.*is not a \.py file inside .*test_case") as e:
+        load_thinkingbox(ds, lst)
+    assert "valid Python" not in str(e.value)
+
+
+def test_a_symlinked_test_file_pointing_outside_fails_the_whole_dataset_load(tb, tmp_path):
+    ds = _dataset_copy(tb, tmp_path)
+    (tmp_path / "x.py").write_text(GROUP1)
+    (ds / "test_case" / "standin_bank" / "evil.py").symlink_to(tmp_path / "x.py")
+    with pytest.raises(TaskFileError, match="evil.py: resolves outside"):
+        load_thinkingbox(ds, allow_python=True)
+    # a scenario name that climbs out of scenario/ is refused too
+    (ds / "test_case" / "standin_bank" / "evil.py").unlink()
+    (ds / "test_case" / "standin_bank" / "standin_bank_group1.py").write_text(GROUP1.replace("scenario: standin_bank", "scenario: ../agent/think"))
+    with pytest.raises(TaskFileError, match="is not a file inside"):
+        load_thinkingbox(ds, tb["list_transfer"])

@@ -276,6 +276,8 @@ class TbDataset:
     def scenario(self, name: str, referrer: Path, uid: str) -> _Scenario:
         if name not in self._scenarios:
             path = self.scenario_path(name)
+            if not path.resolve().is_relative_to((self.root / "scenario").resolve()):
+                raise TaskFileError(referrer, f"scenario {name!r} is not a file inside {self.root / 'scenario'}", uid, "scenario")
             if not path.is_file():
                 raise TaskFileError(referrer, f"scenario {name!r} not found: no {path}", uid, "scenario")
             scenario = _validated(_Scenario, path, _load_yaml_file(path))
@@ -286,18 +288,38 @@ class TbDataset:
             self._scenarios[name] = scenario
         return self._scenarios[name]
 
+    @property
+    def test_root(self) -> Path:
+        return self.root / "test_case"
+
+    def inside_tests(self, path: Path) -> Path | None:
+        """`path` with every symlink resolved, if it lies inside test_case/ (itself resolved), else None."""
+        resolved = path.resolve()
+        return resolved if resolved.is_relative_to(self.test_root.resolve()) else None
+
     def test_files(self) -> list[Path]:
-        return sorted((self.root / "test_case").rglob("*.py"))
+        """Every test file whose resolved path lies inside test_case/ (a symlink out of it is refused)."""
+        files = sorted(self.test_root.rglob("*.py"))
+        for f in files:
+            if self.inside_tests(f) is None:
+                raise TaskFileError(f, f"resolves outside {self.test_root}: test files must lie inside the dataset's test_case/ folder")
+        return files
 
     def find_test_file(self, filename: str) -> Path | None:
-        """ThinkingBox's lookup of `file.py`: test_case/file.py, then test_case/<prefix>/file.py, longest prefix first."""
-        base = self.root / "test_case"
-        if (base / filename).is_file():
-            return base / filename
+        """ThinkingBox's lookup of `file.py`: test_case/file.py, then test_case/<prefix>/file.py, longest prefix first.
+
+        `filename` may also be a path relative to test_case/ (`a/dup.py`). A name that
+        is absolute, or resolves (symlinks followed) outside test_case/, raises ValueError before any file is
+        read or even looked for, so the answer never tells whether a file outside exists.
+        """
+        base = self.test_root
+        if Path(filename).is_absolute() or not filename.endswith(".py") or self.inside_tests(base / filename) is None:
+            raise ValueError(f"{filename!r} is not a .py file inside {base}")
+        candidates = [base / filename]
         parts = filename.split("_")
-        for k in range(len(parts) - 1, 0, -1):
-            p = base / "_".join(parts[:k]) / filename
-            if p.is_file():
+        candidates += [base / "_".join(parts[:k]) / filename for k in range(len(parts) - 1, 0, -1)]
+        for p in candidates:
+            if self.inside_tests(p) is not None and p.is_file():
                 return p
         return None
 
@@ -504,9 +526,12 @@ def load_thinkingbox(dataset_dir: Path | str, test_list: Path | str | None = Non
                 out.append(pair)
     else:
         list_path = Path(test_list)
-        seen: set[str] = set()
+        seen: dict[str, tuple[Path, str]] = {}  # id -> (file, entry): an id names one case, from one file
         for i, (filename, test) in enumerate(read_test_list(list_path)):
-            f = dataset.find_test_file(filename)
+            try:
+                f = dataset.find_test_file(filename)
+            except ValueError as e:
+                raise TaskFileError(list_path, f"entry {filename}:{test}: {e}", field=f"[{i}]") from None
             if f is None:
                 raise TaskFileError(list_path, f"no test file {filename!r} under {dataset.root / 'test_case'}", field=f"[{i}]")
             parsed = parse_test_file(f)
@@ -516,8 +541,11 @@ def load_thinkingbox(dataset_dir: Path | str, test_list: Path | str | None = Non
             pair = hydrate(dataset, parsed, fn, domains, allow)
             if pair is None:
                 raise TaskFileError(list_path, f"test case {filename}:{test} is tagged skip", field=f"[{i}]")
+            if pair[0].id in seen and seen[pair[0].id][0] != parsed.path:
+                raise TaskFileError(list_path, f"entry {filename}:{test} and entry {seen[pair[0].id][1]} are two cases with the same "
+                                    f"id {pair[0].id} ({parsed.path} and {seen[pair[0].id][0]}): rename one of the files", field=f"[{i}]")
             if pair[0].id not in seen:
-                seen.add(pair[0].id)
+                seen[pair[0].id] = (parsed.path, f"{filename}:{test}")
                 out.append(pair)
     source = {"dataset": str(dataset.root), "test_list": str(Path(test_list).resolve()) if test_list is not None else None,
               "agent": agent, "allow_python": allow_python}
