@@ -760,3 +760,32 @@ def test_a_symlinked_test_file_pointing_outside_fails_the_whole_dataset_load(tb,
     (ds / "test_case" / "standin_bank" / "standin_bank_group1.py").write_text(GROUP1.replace("scenario: standin_bank", "scenario: ../agent/think"))
     with pytest.raises(TaskFileError, match="is not a file inside"):
         load_thinkingbox(ds, tb["list_transfer"])
+
+
+@pytest.mark.parametrize("effects, message", [
+    ({}, "no server returned effects"),
+    ({"s": {"result_db_hash": "", "golden_db_hash": ""}}, "malformed effects.*result_db_hash=''.*golden_db_hash=''"),
+    ({"s": {"result_db_hash": " ", "golden_db_hash": " "}}, "malformed effects"),
+    ({"s": {"result_db_hash": "ab12", "golden_db_hash": "ab12\n"}}, r"malformed effects \(golden_db_hash="),
+    ({"s": {"result_db_hash": "ab12", "golden_db_hash": "ab12"}, "t": {"result_db_hash": "", "golden_db_hash": ""}}, "server 't'"),
+    ({"s": {"result_db_hash": 5, "golden_db_hash": 5}}, "without result_db_hash and golden_db_hash"),
+])
+def test_empty_or_malformed_effects_are_system_errors_never_a_pass(effects, message):
+    from groundstate.thinkingbox.grading import hash_verdict
+
+    v = hash_verdict(effects)
+    assert v.reward is None and v.system_error and v.state_reward is None
+    assert __import__("re").search(message, v.system_error), v.system_error
+
+
+def test_a_case_with_no_server_to_check_is_a_load_error(tb, tmp_path):
+    ds = _dataset_copy(tb, tmp_path)
+    (ds / "scenario" / "standin_bank.yaml").write_text(yaml.safe_dump({**SCENARIO, "world_state": {}}))
+    ds_file = ds / "test_case" / "standin_bank" / "standin_bank_group1.py"
+    lst = tmp_path / "list.yaml"
+    lst.write_text(yaml.safe_dump(["standin_bank_group1.py:test_later"]))
+    ds_file.write_text(GROUP1.replace("tags: [skip]", "tags: []"))
+    with pytest.raises(TaskFileError, match=r"test_later': field 'init': neither scenario 'standin_bank' \(world_state\) nor the test"):
+        load_thinkingbox(ds, lst)
+    # a test that names its server in init still loads on the empty world_state
+    assert [t.id for t, _ in load_thinkingbox(ds, tb["list_transfer"])] == ["standin_bank_group1.py:test_transfer"]

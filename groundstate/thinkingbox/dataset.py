@@ -451,6 +451,9 @@ def hydrate(dataset: TbDataset, parsed: _ParsedFile, fn: _TestFunction, domains:
     if not isinstance(init, dict) or not all(isinstance(v, dict) for v in init.values()):
         raise TaskFileError(path, "init must map server names to mappings", uid, "init")
     merged = merge_init({k: v or {} for k, v in scenario.world_state.items()}, init)
+    if not merged:  # no server would start, no effects would come back: a free pass for every agent
+        raise TaskFileError(path, f"neither scenario {scenario_name!r} (world_state) nor the test (init) names a server: "
+                            "the case has no final state to check", uid, "init")
 
     gold: list[ToolCall] = []
     patch: dict[str, list[dict[str, Any]]] = {}
