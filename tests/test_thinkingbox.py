@@ -789,3 +789,36 @@ def test_a_case_with_no_server_to_check_is_a_load_error(tb, tmp_path):
         load_thinkingbox(ds, lst)
     # a test that names its server in init still loads on the empty world_state
     assert [t.id for t, _ in load_thinkingbox(ds, tb["list_transfer"])] == ["standin_bank_group1.py:test_transfer"]
+
+
+RETURNS = HELPERS + "".join(f'''
+
+def test_returns_{name}(x: TestContext, judge: Judge):
+    """!
+    query: Say hello.
+    """
+    return {value}
+''' for name, value in (("nan", "float('nan')"), ("inf", "float('inf')"), ("seven", "7"), ("half", "0.5"), ("one", "1"),
+                        ("true", "True"), ("zero", "0"), ("false", "False"), ("none", "None")))
+
+
+@pytest.mark.parametrize("name, reward, error", [("nan", None, "reward nan"), ("inf", None, "reward inf"), ("seven", None, "reward 7.0"),
+                                                 ("half", None, "reward 0.5"), ("one", 1, None), ("true", 1, None), ("zero", 0, None),
+                                                 ("false", 0, None), ("none", 1, None)])
+def test_framework_rewards_other_than_exactly_1_or_0_are_system_errors(tb, tmp_path, monkeypatch, name, reward, error):
+    from types import SimpleNamespace
+
+    from groundstate.thinkingbox.grading import grade_case
+
+    monkeypatch.syspath_prepend(str(FRAMEWORK))
+    monkeypatch.setenv("PYTHONPATH", str(FRAMEWORK))
+    ds = _dataset_copy(tb, tmp_path)
+    (ds / "test_case" / "standin_bank_returns.py").write_text(RETURNS)
+    lst = tmp_path / "list.yaml"
+    lst.write_text(yaml.safe_dump([f"standin_bank_returns.py:test_returns_{name}"]))
+    (task, domain), = load_thinkingbox(ds, lst, allow_python=True)
+    effects = {"standin_bank": {"result_db_hash": "h", "golden_db_hash": "h"}}
+    v = asyncio.run(grade_case(task, domain.cases[task.id], effects, SimpleNamespace(messages=[], final_reply="")))
+    assert v.reward == reward and (v.system_error is None) == (error is None), v.reasons
+    if error:
+        assert error in v.system_error and task.id in v.system_error
