@@ -822,3 +822,50 @@ def test_framework_rewards_other_than_exactly_1_or_0_are_system_errors(tb, tmp_p
     assert v.reward == reward and (v.system_error is None) == (error is None), v.reasons
     if error:
         assert error in v.system_error and task.id in v.system_error
+
+
+TEST_BODY = '''    """!
+    query: Move 1 from A1 to A2.
+    init:
+      standin_bank:
+        golden_test_case:
+          tool_interactions:
+            - tool: transfer
+              parameters: {from_id: A1, to_id: A2, amount: 1}
+    """
+    validate_database(x)
+'''
+
+
+@pytest.mark.parametrize("code, why", [
+    ("async def test_async(x, judge):\n" + TEST_BODY, r"test test_async \(line \d+\) is an `async def`"),
+    ("class TestGroup:\n    def test_method(self, x, judge):\n" + TEST_BODY.replace("\n    ", "\n        ").replace("    \"", "        \"", 1),
+     r"test test_method \(line \d+\) is a method of class TestGroup"),
+    ("def test_outer(x, judge):\n    def test_inner(x, judge):\n" + TEST_BODY.replace("\n    ", "\n        ").replace("    \"", "        \"", 1)
+     + "    return test_inner\n", r"test test_inner \(line \d+\) is nested in function test_outer"),
+    ("if True:\n    def test_guarded(x, judge):\n" + TEST_BODY.replace("\n    ", "\n        ").replace("    \"", "        \"", 1),
+     r"test test_guarded \(line \d+\) is defined inside a `if` block"),
+])
+def test_tests_the_bridge_cannot_collect_are_refused_naming_the_case(tb, tmp_path, code, why):
+    ds = _dataset_copy(tb, tmp_path)
+    (ds / "test_case" / "standin_bank_odd.py").write_text(HELPERS + "\n\n" + code)
+    with pytest.raises(TaskFileError, match=r"standin_bank_odd\.py: task 'standin_bank_odd\.py:test_\w+': " + why):
+        load_thinkingbox(ds, allow_python=True)
+
+
+@pytest.mark.parametrize("rebind", ["validate_database = lambda x: None", "def validate_database(x):\n    pass",
+                                    "from os import getcwd as validate_database", "del validate_database",
+                                    "def reset():\n    global validate_database\n    validate_database = print"])
+def test_a_rebound_benchmark_helper_is_not_graded_by_hash(tb, tmp_path, rebind):
+    ds = _dataset_copy(tb, tmp_path)
+    (ds / "test_case" / "standin_bank_rebound.py").write_text(HELPERS + "\n\n" + rebind + "\n\n\ndef test_rebound(x, judge):\n" + TEST_BODY)
+    lst = tmp_path / "list.yaml"
+    lst.write_text(yaml.safe_dump(["standin_bank_rebound.py:test_rebound"]))
+    with pytest.raises(TaskFileError, match=r"arbitrary Python \(helper validate_database is decorated or bound more than once"):
+        load_thinkingbox(ds, lst, allow_python=False)
+    (task, domain), = load_thinkingbox(ds, lst, allow_python=True)
+    assert domain.cases[task.id].check == "python"  # run by ThinkingBox's own worker, as ThinkingBox would
+    # the unmodified helpers still classify as the benchmark's hash check
+    (ds / "test_case" / "standin_bank_rebound.py").write_text(HELPERS + "\n\n\ndef test_rebound(x, judge):\n" + TEST_BODY)
+    (task, domain), = load_thinkingbox(ds, lst, allow_python=False)
+    assert domain.cases[task.id].check == "benchmark"

@@ -107,6 +107,57 @@ class _ParsedFile:
     source: str
     functions: dict[str, _TestFunction] = field(default_factory=dict)
     helpers: dict[str, ast.FunctionDef] = field(default_factory=dict)  # module-level non-test functions
+    bindings: dict[str, int] = field(default_factory=dict)  # name -> times bound anywhere in the file
+
+
+def _misplaced_tests(tree: ast.Module) -> list[tuple[str, int, str]]:
+    """Functions that carry a test's `!` YAML but are not plain module-level `def`s: (name, line, why)."""
+    out: list[tuple[str, int, str]] = []
+
+    def visit(node: ast.AST, where: str | None) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                is_test = bool(child.body) and _yaml_literal(child.body[0]) is not None
+                why = "is an `async def`" if isinstance(child, ast.AsyncFunctionDef) else where
+                if is_test and why:
+                    out.append((child.name, child.lineno, why))
+                visit(child, f"is nested in function {child.name}")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"is a method of class {child.name}")
+            elif isinstance(child, ast.stmt):
+                visit(child, where or f"is defined inside a `{type(child).__name__.lower()}` block (line {child.lineno})")
+            else:
+                visit(child, where)
+
+    visit(tree, None)
+    return out
+
+
+def _module_bindings(tree: ast.Module) -> dict[str, int]:
+    """How many times each name is bound anywhere in the file (def, class, assignment, import, del, global, ...)."""
+    counts: dict[str, int] = {}
+
+    def bind(name: str | None) -> None:
+        if name:
+            counts[name] = counts.get(name, 0) + 1
+
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bind(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bind(node.id)
+        elif isinstance(node, ast.alias):
+            bind(node.asname or node.name.split(".")[0])
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            for name in node.names:
+                bind(name)
+        elif isinstance(node, ast.arg):
+            bind(node.arg)
+        elif isinstance(node, ast.ExceptHandler):
+            bind(node.name)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)):
+            bind(node.name)
+    return counts
 
 
 def _yaml_literal(node: ast.stmt) -> str | None:
@@ -140,6 +191,13 @@ def _parse_file_cached(path: Path, mtime_ns: int) -> _ParsedFile:
     except SyntaxError as e:
         raise TaskFileError(path, f"is not valid Python (line {e.lineno}): {e.msg}") from None
     parsed = _ParsedFile(path, source)
+    misplaced = _misplaced_tests(tree)
+    if misplaced:
+        name, line, why = misplaced[0]
+        raise TaskFileError(path, f"test {name} (line {line}) {why}: ThinkingBox collects only plain module-level `def` test "
+                            "functions, so the bridge cannot grade it as ThinkingBox would; make it one or remove its `!` YAML",
+                            f"{path.name}:{name}")
+    parsed.bindings = _module_bindings(tree)
     module_cfg: dict[str, Any] = {}
     for node in tree.body:
         text = _yaml_literal(node)
@@ -189,23 +247,28 @@ def _reads(node: ast.AST, names: set[str]) -> bool:
     return names <= seen
 
 
-def classify_check(parsed: _ParsedFile, fn: _TestFunction) -> tuple[str, bool]:
-    """("benchmark", uses_yesno) when the test body only calls the benchmark's hash (and yes/no rubric)
-    helpers; ("python", False) for any other test code, which only ThinkingBox itself can run."""
+def classify_check(parsed: _ParsedFile, fn: _TestFunction) -> tuple[str, bool, str]:
+    """("benchmark", uses_yesno, "") when the test body only calls the benchmark's hash (and yes/no rubric)
+    helpers, each defined once by a plain `def` and never rebound (so calling it runs that `def`);
+    ("python", False, why) for any other test code, which only ThinkingBox itself can run faithfully."""
+    if fn.node.decorator_list:
+        return "python", False, "the test function is decorated"
     called: list[str] = []
     for stmt in fn.node.body[1:]:
         call = stmt.value if isinstance(stmt, ast.Expr) else None
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and not call.keywords):
-            return "python", False
+            return "python", False, f"line {stmt.lineno} is not a call of a benchmark helper"
         name = call.func.id
         helper = parsed.helpers.get(name)
+        if helper is not None and (helper.decorator_list or parsed.bindings.get(name, 0) != 1):
+            return "python", False, f"helper {name} is decorated or bound more than once in the file (e.g. reassigned)"
         if helper is None or (name, True) not in ((HASH_HELPER[0], _reads(helper, HASH_HELPER[1])),
                                                    (YESNO_HELPER[0], _reads(helper, YESNO_HELPER[1]))):
-            return "python", False
+            return "python", False, f"{name} (line {stmt.lineno}) is not a benchmark helper"
         called.append(name)
     if HASH_HELPER[0] not in called:
-        return "python", False
-    return "benchmark", YESNO_HELPER[0] in called
+        return "python", False, f"it does not call {HASH_HELPER[0]}"
+    return "benchmark", YESNO_HELPER[0] in called, ""
 
 
 # -- scenarios and agents ----------------------------------------------------------------------------
@@ -476,10 +539,10 @@ def hydrate(dataset: TbDataset, parsed: _ParsedFile, fn: _TestFunction, domains:
             raise TaskFileError(path, "rubrics_yesno must be a list of strings", uid, f"init.{server}.rubrics_yesno")
         rubrics += yesno
 
-    check, uses_yesno = classify_check(parsed, fn)
+    check, uses_yesno, why = classify_check(parsed, fn)
     if check == "python" and not allow_python:
-        raise TaskFileError(path, "its checks are arbitrary Python, which only the ThinkingBox framework can run: install "
-                            "`thinkingbox` in this environment, or leave the case out with a test list", uid)
+        raise TaskFileError(path, f"its checks are arbitrary Python ({why}), which only the ThinkingBox framework can run: "
+                            "install `thinkingbox` in this environment, or leave the case out with a test list", uid)
     fixtures = [a.arg for a in fn.node.args.args + fn.node.args.kwonlyargs if a.arg not in ("x", "judge")]
     if fixtures:
         raise TaskFileError(path, f"the test function takes ThinkingBox fixtures ({', '.join(fixtures)}), which the bridge "
