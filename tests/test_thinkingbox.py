@@ -869,3 +869,72 @@ def test_a_rebound_benchmark_helper_is_not_graded_by_hash(tb, tmp_path, rebind):
     (ds / "test_case" / "standin_bank_rebound.py").write_text(HELPERS + "\n\n\ndef test_rebound(x, judge):\n" + TEST_BODY)
     (task, domain), = load_thinkingbox(ds, lst, allow_python=False)
     assert domain.cases[task.id].check == "benchmark"
+
+
+def _servers(tb, tmp_path, env: dict[str, str], **bounds) -> Path:
+    path = tmp_path / "servers.yaml"
+    path.write_text(yaml.safe_dump({"servers": {"standin_bank": {
+        "type": "mcp-process", "command": ["{python}", str(SERVER)], **bounds,
+        "env": {"TB_STANDIN_PID_DIR": str(tb["pids"]), **env}}}}))
+    return path
+
+
+def _guarded_play(task, domain, agent, guard_s: float = 120.0, **kw):
+    """`play`, failing the test (never hanging it) when the attempt does not end within `guard_s`."""
+    be = make_backend("sqlite")
+    return asyncio.run(asyncio.wait_for(play(task, domain, agent, ScriptedUser([]), backend=be, grader=grader_for(be), **kw), guard_s))
+
+
+@pytest.mark.parametrize("startup", ["silent", "garbage"])
+def test_a_server_that_never_answers_initialize_is_bounded_by_its_startup_timeout(tb, tmp_path, startup):
+    servers = _servers(tb, tmp_path, {"TB_STANDIN_STARTUP": startup}, startup_timeout=2)
+    (task, domain), = select_tasks(f"thinkingbox:{tb['dataset']}::{tb['list_transfer']}", tb_servers=servers, tb_no_sources=True)
+    before = {p.name for p in tb["pids"].iterdir()}
+    out = _guarded_play(task, domain, make_scripted_agent("scripted:gold", task, domain), guard_s=60)
+    assert out.verdict.system_error and out.verdict.reward is None
+    assert "did not start" in out.verdict.system_error and "start-up bound of 2 s" in out.verdict.system_error
+    if startup == "garbage":
+        assert "line(s) to stdout that are not MCP messages" in out.verdict.system_error and "garbage" in out.verdict.system_error
+    pids = _new_pids(tb, before)
+    assert len(pids) == 1 and not _alive(pids[0])
+
+
+@pytest.mark.parametrize("value", [0, -1, "soon", True])
+def test_server_bounds_must_be_positive_seconds(tb, tmp_path, value):
+    from groundstate.thinkingbox import load_servers
+
+    with pytest.raises(TaskFileError, match=r"field 'servers.standin_bank.startup_timeout': must be a positive number of seconds"):
+        load_servers(_servers(tb, tmp_path, {}, startup_timeout=value))
+
+
+def _running(pid: int) -> bool:
+    """Whether the process exists and is not a zombie (an orphan's zombie is its new parent's to reap)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_processes_a_server_spawned_die_with_its_attempt_even_when_it_exits_cleanly(tb, tmp_path):
+    servers = _servers(tb, tmp_path, {"TB_STANDIN_SPAWN": "1"})
+    (task, domain), = select_tasks(f"thinkingbox:{tb['dataset']}::{tb['list_transfer']}", tb_servers=servers, tb_no_sources=True)
+    before = {p.name for p in tb["pids"].iterdir()}
+    out = _guarded_play(task, domain, make_scripted_agent("scripted:gold", task, domain))
+    assert out.verdict.reward == 1, out.verdict.reasons
+    children = [int(p.stem) for p in tb["pids"].glob("*.child") if p.name not in before]
+    assert len(children) == 1 and not _running(children[0])
+    assert not [p for p in _new_pids(tb, before) if _alive(p)]
+
+
+def test_a_server_writing_to_stdout_is_counted_and_summarised_not_echoed(tb, tmp_path, caplog):
+    import logging
+
+    servers = _servers(tb, tmp_path, {"TB_STANDIN_STDOUT_NOISE": "2000"})
+    (task, domain), = select_tasks(f"thinkingbox:{tb['dataset']}::{tb['list_transfer']}", tb_servers=servers, tb_no_sources=True)
+    with caplog.at_level(logging.DEBUG):
+        out = _guarded_play(task, domain, make_scripted_agent("scripted:gold", task, domain))
+    assert out.verdict.reward == 1 and out.verdict.system_error is None, out.verdict.reasons
+    loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(loud) == 1, [r.getMessage()[:200] for r in loud[:3]]
+    assert "2000 line(s) to stdout that are not MCP messages" in loud[0].getMessage() and "debug: loading row 0" in loud[0].getMessage()
+    assert not [r for r in caplog.records if r.exc_info]  # no traceback per line

@@ -426,7 +426,6 @@ class TbDomain:
         self.servers: dict[str, ServerSpec] | None = None
         self.servers_file: Path | None = None
         self.no_sources = False
-        self.call_timeout_s = 300.0
         # how this domain was loaded (dataset dir, test list, agent, allow_python), so that another process — a Ray
         # actor — can load the very same cases (`ray_runner` sends it with the servers file, never pickled objects)
         self.source: dict[str, Any] | None = None
