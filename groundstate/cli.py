@@ -167,6 +167,7 @@ def run(
     max_tokens: Optional[int] = typer.Option(None, help="Max new tokens per agent turn."),
     max_turns: Optional[int] = typer.Option(None, help="Override the tasks' agent-turn limit."),
     attempt_timeout: Optional[float] = typer.Option(None, "--attempt-timeout", min=0.001, help="Wall-clock seconds per attempt; the agent running out ends it with finish reason timeout (graded), a hung tool is a system error."),
+    grade_timeout: Optional[float] = typer.Option(None, "--grade-timeout", min=0.001, help="Wall-clock seconds to grade an attempt (golden replay, state comparison, checks, rubric judge; ThinkingBox effects and test functions; default 300); running out is a system error."),
     max_result_chars: Optional[int] = typer.Option(None, "--max-result-chars", min=1, help="Characters of a tool result shown to the agent (the rest is cut with a visible marker; the trajectory keeps all)."),
     max_attempt_tokens: Optional[int] = typer.Option(None, "--max-attempt-tokens", min=1, help="Agent tokens (input + output) per attempt; crossing it ends the attempt with finish reason max_tokens."),
     backend: str = BackendOpt,
@@ -177,6 +178,7 @@ def run(
     tb_no_sources: bool = TbNoSourcesOpt,
 ) -> None:
     """Run tasks × k attempts, appending one JSON record per attempt; re-run the same command to resume."""
+    from groundstate.attempt import DEFAULT_GRADE_TIMEOUT_S
     from groundstate.runner import RunConfig
     from groundstate.runner import outcome, progress_status, run_here_or_on_ray
     from groundstate.state import make_backend
@@ -184,7 +186,8 @@ def run(
     pairs = _select(tasks, tb_servers, tb_no_sources)
     sampling = {k_: v for k_, v in {"temperature": temperature, "top_p": top_p, "top_k": top_k, "max_tokens": max_tokens}.items() if v is not None}
     cfg = RunConfig(agent=agent, user=user, judge=judge, k=k, concurrency=concurrency, seed=seed, sampling=sampling, max_turns=max_turns,
-                    attempt_timeout=attempt_timeout, max_result_chars=max_result_chars, max_attempt_tokens=max_attempt_tokens)
+                    attempt_timeout=attempt_timeout, max_result_chars=max_result_chars, max_attempt_tokens=max_attempt_tokens,
+                    grade_timeout=DEFAULT_GRADE_TIMEOUT_S if grade_timeout is None else grade_timeout)
     path = out_path or Path("runs") / f"{_slug(agent)}_{_slug(tasks)}_k{k}" / "results.jsonl"
     if ray_address:
         try:

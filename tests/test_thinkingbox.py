@@ -938,3 +938,70 @@ def test_a_server_writing_to_stdout_is_counted_and_summarised_not_echoed(tb, tmp
     assert len(loud) == 1, [r.getMessage()[:200] for r in loud[:3]]
     assert "2000 line(s) to stdout that are not MCP messages" in loud[0].getMessage() and "debug: loading row 0" in loud[0].getMessage()
     assert not [r for r in caplog.records if r.exc_info]  # no traceback per line
+
+
+def test_a_framework_test_that_never_returns_is_cut_off_by_the_grading_bound(tb, tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(FRAMEWORK))
+    monkeypatch.setenv("PYTHONPATH", str(FRAMEWORK))
+    ds = _dataset_copy(tb, tmp_path)
+    pidfile = tmp_path / "worker.pid"
+    (ds / "test_case" / "standin_bank_spin.py").write_text(HELPERS + f'''
+
+def test_spin(x: TestContext, judge: Judge):
+    """!
+    query: Say hello.
+    """
+    import os
+    open({str(pidfile)!r}, "w").write(str(os.getpid()))
+    while True:
+        pass
+''')
+    lst = tmp_path / "list.yaml"
+    lst.write_text(yaml.safe_dump(["standin_bank_spin.py:test_spin"]))
+    (task, domain), = select_tasks(f"thinkingbox:{ds}::{lst}", tb_servers=tb["servers_ok"], tb_no_sources=True)
+    out = _guarded_play(task, domain, make_scripted_agent("scripted:noop", task, domain), grade_timeout=3)
+    assert out.verdict.system_error and out.verdict.reward is None
+    assert "grading standin_bank_spin.py:test_spin ran past the grading bound of 3 s (--grade-timeout)" in out.verdict.system_error
+    assert pidfile.exists() and not _running(int(pidfile.read_text()))  # the worker was killed, not left spinning
+    # the CLI's --grade-timeout reaches it, and the attempt still gets its record
+    from typer.testing import CliRunner
+
+    from groundstate.cli import app
+    from groundstate.results import read_records
+
+    results = tmp_path / "results.jsonl"
+    r = CliRunner().invoke(app, ["run", "--agent", "scripted:noop", "--tasks", f"thinkingbox:{ds}::{lst}", "--tb-servers", str(tb["servers_ok"]),
+                                 "--tb-no-sources", "--grade-timeout", "2", "--out", str(results)])
+    (record,) = read_records(results)
+    assert "ran past the grading bound of 2 s (--grade-timeout)" in record["system_error"], r.output
+
+
+def test_a_native_grade_that_hangs_is_cut_off_by_the_grading_bound(backend):
+    """The SQL grader under the same bound: a judge that never answers a rubric (state passed) on both backends."""
+    import threading
+
+    from groundstate.judge import Judge
+    from groundstate.tasks import iter_tasks
+
+    release = threading.Event()
+
+    class Stalled:
+        def create(self, **kw):
+            release.wait(60)  # a judge endpoint that never answers (released when the test ends)
+            raise RuntimeError("released")
+
+    client = type("Client", (), {"chat": type("Chat", (), {"completions": Stalled()})()})()
+    task, domain = iter_tasks(["retail"])[0]
+    task = task.model_copy(update={"rubrics": ["Is the reply polite?"]})
+
+    async def attempt():
+        try:
+            return await asyncio.wait_for(play(task, domain, make_scripted_agent("scripted:gold", task, domain), ScriptedUser([]),
+                                               backend=backend, grader=grader_for(backend),
+                                               judge=Judge("openai:judge@http://x", client=client), grade_timeout=1), 60)
+        finally:
+            release.set()  # before asyncio.run waits for its worker threads
+
+    out = asyncio.run(attempt())
+    assert out.verdict.system_error and out.verdict.reward is None
+    assert f"grading {task.id} ran past the grading bound of 1 s (--grade-timeout)" in out.verdict.system_error

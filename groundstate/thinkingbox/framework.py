@@ -12,14 +12,19 @@ naming the value, as are an exception other than an assertion (`is_system_error`
 nothing. A test that uses `judge` needs `--judge openai:MODEL[@URL]`, passed to ThinkingBox as its
 documented OpenAI-compatible chat-completions configuration (temperature 0); without one the attempt is
 *unjudged*.
+
+The worker runs in a session of its own, under `groundstate.attempt.play`'s grading bound (`--grade-timeout`):
+when that runs out, its whole process group is killed and the attempt is a system error.
 """
 
 from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import sys
 from typing import Any
 
@@ -89,8 +94,15 @@ async def run_test_function(task: Task, case: TbCase, effects: dict[str, Any], i
                "judge_type": "legacy", "test_context": test_context(trajectory, effects, init_results), "fixtures_config": {},
                "test_uid": case.uid}
     proc = await asyncio.create_subprocess_exec(sys.executable, "-m", WORKER, stdin=asyncio.subprocess.PIPE,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    stdout, stderr = await proc.communicate(json.dumps(request, default=str).encode())
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                                                start_new_session=True)
+    try:
+        stdout, stderr = await proc.communicate(json.dumps(request, default=str).encode())
+    finally:
+        if proc.returncode is None:  # cancelled (the grading bound ran out): the worker and all it started must stop now
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
     pos = stdout.rfind(b"\0")
     if pos == -1:
         return system_error(f"ThinkingBox's test worker returned no result for {case.uid} (exit {proc.returncode}): "
