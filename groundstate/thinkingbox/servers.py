@@ -25,8 +25,8 @@ from typing import Any
 import yaml
 
 from groundstate.tasks import TaskFileError
-from groundstate.tools.mcp_client import DEFAULT_STARTUP_TIMEOUT_S
 
+DEFAULT_STARTUP_TIMEOUT_S = 30.0  # spawn + initialize + tools/list; the benchmark's servers take 3-4 s
 DEFAULT_CALL_TIMEOUT_S = 300.0
 
 

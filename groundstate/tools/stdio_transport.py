@@ -25,6 +25,7 @@ import mcp_types
 from anyio.abc import Process
 from mcp import StdioServerParameters
 from mcp.client.stdio import get_default_environment
+from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
 __all__ = ["StdoutNoise", "stdio_transport"]
@@ -114,8 +115,6 @@ async def stdio_transport(params: StdioServerParameters, errlog: TextIO | None =
 async def _stop(process: Process) -> None:
     """Close stdin, give the server `EXIT_GRACE_S` to exit, then terminate its whole process group — always, so that
     whatever it spawned dies with it even when it exited cleanly — and reap it."""
-    from mcp.os.posix.utilities import terminate_posix_process_tree
-
     assert process.stdin is not None and process.stdout is not None
     await process.stdin.aclose()
     with anyio.move_on_after(EXIT_GRACE_S):
