@@ -58,11 +58,13 @@ class McpToolset:
         """
         async with contextlib.AsyncExitStack() as stack:
             try:
-                async with asyncio.timeout(startup_timeout):
+                async with asyncio.timeout(startup_timeout) as scope:
                     client = await stack.enter_async_context(Client(target, mode=mode, read_timeout_seconds=read_timeout_seconds))
                     toolset = cls(client, [])
                     await toolset.refresh()
             except TimeoutError:
+                if not scope.expired():
+                    raise
                 extra = f"; {noise.summary()}" if noise is not None and noise.lines else ""
                 raise McpToolsetError(f"the MCP server did not finish start-up (initialize, tools/list) within its "
                                       f"start-up bound of {startup_timeout:g} s{extra}") from None
