@@ -976,6 +976,39 @@ def test_spin(x: TestContext, judge: Judge):
     assert "ran past the grading bound of 2 s (--grade-timeout)" in record["system_error"], r.output
 
 
+def test_thinkingbox_effects_that_never_come_are_cut_off_by_the_grading_bound(tb, tmp_path):
+    servers = _servers(tb, tmp_path, {"TB_STANDIN_HANG_EFFECTS": "1"})
+    (task, domain), = select_tasks(f"thinkingbox:{tb['dataset']}::{tb['list_transfer']}", tb_servers=servers, tb_no_sources=True)
+    before = {p.name for p in tb["pids"].iterdir()}
+    out = _guarded_play(task, domain, make_scripted_agent("scripted:gold", task, domain), guard_s=60, grade_timeout=2)
+    assert out.verdict.system_error and out.verdict.reward is None
+    assert f"grading {task.id} ran past the grading bound of 2 s (--grade-timeout)" in out.verdict.system_error
+    pids = _new_pids(tb, before)
+    assert len(pids) == 1 and not _alive(pids[0])
+
+
+def test_a_native_golden_replay_that_hangs_is_cut_off_by_the_grading_bound(backend, monkeypatch):
+    import threading
+
+    from groundstate.grading import Grader
+    from groundstate.tasks import iter_tasks
+
+    release = threading.Event()
+    monkeypatch.setattr(Grader, "golden", lambda self, task, template: release.wait(60))  # a gold replay that never ends
+    task, domain = iter_tasks(["retail"])[0]
+
+    async def attempt():
+        try:
+            return await asyncio.wait_for(play(task, domain, make_scripted_agent("scripted:gold", task, domain), ScriptedUser([]),
+                                               backend=backend, grader=Grader(backend), grade_timeout=1), 60)
+        finally:
+            release.set()
+
+    out = asyncio.run(attempt())
+    assert out.verdict.system_error and out.verdict.reward is None and out.trajectory is None
+    assert f"the golden replay of {task.id} ran past the grading bound of 1 s (--grade-timeout)" in out.verdict.system_error
+
+
 def test_a_native_grade_that_hangs_is_cut_off_by_the_grading_bound(backend):
     """The SQL grader under the same bound: a judge that never answers a rubric (state passed) on both backends."""
     import threading
