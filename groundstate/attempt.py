@@ -11,6 +11,11 @@ graded the same way everywhere. An *environment* is what one attempt runs agains
 
 Anything that goes wrong outside the agent's control (a backend down, a server that dies, a grader bug)
 becomes a system error verdict; the environment is closed in every case.
+
+Grading is bounded on every source by `grade_timeout` (`--grade-timeout`, default `DEFAULT_GRADE_TIMEOUT_S`):
+the golden replay of a native task, its state comparison, checks and rubric judging; a ThinkingBox case's
+effects and its test function in ThinkingBox's worker. Running out is a system error (`GradingTimeout`),
+never a verdict on the agent; work that can be stopped (a worker process, an MCP request) is stopped.
 """
 
 from __future__ import annotations
@@ -26,6 +31,24 @@ from groundstate.episode import Trajectory, run_episode
 from groundstate.grading import Grader, Verdict, system_error
 from groundstate.state.base import Backend, Sandbox
 from groundstate.tasks import Domain, Task, TaskFileError
+
+
+DEFAULT_GRADE_TIMEOUT_S = 300.0
+
+
+class GradingTimeout(RuntimeError):
+    """Grading ran past its bound (`grade_timeout`): a system error, never the agent's failure."""
+
+
+async def bounded(awaitable: Any, seconds: float | None, what: str) -> Any:
+    """Await `awaitable` (cancelled when it runs out); raise `GradingTimeout` naming `what` after `seconds`."""
+    try:
+        async with asyncio.timeout(seconds) as scope:
+            return await awaitable
+    except TimeoutError:
+        if scope.expired():
+            raise GradingTimeout(f"{what} ran past the grading bound of {seconds:g} s (--grade-timeout)") from None
+        raise
 
 
 class Environment(Protocol):
@@ -51,25 +74,24 @@ class SandboxEnvironment:
         self.offload = offload
 
     @classmethod
-    async def open(cls, task: Task, domain: Domain, backend: Backend, grader: Grader) -> "SandboxEnvironment":
+    async def open(cls, task: Task, domain: Domain, backend: Backend, grader: Grader,
+                   grade_timeout: float | None = DEFAULT_GRADE_TIMEOUT_S) -> "SandboxEnvironment":
         offload = backend.name != "sqlite"  # PostgreSQL calls block on the network: keep them off the event loop
         # The golden state (cached per task) is computed before the attempt takes its sandbox: replaying gold
         # needs a sandbox of its own, and an attempt that held one while waiting for another could deadlock a
-        # bounded pool (every slot held by an attempt waiting to grade).
+        # bounded pool (every slot held by an attempt waiting to grade). It is grading, so it runs under the
+        # grading bound, in a thread so that the bound can fire (a replay past it finishes there, unawaited).
         if offload:
             template = await asyncio.to_thread(backend.prepare, domain, task.patch)
-            await asyncio.to_thread(grader.golden, task, template)
-            sandbox = await asyncio.to_thread(backend.open, template)
         else:
             template = backend.prepare(domain, task.patch)
-            grader.golden(task, template)
-            sandbox = backend.open(template)
+        await bounded(asyncio.to_thread(grader.golden, task, template), grade_timeout, f"the golden replay of {task.id}")
+        sandbox = await asyncio.to_thread(backend.open, template) if offload else backend.open(template)
         return cls(sandbox, grader, offload)
 
     async def grade(self, task: Task, trajectory: Trajectory, judge: Any = None) -> Verdict:
-        if self.offload or (judge is not None and task.rubrics):
-            return await asyncio.to_thread(self.grader.grade, task, self.sandbox, trajectory, judge)
-        return self.grader.grade(task, self.sandbox, trajectory, judge)
+        # in a thread on every backend, so that `play`'s grading bound can fire while the grader works
+        return await asyncio.to_thread(self.grader.grade, task, self.sandbox, trajectory, judge)
 
     async def close(self) -> None:
         if self.offload:
@@ -98,11 +120,12 @@ def prepare_domains(pairs: list[tuple[Task, Any]], backend: Backend) -> None:
                 pass
 
 
-async def open_environment(task: Task, domain: Any, backend: Backend, grader: Grader) -> Environment:
+async def open_environment(task: Task, domain: Any, backend: Backend, grader: Grader,
+                           grade_timeout: float | None = DEFAULT_GRADE_TIMEOUT_S) -> Environment:
     opener = getattr(domain, "open_environment", None)
     if opener is not None:
         return await opener(task)
-    return await SandboxEnvironment.open(task, domain, backend, grader)
+    return await SandboxEnvironment.open(task, domain, backend, grader, grade_timeout)
 
 
 @dataclass
@@ -126,11 +149,13 @@ async def play(
     timeout: float | None = None,
     max_result_chars: int | None = None,
     max_tokens: int | None = None,
+    grade_timeout: float | None = DEFAULT_GRADE_TIMEOUT_S,
 ) -> Outcome:
     """Open the task's environment, run the episode, grade it and close the environment, whatever happens.
 
     `timeout`, `max_result_chars` and `max_tokens` are the episode limits of `run_episode`: hitting one
     is a finish reason and the state reached is graded; a hung tool or user simulator is a system error.
+    `grade_timeout` bounds grading (see the module docstring); None leaves it unbounded.
     """
     started = time.perf_counter()
     timings: dict[str, float] = {}
@@ -138,7 +163,7 @@ async def play(
     env: Environment | None = None
     try:
         t0 = time.perf_counter()
-        env = await open_environment(task, domain, backend, grader)
+        env = await open_environment(task, domain, backend, grader, grade_timeout)
         timings["sandbox_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         traj = await run_episode(task, domain, env.sandbox, agent, user, max_turns=max_turns, max_tool_calls=max_tool_calls,
@@ -146,8 +171,10 @@ async def play(
                                  max_tokens=max_tokens)
         timings["episode_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        verdict = await env.grade(task, traj, judge)
+        verdict = await bounded(env.grade(task, traj, judge), grade_timeout, f"grading {task.id}")
         timings["grade_s"] = time.perf_counter() - t0
+    except GradingTimeout as e:
+        verdict = system_error(str(e))
     except Exception as e:  # endpoint down, database gone, a bug: never the agent's failure
         verdict = system_error(f"{type(e).__name__}: {e}")
         verdict.reasons.append(traceback.format_exc(limit=4))

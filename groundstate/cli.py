@@ -172,6 +172,7 @@ def run(
     max_tokens: Optional[int] = opts.MaxTokens,
     max_turns: Optional[int] = opts.MaxTurns,
     attempt_timeout: Optional[float] = opts.AttemptTimeout,
+    grade_timeout: Optional[float] = opts.GradeTimeout,
     max_result_chars: Optional[int] = opts.MaxResultChars,
     max_attempt_tokens: Optional[int] = opts.MaxAttemptTokens,
     backend: str = BackendOpt,
@@ -182,6 +183,7 @@ def run(
     tb_no_sources: bool = TbNoSourcesOpt,
 ) -> None:
     """Run tasks × k attempts, appending one JSON record per attempt; re-run the same command to resume."""
+    from groundstate.attempt import DEFAULT_GRADE_TIMEOUT_S
     from groundstate.runner import RunConfig
     from groundstate.runner import outcome, progress_status, run_here_or_on_ray
     from groundstate.state import make_backend
@@ -189,7 +191,8 @@ def run(
     pairs = _select(tasks, tb_servers, tb_no_sources)
     sampling = {k_: v for k_, v in {"temperature": temperature, "top_p": top_p, "top_k": top_k, "max_tokens": max_tokens}.items() if v is not None}
     cfg = RunConfig(agent=agent, user=user, judge=judge, k=k, concurrency=concurrency, seed=seed, sampling=sampling, max_turns=max_turns,
-                    attempt_timeout=attempt_timeout, max_result_chars=max_result_chars, max_attempt_tokens=max_attempt_tokens)
+                    attempt_timeout=attempt_timeout, max_result_chars=max_result_chars, max_attempt_tokens=max_attempt_tokens,
+                    grade_timeout=DEFAULT_GRADE_TIMEOUT_S if grade_timeout is None else grade_timeout)
     path = out_path or Path("runs") / f"{_slug(agent)}_{_slug(tasks)}_k{k}" / "results.jsonl"
     if ray_address:
         try:

@@ -68,6 +68,9 @@ Concurrency = count(8, "--concurrency", "-c", help="Attempts in flight.")
 AttemptTimeout = number(None, "--attempt-timeout", lo=0.0, lo_open=True,
                         help="Wall-clock seconds per attempt; the agent running out ends it with finish reason timeout (graded), "
                              "a hung tool is a system error.")
+GradeTimeout = number(None, "--grade-timeout", lo=0.0, lo_open=True,
+                      help="Wall-clock seconds to grade an attempt (golden replay, state comparison, checks, rubric judge; "
+                           "ThinkingBox effects and test functions; default 300); running out is a system error.")
 MaxResultChars = count(None, "--max-result-chars", help="Characters of a tool result shown to the agent "
                                                         "(the rest is cut with a visible marker; the trajectory keeps all).")
 MaxAttemptTokens = count(None, "--max-attempt-tokens", help="Agent tokens (input + output) per attempt; "

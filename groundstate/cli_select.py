@@ -71,6 +71,7 @@ def probe_command(
     backend: str = typer.Option("sqlite", "--backend", help="sqlite (embedded default) or postgres."),
     pg_dsn: Optional[str] = typer.Option(None, "--pg-dsn", help="PostgreSQL DSN (default: $GROUNDSTATE_PG_DSN or postgresql://postgres@127.0.0.1:5432/postgres)."),
     attempt_timeout: Optional[float] = opts.AttemptTimeout,
+    grade_timeout: Optional[float] = opts.GradeTimeout,
     max_result_chars: Optional[int] = opts.MaxResultChars,
     max_attempt_tokens: Optional[int] = opts.MaxAttemptTokens,
     ray_address: Optional[str] = typer.Option(None, "--ray", help="Run attempts on Ray actors: local (a private instance), auto (the running cluster), HOST:PORT or ray://HOST:10001."),
@@ -80,6 +81,7 @@ def probe_command(
 ) -> None:
     """Probe candidate tasks: N attempts each with the policy to be trained, for `groundstate select` (resumable like any run)."""
     from groundstate.results import RecordError, ResultsInUseError, ResultsWriteError, read_records
+    from groundstate.attempt import DEFAULT_GRADE_TIMEOUT_S
     from groundstate.runner import ResumeRefused, RunConfig
     from groundstate.runner import outcome, progress_status, run_here_or_on_ray
     from groundstate.state import make_backend
@@ -87,7 +89,8 @@ def probe_command(
     pairs = _select(tasks, tb_servers, tb_no_sources)
     sampling = {k: v for k, v in {"temperature": temperature, "top_p": top_p, "top_k": top_k, "max_tokens": max_tokens}.items() if v is not None}
     cfg = RunConfig(agent=agent, user=user, judge=judge, k=n, concurrency=concurrency, seed=seed, sampling=sampling, max_turns=max_turns,
-                    attempt_timeout=attempt_timeout, max_result_chars=max_result_chars, max_attempt_tokens=max_attempt_tokens)
+                    attempt_timeout=attempt_timeout, max_result_chars=max_result_chars, max_attempt_tokens=max_attempt_tokens,
+                    grade_timeout=DEFAULT_GRADE_TIMEOUT_S if grade_timeout is None else grade_timeout)
     path = out_path or Path("runs") / f"probe_{_slug(agent)}_{_slug(tasks)}_n{n}" / "probes.jsonl"
     if ray_address:
         try:

@@ -33,7 +33,7 @@ from typing import Any, Callable
 from groundstate import __version__
 from groundstate.agents import make_agent, make_user
 from groundstate.agents.scripted import attempt_seed
-from groundstate.attempt import play, prepare_domains
+from groundstate.attempt import DEFAULT_GRADE_TIMEOUT_S, play, prepare_domains
 from groundstate.grading import Grader, Verdict, grader_for, system_error
 from groundstate.results import (RECORD_VERSION, Record, ResultsWriteError, ResultsWriter, RunIdentity, key_of, read_records,
                                  repair_file_tail, task_set_hash)
@@ -55,6 +55,7 @@ class RunConfig:
     attempt_timeout: float | None = None  # seconds of wall clock per attempt (finish reason `timeout`)
     max_result_chars: int | None = None  # tool-result characters shown to the agent
     max_attempt_tokens: int | None = None  # agent tokens (input + output) per attempt (finish reason `max_tokens`)
+    grade_timeout: float = DEFAULT_GRADE_TIMEOUT_S  # seconds to grade an attempt; running out is a system error
 
 
 @dataclass
@@ -226,7 +227,7 @@ async def run_attempt(task: Task, domain: Domain, attempt: int, backend: Backend
         return make_record(task, attempt, cfg, verdict, None, {"total_s": 0.0})
     out = await play(task, domain, agent, user, backend=backend, grader=grader, judge=judge,
                      max_turns=cfg.max_turns, max_tool_calls=cfg.max_tool_calls, timeout=cfg.attempt_timeout,
-                     max_result_chars=cfg.max_result_chars, max_tokens=cfg.max_attempt_tokens)
+                     max_result_chars=cfg.max_result_chars, max_tokens=cfg.max_attempt_tokens, grade_timeout=cfg.grade_timeout)
     return make_record(task, attempt, cfg, out.verdict, out.trajectory, out.timings)
 
 

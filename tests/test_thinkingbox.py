@@ -704,3 +704,337 @@ def test_thinkingbox_tasks_travel_by_reference_to_other_processes(tb):
     assert here.verdict.reward == there.verdict.reward == 1
     with pytest.raises(KeyError, match="not among the ThinkingBox cases"):
         TaskResolver().resolve(ref, "standin_bank_group1.py:test_nope")
+
+
+# -- hardening (#20): ids, paths, what is checked, bounded grading, server processes --------------------
+
+def _dataset_copy(tb, tmp_path) -> Path:
+    import shutil
+
+    ds = tmp_path / "dataset"
+    shutil.copytree(tb["dataset"], ds)
+    return ds
+
+
+def test_same_file_name_in_two_folders_is_refused_never_merged(tb, tmp_path):
+    ds = _dataset_copy(tb, tmp_path)
+    for folder, amount in (("a", 30), ("b", 7)):
+        (ds / "test_case" / folder).mkdir()
+        (ds / "test_case" / folder / "dup.py").write_text(GROUP1.replace("amount: 30}", f"amount: {amount}}}"))
+    lst = tmp_path / "list.yaml"
+    lst.write_text(yaml.safe_dump(["a/dup.py:test_transfer", "b/dup.py:test_transfer"]))
+    with pytest.raises(TaskFileError, match=r"list\.yaml: field '\[1\]'.*b/dup.py:test_transfer and entry a/dup.py:test_transfer "
+                       r"are two cases with the same id dup.py:test_transfer"):
+        load_thinkingbox(ds, lst)
+    with pytest.raises(TaskFileError, match=r"dup.py: task 'dup.py:test_transfer'.*duplicate test case id"):
+        load_thinkingbox(ds, allow_python=True)
+    # one of them alone loads with its own gold; the same file named twice is one case
+    lst.write_text(yaml.safe_dump(["b/dup.py:test_transfer", "b/dup.py:test_transfer"]))
+    (task, domain), = load_thinkingbox(ds, lst)
+    assert task.gold[1].args["amount"] == 7 and domain.cases[task.id].file.parent.name == "b"
+
+
+@pytest.mark.parametrize("entry", ["../../outside/x.py:test_transfer", "/etc/passwd:test_x", "{outside}:test_transfer",
+                                   "link.py:test_transfer", "../scenario/standin_bank.yaml:test_x"])
+def test_test_list_entries_and_symlinks_outside_test_case_are_refused_unread(tb, tmp_path, entry):
+    ds = _dataset_copy(tb, tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "x.py").write_text(GROUP1)
+    (ds / "test_case" / "link.py").symlink_to(outside / "x.py")
+    lst = tmp_path / "list.yaml"
+    lst.write_text(yaml.safe_dump([entry.format(outside=outside / "x.py")]))
+    with pytest.raises(TaskFileError, match=r"list\.yaml: field '\[0\]'.*is not a \.py file inside .*test_case") as e:
+        load_thinkingbox(ds, lst)
+    assert "valid Python" not in str(e.value)
+
+
+def test_a_symlinked_test_file_pointing_outside_fails_the_whole_dataset_load(tb, tmp_path):
+    ds = _dataset_copy(tb, tmp_path)
+    (tmp_path / "x.py").write_text(GROUP1)
+    (ds / "test_case" / "standin_bank" / "evil.py").symlink_to(tmp_path / "x.py")
+    with pytest.raises(TaskFileError, match="evil.py: resolves outside"):
+        load_thinkingbox(ds, allow_python=True)
+    # a scenario name that climbs out of scenario/ is refused too
+    (ds / "test_case" / "standin_bank" / "evil.py").unlink()
+    (ds / "test_case" / "standin_bank" / "standin_bank_group1.py").write_text(GROUP1.replace("scenario: standin_bank", "scenario: ../agent/think"))
+    with pytest.raises(TaskFileError, match="is not a file inside"):
+        load_thinkingbox(ds, tb["list_transfer"])
+
+
+@pytest.mark.parametrize("effects, message", [
+    ({}, "no server returned effects"),
+    ({"s": {"result_db_hash": "", "golden_db_hash": ""}}, "malformed effects.*result_db_hash=''.*golden_db_hash=''"),
+    ({"s": {"result_db_hash": " ", "golden_db_hash": " "}}, "malformed effects"),
+    ({"s": {"result_db_hash": "ab12", "golden_db_hash": "ab12\n"}}, r"malformed effects \(golden_db_hash="),
+    ({"s": {"result_db_hash": "ab12", "golden_db_hash": "ab12"}, "t": {"result_db_hash": "", "golden_db_hash": ""}}, "server 't'"),
+    ({"s": {"result_db_hash": 5, "golden_db_hash": 5}}, "without result_db_hash and golden_db_hash"),
+])
+def test_empty_or_malformed_effects_are_system_errors_never_a_pass(effects, message):
+    from groundstate.thinkingbox.grading import hash_verdict
+
+    v = hash_verdict(effects)
+    assert v.reward is None and v.system_error and v.state_reward is None
+    assert __import__("re").search(message, v.system_error), v.system_error
+
+
+def test_a_case_with_no_server_to_check_is_a_load_error(tb, tmp_path):
+    ds = _dataset_copy(tb, tmp_path)
+    (ds / "scenario" / "standin_bank.yaml").write_text(yaml.safe_dump({**SCENARIO, "world_state": {}}))
+    ds_file = ds / "test_case" / "standin_bank" / "standin_bank_group1.py"
+    lst = tmp_path / "list.yaml"
+    lst.write_text(yaml.safe_dump(["standin_bank_group1.py:test_later"]))
+    ds_file.write_text(GROUP1.replace("tags: [skip]", "tags: []"))
+    with pytest.raises(TaskFileError, match=r"test_later': field 'init': neither scenario 'standin_bank' \(world_state\) nor the test"):
+        load_thinkingbox(ds, lst)
+    # a test that names its server in init still loads on the empty world_state
+    assert [t.id for t, _ in load_thinkingbox(ds, tb["list_transfer"])] == ["standin_bank_group1.py:test_transfer"]
+
+
+RETURNS = HELPERS + "".join(f'''
+
+def test_returns_{name}(x: TestContext, judge: Judge):
+    """!
+    query: Say hello.
+    """
+    return {value}
+''' for name, value in (("nan", "float('nan')"), ("inf", "float('inf')"), ("seven", "7"), ("half", "0.5"), ("one", "1"),
+                        ("true", "True"), ("zero", "0"), ("false", "False"), ("none", "None")))
+
+
+@pytest.mark.parametrize("name, reward, error", [("nan", None, "reward nan"), ("inf", None, "reward inf"), ("seven", None, "reward 7.0"),
+                                                 ("half", None, "reward 0.5"), ("one", 1, None), ("true", 1, None), ("zero", 0, None),
+                                                 ("false", 0, None), ("none", 1, None)])
+def test_framework_rewards_other_than_exactly_1_or_0_are_system_errors(tb, tmp_path, monkeypatch, name, reward, error):
+    from types import SimpleNamespace
+
+    from groundstate.thinkingbox.grading import grade_case
+
+    monkeypatch.syspath_prepend(str(FRAMEWORK))
+    monkeypatch.setenv("PYTHONPATH", str(FRAMEWORK))
+    ds = _dataset_copy(tb, tmp_path)
+    (ds / "test_case" / "standin_bank_returns.py").write_text(RETURNS)
+    lst = tmp_path / "list.yaml"
+    lst.write_text(yaml.safe_dump([f"standin_bank_returns.py:test_returns_{name}"]))
+    (task, domain), = load_thinkingbox(ds, lst, allow_python=True)
+    effects = {"standin_bank": {"result_db_hash": "h", "golden_db_hash": "h"}}
+    v = asyncio.run(grade_case(task, domain.cases[task.id], effects, SimpleNamespace(messages=[], final_reply="")))
+    assert v.reward == reward and (v.system_error is None) == (error is None), v.reasons
+    if error:
+        assert error in v.system_error and task.id in v.system_error
+
+
+TEST_BODY = '''    """!
+    query: Move 1 from A1 to A2.
+    init:
+      standin_bank:
+        golden_test_case:
+          tool_interactions:
+            - tool: transfer
+              parameters: {from_id: A1, to_id: A2, amount: 1}
+    """
+    validate_database(x)
+'''
+
+
+@pytest.mark.parametrize("code, why", [
+    ("async def test_async(x, judge):\n" + TEST_BODY, r"test test_async \(line \d+\) is an `async def`"),
+    ("class TestGroup:\n    def test_method(self, x, judge):\n" + TEST_BODY.replace("\n    ", "\n        ").replace("    \"", "        \"", 1),
+     r"test test_method \(line \d+\) is a method of class TestGroup"),
+    ("def test_outer(x, judge):\n    def test_inner(x, judge):\n" + TEST_BODY.replace("\n    ", "\n        ").replace("    \"", "        \"", 1)
+     + "    return test_inner\n", r"test test_inner \(line \d+\) is nested in function test_outer"),
+    ("if True:\n    def test_guarded(x, judge):\n" + TEST_BODY.replace("\n    ", "\n        ").replace("    \"", "        \"", 1),
+     r"test test_guarded \(line \d+\) is defined inside a `if` block"),
+])
+def test_tests_the_bridge_cannot_collect_are_refused_naming_the_case(tb, tmp_path, code, why):
+    ds = _dataset_copy(tb, tmp_path)
+    (ds / "test_case" / "standin_bank_odd.py").write_text(HELPERS + "\n\n" + code)
+    with pytest.raises(TaskFileError, match=r"standin_bank_odd\.py: task 'standin_bank_odd\.py:test_\w+': " + why):
+        load_thinkingbox(ds, allow_python=True)
+
+
+@pytest.mark.parametrize("rebind", ["validate_database = lambda x: None", "def validate_database(x):\n    pass",
+                                    "from os import getcwd as validate_database", "del validate_database",
+                                    "def reset():\n    global validate_database\n    validate_database = print"])
+def test_a_rebound_benchmark_helper_is_not_graded_by_hash(tb, tmp_path, rebind):
+    ds = _dataset_copy(tb, tmp_path)
+    (ds / "test_case" / "standin_bank_rebound.py").write_text(HELPERS + "\n\n" + rebind + "\n\n\ndef test_rebound(x, judge):\n" + TEST_BODY)
+    lst = tmp_path / "list.yaml"
+    lst.write_text(yaml.safe_dump(["standin_bank_rebound.py:test_rebound"]))
+    with pytest.raises(TaskFileError, match=r"arbitrary Python \(helper validate_database is decorated or bound more than once"):
+        load_thinkingbox(ds, lst, allow_python=False)
+    (task, domain), = load_thinkingbox(ds, lst, allow_python=True)
+    assert domain.cases[task.id].check == "python"  # run by ThinkingBox's own worker, as ThinkingBox would
+    # the unmodified helpers still classify as the benchmark's hash check
+    (ds / "test_case" / "standin_bank_rebound.py").write_text(HELPERS + "\n\n\ndef test_rebound(x, judge):\n" + TEST_BODY)
+    (task, domain), = load_thinkingbox(ds, lst, allow_python=False)
+    assert domain.cases[task.id].check == "benchmark"
+
+
+def _servers(tb, tmp_path, env: dict[str, str], **bounds) -> Path:
+    path = tmp_path / "servers.yaml"
+    path.write_text(yaml.safe_dump({"servers": {"standin_bank": {
+        "type": "mcp-process", "command": ["{python}", str(SERVER)], **bounds,
+        "env": {"TB_STANDIN_PID_DIR": str(tb["pids"]), **env}}}}))
+    return path
+
+
+def _guarded_play(task, domain, agent, guard_s: float = 120.0, **kw):
+    """`play`, failing the test (never hanging it) when the attempt does not end within `guard_s`."""
+    be = make_backend("sqlite")
+    return asyncio.run(asyncio.wait_for(play(task, domain, agent, ScriptedUser([]), backend=be, grader=grader_for(be), **kw), guard_s))
+
+
+@pytest.mark.parametrize("startup", ["silent", "garbage"])
+def test_a_server_that_never_answers_initialize_is_bounded_by_its_startup_timeout(tb, tmp_path, startup):
+    servers = _servers(tb, tmp_path, {"TB_STANDIN_STARTUP": startup}, startup_timeout=2)
+    (task, domain), = select_tasks(f"thinkingbox:{tb['dataset']}::{tb['list_transfer']}", tb_servers=servers, tb_no_sources=True)
+    before = {p.name for p in tb["pids"].iterdir()}
+    out = _guarded_play(task, domain, make_scripted_agent("scripted:gold", task, domain), guard_s=60)
+    assert out.verdict.system_error and out.verdict.reward is None
+    assert "did not start" in out.verdict.system_error and "start-up bound of 2 s" in out.verdict.system_error
+    if startup == "garbage":
+        assert "line(s) to stdout that are not MCP messages" in out.verdict.system_error and "garbage" in out.verdict.system_error
+    pids = _new_pids(tb, before)
+    assert len(pids) == 1 and not _alive(pids[0])
+
+
+@pytest.mark.parametrize("value", [0, -1, "soon", True])
+def test_server_bounds_must_be_positive_seconds(tb, tmp_path, value):
+    from groundstate.thinkingbox import load_servers
+
+    with pytest.raises(TaskFileError, match=r"field 'servers.standin_bank.startup_timeout': must be a positive number of seconds"):
+        load_servers(_servers(tb, tmp_path, {}, startup_timeout=value))
+
+
+def _running(pid: int) -> bool:
+    """Whether the process exists and is not a zombie (an orphan's zombie is its new parent's to reap)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_processes_a_server_spawned_die_with_its_attempt_even_when_it_exits_cleanly(tb, tmp_path):
+    servers = _servers(tb, tmp_path, {"TB_STANDIN_SPAWN": "1"})
+    (task, domain), = select_tasks(f"thinkingbox:{tb['dataset']}::{tb['list_transfer']}", tb_servers=servers, tb_no_sources=True)
+    before = {p.name for p in tb["pids"].iterdir()}
+    out = _guarded_play(task, domain, make_scripted_agent("scripted:gold", task, domain))
+    assert out.verdict.reward == 1, out.verdict.reasons
+    children = [int(p.stem) for p in tb["pids"].glob("*.child") if p.name not in before]
+    assert len(children) == 1 and not _running(children[0])
+    assert not [p for p in _new_pids(tb, before) if _alive(p)]
+
+
+def test_a_server_writing_to_stdout_is_counted_and_summarised_not_echoed(tb, tmp_path, caplog):
+    import logging
+
+    servers = _servers(tb, tmp_path, {"TB_STANDIN_STDOUT_NOISE": "2000"})
+    (task, domain), = select_tasks(f"thinkingbox:{tb['dataset']}::{tb['list_transfer']}", tb_servers=servers, tb_no_sources=True)
+    with caplog.at_level(logging.DEBUG):
+        out = _guarded_play(task, domain, make_scripted_agent("scripted:gold", task, domain))
+    assert out.verdict.reward == 1 and out.verdict.system_error is None, out.verdict.reasons
+    loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(loud) == 1, [r.getMessage()[:200] for r in loud[:3]]
+    assert "2000 line(s) to stdout that are not MCP messages" in loud[0].getMessage() and "debug: loading row 0" in loud[0].getMessage()
+    assert not [r for r in caplog.records if r.exc_info]  # no traceback per line
+
+
+def test_a_framework_test_that_never_returns_is_cut_off_by_the_grading_bound(tb, tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(FRAMEWORK))
+    monkeypatch.setenv("PYTHONPATH", str(FRAMEWORK))
+    ds = _dataset_copy(tb, tmp_path)
+    pidfile = tmp_path / "worker.pid"
+    (ds / "test_case" / "standin_bank_spin.py").write_text(HELPERS + f'''
+
+def test_spin(x: TestContext, judge: Judge):
+    """!
+    query: Say hello.
+    """
+    import os
+    open({str(pidfile)!r}, "w").write(str(os.getpid()))
+    while True:
+        pass
+''')
+    lst = tmp_path / "list.yaml"
+    lst.write_text(yaml.safe_dump(["standin_bank_spin.py:test_spin"]))
+    (task, domain), = select_tasks(f"thinkingbox:{ds}::{lst}", tb_servers=tb["servers_ok"], tb_no_sources=True)
+    out = _guarded_play(task, domain, make_scripted_agent("scripted:noop", task, domain), grade_timeout=3)
+    assert out.verdict.system_error and out.verdict.reward is None
+    assert "grading standin_bank_spin.py:test_spin ran past the grading bound of 3 s (--grade-timeout)" in out.verdict.system_error
+    assert pidfile.exists() and not _running(int(pidfile.read_text()))  # the worker was killed, not left spinning
+    # the CLI's --grade-timeout reaches it, and the attempt still gets its record
+    from typer.testing import CliRunner
+
+    from groundstate.cli import app
+    from groundstate.results import read_records
+
+    results = tmp_path / "results.jsonl"
+    r = CliRunner().invoke(app, ["run", "--agent", "scripted:noop", "--tasks", f"thinkingbox:{ds}::{lst}", "--tb-servers", str(tb["servers_ok"]),
+                                 "--tb-no-sources", "--grade-timeout", "2", "--out", str(results)])
+    (record,) = read_records(results)
+    assert "ran past the grading bound of 2 s (--grade-timeout)" in record["system_error"], r.output
+
+
+def test_thinkingbox_effects_that_never_come_are_cut_off_by_the_grading_bound(tb, tmp_path):
+    servers = _servers(tb, tmp_path, {"TB_STANDIN_HANG_EFFECTS": "1"})
+    (task, domain), = select_tasks(f"thinkingbox:{tb['dataset']}::{tb['list_transfer']}", tb_servers=servers, tb_no_sources=True)
+    before = {p.name for p in tb["pids"].iterdir()}
+    out = _guarded_play(task, domain, make_scripted_agent("scripted:gold", task, domain), guard_s=60, grade_timeout=2)
+    assert out.verdict.system_error and out.verdict.reward is None
+    assert f"grading {task.id} ran past the grading bound of 2 s (--grade-timeout)" in out.verdict.system_error
+    pids = _new_pids(tb, before)
+    assert len(pids) == 1 and not _alive(pids[0])
+
+
+def test_a_native_golden_replay_that_hangs_is_cut_off_by_the_grading_bound(backend, monkeypatch):
+    import threading
+
+    from groundstate.grading import Grader
+    from groundstate.tasks import iter_tasks
+
+    release = threading.Event()
+    monkeypatch.setattr(Grader, "golden", lambda self, task, template: release.wait(60))  # a gold replay that never ends
+    task, domain = iter_tasks(["retail"])[0]
+
+    async def attempt():
+        try:
+            return await asyncio.wait_for(play(task, domain, make_scripted_agent("scripted:gold", task, domain), ScriptedUser([]),
+                                               backend=backend, grader=Grader(backend), grade_timeout=1), 60)
+        finally:
+            release.set()
+
+    out = asyncio.run(attempt())
+    assert out.verdict.system_error and out.verdict.reward is None and out.trajectory is None
+    assert f"the golden replay of {task.id} ran past the grading bound of 1 s (--grade-timeout)" in out.verdict.system_error
+
+
+def test_a_native_grade_that_hangs_is_cut_off_by_the_grading_bound(backend):
+    """The SQL grader under the same bound: a judge that never answers a rubric (state passed) on both backends."""
+    import threading
+
+    from groundstate.judge import Judge
+    from groundstate.tasks import iter_tasks
+
+    release = threading.Event()
+
+    class Stalled:
+        def create(self, **kw):
+            release.wait(60)  # a judge endpoint that never answers (released when the test ends)
+            raise RuntimeError("released")
+
+    client = type("Client", (), {"chat": type("Chat", (), {"completions": Stalled()})()})()
+    task, domain = iter_tasks(["retail"])[0]
+    task = task.model_copy(update={"rubrics": ["Is the reply polite?"]})
+
+    async def attempt():
+        try:
+            return await asyncio.wait_for(play(task, domain, make_scripted_agent("scripted:gold", task, domain), ScriptedUser([]),
+                                               backend=backend, grader=grader_for(backend),
+                                               judge=Judge("openai:judge@http://x", client=client), grade_timeout=1), 60)
+        finally:
+            release.set()  # before asyncio.run waits for its worker threads
+
+    out = asyncio.run(attempt())
+    assert out.verdict.system_error and out.verdict.reward is None
+    assert f"grading {task.id} ran past the grading bound of 1 s (--grade-timeout)" in out.verdict.system_error

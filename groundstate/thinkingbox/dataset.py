@@ -107,6 +107,57 @@ class _ParsedFile:
     source: str
     functions: dict[str, _TestFunction] = field(default_factory=dict)
     helpers: dict[str, ast.FunctionDef] = field(default_factory=dict)  # module-level non-test functions
+    bindings: dict[str, int] = field(default_factory=dict)  # name -> times bound anywhere in the file
+
+
+def _misplaced_tests(tree: ast.Module) -> list[tuple[str, int, str]]:
+    """Functions that carry a test's `!` YAML but are not plain module-level `def`s: (name, line, why)."""
+    out: list[tuple[str, int, str]] = []
+
+    def visit(node: ast.AST, where: str | None) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                is_test = bool(child.body) and _yaml_literal(child.body[0]) is not None
+                why = "is an `async def`" if isinstance(child, ast.AsyncFunctionDef) else where
+                if is_test and why:
+                    out.append((child.name, child.lineno, why))
+                visit(child, f"is nested in function {child.name}")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"is a method of class {child.name}")
+            elif isinstance(child, ast.stmt):
+                visit(child, where or f"is defined inside a `{type(child).__name__.lower()}` block (line {child.lineno})")
+            else:
+                visit(child, where)
+
+    visit(tree, None)
+    return out
+
+
+def _module_bindings(tree: ast.Module) -> dict[str, int]:
+    """How many times each name is bound anywhere in the file (def, class, assignment, import, del, global, ...)."""
+    counts: dict[str, int] = {}
+
+    def bind(name: str | None) -> None:
+        if name:
+            counts[name] = counts.get(name, 0) + 1
+
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bind(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bind(node.id)
+        elif isinstance(node, ast.alias):
+            bind(node.asname or node.name.split(".")[0])
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            for name in node.names:
+                bind(name)
+        elif isinstance(node, ast.arg):
+            bind(node.arg)
+        elif isinstance(node, ast.ExceptHandler):
+            bind(node.name)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)):
+            bind(node.name)
+    return counts
 
 
 def _yaml_literal(node: ast.stmt) -> str | None:
@@ -140,6 +191,13 @@ def _parse_file_cached(path: Path, mtime_ns: int) -> _ParsedFile:
     except SyntaxError as e:
         raise TaskFileError(path, f"is not valid Python (line {e.lineno}): {e.msg}") from None
     parsed = _ParsedFile(path, source)
+    misplaced = _misplaced_tests(tree)
+    if misplaced:
+        name, line, why = misplaced[0]
+        raise TaskFileError(path, f"test {name} (line {line}) {why}: ThinkingBox collects only plain module-level `def` test "
+                            "functions, so the bridge cannot grade it as ThinkingBox would; make it one or remove its `!` YAML",
+                            f"{path.name}:{name}")
+    parsed.bindings = _module_bindings(tree)
     module_cfg: dict[str, Any] = {}
     for node in tree.body:
         text = _yaml_literal(node)
@@ -189,23 +247,28 @@ def _reads(node: ast.AST, names: set[str]) -> bool:
     return names <= seen
 
 
-def classify_check(parsed: _ParsedFile, fn: _TestFunction) -> tuple[str, bool]:
-    """("benchmark", uses_yesno) when the test body only calls the benchmark's hash (and yes/no rubric)
-    helpers; ("python", False) for any other test code, which only ThinkingBox itself can run."""
+def classify_check(parsed: _ParsedFile, fn: _TestFunction) -> tuple[str, bool, str]:
+    """("benchmark", uses_yesno, "") when the test body only calls the benchmark's hash (and yes/no rubric)
+    helpers, each defined once by a plain `def` and never rebound (so calling it runs that `def`);
+    ("python", False, why) for any other test code, which only ThinkingBox itself can run faithfully."""
+    if fn.node.decorator_list:
+        return "python", False, "the test function is decorated"
     called: list[str] = []
     for stmt in fn.node.body[1:]:
         call = stmt.value if isinstance(stmt, ast.Expr) else None
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and not call.keywords):
-            return "python", False
+            return "python", False, f"line {stmt.lineno} is not a call of a benchmark helper"
         name = call.func.id
         helper = parsed.helpers.get(name)
+        if helper is not None and (helper.decorator_list or parsed.bindings.get(name, 0) != 1):
+            return "python", False, f"helper {name} is decorated or bound more than once in the file (e.g. reassigned)"
         if helper is None or (name, True) not in ((HASH_HELPER[0], _reads(helper, HASH_HELPER[1])),
                                                    (YESNO_HELPER[0], _reads(helper, YESNO_HELPER[1]))):
-            return "python", False
+            return "python", False, f"{name} (line {stmt.lineno}) is not a benchmark helper"
         called.append(name)
     if HASH_HELPER[0] not in called:
-        return "python", False
-    return "benchmark", YESNO_HELPER[0] in called
+        return "python", False, f"it does not call {HASH_HELPER[0]}"
+    return "benchmark", YESNO_HELPER[0] in called, ""
 
 
 # -- scenarios and agents ----------------------------------------------------------------------------
@@ -276,6 +339,8 @@ class TbDataset:
     def scenario(self, name: str, referrer: Path, uid: str) -> _Scenario:
         if name not in self._scenarios:
             path = self.scenario_path(name)
+            if not path.resolve().is_relative_to((self.root / "scenario").resolve()):
+                raise TaskFileError(referrer, f"scenario {name!r} is not a file inside {self.root / 'scenario'}", uid, "scenario")
             if not path.is_file():
                 raise TaskFileError(referrer, f"scenario {name!r} not found: no {path}", uid, "scenario")
             scenario = _validated(_Scenario, path, _load_yaml_file(path))
@@ -286,18 +351,38 @@ class TbDataset:
             self._scenarios[name] = scenario
         return self._scenarios[name]
 
+    @property
+    def test_root(self) -> Path:
+        return self.root / "test_case"
+
+    def inside_tests(self, path: Path) -> Path | None:
+        """`path` with every symlink resolved, if it lies inside test_case/ (itself resolved), else None."""
+        resolved = path.resolve()
+        return resolved if resolved.is_relative_to(self.test_root.resolve()) else None
+
     def test_files(self) -> list[Path]:
-        return sorted((self.root / "test_case").rglob("*.py"))
+        """Every test file whose resolved path lies inside test_case/ (a symlink out of it is refused)."""
+        files = sorted(self.test_root.rglob("*.py"))
+        for f in files:
+            if self.inside_tests(f) is None:
+                raise TaskFileError(f, f"resolves outside {self.test_root}: test files must lie inside the dataset's test_case/ folder")
+        return files
 
     def find_test_file(self, filename: str) -> Path | None:
-        """ThinkingBox's lookup of `file.py`: test_case/file.py, then test_case/<prefix>/file.py, longest prefix first."""
-        base = self.root / "test_case"
-        if (base / filename).is_file():
-            return base / filename
+        """ThinkingBox's lookup of `file.py`: test_case/file.py, then test_case/<prefix>/file.py, longest prefix first.
+
+        `filename` may also be a path relative to test_case/ (`a/dup.py`). A name that
+        is absolute, or resolves (symlinks followed) outside test_case/, raises ValueError before any file is
+        read or even looked for, so the answer never tells whether a file outside exists.
+        """
+        base = self.test_root
+        if Path(filename).is_absolute() or not filename.endswith(".py") or self.inside_tests(base / filename) is None:
+            raise ValueError(f"{filename!r} is not a .py file inside {base}")
+        candidates = [base / filename]
         parts = filename.split("_")
-        for k in range(len(parts) - 1, 0, -1):
-            p = base / "_".join(parts[:k]) / filename
-            if p.is_file():
+        candidates += [base / "_".join(parts[:k]) / filename for k in range(len(parts) - 1, 0, -1)]
+        for p in candidates:
+            if self.inside_tests(p) is not None and p.is_file():
                 return p
         return None
 
@@ -341,7 +426,6 @@ class TbDomain:
         self.servers: dict[str, ServerSpec] | None = None
         self.servers_file: Path | None = None
         self.no_sources = False
-        self.call_timeout_s = 300.0
         # how this domain was loaded (dataset dir, test list, agent, allow_python), so that another process — a Ray
         # actor — can load the very same cases (`ray_runner` sends it with the servers file, never pickled objects)
         self.source: dict[str, Any] | None = None
@@ -429,6 +513,9 @@ def hydrate(dataset: TbDataset, parsed: _ParsedFile, fn: _TestFunction, domains:
     if not isinstance(init, dict) or not all(isinstance(v, dict) for v in init.values()):
         raise TaskFileError(path, "init must map server names to mappings", uid, "init")
     merged = merge_init({k: v or {} for k, v in scenario.world_state.items()}, init)
+    if not merged:  # no server would start, no effects would come back: a free pass for every agent
+        raise TaskFileError(path, f"neither scenario {scenario_name!r} (world_state) nor the test (init) names a server: "
+                            "the case has no final state to check", uid, "init")
 
     gold: list[ToolCall] = []
     patch: dict[str, list[dict[str, Any]]] = {}
@@ -451,10 +538,10 @@ def hydrate(dataset: TbDataset, parsed: _ParsedFile, fn: _TestFunction, domains:
             raise TaskFileError(path, "rubrics_yesno must be a list of strings", uid, f"init.{server}.rubrics_yesno")
         rubrics += yesno
 
-    check, uses_yesno = classify_check(parsed, fn)
+    check, uses_yesno, why = classify_check(parsed, fn)
     if check == "python" and not allow_python:
-        raise TaskFileError(path, "its checks are arbitrary Python, which only the ThinkingBox framework can run: install "
-                            "`thinkingbox` in this environment, or leave the case out with a test list", uid)
+        raise TaskFileError(path, f"its checks are arbitrary Python ({why}), which only the ThinkingBox framework can run: "
+                            "install `thinkingbox` in this environment, or leave the case out with a test list", uid)
     fixtures = [a.arg for a in fn.node.args.args + fn.node.args.kwonlyargs if a.arg not in ("x", "judge")]
     if fixtures:
         raise TaskFileError(path, f"the test function takes ThinkingBox fixtures ({', '.join(fixtures)}), which the bridge "
@@ -504,9 +591,12 @@ def load_thinkingbox(dataset_dir: Path | str, test_list: Path | str | None = Non
                 out.append(pair)
     else:
         list_path = Path(test_list)
-        seen: set[str] = set()
+        seen: dict[str, tuple[Path, str]] = {}  # id -> (file, entry): an id names one case, from one file
         for i, (filename, test) in enumerate(read_test_list(list_path)):
-            f = dataset.find_test_file(filename)
+            try:
+                f = dataset.find_test_file(filename)
+            except ValueError as e:
+                raise TaskFileError(list_path, f"entry {filename}:{test}: {e}", field=f"[{i}]") from None
             if f is None:
                 raise TaskFileError(list_path, f"no test file {filename!r} under {dataset.root / 'test_case'}", field=f"[{i}]")
             parsed = parse_test_file(f)
@@ -516,8 +606,11 @@ def load_thinkingbox(dataset_dir: Path | str, test_list: Path | str | None = Non
             pair = hydrate(dataset, parsed, fn, domains, allow)
             if pair is None:
                 raise TaskFileError(list_path, f"test case {filename}:{test} is tagged skip", field=f"[{i}]")
+            if pair[0].id in seen and seen[pair[0].id][0] != parsed.path:
+                raise TaskFileError(list_path, f"entry {filename}:{test} and entry {seen[pair[0].id][1]} are two cases with the same "
+                                    f"id {pair[0].id} ({parsed.path} and {seen[pair[0].id][0]}): rename one of the files", field=f"[{i}]")
             if pair[0].id not in seen:
-                seen.add(pair[0].id)
+                seen[pair[0].id] = (parsed.path, f"{filename}:{test}")
                 out.append(pair)
     source = {"dataset": str(dataset.root), "test_list": str(Path(test_list).resolve()) if test_list is not None else None,
               "agent": agent, "allow_python": allow_python}

@@ -6,7 +6,8 @@ only the scenario's tools, routed to the server that serves each. `grade` reads 
 from every server and turns the effects into a verdict (`groundstate.thinkingbox.grading`); `close` calls
 `__reserved__teardown` where a server has one (as ThinkingBox does before stopping a server: the benchmark
 servers drop their knowledge-base collections there; a failure is only logged), then ends the MCP
-sessions, which stops every process (the SDK closes stdin, then terminates and kills the tree).
+sessions, which stops every process: stdin is closed, and then the server's whole process group is terminated,
+whatever it spawned included (`groundstate.tools.stdio_transport`).
 
 Processes are never shared between attempts: the benchmark servers keep their database in module globals
 and `__reserved__init` applies the data patch on top of what is there, so re-initialising does not reset
@@ -160,7 +161,7 @@ class TbEnvironment:
             try:
                 self.servers[name] = await self._stack.enter_async_context(McpToolset.stdio(
                     spec.command[0], spec.command[1:], spec.env, cwd=spec.cwd, errlog=log,
-                    read_timeout_seconds=self.domain.call_timeout_s))
+                    read_timeout_seconds=spec.call_timeout, startup_timeout=spec.startup_timeout))
             except Exception as e:  # noqa: BLE001 - any failure to start is the server's, reported with its stderr
                 cause = _root_cause(e)
                 raise TbServerError(f"server {name!r} did not start ({' '.join(spec.command)}): {type(cause).__name__}: {cause}\n"

@@ -6,19 +6,25 @@ ThinkingBox's own test worker (`python -m thinkingbox.cli.testscript_worker`, th
 `TestContext` (the final reply, every server's effects and init result, the conversation and tool calls) —
 and, after a `\\0` on stdout, a `TestResult`. groundstate never executes the test file itself.
 
-Verdicts: `result` true with reward 1 passes; an assertion (`result` false) or a partial numeric reward
-fails; an exception other than an assertion (`is_system_error`) or a worker that returns nothing is a
-system error. A test that uses `judge` needs `--judge openai:MODEL[@URL]`, passed to ThinkingBox as its
+Verdicts: `result` true with reward exactly 1 (or true) passes; an assertion (`result` false) or reward exactly
+0 (or false) fails; anything else — NaN, an infinity, 7, a partial 0.5, a string, no reward — is a system error
+naming the value, as are an exception other than an assertion (`is_system_error`) and a worker that returns
+nothing. A test that uses `judge` needs `--judge openai:MODEL[@URL]`, passed to ThinkingBox as its
 documented OpenAI-compatible chat-completions configuration (temperature 0); without one the attempt is
 *unjudged*.
+
+The worker runs in a session of its own, under `groundstate.attempt.play`'s grading bound (`--grade-timeout`):
+when that runs out, its whole process group is killed and the attempt is a system error.
 """
 
 from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import sys
 from typing import Any
 
@@ -88,8 +94,15 @@ async def run_test_function(task: Task, case: TbCase, effects: dict[str, Any], i
                "judge_type": "legacy", "test_context": test_context(trajectory, effects, init_results), "fixtures_config": {},
                "test_uid": case.uid}
     proc = await asyncio.create_subprocess_exec(sys.executable, "-m", WORKER, stdin=asyncio.subprocess.PIPE,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    stdout, stderr = await proc.communicate(json.dumps(request, default=str).encode())
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                                                start_new_session=True)
+    try:
+        stdout, stderr = await proc.communicate(json.dumps(request, default=str).encode())
+    finally:
+        if proc.returncode is None:  # cancelled (the grading bound ran out): the worker and all it started must stop now
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
     pos = stdout.rfind(b"\0")
     if pos == -1:
         return system_error(f"ThinkingBox's test worker returned no result for {case.uid} (exit {proc.returncode}): "
@@ -101,9 +114,17 @@ async def run_test_function(task: Task, case: TbCase, effects: dict[str, Any], i
     where = f"line {result.get('lineno', -1)}: {result.get('line_content', '').strip()}"
     if result.get("is_system_error"):
         return system_error(f"the test function of {case.uid} raised ({where})\n{result.get('tb', '')[-1500:]}")
-    reward = float(result.get("reward", 0.0))
-    if not result.get("result"):
-        return Verdict(reward=0, state_reward=0, reasons=[f"test function failed at {where}", result.get("tb", "")[-1500:]])
-    if reward < 1.0:
-        return Verdict(reward=0, state_reward=0, reasons=[f"test function returned a partial reward {reward} (counted as a fail)"])
+    if result.get("result") is False:
+        return Verdict(reward=0, state_reward=0, reasons=[f"test function failed at {where}", str(result.get("tb", ""))[-1500:]])
+    reward = result.get("reward")
+    if result.get("result") is not True or not _is_exactly(reward, 0, 1):
+        return system_error(f"the test function of {case.uid} returned reward {reward!r} (result {result.get('result')!r}): "
+                            "only 1 (or True) passes and 0 (or False) fails; anything else cannot be scored")
+    if reward == 0:
+        return Verdict(reward=0, state_reward=0, reasons=[f"the test function of {case.uid} returned reward {reward!r}"])
     return Verdict(reward=1, state_reward=1, reasons=[f"the test function of {case.uid} passed"])
+
+
+def _is_exactly(value: Any, *allowed: int) -> bool:
+    """Whether `value` is a JSON boolean or number equal to one of `allowed` (NaN and infinities never are)."""
+    return isinstance(value, (bool, int, float)) and any(value == a for a in allowed)

@@ -5,10 +5,14 @@
         type: mcp-process
         command: ["{python}", "-m", "tb_business_ops_servers_202606.mcp_sandbox_neobank_support_v1"]
         env: {TYPESENSE_API_KEY: Fake}
+        startup_timeout: 30       # optional, seconds: spawn + MCP initialize + tools/list (default 30)
+        call_timeout: 300         # optional, seconds: each tool call, the reserved ones included (default 300)
 
 `{python}` in a command stands for the interpreter running groundstate; a server installed in its own
 environment names that environment's interpreter instead. Commands run in the folder of the servers file,
 so relative paths in them are relative to it. Other keys of the file (e.g. `use_internal_servers`) are ignored.
+A server that does not finish start-up within `startup_timeout`, or leaves a call unanswered for `call_timeout`,
+ends the attempt as a system error; every process the server started is stopped with it.
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ import yaml
 
 from groundstate.tasks import TaskFileError
 
+DEFAULT_STARTUP_TIMEOUT_S = 30.0  # spawn + initialize + tools/list; the benchmark's servers take 3-4 s
+DEFAULT_CALL_TIMEOUT_S = 300.0
+
 
 @dataclass(frozen=True)
 class ServerSpec:
@@ -29,6 +36,8 @@ class ServerSpec:
     command: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
     cwd: str | None = None
+    startup_timeout: float = DEFAULT_STARTUP_TIMEOUT_S
+    call_timeout: float = DEFAULT_CALL_TIMEOUT_S
 
 
 def _spec(path: Path, name: str, raw: Any) -> ServerSpec:
@@ -44,8 +53,14 @@ def _spec(path: Path, name: str, raw: Any) -> ServerSpec:
     env = raw.get("env") or {}
     if not isinstance(env, dict) or not all(isinstance(k, str) for k in env):
         raise TaskFileError(path, "must map variable names to values", field=f"{where}.env")
+    bounds = {}
+    for key, default in (("startup_timeout", DEFAULT_STARTUP_TIMEOUT_S), ("call_timeout", DEFAULT_CALL_TIMEOUT_S)):
+        value = raw.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+            raise TaskFileError(path, f"must be a positive number of seconds, got {value!r}", field=f"{where}.{key}")
+        bounds[key] = float(value)
     return ServerSpec(name, tuple(c.replace("{python}", sys.executable) for c in command),
-                      {k: str(v) for k, v in env.items()}, str(path.parent))
+                      {k: str(v) for k, v in env.items()}, str(path.parent), **bounds)
 
 
 def load_servers(path: Path | str) -> dict[str, ServerSpec]:

@@ -15,21 +15,24 @@ fails outright (an HTTP server gone) is torn down by the SDK, and its exception 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, TextIO
 
-from mcp import Client, MCPError, StdioServerParameters, stdio_client, types
+from mcp import Client, MCPError, StdioServerParameters, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from groundstate.tools import ToolResult
+from groundstate.tools.stdio_transport import StdoutNoise, stdio_transport
 
 __all__ = ["McpToolset", "McpToolsetError"]
 
 WRITE_META_KEY = "groundstate/write"  # = mcp_server.WRITE_META_KEY: set by groundstate's own MCP server
 INFRA_KEY = "groundstate/infrastructure"  # in mcp_server.INFRA_ERROR_DATA: the error is not the agent's doing
+DEFAULT_STARTUP_TIMEOUT_S = 30.0  # a stdio server's start-up: spawn, initialize, tools/list (the SDK's servers take 1-4 s)
 
 
 class McpToolsetError(RuntimeError):
@@ -46,15 +49,30 @@ class McpToolset:
     # -- connecting ----------------------------------------------------------------------------
     @classmethod
     @contextlib.asynccontextmanager
-    async def connect(cls, target: Any, *, mode: str = "auto", read_timeout_seconds: float | None = None) -> AsyncIterator["McpToolset"]:
-        """Connect through anything `mcp.Client` accepts (a transport, a URL, `StdioServerParameters`, a server object)."""
-        async with Client(target, mode=mode, read_timeout_seconds=read_timeout_seconds) as client:
-            toolset = cls(client, [])
-            await toolset.refresh()
+    async def connect(cls, target: Any, *, mode: str = "auto", read_timeout_seconds: float | None = None,
+                      startup_timeout: float | None = None, noise: StdoutNoise | None = None) -> AsyncIterator["McpToolset"]:
+        """Connect through anything `mcp.Client` accepts (a transport, a URL, `StdioServerParameters`, a server object).
+
+        `startup_timeout` bounds the whole start-up — connecting, the initialize handshake and tools/list — on its
+        own (a server that never answers, or answers garbage, raises `McpToolsetError` once it runs out).
+        """
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                async with asyncio.timeout(startup_timeout) as scope:
+                    client = await stack.enter_async_context(Client(target, mode=mode, read_timeout_seconds=read_timeout_seconds))
+                    toolset = cls(client, [])
+                    await toolset.refresh()
+            except TimeoutError:
+                if not scope.expired():
+                    raise
+                extra = f"; {noise.summary()}" if noise is not None and noise.lines else ""
+                raise McpToolsetError(f"the MCP server did not finish start-up (initialize, tools/list) within its "
+                                      f"start-up bound of {startup_timeout:g} s{extra}") from None
             yield toolset
 
     @classmethod
-    def stdio(
+    @contextlib.asynccontextmanager
+    async def stdio(
         cls,
         command: str,
         args: Sequence[str] = (),
@@ -64,14 +82,19 @@ class McpToolset:
         errlog: TextIO | None = None,
         mode: str = "auto",
         read_timeout_seconds: float | None = None,
-    ) -> contextlib.AbstractAsyncContextManager["McpToolset"]:
-        """Spawn `command args…` and talk MCP over its stdin/stdout; the process is stopped on exit.
+        startup_timeout: float | None = DEFAULT_STARTUP_TIMEOUT_S,
+    ) -> AsyncIterator["McpToolset"]:
+        """Spawn `command args…` in a session of its own and talk MCP over its stdin/stdout
+        (`groundstate.tools.stdio_transport`): start-up is bounded by `startup_timeout`, each request by
+        `read_timeout_seconds`; on exit the server's whole process group is stopped, whatever it spawned included.
 
-        The child gets the SDK's minimal environment (PATH, HOME, …) plus `env`.
+        The child gets the SDK's minimal environment (PATH, HOME, …) plus `env`; its stderr goes to `errlog`.
         """
         params = StdioServerParameters(command=command, args=list(args), env=env, cwd=cwd)
-        target = stdio_client(params, errlog=errlog) if errlog is not None else params
-        return cls.connect(target, mode=mode, read_timeout_seconds=read_timeout_seconds)
+        noise = StdoutNoise()
+        async with cls.connect(stdio_transport(params, errlog, noise), mode=mode, read_timeout_seconds=read_timeout_seconds,
+                               startup_timeout=startup_timeout, noise=noise) as toolset:
+            yield toolset
 
     @classmethod
     @contextlib.asynccontextmanager
