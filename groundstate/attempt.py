@@ -90,8 +90,13 @@ class SandboxEnvironment:
         return cls(sandbox, grader, offload)
 
     async def grade(self, task: Task, trajectory: Trajectory, judge: Any = None) -> Verdict:
-        # in a thread on every backend, so that `play`'s grading bound can fire while the grader works
-        return await asyncio.to_thread(self.grader.grade, task, self.sandbox, trajectory, judge)
+        # in a thread on every backend, so that `play`'s grading bound can fire while the grader works; the grader
+        # holds the sandbox (`in_use`), so a close at the bound interrupts it and releases the sandbox only after it
+        return await asyncio.to_thread(self._grade, task, trajectory, judge)
+
+    def _grade(self, task: Task, trajectory: Trajectory, judge: Any) -> Verdict:
+        with self.sandbox.in_use():
+            return self.grader.grade(task, self.sandbox, trajectory, judge)
 
     async def close(self) -> None:
         if self.offload:

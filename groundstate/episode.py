@@ -83,15 +83,10 @@ async def _in_daemon_thread(fn: Any, *args: Any) -> Any:
     return await fut
 
 
-def _interrupt(sandbox: Sandbox | None) -> None:
-    """Ask the sandbox's database to abandon the statement in progress (SQLite `interrupt`, PostgreSQL `cancel`)."""
-    raw = getattr(getattr(sandbox, "connection", None), "raw", None)
-    stop = getattr(raw, "interrupt", None) or getattr(raw, "cancel", None)
-    if stop is not None:
-        try:
-            stop()
-        except Exception:  # noqa: BLE001 - best effort: the attempt is a system error either way
-            pass
+def _call_tool(sandbox: Sandbox, toolset: Any, name: str, arguments: Any) -> Any:
+    """One in-process tool call from a worker thread, holding the sandbox open until the call returns."""
+    with sandbox.in_use():
+        return toolset.call(sandbox.connection, name, arguments)
 
 
 @dataclass
@@ -168,8 +163,8 @@ async def run_episode(
         try:
             return await asyncio.wait_for(awaitable, timeout)
         except TimeoutError:
-            if database:  # a tool stuck in a query: ask the database to abandon it before the sandbox is closed
-                _interrupt(sandbox)
+            if database and sandbox is not None:  # a tool stuck in a query: ask the database to abandon it
+                sandbox.interrupt()
             raise EpisodeHang(f"{what} did not return within the attempt time limit ({timeout:g} s)") from None
 
     async def run_call(call: Any) -> tuple[bool, str, bool]:
@@ -178,9 +173,9 @@ async def run_episode(
         if hasattr(toolset, "acall"):  # tools served over MCP: the server owns the writes
             r = await harness(f"tool {call.name}", toolset.acall(call.name, call.arguments))
         elif timeout is not None:
-            r = await harness(f"tool {call.name}", _in_daemon_thread(toolset.call, sandbox.connection, call.name, call.arguments))
+            r = await harness(f"tool {call.name}", _in_daemon_thread(_call_tool, sandbox, toolset, call.name, call.arguments))
         elif offload:
-            r = await asyncio.to_thread(toolset.call, sandbox.connection, call.name, call.arguments)
+            r = await asyncio.to_thread(_call_tool, sandbox, toolset, call.name, call.arguments)
         else:
             r = toolset.call(sandbox.connection, call.name, call.arguments)
         if not r.ok and _connection_lost(sandbox):  # not the agent's doing: stop now rather than show it a dead database

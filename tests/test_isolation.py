@@ -101,3 +101,50 @@ def test_cleanup_stale_drops_only_this_machines_dead_sandboxes(pg_backend):
         for name in names:
             pg_backend._admin_execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
 
+
+
+HANGING_QUERY = {
+    "sqlite": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) AS n FROM c",
+    "postgres": "SELECT pg_sleep(600) AS n",
+}
+
+
+def test_a_sandbox_closed_under_a_running_statement_is_released_only_after_it(backend, shop):
+    """An attempt cut off by a time limit closes its sandbox while a worker thread (a tool, the grader) still runs a
+    statement on it. The close interrupts that statement and the sandbox is released only when the call returns:
+    a connection is never closed, nor a clone pooled for the next attempt, under a running statement (closing a
+    SQLite connection under a running query can crash the process; a pooled PostgreSQL clone would be shared)."""
+    import threading
+
+    template = backend.prepare(shop, shop.task("shop-cancel").patch)
+    sandbox = backend.open(template)
+    started, outcome = threading.Event(), {}
+
+    def worker():
+        with sandbox.in_use():
+            started.set()
+            try:
+                sandbox.connection.query(HANGING_QUERY[backend.name])
+            except Exception as e:  # noqa: BLE001 - the interrupted statement
+                outcome["error"] = type(e).__name__
+            outcome["closed_while_running"] = sandbox.closed
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    assert started.wait(30)
+    sandbox.close()  # the attempt is over: interrupt the statement (or refuse it, not yet started), release after it
+    thread.join(60)
+    assert not thread.is_alive(), "the statement was not interrupted"
+    assert outcome == {"error": outcome.get("error"), "closed_while_running": False} and outcome["error"]
+    assert sandbox.closed  # released by the worker as it returned
+    with pytest.raises(RuntimeError, match="released"):
+        with sandbox.in_use():
+            pass
+    # the backend got its sandbox back exactly once, in a state the next attempt can use
+    again = backend.open(template)
+    try:
+        assert again.connection.query("SELECT 1 AS one") == [{"one": 1}]
+    finally:
+        again.close()
+    if backend.name == "postgres":
+        assert backend.in_use == 0

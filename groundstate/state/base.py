@@ -7,11 +7,14 @@ change log, so the grader's cost follows the rows changed, not the size of the d
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import threading
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from groundstate.state.capture import LOG_TABLE
 from groundstate.state.changes import ChangeSet, Normaliser, RowChange, canon_value
@@ -58,11 +61,73 @@ class Template:
 
 @dataclass
 class Sandbox(ABC):
-    """One attempt's private world."""
+    """One attempt's private world.
+
+    Blocking calls made on it from other threads (a tool, the grader) run inside `in_use()`. `close()` while such a
+    call is in progress (an attempt cut off by a time limit, or cancelled) asks the database to abandon the
+    statement (`interrupt`) and leaves the release to the last call as it returns: a connection is never closed,
+    nor a clone pooled for the next attempt, under a statement that is still running.
+    """
 
     template: Template
     connection: Db
     closed: bool = field(default=False, init=False)
+    _users: int = field(default=0, init=False, repr=False)
+    _close_pending: bool = field(default=False, init=False, repr=False)
+    _guard: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    @contextlib.contextmanager
+    def in_use(self) -> Iterator["Sandbox"]:
+        """Hold the sandbox open for one blocking call (raises `RuntimeError` once it is closed or closing)."""
+        with self._guard:
+            if self.closed or self._close_pending:
+                raise RuntimeError("the sandbox was released: the attempt is over")
+            self._users += 1
+        try:
+            yield self
+        finally:
+            with self._guard:
+                self._users -= 1
+                release = self._users == 0 and self._close_pending
+                if release:
+                    self.closed = True
+            if release:
+                self._release()
+
+    def close(self) -> None:
+        """Release the sandbox now, or, while a call is in progress, interrupt it and release when it returns."""
+        with self._guard:
+            if self.closed or self._close_pending:
+                return
+            busy = self._users > 0
+            if busy:
+                self._close_pending = True
+            else:
+                self.closed = True
+        if busy:
+            self.connection.revoke()  # the worker may start no further statement on a sandbox being released
+            threading.Thread(target=self._interrupt_until_released, name="groundstate-release", daemon=True).start()
+        else:
+            self._release()
+
+    def _interrupt_until_released(self) -> None:
+        """Interrupt the worker's statement until it lets go: an interrupt that lands just before a statement starts
+        is lost, so it is repeated. Under the guard, so that no interrupt ever reaches a connection being closed."""
+        while True:
+            with self._guard:
+                if self.closed:
+                    return
+                self.interrupt()
+            time.sleep(0.05)
+
+    @abstractmethod
+    def _release(self) -> None:
+        """Give the sandbox back (close its connection or return its clone to the pool); called exactly once."""
+
+    @abstractmethod
+    def interrupt(self) -> None:
+        """Ask the database to abandon the statement in progress, from any thread (best effort; never called once the
+        sandbox is released)."""
 
     @property
     def normaliser(self) -> Normaliser:
@@ -103,9 +168,6 @@ class Sandbox(ABC):
             for row in db.query(f"SELECT {', '.join(cols)} FROM {table} WHERE {where}", *params):
                 found[tuple(canon_value(row[c]) for c in pk)] = row
         return found
-
-    @abstractmethod
-    def close(self) -> None: ...
 
     def __enter__(self) -> "Sandbox":
         return self

@@ -31,12 +31,22 @@ class Db:
         self.raw = raw
         self.today = today or dt.date(2026, 1, 1)
         self.rows_read = 0  # rows fetched through this wrapper (tools and grader), for cost accounting
+        self.revoked = False  # set when the attempt is over: a worker still running may start no new statement
+
+    def revoke(self) -> None:
+        """Refuse every later statement (`RuntimeError`): the sandbox is being released under a running call."""
+        self.revoked = True
 
     # -- dialect hooks -------------------------------------------------------------------------
     def _sql(self, sql: str) -> str:
         return sql
 
     def _cursor_execute(self, sql: str, params: tuple) -> Any:
+        if self.revoked:
+            raise RuntimeError("the sandbox was released: the attempt is over")
+        return self._run(sql, params)
+
+    def _run(self, sql: str, params: tuple) -> Any:
         return self.raw.execute(self._sql(sql), params)
 
     # -- public API ----------------------------------------------------------------------------
@@ -113,7 +123,7 @@ class PgDb(Db):
     def _sql(self, sql: str) -> str:
         return sql.replace("%", "%%").replace("?", "%s")
 
-    def _cursor_execute(self, sql: str, params: tuple) -> Any:
+    def _run(self, sql: str, params: tuple) -> Any:
         # psycopg sends a statement without parameters over the simple protocol, which runs every statement in
         # the string; asking for binary results is its public switch to the extended protocol in every case.
         return self.raw.execute(self._sql(sql), params, prepare=False, binary=True)

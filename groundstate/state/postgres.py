@@ -137,12 +137,13 @@ class PostgresSandbox(Sandbox):
     def dbname(self) -> str:
         return self.clone.dbname if self.clone else ""
 
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
+    def _release(self) -> None:
         assert self.backend is not None and self.clone is not None
         self.backend._release(self.clone)
+
+    def interrupt(self) -> None:
+        with contextlib.suppress(psycopg.Error):
+            self.connection.raw.cancel_safe(timeout=5)
 
 
 class PostgresBackend(Backend):

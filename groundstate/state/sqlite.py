@@ -6,6 +6,7 @@ attempt deserializes its own private copy, which costs a copy of the database pa
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from typing import TYPE_CHECKING, Any
@@ -81,12 +82,14 @@ def load_rows(conn: sqlite3.Connection, rows: dict[str, list[dict[str, Any]]]) -
 class SqliteSandbox(Sandbox):
     backend: "SqliteBackend | None" = None
 
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            self.connection.raw.close()
-            if self.backend is not None:
-                self.backend._released()
+    def _release(self) -> None:
+        self.connection.raw.close()
+        if self.backend is not None:
+            self.backend._released()
+
+    def interrupt(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self.connection.raw.interrupt()
 
 
 class SqliteBackend(Backend):
