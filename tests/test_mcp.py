@@ -307,12 +307,14 @@ def test_each_connection_gets_a_sandbox_released_at_its_end(shop):
         async with McpToolset.in_process(server) as a, McpToolset.in_process(server) as b:
             await a.acall("cancel_order", {"order_id": 1})
             assert json.loads((await b.acall("get_order", {"order_id": 1})).content)["status"] == "pending"
-            assert ended == []
-        async with McpToolset.in_process(server) as c:  # a session that never calls a tool opens no sandbox
+            assert ended == [] and backend.in_use == 2
+        async with McpToolset.in_process(server) as c:  # no tool call: no sandbox while it runs ...
             assert "get_order" in c
+            assert backend.in_use == 0 and len(ended) == 2
+        # ... but its end is graded all the same (the untouched start state fails the task)
 
     run(main)
-    assert sorted(ended) == [0, 1]
+    assert sorted(ended) == [0, 0, 1] and backend.in_use == 0
 
 
 @pytest.mark.postgres
@@ -381,3 +383,147 @@ def test_cli_refuses_a_remote_host_and_unknown_tasks():
     assert r.exit_code == 2 and "no task 'no-such-task'" in r.output
     r = CliRunner().invoke(app, ["--domain", SHOP, "--transport", "carrier-pigeon"])
     assert r.exit_code == 2 and "unknown transport" in r.output
+
+
+# -- limits: stdio queue and nesting, sessions without tool calls (raw frames where the stream is the point) ---
+INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
+
+
+def _frame(message: dict) -> bytes:
+    return (json.dumps(message) + "\n").encode()
+
+
+def _call(i, order_id=1) -> dict:
+    return {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "get_order", "arguments": {"order_id": order_id}}}
+
+
+class _Lines:
+    """The server's stdout, read on demand by a thread (nothing is read between calls, so unread answers stay
+    in the pipe): `next(timeout)` is the next JSON line, None at the end of the stream."""
+
+    def __init__(self, stream):
+        import queue
+        import threading
+
+        self.asks: queue.Queue = queue.Queue()
+        self.lines: queue.Queue = queue.Queue()
+
+        def serve() -> None:
+            while self.asks.get():
+                self.lines.put(stream.readline())
+
+        threading.Thread(target=serve, daemon=True).start()
+
+    def next(self, timeout: float = 20.0):
+        import queue
+
+        self.asks.put(True)
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            pytest.fail(f"no answer from the server within {timeout} s")
+        return json.loads(line) if line else None
+
+
+@pytest.fixture
+def raw_stdio_server(tmp_path):
+    """A stdio server process driven with raw JSON lines (the client misbehaviour is the point), after the
+    handshake. Yields start(*options) -> (process, its stdout lines), and the stderr log."""
+    log = tmp_path / "stderr.log"
+    procs = []
+
+    def start(*extra: str) -> tuple[subprocess.Popen, _Lines]:
+        with open(log, "wb") as err:
+            proc = subprocess.Popen([sys.executable, *SERVER_ARGS, *extra], cwd=ROOT, env={**os.environ, **ENV},
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+        procs.append(proc)
+        lines = _Lines(proc.stdout)
+        proc.stdin.write(_frame(INIT))
+        proc.stdin.flush()
+        assert lines.next()["id"] == 0
+        proc.stdin.write(_frame({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        proc.stdin.flush()
+        return proc, lines
+
+    yield start, log
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_stdio_unread_requests_are_bounded_and_every_one_is_answered(raw_stdio_server):
+    """A client that writes thousands of requests without reading answers: the server stops reading once
+    `--max-pending` requests are unanswered (before the fix it read all of them, one task each, without bound);
+    once the client reads, every request has exactly one answer, results or 'too many requests in flight'."""
+    import threading
+
+    start, log = raw_stdio_server
+    proc, lines = start("--max-pending", "8")
+    n = 4000  # far more than the two pipes and the server's 8 requests in flight can hold
+    flood = b"".join(_frame(_call(i)) for i in range(1, n + 1))
+    writer = threading.Thread(target=lambda: (proc.stdin.write(flood), proc.stdin.flush()), daemon=True)
+    writer.start()
+    writer.join(20)
+    assert writer.is_alive(), "the server read every unanswered request (its queue is unbounded)"
+
+    answers: dict = {}
+    while len(answers) < n:
+        message = lines.next()
+        assert message, f"the server stopped before answering every request: {log.read_text()[-2000:]}"
+        assert message["id"] not in answers, f"request {message['id']} answered twice"
+        answers[message["id"]] = message
+    writer.join(20)
+    assert not writer.is_alive()
+    assert set(answers) == set(range(1, n + 1))
+    busy = [a for a in answers.values() if "error" in a]
+    served = [a for a in answers.values() if "result" in a]
+    assert busy and served
+    assert all("too many requests in flight: 8 are still unanswered" in a["error"]["message"] for a in busy)
+    assert all(json.loads(a["result"]["content"][0]["text"])["status"] == "pending" for a in served)
+
+    # the connection is still a working session, and its end is graded
+    proc.stdin.write(_frame(_call(n + 1)))
+    proc.stdin.flush()
+    assert json.loads(lines.next()["result"]["content"][0]["text"])["status"] == "pending"
+    proc.stdin.close()
+    assert proc.wait(timeout=20) == 0
+    assert " ended: task shop-cancel reward=0" in log.read_text()
+
+
+@pytest.mark.parametrize("depth", [100, 100_000])
+def test_stdio_deeply_nested_requests_are_answered_with_an_error(raw_stdio_server, depth):
+    """Arguments nested 100 levels (parsed by the SDK) or 100,000 levels (which its parser refused, and the SDK
+    then dropped the frame without an answer): an error for that request id; the session goes on."""
+    start, log = raw_stdio_server
+    proc, lines = start()
+    deep = '{"jsonrpc": "2.0", "id": "deep", "method": "tools/call", "params": {"name": "get_order", "arguments": {"order_id": ' \
+        + "[" * depth + "]" * depth + "}}}\n"
+    proc.stdin.write(deep.encode() + _frame(_call(2)) + b"{not json\n")
+    proc.stdin.flush()
+    answers = {m["id"]: m for m in (lines.next() for _ in range(3))}  # in any order
+    refused, served, garbled = answers["deep"], answers[2], answers[None]
+    assert refused["id"] == "deep" and refused["error"]["code"] == -32600
+    assert "levels deep" in refused["error"]["message"] and "64" in refused["error"]["message"]
+    assert served["id"] == 2 and not served["result"]["isError"]
+    assert garbled["id"] is None and garbled["error"]["code"] == -32700
+    proc.stdin.close()
+    assert proc.wait(timeout=20) == 0
+
+
+def test_stdio_session_without_tool_calls_is_graded(tmp_path):
+    """The SDK's own client connects, lists the tools and leaves: the no-op session still gets its verdict (0)."""
+    log = tmp_path / "stderr.log"
+
+    async def main():
+        with open(log, "w") as err:
+            async with stdio_client(stdio_params(), errlog=err) as (r, w), ClientSession(r, w) as s:
+                await s.initialize()
+                assert (await s.list_tools()).tools
+
+    run(main)
+    deadline = time.monotonic() + 10  # the verdict is printed as the process winds down
+    while " ended: " not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert " ended: task shop-cancel reward=0" in log.read_text(), log.read_text()
