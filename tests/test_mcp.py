@@ -7,6 +7,7 @@ and our `McpToolset`. Everything stays on 127.0.0.1.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -383,6 +384,10 @@ def test_cli_refuses_a_remote_host_and_unknown_tasks():
     assert r.exit_code == 2 and "no task 'no-such-task'" in r.output
     r = CliRunner().invoke(app, ["--domain", SHOP, "--transport", "carrier-pigeon"])
     assert r.exit_code == 2 and "unknown transport" in r.output
+    r = CliRunner().invoke(app, ["--domain", SHOP, "--backend", "oracle"])
+    assert r.exit_code == 2 and "--backend: unknown backend 'oracle'" in r.output
+    r = CliRunner().invoke(app, ["--domain", SHOP, "--max-sessions", "0"])
+    assert r.exit_code == 2 and "--max-sessions" in r.output
 
 
 # -- limits: stdio queue and nesting, sessions without tool calls (raw frames where the stream is the point) ---
@@ -512,6 +517,20 @@ def test_stdio_deeply_nested_requests_are_answered_with_an_error(raw_stdio_serve
     assert proc.wait(timeout=20) == 0
 
 
+def test_stdio_server_stops_on_sigterm_while_its_client_keeps_stdin_open(raw_stdio_server):
+    """SIGTERM with the session open: its sandbox is graded and the process exits (before the fix it graded,
+    then waited without end for its read of stdin, which the client kept open)."""
+    start, log = raw_stdio_server
+    proc, lines = start()
+    proc.stdin.write(_frame({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                             "params": {"name": "cancel_order", "arguments": {"order_id": 1}}}))
+    proc.stdin.flush()
+    assert not lines.next()["result"]["isError"]
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 0
+    assert " ended: task shop-cancel reward=1" in log.read_text()
+
+
 def test_stdio_session_without_tool_calls_is_graded(tmp_path):
     """The SDK's own client connects, lists the tools and leaves: the no-op session still gets its verdict (0)."""
     log = tmp_path / "stderr.log"
@@ -527,3 +546,149 @@ def test_stdio_session_without_tool_calls_is_graded(tmp_path):
     while " ended: " not in log.read_text() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert " ended: task shop-cancel reward=0" in log.read_text(), log.read_text()
+
+
+# -- limits: the PostgreSQL HTTP server at a full pool, idle sessions, SIGTERM -------------------------------
+def _start_http(log: Path, *extra: str) -> tuple[subprocess.Popen, str, str]:
+    port, token = _free_port(), secrets.token_urlsafe(16)
+    with open(log, "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, *SERVER_ARGS, "--transport", "http", "--port", str(port), "--backend", "postgres", *extra],
+            cwd=ROOT, env={**os.environ, **ENV, "GROUNDSTATE_MCP_TOKEN": token},
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+        )
+    url = f"http://127.0.0.1:{port}/mcp"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            httpx2.post(url, json={}, timeout=1)
+            return proc, url, token
+        except httpx2.TransportError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"HTTP MCP server did not start: {log.read_text()}")
+            time.sleep(0.1)
+
+
+@contextlib.asynccontextmanager
+async def _http_session(url: str, token: str):
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(30, read=300)) as http:
+        async with streamable_http_client(url, http_client=http) as (read, write), ClientSession(read, write) as s:
+            await s.initialize()
+            yield s
+
+
+def _sandbox_databases(pid: int) -> list[str]:
+    import psycopg
+
+    from groundstate.state.postgres import default_dsn
+
+    with psycopg.connect(default_dsn(), autocommit=True) as conn:
+        return [r[0] for r in conn.execute("SELECT datname FROM pg_database WHERE datname LIKE %s", (f"gs\\_sb\\_%\\_{pid}\\_%",))]
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.postgres
+def test_postgres_http_server_at_a_full_pool_answers_an_error_and_serves_again(pg_backend, tmp_path):
+    """`--max-sessions 2`: a third session's first tool call waits `--session-wait` (1 s), then gets a clear
+    JSON-RPC error (before the fix it never returned: the server's 33rd clone waited forever); once a session
+    ends, the waiting session is served."""
+    log = tmp_path / "stderr.log"
+    proc, url, token = _start_http(log, "--max-sessions", "2", "--session-wait", "1")
+    try:
+        async def main():
+            async with _http_session(url, token) as c:
+                async with _http_session(url, token) as a, _http_session(url, token) as b:
+                    assert not (await a.call_tool("cancel_order", {"order_id": 1})).is_error
+                    assert not (await b.call_tool("get_order", {"order_id": 1})).is_error
+                    with pytest.raises(MCPError, match="no sandbox free: this server keeps at most 2") as e:
+                        await c.call_tool("get_order", {"order_id": 1})
+                    assert e.value.data == {"groundstate/infrastructure": True}
+                # a and b ended (DELETE): their clones are free again
+                r = await c.call_tool("get_order", {"order_id": 1})
+                assert json.loads(text(r))["status"] == "pending"
+
+        run(main, limit=60)
+        # a cancelled the order (1), b and c did not (0); every session was graded once
+        assert sorted(line.split("reward=")[1][0] for line in _wait_for_ended(log, 3, 20.0)) == ["0", "0", "1"]
+    finally:
+        _stop(proc)
+    assert proc.returncode == 0, log.read_text()
+    assert _sandbox_databases(proc.pid) == [] and len(_ended_lines(log)) == 3
+
+
+@pytest.mark.postgres
+def test_postgres_http_idle_session_is_graded_and_frees_its_clone(pg_backend, tmp_path):
+    """A session that called a tool, then idles with its event stream open (the SDK client holds a GET for the
+    whole session): after `--idle-timeout` its clone is graded and released, so another session gets it; the
+    idle session's next call is told its session ended."""
+    log = tmp_path / "stderr.log"
+    proc, url, token = _start_http(log, "--max-sessions", "1", "--session-wait", "20", "--idle-timeout", "1")
+    try:
+        async def main():
+            async with _http_session(url, token) as a:
+                assert not (await a.call_tool("cancel_order", {"order_id": 1})).is_error
+                ended = await anyio.to_thread.run_sync(_wait_for_ended, log, 1, 30.0)
+                assert len(ended) == 1 and "reward=1" in ended[0]
+                async with _http_session(url, token) as b:
+                    assert json.loads(text(await b.call_tool("get_order", {"order_id": 1})))["status"] == "pending"
+                with pytest.raises(MCPError, match="session has ended"):
+                    await a.call_tool("get_order", {"order_id": 1})
+
+        run(main, limit=60)
+    finally:
+        _stop(proc)
+    assert _sandbox_databases(proc.pid) == []
+
+
+@pytest.mark.postgres
+def test_postgres_http_server_stops_on_sigterm_with_sessions_in_flight(pg_backend, tmp_path):
+    """SIGTERM while two sessions hold clones (their event streams open) and a third waits for one: the
+    server exits promptly, every session graded (the third on its untouched start state), and no `gs_sb_*`
+    database is left (before the fix it did not stop: uvicorn waited for the open streams without end)."""
+    log = tmp_path / "stderr.log"
+    proc, url, token = _start_http(log, "--max-sessions", "2", "--session-wait", "600")
+    outcome: dict = {}
+
+    async def waiting(c) -> None:
+        try:
+            await c.call_tool("get_order", {"order_id": 1})
+            outcome["c"] = "served"
+        except Exception as e:  # noqa: BLE001 - any error is fine; an answer that never comes is not
+            outcome["c"] = type(e).__name__
+
+    async def main():
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                a = await stack.enter_async_context(_http_session(url, token))
+                b = await stack.enter_async_context(_http_session(url, token))
+                c = await stack.enter_async_context(_http_session(url, token))
+                assert not (await a.call_tool("cancel_order", {"order_id": 1})).is_error
+                assert not (await b.call_tool("get_order", {"order_id": 1})).is_error
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(waiting, c)
+                    await anyio.sleep(0.5)  # c's call is waiting for a clone
+                    proc.send_signal(signal.SIGTERM)
+                    outcome["rc"] = await anyio.to_thread.run_sync(lambda: proc.wait(timeout=30))
+        except Exception as e:  # noqa: BLE001 - leaving sessions of a stopped server may fail; the server is the point
+            outcome.setdefault("left", type(e).__name__)
+
+    try:
+        run(main, limit=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert outcome.get("rc") == 0, (outcome, log.read_text())
+    assert outcome["c"] != "served"
+    assert sorted(line.split("reward=")[1][0] for line in _ended_lines(log)) == ["0", "0", "1"], log.read_text()
+    assert _sandbox_databases(proc.pid) == []

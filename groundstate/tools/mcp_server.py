@@ -34,12 +34,15 @@ errors whose `data` is `INFRA_ERROR_DATA`; `McpToolset` raises on them instead o
 from __future__ import annotations
 
 import contextlib
+import io
 import ipaddress
 import itertools
 import json
+import os
 import re
 import secrets
 import sys
+import threading
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
@@ -47,6 +50,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 import pydantic
 from mcp import MCPError, types
@@ -659,21 +664,64 @@ async def _bounded(read_stream: Any, write_stream: Any, max_pending: int) -> Asy
         await write_stream.aclose()
 
 
+class _StdinLines:
+    """This process's stdin lines for the SDK's stdio transport, read by a daemon thread.
+
+    The SDK reads stdin in a worker thread that a cancellation must wait for: while the client keeps stdin
+    open, SIGTERM graded the session and then hung on that read. A daemon thread does not hold up the exit.
+    Meanwhile fd 0 reads the null device, so nothing else in the process (a tool, a child) consumes frames.
+    """
+
+    def __init__(self) -> None:
+        self._send, self._receive = anyio.create_memory_object_stream[str](0)
+        self._wire = os.dup(0)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        token = anyio.lowlevel.current_token()
+        wire = io.TextIOWrapper(os.fdopen(os.dup(self._wire), "rb"), encoding="utf-8", errors="replace")
+
+        def pump() -> None:
+            try:
+                for line in wire:
+                    anyio.from_thread.run(self._send.send, line, token=token)  # waits until it is read: no queue
+            except Exception:  # noqa: BLE001 - the loop has finished or the reader left: nothing to deliver to
+                return
+            with contextlib.suppress(Exception):
+                anyio.from_thread.run_sync(self._send.close, token=token)
+
+        threading.Thread(target=pump, name="groundstate-mcp-stdin", daemon=True).start()
+
+    def __aiter__(self) -> Any:
+        return self._receive
+
+    def restore(self) -> None:
+        os.dup2(self._wire, 0)
+        os.close(self._wire)
+
+
 async def _stdio(server: Server[_Scope], max_pending: int = DEFAULT_MAX_PENDING) -> None:
-    async with anyio.create_task_group() as tg:
+    stdin = _StdinLines()
+    try:
+        async with anyio.create_task_group() as tg:
 
-        async def on_signal() -> None:
-            import signal
+            async def on_signal() -> None:
+                import signal
 
-            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                async for _ in signals:
-                    tg.cancel_scope.cancel()  # unwinds Server.run, whose lifespan closes the sandbox
-                    return
+                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                    async for _ in signals:
+                        tg.cancel_scope.cancel()  # unwinds Server.run, whose lifespan grades and closes the sandbox
+                        return
 
-        tg.start_soon(on_signal)
-        async with stdio_server() as (read_stream, write_stream), _bounded(read_stream, write_stream, max_pending) as streams:
-            await server.run(*streams, server.create_initialization_options())
-        tg.cancel_scope.cancel()
+            tg.start_soon(on_signal)
+            async with (
+                stdio_server(stdin=stdin) as (read_stream, write_stream),  # type: ignore[arg-type]
+                _bounded(read_stream, write_stream, max_pending) as streams,
+            ):
+                await server.run(*streams, server.create_initialization_options())
+            tg.cancel_scope.cancel()
+    finally:
+        stdin.restore()
 
 
 async def _run_uvicorn(server: Any) -> None:
