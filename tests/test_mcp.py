@@ -360,6 +360,27 @@ def test_idle_http_sessions_are_reaped(shop):
     run(main)
 
 
+def test_sandbox_slots_are_bounded_and_a_session_without_one_is_graded_when_it_ends(shop):
+    """`max_sessions=1, session_wait=0`: a second session is refused at once (a free slot is taken even with no
+    time to wait); when both end together, the refused one is graded on its start state too."""
+    backend = SqliteBackend()
+    task = shop.task(TASK)
+    ended = []
+    sessions = SessionSandboxes(shop, backend, backend.prepare(shop, task.patch), max_sessions=1, session_wait=0,
+                                on_session_end=lambda sb: ended.append(grade(task, sb).reward))
+
+    async def main():
+        assert (await sessions.call("a", "cancel_order", {"order_id": 1}, owner="http")).ok
+        with pytest.raises(MCPError, match="no sandbox free: this server keeps at most 1") as e:
+            await sessions.call("b", "get_order", {"order_id": 1}, owner="http")
+        assert e.value.data == {"groundstate/infrastructure": True} and backend.in_use == 1
+        sessions.session_wait = 5.0
+        await sessions.end_owner("http")  # together: b waits for the slot a's end frees, to be graded
+        assert sorted(ended) == [0, 1] and backend.in_use == 0
+
+    run(main)
+
+
 # -- host policy and the CLI ----------------------------------------------------------------------------
 def test_http_binds_loopback_unless_allowed():
     for host in ("127.0.0.1", "::1", "[::1]", "localhost", "127.0.0.2"):

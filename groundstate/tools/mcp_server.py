@@ -34,6 +34,7 @@ errors whose `data` is `INFRA_ERROR_DATA`; `McpToolset` raises on them instead o
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import ipaddress
 import itertools
@@ -203,16 +204,19 @@ class SessionSandboxes:
     async def _open(self, entry: _Entry) -> None:
         """Open the entry's sandbox once one of the `max_sessions` slots is free (waiting `session_wait` at most)."""
         if self._slots is not None:
-            with anyio.move_on_after(self.session_wait):
-                await self._slots.acquire()
-                entry.slot = True
-            if not entry.slot:
-                raise MCPError(
-                    code=INTERNAL_ERROR,
-                    message=f"no sandbox free: this server keeps at most {self.max_sessions} sessions' sandboxes open "
-                    f"and none was released within {self.session_wait:g} s; end a session, or retry later",
-                    data=INFRA_ERROR_DATA,
-                )
+            try:
+                self._slots.acquire_nowait()
+            except anyio.WouldBlock:
+                with anyio.move_on_after(self.session_wait) as waited:
+                    await self._slots.acquire()
+                if waited.cancelled_caught:
+                    raise MCPError(
+                        code=INTERNAL_ERROR,
+                        message=f"no sandbox free: this server keeps at most {self.max_sessions} sessions' sandboxes "
+                        f"open and none was released within {self.session_wait:g} s; end a session, or retry later",
+                        data=INFRA_ERROR_DATA,
+                    )
+            entry.slot = True
         try:
             with anyio.CancelScope(shield=True):  # a cancelled request must not leak the sandbox it opened
                 entry.sandbox = await self._run(self.backend.open, self.template)
@@ -265,16 +269,20 @@ class SessionSandboxes:
         finally:
             sandbox.close()
 
+    async def _end_all(self, keys: list[str], *, remember: bool = False) -> None:
+        # Together, not one by one: a session without a sandbox waits for a slot to be graded, which only
+        # the others' ends can free.
+        async with anyio.create_task_group() as tg:
+            for key in keys:
+                tg.start_soon(functools.partial(self.end, key, remember=remember))
+
     async def end_owner(self, owner: object) -> None:
         """End every session that `owner` served."""
-        for key, entry in list(self._entries.items()):
-            if entry.owner is owner:
-                await self.end(key)
+        await self._end_all([key for key, entry in self._entries.items() if entry.owner is owner])
 
     async def aclose(self) -> None:
         """Close every open sandbox."""
-        for key in list(self._entries):
-            await self.end(key)
+        await self._end_all(list(self._entries))
 
     @property
     def open_count(self) -> int:
@@ -300,9 +308,8 @@ class SessionSandboxes:
         while True:
             await anyio.sleep(min(max(self.idle_timeout / 4, 0.05), 30.0))
             now = anyio.current_time()
-            for key, a in list(self._activity.items()):
-                if a.in_flight == 0 and now - a.last_seen >= self.idle_timeout:
-                    await self.end(key, remember=True)
+            idle = [key for key, a in self._activity.items() if a.in_flight == 0 and now - a.last_seen >= self.idle_timeout]
+            await self._end_all(idle, remember=True)
 
 
 def _session_key(ctx: ServerRequestContext[Any, Any]) -> str:
