@@ -231,6 +231,20 @@ def test_mcp_toolset_over_http_and_sdk_client_eras(http_server, shop):
     run(main)
 
 
+def test_http_session_without_tool_calls_is_graded(http_server):
+    """An HTTP session that only lists the tools is graded when it ends (DELETE), like a stdio one: 0."""
+    url, token, log = http_server["url"], http_server["token"], http_server["log"]
+    before = len(_ended_lines(log))
+
+    async def main():
+        async with _http_session(url, token) as s:
+            assert (await s.list_tools()).tools
+
+    run(main)
+    ended = _wait_for_ended(log, before + 1)[before:]
+    assert len(ended) == 1 and "reward=0" in ended[0], ended
+
+
 # -- McpToolset over stdio -------------------------------------------------------------------------------
 def test_mcp_toolset_over_stdio(shop):
     async def main():

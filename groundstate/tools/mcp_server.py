@@ -11,8 +11,9 @@ Sessions and sandboxes:
   `session_wait` seconds is answered with a JSON-RPC error (the waiting is asynchronous, so it never holds a
   worker thread or a database connection).
 - stdio (and any stream pair, including the SDK's in-process `Client(server)`): the connection is the
-  session, whatever protocol era the client speaks. The sandbox is closed when the connection ends; with a
-  grading hook, a connection that never called a tool is graded too (on a fresh sandbox: a no-op agent's 0).
+  session, whatever protocol era the client speaks. The sandbox is closed when the connection ends. With a
+  grading hook, every session that ends is graded, over any transport, even one that never called a tool
+  (on a fresh sandbox of the start state: a no-op agent's 0).
   Over stdio, at most `max_pending` requests are served at once and a frame may nest `MAX_NESTING` levels:
   beyond either, the request is answered with an error at once (and while the client does not read its
   answers the server stops reading, so memory stays bounded).
@@ -198,7 +199,8 @@ class SessionSandboxes:
             return await self._run(self.domain.tools.call, entry.sandbox.connection, name, arguments)
 
     def register(self, key: str, *, owner: object = None) -> None:
-        """Know a session before its first tool call, so that its end is graded even if it never calls one."""
+        """Know a session before its first tool call, so that its end is graded even if it never calls one
+        (stream connections when they open, HTTP sessions when the `initialize` answer names them)."""
         self._entries.setdefault(key, _Entry(owner=owner))
 
     async def _open(self, entry: _Entry) -> None:
@@ -383,7 +385,8 @@ def build_server(
                 yield scope
             finally:
                 with anyio.CancelScope(shield=True):
-                    await registry.end_owner(scope)
+                    # a stream connection ends its own session; the HTTP app, entered once, ends all of them
+                    await (registry.end_owner(scope) if connection_is_session else registry.aclose())
 
     async def list_tools(ctx: ServerRequestContext[_Scope], params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
@@ -459,6 +462,9 @@ class _SessionLifecycle:
             await self.app(scope, receive, send)
             return
         sid = next((v.decode("latin-1") for k, v in scope["headers"] if k == SESSION_HEADER.encode()), None)
+        if not sid and scope["method"] == "POST":  # possibly an `initialize`: its answer names a new session
+            await self.app(scope, receive, self._opening(send))
+            return
         if not sid or scope["method"] not in ("POST", "DELETE"):  # a GET event stream is open all session long
             await self.app(scope, receive, send)
             return
@@ -477,6 +483,18 @@ class _SessionLifecycle:
             self.sessions.finish(sid, status)
             if scope["method"] == "DELETE" and status is not None and 200 <= status < 300:
                 await self.sessions.end(sid, remember=True)
+
+    def _opening(self, send: "Send") -> "Send":
+        async def watch(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start" and 200 <= message["status"] < 300:
+                sid = next((v.decode("latin-1") for k, v in message.get("headers", []) if k.lower() == SESSION_HEADER.encode()), None)
+                if sid:  # known from now on: graded when it ends or idles out, even without a tool call
+                    self.sessions.register(sid)
+                    self.sessions.begin(sid)
+                    self.sessions.finish(sid)
+            await send(message)
+
+        return watch
 
 
 def check_host(host: str, allow_remote: bool = False) -> None:
