@@ -14,17 +14,15 @@ Sessions and sandboxes:
   session, whatever protocol era the client speaks. The sandbox is closed when the connection ends. With a
   grading hook, every session that ends is graded, over any transport, even one that never called a tool
   (on a fresh sandbox of the start state: a no-op agent's 0).
-  Over stdio, at most `max_pending` requests are served at once and a frame may nest `MAX_NESTING` levels:
-  beyond either, the request is answered with an error at once (and while the client does not read its
-  answers the server stops reading, so memory stays bounded).
+  Over stdio the transport is bounded (`mcp_stdio`): `max_pending` requests at once, `MAX_NESTING` levels.
 - Streamable HTTP: the session is the `Mcp-Session-Id` of an `initialize`-handshake session. Its sandbox is
   closed when the client ends the session (`DELETE`), when no POST of the session has been in flight for
   `idle_timeout` seconds (an open GET event stream does not keep a sandbox: the SDK's clients hold one for
   the whole session), or when the server shuts down; on SIGTERM/SIGINT requests still running after
   `SHUTDOWN_GRACE` seconds are cancelled, every sandbox is closed (graded first) and the process exits.
-  2026-07-28 requests carry no
-  session, so over HTTP this server advertises only the handshake era in `server/discover` (the SDK's `auto`
-  clients then fall back to `initialize`), and a session-less tool call is refused with a protocol error.
+  2026-07-28 requests carry no session, so over HTTP this server advertises only the handshake era in
+  `server/discover` (the SDK's `auto` clients then fall back to `initialize`), and a session-less tool call
+  is refused with a protocol error.
 - The HTTP app listens on loopback and requires `Authorization: Bearer <token>` (401 otherwise).
 
 Blocking database work (opening, tool calls, closing) runs in worker threads on backends other than SQLite.
@@ -36,37 +34,26 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import io
 import ipaddress
 import itertools
-import json
-import os
-import re
 import secrets
 import sys
-import threading
 import uuid
-from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import anyio.from_thread
-import anyio.lowlevel
 import anyio.to_thread
-import pydantic
 from mcp import MCPError, types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
-from mcp.server.stdio import stdio_server
-from mcp.shared.message import ServerMessageMetadata, SessionMessage
-from mcp_types import (INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError, JSONRPCRequest,
-                       JSONRPCResponse, RequestId)
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from groundstate.tools import ToolResult
+from groundstate.tools.mcp_stdio import DEFAULT_MAX_PENDING, MAX_NESTING, stdio_streams
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -95,8 +82,6 @@ DEFAULT_PORT = 8765
 DEFAULT_IDLE_TIMEOUT = 5 * 60.0  # seconds an HTTP session may hold its sandbox with no request in flight
 DEFAULT_MAX_SESSIONS = 32  # sandboxes open at once (= PostgresBackend's default pool size, `max_open`)
 DEFAULT_SESSION_WAIT = 30.0  # seconds a first tool call waits for a free sandbox before its error
-DEFAULT_MAX_PENDING = 64  # stdio: requests served at once; more are refused until answers are read
-MAX_NESTING = 64  # stdio: deepest nesting of objects/arrays in one frame (the SDK's parser drops ~200+ silently)
 SHUTDOWN_GRACE = 5  # seconds HTTP requests may still run after SIGTERM/SIGINT before they are cancelled
 SESSION_HEADER = "mcp-session-id"
 WRITE_META_KEY = "groundstate/write"  # tool results carry whether the tool may write, in `_meta`
@@ -563,190 +548,21 @@ def _grade_hook(task: "Task") -> SessionEndHook:
     return hook
 
 
-# -- stdio: bounded requests in flight, bounded nesting ---------------------------------------------
-_JSON_TOKEN = re.compile(r'"(?:[^"\\]+|\\.)*"|[{}\[\],:]')  # strings and structure; scalars need no token
-
-
-def _scan(text: str) -> tuple[int, RequestId | None]:
-    """The deepest nesting of a raw JSON text and its top-level `"id"` (a string or integer), found without
-    parsing it: neither costs more than one pass, however deep the text nests."""
-    depth = deepest = 0
-    previous, key, request_id = "", None, None
-    for m in _JSON_TOKEN.finditer(text):
-        token = m.group()
-        if token in ("{", "["):
-            depth += 1
-            deepest = max(deepest, depth)
-        elif token in ("}", "]"):
-            depth -= 1
-        elif depth == 1 and token.startswith('"') and previous in ("{", ","):
-            key = token
-        elif depth == 1 and token == ":" and key == '"id"':
-            rest = text[m.end():]
-            start = m.end() + len(rest) - len(rest.lstrip())
-            if start < len(text) and (text[start] == '"' or text[start] in "-0123456789"):
-                with contextlib.suppress(ValueError):  # a string or number decodes without recursion
-                    value, _ = json.JSONDecoder().raw_decode(text, start)
-                    if isinstance(value, (str, int)) and not isinstance(value, bool):
-                        request_id = value
-        previous = token
-    return deepest, request_id
-
-
-def _depth(value: Any, limit: int) -> int:
-    """How deep a parsed JSON value nests (counting stops just past `limit`)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack and deepest <= limit:
-        item, level = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
-        if children is None:
-            continue
-        deepest = max(deepest, level)
-        stack.extend((child, level + 1) for child in children)
-    return deepest
-
-
-def _refusal(request_id: RequestId | None, code: int, message: str) -> SessionMessage:
-    return SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message)))
-
-
-def _unreadable(exc: Exception) -> SessionMessage:
-    """The answer to a frame the SDK could not read (it would drop it silently, leaving the client waiting)."""
-    errors = exc.errors() if isinstance(exc, pydantic.ValidationError) else []
-    raw = errors[0].get("input") if errors else None
-    depth, request_id = _scan(raw) if isinstance(raw, str) else (0, None)
-    if isinstance(raw, dict) and isinstance(raw.get("id"), (str, int)) and not isinstance(raw.get("id"), bool):
-        request_id = raw["id"]
-    if depth > MAX_NESTING:
-        return _refusal(request_id, INVALID_REQUEST, f"request nests {depth} levels deep; this server reads at most {MAX_NESTING}")
-    reason = errors[0].get("msg", "") if errors else f"{type(exc).__name__}: {exc}"
-    return _refusal(request_id, PARSE_ERROR, f"not a JSON-RPC message: {reason}"[:500])
-
-
-@contextlib.asynccontextmanager
-async def _bounded(read_stream: Any, write_stream: Any, max_pending: int) -> AsyncIterator[tuple[Any, Any]]:
-    """Streams for `Server.run` that admit at most `max_pending` requests at once and `MAX_NESTING` levels per frame.
-
-    A request over either bound, and any frame the SDK could not read, is answered with a JSON-RPC error at once
-    (by the read loop, so while the client leaves its answers unread the server stops reading: nothing queues
-    without bound). A request's slot is freed when its answer is written or it settles unanswered (cancelled).
-    """
-    to_server, server_reads = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    server_writes, from_server = anyio.create_memory_object_stream[SessionMessage](0)
-    pending: Counter[RequestId] = Counter()
-    reading = anyio.CancelScope()
-
-    def settle(request_id: RequestId) -> None:
-        if pending[request_id] > 0:
-            pending[request_id] -= 1
-            if not pending[request_id]:
-                del pending[request_id]
-
-    async def read() -> None:
-        with reading, to_server:
-            async for item in read_stream:
-                if isinstance(item, Exception):
-                    await write_stream.send(_unreadable(item))
-                    continue
-                message = item.message
-                if isinstance(message, JSONRPCRequest):
-                    depth = 1 + _depth(message.params, MAX_NESTING)
-                    if depth > MAX_NESTING:
-                        await write_stream.send(_refusal(message.id, INVALID_REQUEST,
-                                                         f"request nests more than {MAX_NESTING} levels deep"))
-                        continue
-                    if pending.total() >= max_pending:
-                        await write_stream.send(_refusal(
-                            message.id, INTERNAL_ERROR, f"too many requests in flight: {max_pending} are still "
-                            "unanswered on this connection; read their answers before sending more"))
-                        continue
-                    pending[message.id] += 1
-
-                    async def unanswered(request_id: RequestId = message.id) -> None:
-                        settle(request_id)
-
-                    item = SessionMessage(message, ServerMessageMetadata(on_request_unanswered=unanswered))
-                await to_server.send(item)
-
-    async def write() -> None:
-        async with from_server:
-            async for item in from_server:
-                await write_stream.send(item)
-                if isinstance(item.message, (JSONRPCResponse, JSONRPCError)) and item.message.id is not None:
-                    settle(item.message.id)
-
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(read)
-            tg.start_soon(write)
-            try:
-                yield server_reads, server_writes
-            finally:
-                reading.cancel()
-                server_writes.close()  # the writer relays the server's last answers, then ends
-    finally:  # these streams are ours now (Server.run closed the ones it was given)
-        await read_stream.aclose()
-        await write_stream.aclose()
-
-
-class _StdinLines:
-    """This process's stdin lines for the SDK's stdio transport, read by a daemon thread.
-
-    The SDK reads stdin in a worker thread that a cancellation must wait for: while the client keeps stdin
-    open, SIGTERM graded the session and then hung on that read. A daemon thread does not hold up the exit.
-    Meanwhile fd 0 reads the null device, so nothing else in the process (a tool, a child) consumes frames.
-    """
-
-    def __init__(self) -> None:
-        self._send, self._receive = anyio.create_memory_object_stream[str](0)
-        self._wire = os.dup(0)
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
-        os.close(devnull)
-        token = anyio.lowlevel.current_token()
-        wire = io.TextIOWrapper(os.fdopen(os.dup(self._wire), "rb"), encoding="utf-8", errors="replace")
-
-        def pump() -> None:
-            try:
-                for line in wire:
-                    anyio.from_thread.run(self._send.send, line, token=token)  # waits until it is read: no queue
-            except Exception:  # noqa: BLE001 - the loop has finished or the reader left: nothing to deliver to
-                return
-            with contextlib.suppress(Exception):
-                anyio.from_thread.run_sync(self._send.close, token=token)
-
-        threading.Thread(target=pump, name="groundstate-mcp-stdin", daemon=True).start()
-
-    def __aiter__(self) -> Any:
-        return self._receive
-
-    def restore(self) -> None:
-        os.dup2(self._wire, 0)
-        os.close(self._wire)
-
-
 async def _stdio(server: Server[_Scope], max_pending: int = DEFAULT_MAX_PENDING) -> None:
-    stdin = _StdinLines()
-    try:
-        async with anyio.create_task_group() as tg:
+    async with anyio.create_task_group() as tg:
 
-            async def on_signal() -> None:
-                import signal
+        async def on_signal() -> None:
+            import signal
 
-                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                    async for _ in signals:
-                        tg.cancel_scope.cancel()  # unwinds Server.run, whose lifespan grades and closes the sandbox
-                        return
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for _ in signals:
+                    tg.cancel_scope.cancel()  # unwinds Server.run, whose lifespan grades and closes the sandbox
+                    return
 
-            tg.start_soon(on_signal)
-            async with (
-                stdio_server(stdin=stdin) as (read_stream, write_stream),  # type: ignore[arg-type]
-                _bounded(read_stream, write_stream, max_pending) as streams,
-            ):
-                await server.run(*streams, server.create_initialization_options())
-            tg.cancel_scope.cancel()
-    finally:
-        stdin.restore()
+        tg.start_soon(on_signal)
+        async with stdio_streams(max_pending) as streams:
+            await server.run(*streams, server.create_initialization_options())
+        tg.cancel_scope.cancel()
 
 
 async def _run_uvicorn(server: Any) -> None:
