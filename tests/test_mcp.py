@@ -535,21 +535,44 @@ def test_stdio_unread_requests_are_bounded_and_every_one_is_answered(raw_stdio_s
 @pytest.mark.parametrize("depth", [100, 100_000])
 def test_stdio_deeply_nested_requests_are_answered_with_an_error(raw_stdio_server, depth):
     """Arguments nested 100 levels (parsed by the SDK) or 100,000 levels (which its parser refused, and the SDK
-    then dropped the frame without an answer): an error for that request id; the session goes on."""
+    then dropped the frame without an answer): an error for that request id; garbage and a frame cut off inside
+    a 200,000-character string are answered too (the id found by a linear scan); the session goes on."""
     start, log = raw_stdio_server
     proc, lines = start()
     deep = '{"jsonrpc": "2.0", "id": "deep", "method": "tools/call", "params": {"name": "get_order", "arguments": {"order_id": ' \
         + "[" * depth + "]" * depth + "}}}\n"
-    proc.stdin.write(deep.encode() + _frame(_call(2)) + b"{not json\n")
+    unterminated = b'{"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "' + b"a" * 200_000 + b"\n"
+    proc.stdin.write(deep.encode() + _frame(_call(2)) + b"{not json\n" + unterminated)
     proc.stdin.flush()
-    answers = {m["id"]: m for m in (lines.next() for _ in range(3))}  # in any order
+    answers = {m["id"]: m for m in (lines.next() for _ in range(4))}  # in any order
     refused, served, garbled = answers["deep"], answers[2], answers[None]
+    assert answers[9]["error"]["code"] == -32700 and answers[9]["error"]["message"].startswith("not a JSON-RPC message")
     assert refused["id"] == "deep" and refused["error"]["code"] == -32600
     assert "levels deep" in refused["error"]["message"] and "64" in refused["error"]["message"]
     assert served["id"] == 2 and not served["result"]["isError"]
     assert garbled["id"] is None and garbled["error"]["code"] == -32700
     proc.stdin.close()
     assert proc.wait(timeout=20) == 0
+
+
+def test_stdio_frame_longer_than_the_limit_is_answered_with_an_error(raw_stdio_server):
+    """A 5 MiB frame (over `MAX_FRAME`, 4 MiB): dropped as it is read, never held whole, and answered with an
+    error for its id (before: read whole, parsed and run); the session goes on."""
+    from groundstate.tools.mcp_stdio import MAX_FRAME
+
+    start, log = raw_stdio_server
+    proc, lines = start()
+    huge = {"jsonrpc": "2.0", "id": "long", "method": "tools/call",
+            "params": {"name": "add_note", "arguments": {"customer_id": 1, "body": "x" * (MAX_FRAME + MAX_FRAME // 4)}}}
+    proc.stdin.write(_frame(huge) + _frame(_call(2)))
+    proc.stdin.flush()
+    answers = {m["id"]: m for m in (lines.next() for _ in range(2))}
+    assert answers["long"]["error"]["code"] == -32600
+    assert answers["long"]["error"]["message"] == f"frame longer than {MAX_FRAME} characters; this server reads no longer ones"
+    assert json.loads(answers[2]["result"]["content"][0]["text"])["status"] == "pending"
+    proc.stdin.close()
+    assert proc.wait(timeout=20) == 0
+    assert " ended: task shop-cancel reward=0" in log.read_text()  # the note was never written
 
 
 def test_stdio_server_stops_on_sigterm_while_its_client_keeps_stdin_open(raw_stdio_server):

@@ -2,13 +2,15 @@
 
 The SDK's `stdio_server` reads every frame and starts a task for each request, so a client that does not read
 its answers grows the server without bound; it drops a frame it cannot parse (one nesting deeper than its
-JSON parser allows, or garbage) without an answer, leaving the client waiting; and its stdin read cannot be
-abandoned, so SIGTERM hangs while the client keeps stdin open. `stdio_streams()` wraps it:
+JSON parser allows, or garbage) without an answer, leaving the client waiting; it reads a frame of any
+length; and its stdin read cannot be abandoned, so SIGTERM hangs while the client keeps stdin open.
+`stdio_streams()` reads and parses stdin itself (the SDK's transport still writes stdout):
 
-- at most `max_pending` requests are served at once; a request beyond that, one nesting more than
-  `MAX_NESTING` levels, and a frame the SDK could not read are answered with a JSON-RPC error carrying the
-  request id (found by a one-pass scan, never a recursive parse). These answers are written by the read
-  loop, so while the client leaves answers unread the server stops reading: nothing queues without bound.
+- at most `max_pending` requests are served at once; a request beyond that, a frame nesting more than
+  `MAX_NESTING` levels or longer than `MAX_FRAME` characters, and a frame that is not JSON-RPC are answered
+  with a JSON-RPC error carrying the request id (found by a one-pass scan, never a recursive parse). These
+  answers are written by the read loop, so while the client leaves answers unread the server stops reading:
+  nothing queues without bound.
 - stdin is read by a daemon thread, which never holds up the process's exit.
 """
 
@@ -22,24 +24,28 @@ import re
 import threading
 from collections import Counter
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
+import mcp_types
 import pydantic
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from mcp_types import (INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError, JSONRPCRequest,
                        JSONRPCResponse, RequestId)
 
-__all__ = ["DEFAULT_MAX_PENDING", "MAX_NESTING", "stdio_streams"]
+__all__ = ["DEFAULT_MAX_PENDING", "MAX_FRAME", "MAX_NESTING", "stdio_streams"]
 
 DEFAULT_MAX_PENDING = 64  # requests served at once; more are refused until answers are read
-MAX_NESTING = 64  # deepest nesting of objects/arrays in one frame (the SDK's parser drops ~200+ silently)
+MAX_NESTING = 64  # deepest nesting of objects/arrays in one frame (the SDK's parser refuses ~200+)
+MAX_FRAME = 4 * 1024 * 1024  # characters in one frame (= the SDK's cap on an HTTP request body, in bytes)
+_FRAME_HEAD = 4096  # of a frame too long, the characters kept to find its id
 
 
-_JSON_TOKEN = re.compile(r'"(?:[^"\\]+|\\.)*"|[{}\[\],:]')  # strings and structure; scalars need no token
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*+"|[{}\[\],:]')  # strings and structure; scalars need no token
 
 
 def _scan(text: str) -> tuple[int, RequestId | None]:
@@ -68,43 +74,42 @@ def _scan(text: str) -> tuple[int, RequestId | None]:
     return deepest, request_id
 
 
-def _depth(value: Any, limit: int) -> int:
-    """How deep a parsed JSON value nests (counting stops just past `limit`)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack and deepest <= limit:
-        item, level = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
-        if children is None:
-            continue
-        deepest = max(deepest, level)
-        stack.extend((child, level + 1) for child in children)
-    return deepest
-
-
 def _refusal(request_id: RequestId | None, code: int, message: str) -> SessionMessage:
     return SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message)))
 
 
-def _unreadable(exc: Exception) -> SessionMessage:
-    """The answer to a frame the SDK could not read (it would drop it silently, leaving the client waiting)."""
-    errors = exc.errors() if isinstance(exc, pydantic.ValidationError) else []
-    raw = errors[0].get("input") if errors else None
-    depth, request_id = _scan(raw) if isinstance(raw, str) else (0, None)
-    if isinstance(raw, dict) and isinstance(raw.get("id"), (str, int)) and not isinstance(raw.get("id"), bool):
-        request_id = raw["id"]
+@dataclass
+class _TooLong:
+    """A frame longer than `MAX_FRAME`: its head only (the rest was read and dropped)."""
+
+    head: str
+
+
+def _parse(line: str) -> SessionMessage | None:
+    """The frame's message, or None for a blank line; raises `_Refused` with the answer for a bad frame."""
+    if not line.strip():
+        return None
+    depth, request_id = _scan(line)
     if depth > MAX_NESTING:
-        return _refusal(request_id, INVALID_REQUEST, f"request nests {depth} levels deep; this server reads at most {MAX_NESTING}")
-    reason = errors[0].get("msg", "") if errors else f"{type(exc).__name__}: {exc}"
-    return _refusal(request_id, PARSE_ERROR, f"not a JSON-RPC message: {reason}"[:500])
+        raise _Refused(_refusal(request_id, INVALID_REQUEST, f"request nests {depth} levels deep; this server reads at most {MAX_NESTING}"))
+    try:
+        return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except pydantic.ValidationError as e:
+        reason = "; ".join(err["msg"] for err in e.errors()[:3])
+        raise _Refused(_refusal(request_id, PARSE_ERROR, f"not a JSON-RPC message: {reason}"[:500])) from None
+
+
+class _Refused(Exception):
+    def __init__(self, answer: SessionMessage):
+        self.answer = answer
 
 
 @contextlib.asynccontextmanager
-async def _bounded(read_stream: Any, write_stream: Any, max_pending: int) -> AsyncIterator[tuple[Any, Any]]:
-    """Streams for `Server.run` that admit at most `max_pending` requests at once and `MAX_NESTING` levels per frame.
+async def _bounded(lines: Any, write_stream: Any, max_pending: int) -> AsyncIterator[tuple[Any, Any]]:
+    """Streams for `Server.run` from stdin's `lines`: at most `max_pending` requests at once, each frame checked.
 
-    A request over either bound, and any frame the SDK could not read, is answered with a JSON-RPC error at once
-    (by the read loop, so while the client leaves its answers unread the server stops reading: nothing queues
-    without bound). A request's slot is freed when its answer is written or it settles unanswered (cancelled).
+    A refused frame is answered at once, by the read loop. A request's slot is freed when its answer is
+    written or when it settles unanswered (cancelled by the client).
     """
     to_server, server_reads = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     server_writes, from_server = anyio.create_memory_object_stream[SessionMessage](0)
@@ -119,17 +124,19 @@ async def _bounded(read_stream: Any, write_stream: Any, max_pending: int) -> Asy
 
     async def read() -> None:
         with reading, to_server:
-            async for item in read_stream:
-                if isinstance(item, Exception):
-                    await write_stream.send(_unreadable(item))
+            async for line in lines:
+                try:
+                    if isinstance(line, _TooLong):
+                        raise _Refused(_refusal(_scan(line.head)[1], INVALID_REQUEST,
+                                                f"frame longer than {MAX_FRAME} characters; this server reads no longer ones"))
+                    item = _parse(line)
+                except _Refused as refused:
+                    await write_stream.send(refused.answer)
+                    continue
+                if item is None:
                     continue
                 message = item.message
                 if isinstance(message, JSONRPCRequest):
-                    depth = 1 + _depth(message.params, MAX_NESTING)
-                    if depth > MAX_NESTING:
-                        await write_stream.send(_refusal(message.id, INVALID_REQUEST,
-                                                         f"request nests more than {MAX_NESTING} levels deep"))
-                        continue
                     if pending.total() >= max_pending:
                         await write_stream.send(_refusal(
                             message.id, INTERNAL_ERROR, f"too many requests in flight: {max_pending} are still "
@@ -159,21 +166,20 @@ async def _bounded(read_stream: Any, write_stream: Any, max_pending: int) -> Asy
             finally:
                 reading.cancel()
                 server_writes.close()  # the writer relays the server's last answers, then ends
-    finally:  # these streams are ours now (Server.run closed the ones it was given)
-        await read_stream.aclose()
-        await write_stream.aclose()
+    finally:
+        await write_stream.aclose()  # ours now (Server.run closed the one it was given)
 
 
 class _StdinLines:
-    """This process's stdin lines for the SDK's stdio transport, read by a daemon thread.
+    """This process's stdin, frame by frame (`str`, or `_TooLong`), read by a daemon thread.
 
-    The SDK reads stdin in a worker thread that a cancellation must wait for: while the client keeps stdin
+    The SDK reads stdin in a worker thread that a cancellation must wait for: while the client kept stdin
     open, SIGTERM graded the session and then hung on that read. A daemon thread does not hold up the exit.
     Meanwhile fd 0 reads the null device, so nothing else in the process (a tool, a child) consumes frames.
     """
 
     def __init__(self) -> None:
-        self._send, self._receive = anyio.create_memory_object_stream[str](0)
+        self._send, self._receive = anyio.create_memory_object_stream[Any](0)
         self._wire = os.dup(0)
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
@@ -181,10 +187,19 @@ class _StdinLines:
         token = anyio.lowlevel.current_token()
         wire = io.TextIOWrapper(os.fdopen(os.dup(self._wire), "rb"), encoding="utf-8", errors="replace")
 
+        def frames() -> Any:
+            while line := wire.readline(MAX_FRAME + 1):
+                if len(line) <= MAX_FRAME or line.endswith("\n"):
+                    yield line
+                    continue
+                while (more := wire.readline(MAX_FRAME)) and not more.endswith("\n"):
+                    pass  # drop the rest of the frame as it arrives: never more than MAX_FRAME held
+                yield _TooLong(line[:_FRAME_HEAD])
+
         def pump() -> None:
             try:
-                for line in wire:
-                    anyio.from_thread.run(self._send.send, line, token=token)  # waits until it is read: no queue
+                for frame in frames():
+                    anyio.from_thread.run(self._send.send, frame, token=token)  # waits until it is read: no queue
             except Exception:  # noqa: BLE001 - the loop has finished or the reader left: nothing to deliver to
                 return
             with contextlib.suppress(Exception):
@@ -200,6 +215,10 @@ class _StdinLines:
         os.close(self._wire)
 
 
+async def _no_input() -> AsyncIterator[str]:
+    return
+    yield
+
 
 @contextlib.asynccontextmanager
 async def stdio_streams(max_pending: int = DEFAULT_MAX_PENDING) -> AsyncIterator[tuple[Any, Any]]:
@@ -208,10 +227,9 @@ async def stdio_streams(max_pending: int = DEFAULT_MAX_PENDING) -> AsyncIterator
         raise ValueError(f"max_pending must be at least 1, got {max_pending}")
     stdin = _StdinLines()
     try:
-        async with (
-            stdio_server(stdin=stdin) as (read_stream, write_stream),  # type: ignore[arg-type]
-            _bounded(read_stream, write_stream, max_pending) as streams,
-        ):
-            yield streams
+        # The SDK's transport writes stdout (and keeps stray prints off it); stdin is read above.
+        async with stdio_server(stdin=_no_input()) as (_, write_stream):  # type: ignore[arg-type]
+            async with _bounded(stdin, write_stream, max_pending) as streams:
+                yield streams
     finally:
         stdin.restore()
