@@ -424,6 +424,13 @@ def test_cli_refuses_a_remote_host_and_unknown_tasks():
     r = CliRunner().invoke(app, ["--domain", SHOP, "--max-sessions", "0"])
     assert r.exit_code == 2 and "--max-sessions" in r.output
 
+    # the CLI repeats the server's defaults (so that it loads without the SDK): they must agree
+    from groundstate import cli_mcp
+    from groundstate.tools import mcp_server
+
+    for name in ("DEFAULT_PORT", "DEFAULT_MAX_SESSIONS", "DEFAULT_SESSION_WAIT", "DEFAULT_IDLE_TIMEOUT", "DEFAULT_MAX_PENDING"):
+        assert getattr(cli_mcp, name) == getattr(mcp_server, name), name
+
 
 # -- limits: stdio queue and nesting, sessions without tool calls (raw frames where the stream is the point) ---
 INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
