@@ -11,9 +11,14 @@ from typing import Optional
 
 import typer
 
-from groundstate.cli_options import number
+from groundstate.cli_options import count, number
 
-DEFAULT_PORT = 8765  # = groundstate.tools.mcp_server.DEFAULT_PORT; not imported here, so the CLI loads without the MCP SDK
+# = groundstate.tools.mcp_server's DEFAULT_*; not imported here, so the CLI loads without the MCP SDK
+DEFAULT_PORT = 8765
+DEFAULT_MAX_SESSIONS = 32
+DEFAULT_SESSION_WAIT = 30.0
+DEFAULT_IDLE_TIMEOUT = 300.0
+DEFAULT_MAX_PENDING = 64
 
 
 def serve_mcp(
@@ -28,6 +33,14 @@ def serve_mcp(
     backend: str = typer.Option("sqlite", "--backend", help="sqlite (embedded default) or postgres."),
     pg_dsn: Optional[str] = typer.Option(None, "--pg-dsn", help="PostgreSQL DSN (default: $GROUNDSTATE_PG_DSN or postgresql://postgres@127.0.0.1:5432/postgres)."),
     allow_remote: bool = typer.Option(False, "--allow-remote", help="HTTP: allow binding a non-loopback address (put TLS in front of it)."),
+    max_sessions: int = count(DEFAULT_MAX_SESSIONS, "--max-sessions",
+                                     help="Sessions that may hold a sandbox (a database clone) at once."),
+    session_wait: float = number(DEFAULT_SESSION_WAIT, "--session-wait", lo=0.0,
+                                       help="Seconds a session's first tool call waits for a free sandbox before it is answered with an error."),
+    idle_timeout: float = number(DEFAULT_IDLE_TIMEOUT, "--idle-timeout", lo=0.0, lo_open=True,
+                                       help="HTTP: seconds without a request after which a session's sandbox is graded and closed."),
+    max_pending: int = count(DEFAULT_MAX_PENDING, "--max-pending",
+                                    help="stdio: requests served at once; more are answered with an error until answers are read."),
 ) -> None:
     """Serve a domain's tools over MCP, one isolated database sandbox per MCP session.
 
@@ -57,9 +70,15 @@ def serve_mcp(
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             raise typer.Exit(2) from None
-    be = make_backend(backend, pg_dsn)
     try:
-        serve(d, t, transport, host, port, token, backend=be, allow_remote=allow_remote)
+        # PostgreSQL: one clone more than sessions, for the golden replay that grading a session runs
+        be = make_backend(backend, pg_dsn, **({} if backend == "sqlite" else {"max_open": max_sessions + 1}))
+    except ValueError as e:
+        print(f"error: --backend: {e}", file=sys.stderr)
+        raise typer.Exit(2) from None
+    try:
+        serve(d, t, transport, host, port, token, backend=be, allow_remote=allow_remote, idle_timeout=idle_timeout,
+              max_sessions=max_sessions, session_wait=session_wait, max_pending=max_pending)
     finally:
         be.close()
 

@@ -7,6 +7,7 @@ and our `McpToolset`. Everything stays on 127.0.0.1.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -230,6 +231,20 @@ def test_mcp_toolset_over_http_and_sdk_client_eras(http_server, shop):
     run(main)
 
 
+def test_http_session_without_tool_calls_is_graded(http_server):
+    """An HTTP session that only lists the tools is graded when it ends (DELETE), like a stdio one: 0."""
+    url, token, log = http_server["url"], http_server["token"], http_server["log"]
+    before = len(_ended_lines(log))
+
+    async def main():
+        async with _http_session(url, token) as s:
+            assert (await s.list_tools()).tools
+
+    run(main)
+    ended = _wait_for_ended(log, before + 1)[before:]
+    assert len(ended) == 1 and "reward=0" in ended[0], ended
+
+
 # -- McpToolset over stdio -------------------------------------------------------------------------------
 def test_mcp_toolset_over_stdio(shop):
     async def main():
@@ -307,12 +322,14 @@ def test_each_connection_gets_a_sandbox_released_at_its_end(shop):
         async with McpToolset.in_process(server) as a, McpToolset.in_process(server) as b:
             await a.acall("cancel_order", {"order_id": 1})
             assert json.loads((await b.acall("get_order", {"order_id": 1})).content)["status"] == "pending"
-            assert ended == []
-        async with McpToolset.in_process(server) as c:  # a session that never calls a tool opens no sandbox
+            assert ended == [] and backend.in_use == 2
+        async with McpToolset.in_process(server) as c:  # no tool call: no sandbox while it runs ...
             assert "get_order" in c
+            assert backend.in_use == 0 and len(ended) == 2
+        # ... but its end is graded all the same (the untouched start state fails the task)
 
     run(main)
-    assert sorted(ended) == [0, 1]
+    assert sorted(ended) == [0, 0, 1] and backend.in_use == 0
 
 
 @pytest.mark.postgres
@@ -357,6 +374,27 @@ def test_idle_http_sessions_are_reaped(shop):
     run(main)
 
 
+def test_sandbox_slots_are_bounded_and_a_session_without_one_is_graded_when_it_ends(shop):
+    """`max_sessions=1, session_wait=0`: a second session is refused at once (a free slot is taken even with no
+    time to wait); when both end together, the refused one is graded on its start state too."""
+    backend = SqliteBackend()
+    task = shop.task(TASK)
+    ended = []
+    sessions = SessionSandboxes(shop, backend, backend.prepare(shop, task.patch), max_sessions=1, session_wait=0,
+                                on_session_end=lambda sb: ended.append(grade(task, sb).reward))
+
+    async def main():
+        assert (await sessions.call("a", "cancel_order", {"order_id": 1}, owner="http")).ok
+        with pytest.raises(MCPError, match="no sandbox free: this server keeps at most 1") as e:
+            await sessions.call("b", "get_order", {"order_id": 1}, owner="http")
+        assert e.value.data == {"groundstate/infrastructure": True} and backend.in_use == 1
+        sessions.session_wait = 5.0
+        await sessions.end_owner("http")  # together: b waits for the slot a's end frees, to be graded
+        assert sorted(ended) == [0, 1] and backend.in_use == 0
+
+    run(main)
+
+
 # -- host policy and the CLI ----------------------------------------------------------------------------
 def test_http_binds_loopback_unless_allowed():
     for host in ("127.0.0.1", "::1", "[::1]", "localhost", "127.0.0.2"):
@@ -381,3 +419,341 @@ def test_cli_refuses_a_remote_host_and_unknown_tasks():
     assert r.exit_code == 2 and "no task 'no-such-task'" in r.output
     r = CliRunner().invoke(app, ["--domain", SHOP, "--transport", "carrier-pigeon"])
     assert r.exit_code == 2 and "unknown transport" in r.output
+    r = CliRunner().invoke(app, ["--domain", SHOP, "--backend", "oracle"])
+    assert r.exit_code == 2 and "--backend: unknown backend 'oracle'" in r.output
+    r = CliRunner().invoke(app, ["--domain", SHOP, "--max-sessions", "0"])
+    assert r.exit_code == 2 and "--max-sessions" in r.output
+
+    # the CLI repeats the server's defaults (so that it loads without the SDK): they must agree
+    from groundstate import cli_mcp
+    from groundstate.tools import mcp_server
+
+    for name in ("DEFAULT_PORT", "DEFAULT_MAX_SESSIONS", "DEFAULT_SESSION_WAIT", "DEFAULT_IDLE_TIMEOUT", "DEFAULT_MAX_PENDING"):
+        assert getattr(cli_mcp, name) == getattr(mcp_server, name), name
+
+
+# -- limits: stdio queue and nesting, sessions without tool calls (raw frames where the stream is the point) ---
+INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
+
+
+def _frame(message: dict) -> bytes:
+    return (json.dumps(message) + "\n").encode()
+
+
+def _call(i, order_id=1) -> dict:
+    return {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "get_order", "arguments": {"order_id": order_id}}}
+
+
+class _Lines:
+    """The server's stdout, read on demand by a thread (nothing is read between calls, so unread answers stay
+    in the pipe): `next(timeout)` is the next JSON line, None at the end of the stream."""
+
+    def __init__(self, stream):
+        import queue
+        import threading
+
+        self.asks: queue.Queue = queue.Queue()
+        self.lines: queue.Queue = queue.Queue()
+
+        def serve() -> None:
+            while self.asks.get():
+                self.lines.put(stream.readline())
+
+        threading.Thread(target=serve, daemon=True).start()
+
+    def next(self, timeout: float = 20.0):
+        import queue
+
+        self.asks.put(True)
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            pytest.fail(f"no answer from the server within {timeout} s")
+        return json.loads(line) if line else None
+
+
+@pytest.fixture
+def raw_stdio_server(tmp_path):
+    """A stdio server process driven with raw JSON lines (the client misbehaviour is the point), after the
+    handshake. Yields start(*options) -> (process, its stdout lines), and the stderr log."""
+    log = tmp_path / "stderr.log"
+    procs = []
+
+    def start(*extra: str) -> tuple[subprocess.Popen, _Lines]:
+        with open(log, "wb") as err:
+            proc = subprocess.Popen([sys.executable, *SERVER_ARGS, *extra], cwd=ROOT, env={**os.environ, **ENV},
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+        procs.append(proc)
+        lines = _Lines(proc.stdout)
+        proc.stdin.write(_frame(INIT))
+        proc.stdin.flush()
+        assert lines.next()["id"] == 0
+        proc.stdin.write(_frame({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        proc.stdin.flush()
+        return proc, lines
+
+    yield start, log
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_stdio_unread_requests_are_bounded_and_every_one_is_answered(raw_stdio_server):
+    """A client that writes thousands of requests without reading answers: the server stops reading once
+    `--max-pending` requests are unanswered (before the fix it read all of them, one task each, without bound);
+    once the client reads, every request has exactly one answer, results or 'too many requests in flight'."""
+    import threading
+
+    start, log = raw_stdio_server
+    proc, lines = start("--max-pending", "8")
+    n = 4000  # far more than the two pipes and the server's 8 requests in flight can hold
+    flood = b"".join(_frame(_call(i)) for i in range(1, n + 1))
+    writer = threading.Thread(target=lambda: (proc.stdin.write(flood), proc.stdin.flush()), daemon=True)
+    writer.start()
+    writer.join(20)
+    assert writer.is_alive(), "the server read every unanswered request (its queue is unbounded)"
+
+    answers: dict = {}
+    while len(answers) < n:
+        message = lines.next()
+        assert message, f"the server stopped before answering every request: {log.read_text()[-2000:]}"
+        assert message["id"] not in answers, f"request {message['id']} answered twice"
+        answers[message["id"]] = message
+    writer.join(20)
+    assert not writer.is_alive()
+    assert set(answers) == set(range(1, n + 1))
+    busy = [a for a in answers.values() if "error" in a]
+    served = [a for a in answers.values() if "result" in a]
+    assert busy and served
+    assert all("too many requests in flight: 8 are still unanswered" in a["error"]["message"] for a in busy)
+    assert all(json.loads(a["result"]["content"][0]["text"])["status"] == "pending" for a in served)
+
+    # the connection is still a working session, and its end is graded
+    proc.stdin.write(_frame(_call(n + 1)))
+    proc.stdin.flush()
+    assert json.loads(lines.next()["result"]["content"][0]["text"])["status"] == "pending"
+    proc.stdin.close()
+    assert proc.wait(timeout=20) == 0
+    assert " ended: task shop-cancel reward=0" in log.read_text()
+
+
+@pytest.mark.parametrize("depth", [100, 100_000])
+def test_stdio_deeply_nested_requests_are_answered_with_an_error(raw_stdio_server, depth):
+    """Arguments nested 100 levels (parsed by the SDK) or 100,000 levels (which its parser refused, and the SDK
+    then dropped the frame without an answer): an error for that request id; garbage and a frame cut off inside
+    a 200,000-character string are answered too (the id found by a linear scan); the session goes on."""
+    start, log = raw_stdio_server
+    proc, lines = start()
+    deep = '{"jsonrpc": "2.0", "id": "deep", "method": "tools/call", "params": {"name": "get_order", "arguments": {"order_id": ' \
+        + "[" * depth + "]" * depth + "}}}\n"
+    unterminated = b'{"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "' + b"a" * 200_000 + b"\n"
+    proc.stdin.write(deep.encode() + _frame(_call(2)) + b"{not json\n" + unterminated)
+    proc.stdin.flush()
+    answers = {m["id"]: m for m in (lines.next() for _ in range(4))}  # in any order
+    refused, served, garbled = answers["deep"], answers[2], answers[None]
+    assert answers[9]["error"]["code"] == -32700 and answers[9]["error"]["message"].startswith("not a JSON-RPC message")
+    assert refused["id"] == "deep" and refused["error"]["code"] == -32600
+    assert "levels deep" in refused["error"]["message"] and "64" in refused["error"]["message"]
+    assert served["id"] == 2 and not served["result"]["isError"]
+    assert garbled["id"] is None and garbled["error"]["code"] == -32700
+    proc.stdin.close()
+    assert proc.wait(timeout=20) == 0
+
+
+def test_stdio_frame_longer_than_the_limit_is_answered_with_an_error(raw_stdio_server):
+    """A 5 MiB frame (over `MAX_FRAME`, 4 MiB): dropped as it is read, never held whole, and answered with an
+    error for its id (before: read whole, parsed and run); the session goes on."""
+    from groundstate.tools.mcp_stdio import MAX_FRAME
+
+    start, log = raw_stdio_server
+    proc, lines = start()
+    huge = {"jsonrpc": "2.0", "id": "long", "method": "tools/call",
+            "params": {"name": "add_note", "arguments": {"customer_id": 1, "body": "x" * (MAX_FRAME + MAX_FRAME // 4)}}}
+    proc.stdin.write(_frame(huge) + _frame(_call(2)))
+    proc.stdin.flush()
+    answers = {m["id"]: m for m in (lines.next() for _ in range(2))}
+    assert answers["long"]["error"]["code"] == -32600
+    assert answers["long"]["error"]["message"] == f"frame longer than {MAX_FRAME} characters; this server reads no longer ones"
+    assert json.loads(answers[2]["result"]["content"][0]["text"])["status"] == "pending"
+    proc.stdin.close()
+    assert proc.wait(timeout=20) == 0
+    assert " ended: task shop-cancel reward=0" in log.read_text()  # the note was never written
+
+
+def test_stdio_server_stops_on_sigterm_while_its_client_keeps_stdin_open(raw_stdio_server):
+    """SIGTERM with the session open: its sandbox is graded and the process exits (before the fix it graded,
+    then waited without end for its read of stdin, which the client kept open)."""
+    start, log = raw_stdio_server
+    proc, lines = start()
+    proc.stdin.write(_frame({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                             "params": {"name": "cancel_order", "arguments": {"order_id": 1}}}))
+    proc.stdin.flush()
+    assert not lines.next()["result"]["isError"]
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 0
+    assert " ended: task shop-cancel reward=1" in log.read_text()
+
+
+def test_stdio_session_without_tool_calls_is_graded(tmp_path):
+    """The SDK's own client connects, lists the tools and leaves: the no-op session still gets its verdict (0)."""
+    log = tmp_path / "stderr.log"
+
+    async def main():
+        with open(log, "w") as err:
+            async with stdio_client(stdio_params(), errlog=err) as (r, w), ClientSession(r, w) as s:
+                await s.initialize()
+                assert (await s.list_tools()).tools
+
+    run(main)
+    deadline = time.monotonic() + 10  # the verdict is printed as the process winds down
+    while " ended: " not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert " ended: task shop-cancel reward=0" in log.read_text(), log.read_text()
+
+
+# -- limits: the PostgreSQL HTTP server at a full pool, idle sessions, SIGTERM -------------------------------
+def _start_http(log: Path, *extra: str) -> tuple[subprocess.Popen, str, str]:
+    port, token = _free_port(), secrets.token_urlsafe(16)
+    with open(log, "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, *SERVER_ARGS, "--transport", "http", "--port", str(port), "--backend", "postgres", *extra],
+            cwd=ROOT, env={**os.environ, **ENV, "GROUNDSTATE_MCP_TOKEN": token},
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+        )
+    url = f"http://127.0.0.1:{port}/mcp"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            httpx2.post(url, json={}, timeout=1)
+            return proc, url, token
+        except httpx2.TransportError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"HTTP MCP server did not start: {log.read_text()}")
+            time.sleep(0.1)
+
+
+@contextlib.asynccontextmanager
+async def _http_session(url: str, token: str):
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(30, read=300)) as http:
+        async with streamable_http_client(url, http_client=http) as (read, write), ClientSession(read, write) as s:
+            await s.initialize()
+            yield s
+
+
+def _sandbox_databases(pid: int) -> list[str]:
+    import psycopg
+
+    from groundstate.state.postgres import default_dsn
+
+    with psycopg.connect(default_dsn(), autocommit=True) as conn:
+        return [r[0] for r in conn.execute("SELECT datname FROM pg_database WHERE datname LIKE %s", (f"gs\\_sb\\_%\\_{pid}\\_%",))]
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.postgres
+def test_postgres_http_server_at_a_full_pool_answers_an_error_and_serves_again(pg_backend, tmp_path):
+    """`--max-sessions 2`: a third session's first tool call waits `--session-wait` (1 s), then gets a clear
+    JSON-RPC error (before the fix it never returned: the server's 33rd clone waited forever); once a session
+    ends, the waiting session is served."""
+    log = tmp_path / "stderr.log"
+    proc, url, token = _start_http(log, "--max-sessions", "2", "--session-wait", "1")
+    try:
+        async def main():
+            async with _http_session(url, token) as c:
+                async with _http_session(url, token) as a, _http_session(url, token) as b:
+                    assert not (await a.call_tool("cancel_order", {"order_id": 1})).is_error
+                    assert not (await b.call_tool("get_order", {"order_id": 1})).is_error
+                    with pytest.raises(MCPError, match="no sandbox free: this server keeps at most 2") as e:
+                        await c.call_tool("get_order", {"order_id": 1})
+                    assert e.value.data == {"groundstate/infrastructure": True}
+                # a and b ended (DELETE): their clones are free again
+                r = await c.call_tool("get_order", {"order_id": 1})
+                assert json.loads(text(r))["status"] == "pending"
+
+        run(main, limit=60)
+        # a cancelled the order (1), b and c did not (0); every session was graded once
+        assert sorted(line.split("reward=")[1][0] for line in _wait_for_ended(log, 3, 20.0)) == ["0", "0", "1"]
+    finally:
+        _stop(proc)
+    assert proc.returncode == 0, log.read_text()
+    assert _sandbox_databases(proc.pid) == [] and len(_ended_lines(log)) == 3
+
+
+@pytest.mark.postgres
+def test_postgres_http_idle_session_is_graded_and_frees_its_clone(pg_backend, tmp_path):
+    """A session that called a tool, then idles with its event stream open (the SDK client holds a GET for the
+    whole session): after `--idle-timeout` its clone is graded and released, so another session gets it; the
+    idle session's next call is told its session ended."""
+    log = tmp_path / "stderr.log"
+    proc, url, token = _start_http(log, "--max-sessions", "1", "--session-wait", "20", "--idle-timeout", "1")
+    try:
+        async def main():
+            async with _http_session(url, token) as a:
+                assert not (await a.call_tool("cancel_order", {"order_id": 1})).is_error
+                ended = await anyio.to_thread.run_sync(_wait_for_ended, log, 1, 30.0)
+                assert len(ended) == 1 and "reward=1" in ended[0]
+                async with _http_session(url, token) as b:
+                    assert json.loads(text(await b.call_tool("get_order", {"order_id": 1})))["status"] == "pending"
+                with pytest.raises(MCPError, match="session has ended"):
+                    await a.call_tool("get_order", {"order_id": 1})
+
+        run(main, limit=60)
+    finally:
+        _stop(proc)
+    assert _sandbox_databases(proc.pid) == []
+
+
+@pytest.mark.postgres
+def test_postgres_http_server_stops_on_sigterm_with_sessions_in_flight(pg_backend, tmp_path):
+    """SIGTERM while two sessions hold clones (their event streams open) and a third waits for one: the
+    server exits promptly, every session graded (the third on its untouched start state), and no `gs_sb_*`
+    database is left (before the fix it did not stop: uvicorn waited for the open streams without end)."""
+    log = tmp_path / "stderr.log"
+    proc, url, token = _start_http(log, "--max-sessions", "2", "--session-wait", "600")
+    outcome: dict = {}
+
+    async def waiting(c) -> None:
+        try:
+            await c.call_tool("get_order", {"order_id": 1})
+            outcome["c"] = "served"
+        except Exception as e:  # noqa: BLE001 - any error is fine; an answer that never comes is not
+            outcome["c"] = type(e).__name__
+
+    async def main():
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                a = await stack.enter_async_context(_http_session(url, token))
+                b = await stack.enter_async_context(_http_session(url, token))
+                c = await stack.enter_async_context(_http_session(url, token))
+                assert not (await a.call_tool("cancel_order", {"order_id": 1})).is_error
+                assert not (await b.call_tool("get_order", {"order_id": 1})).is_error
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(waiting, c)
+                    await anyio.sleep(0.5)  # c's call is waiting for a clone
+                    proc.send_signal(signal.SIGTERM)
+                    outcome["rc"] = await anyio.to_thread.run_sync(lambda: proc.wait(timeout=30))
+        except Exception as e:  # noqa: BLE001 - leaving sessions of a stopped server may fail; the server is the point
+            outcome.setdefault("left", type(e).__name__)
+
+    try:
+        run(main, limit=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert outcome.get("rc") == 0, (outcome, log.read_text())
+    assert outcome["c"] != "served"
+    assert sorted(line.split("reward=")[1][0] for line in _ended_lines(log)) == ["0", "0", "1"], log.read_text()
+    assert _sandbox_databases(proc.pid) == []

@@ -7,13 +7,22 @@ own sandbox: a refused or invalid call comes back as a tool result with `isError
 Sessions and sandboxes:
 - A sandbox is opened from the task's template (`backend.prepare(domain, task.patch)`, built once) at the
   session's first tool call, and closed when the session ends. Two sessions never see each other's writes.
+  At most `max_sessions` sandboxes are open at once; a first tool call that finds none free for
+  `session_wait` seconds is answered with a JSON-RPC error (the waiting is asynchronous, so it never holds a
+  worker thread or a database connection).
 - stdio (and any stream pair, including the SDK's in-process `Client(server)`): the connection is the
-  session, whatever protocol era the client speaks. The sandbox is closed when the connection ends.
+  session, whatever protocol era the client speaks. The sandbox is closed when the connection ends. With a
+  grading hook, every session that ends is graded, over any transport, even one that never called a tool
+  (on a fresh sandbox of the start state: a no-op agent's 0).
+  Over stdio the transport is bounded (`mcp_stdio`): `max_pending` requests at once, `MAX_NESTING` levels.
 - Streamable HTTP: the session is the `Mcp-Session-Id` of an `initialize`-handshake session. Its sandbox is
-  closed when the client ends the session (`DELETE`), when the session has been idle for `idle_timeout`
-  seconds (the SDK's own session idle timeout), or when the server shuts down. 2026-07-28 requests carry no
-  session, so over HTTP this server advertises only the handshake era in `server/discover` (the SDK's `auto`
-  clients then fall back to `initialize`), and a session-less tool call is refused with a protocol error.
+  closed when the client ends the session (`DELETE`), when no POST of the session has been in flight for
+  `idle_timeout` seconds (an open GET event stream does not keep a sandbox: the SDK's clients hold one for
+  the whole session), or when the server shuts down; on SIGTERM/SIGINT requests still running after
+  `SHUTDOWN_GRACE` seconds are cancelled, every sandbox is closed (graded first) and the process exits.
+  2026-07-28 requests carry no session, so over HTTP this server advertises only the handshake era in
+  `server/discover` (the SDK's `auto` clients then fall back to `initialize`), and a session-less tool call
+  is refused with a protocol error.
 - The HTTP app listens on loopback and requires `Authorization: Bearer <token>` (401 otherwise).
 
 Blocking database work (opening, tool calls, closing) runs in worker threads on backends other than SQLite.
@@ -24,6 +33,7 @@ errors whose `data` is `INFRA_ERROR_DATA`; `McpToolset` raises on them instead o
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import itertools
 import secrets
@@ -39,11 +49,11 @@ from mcp import MCPError, types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
-from mcp.server.stdio import stdio_server
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from groundstate.tools import ToolResult
+from groundstate.tools.mcp_stdio import DEFAULT_MAX_PENDING, MAX_NESTING, stdio_streams
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -52,7 +62,12 @@ if TYPE_CHECKING:
     from groundstate.tasks import Domain, Task
 
 __all__ = [
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_MAX_PENDING",
+    "DEFAULT_MAX_SESSIONS",
     "DEFAULT_PORT",
+    "DEFAULT_SESSION_WAIT",
+    "MAX_NESTING",
     "SESSION_HEADER",
     "WRITE_META_KEY",
     "SessionSandboxes",
@@ -64,7 +79,10 @@ __all__ = [
 ]
 
 DEFAULT_PORT = 8765
-DEFAULT_IDLE_TIMEOUT = 30 * 60.0  # seconds; the SDK's default session idle timeout
+DEFAULT_IDLE_TIMEOUT = 5 * 60.0  # seconds an HTTP session may hold its sandbox with no request in flight
+DEFAULT_MAX_SESSIONS = 32  # sandboxes open at once (= PostgresBackend's default pool size, `max_open`)
+DEFAULT_SESSION_WAIT = 30.0  # seconds a first tool call waits for a free sandbox before its error
+SHUTDOWN_GRACE = 5  # seconds HTTP requests may still run after SIGTERM/SIGINT before they are cancelled
 SESSION_HEADER = "mcp-session-id"
 WRITE_META_KEY = "groundstate/write"  # tool results carry whether the tool may write, in `_meta`
 INFRA_ERROR_DATA = {"groundstate/infrastructure": True}  # `data` of JSON-RPC errors that are not the agent's doing
@@ -83,6 +101,7 @@ class _Entry:
     sandbox: "Sandbox | None" = None
     owned: bool = True  # False for a caller-provided sandbox: never closed here
     closed: bool = False
+    slot: bool = False  # holds one of the `max_sessions` slots (released when its sandbox is closed)
 
 
 @dataclass
@@ -99,6 +118,12 @@ class _Scope:
     connection_key: str = field(default_factory=lambda: f"connection-{uuid.uuid4().hex}")
 
 
+def _call_held(sandbox: "Sandbox", tools: Any, name: str, arguments: Any) -> ToolResult:
+    """A tool call that holds its sandbox (`Sandbox.in_use`): a shutdown closing it meanwhile waits for the call."""
+    with sandbox.in_use():
+        return tools.call(sandbox.connection, name, arguments)
+
+
 class SessionSandboxes:
     """The open sandboxes of one MCP server, by session key; each opened lazily, each closed exactly once."""
 
@@ -112,12 +137,24 @@ class SessionSandboxes:
         on_session_end: SessionEndHook | None = None,
         sandbox: "Sandbox | None" = None,
         idle_timeout: float | None = None,
+        max_sessions: int | None = DEFAULT_MAX_SESSIONS,
+        session_wait: float = DEFAULT_SESSION_WAIT,
     ):
+        if max_sessions is not None and max_sessions < 1:
+            raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
+        if session_wait < 0:
+            raise ValueError(f"session_wait must be 0 or more seconds, got {session_wait}")
+        if idle_timeout is not None and not idle_timeout > 0:
+            raise ValueError(f"idle_timeout must be more than 0 seconds, got {idle_timeout}")
         self.domain, self.backend, self.template = domain, backend, template
         self.offload = backend.name != "sqlite" if offload is None else offload
         self.on_session_end = on_session_end
         self.shared = sandbox  # serve this one sandbox to every session (the caller owns and closes it)
         self.idle_timeout = idle_timeout
+        self.max_sessions, self.session_wait = max_sessions, session_wait
+        # Waiting for a slot here (asynchronously, cancellable) rather than inside `backend.open` keeps a full
+        # pool from parking worker threads forever and lets a shutdown cancel the waiters.
+        self._slots = anyio.Semaphore(max_sessions) if max_sessions is not None else None
         self._entries: dict[str, _Entry] = {}
         self._ended: set[str] = set()
         self._activity: dict[str, _Activity] = {}
@@ -149,14 +186,44 @@ class SessionSandboxes:
                 if self.shared is not None:
                     entry.sandbox, entry.owned = self.shared, False
                 else:
-                    try:
-                        with anyio.CancelScope(shield=True):  # a cancelled request must not leak the sandbox it opened
-                            entry.sandbox = await self._run(self.backend.open, self.template)
-                    except Exception as e:
-                        raise MCPError(code=INTERNAL_ERROR, message=f"could not open a sandbox: {type(e).__name__}: {e}",
-                                       data=INFRA_ERROR_DATA) from e
-                    self.opened += 1
-            return await self._run(self.domain.tools.call, entry.sandbox.connection, name, arguments)
+                    await self._open(entry)
+            return await self._run(_call_held, entry.sandbox, self.domain.tools, name, arguments)
+
+    def register(self, key: str, *, owner: object = None) -> None:
+        """Know a session before its first tool call, so that its end is graded even if it never calls one
+        (stream connections when they open, HTTP sessions when the `initialize` answer names them)."""
+        self._entries.setdefault(key, _Entry(owner=owner))
+
+    async def _open(self, entry: _Entry) -> None:
+        """Open the entry's sandbox once one of the `max_sessions` slots is free (waiting `session_wait` at most)."""
+        if self._slots is not None:
+            try:
+                self._slots.acquire_nowait()
+            except anyio.WouldBlock:
+                with anyio.move_on_after(self.session_wait) as waited:
+                    await self._slots.acquire()
+                if waited.cancelled_caught:
+                    raise MCPError(
+                        code=INTERNAL_ERROR,
+                        message=f"no sandbox free: this server keeps at most {self.max_sessions} sessions' sandboxes "
+                        f"open and none was released within {self.session_wait:g} s; end a session, or retry later",
+                        data=INFRA_ERROR_DATA,
+                    )
+            entry.slot = True
+        try:
+            with anyio.CancelScope(shield=True):  # a cancelled request must not leak the sandbox it opened
+                entry.sandbox = await self._run(self.backend.open, self.template)
+        except Exception as e:
+            self._release_slot(entry)
+            raise MCPError(code=INTERNAL_ERROR, message=f"could not open a sandbox: {type(e).__name__}: {e}",
+                           data=INFRA_ERROR_DATA) from e
+        self.opened += 1
+
+    def _release_slot(self, entry: _Entry) -> None:
+        if entry.slot:
+            entry.slot = False
+            assert self._slots is not None
+            self._slots.release()
 
     # -- session ends ----------------------------------------------------------------------------
     async def end(self, key: str, *, remember: bool = False) -> None:
@@ -172,9 +239,19 @@ class SessionSandboxes:
                 if entry.closed:
                     return
                 entry.closed = True
-                if entry.sandbox is not None and entry.owned:
-                    await self._run(self._finish, entry.sandbox)
-                    self.closed += 1
+                if entry.sandbox is None and entry.owned and self.shared is None and self.on_session_end is not None:
+                    # A session that never called a tool still ended: grade the start state it left unchanged.
+                    try:
+                        await self._open(entry)
+                    except MCPError as e:
+                        print(f"[groundstate mcp] a session ended without tool calls and could not be graded: {e}",
+                              file=sys.stderr, flush=True)
+                try:
+                    if entry.sandbox is not None and entry.owned:
+                        await self._run(self._finish, entry.sandbox)
+                        self.closed += 1
+                finally:
+                    self._release_slot(entry)
 
     def _finish(self, sandbox: "Sandbox") -> None:
         try:
@@ -185,22 +262,26 @@ class SessionSandboxes:
         finally:
             sandbox.close()
 
+    async def _end_all(self, keys: list[str], *, remember: bool = False) -> None:
+        # Together, not one by one: a session without a sandbox waits for a slot to be graded, which only
+        # the others' ends can free.
+        async with anyio.create_task_group() as tg:
+            for key in keys:
+                tg.start_soon(functools.partial(self.end, key, remember=remember))
+
     async def end_owner(self, owner: object) -> None:
         """End every session that `owner` served."""
-        for key, entry in list(self._entries.items()):
-            if entry.owner is owner:
-                await self.end(key)
+        await self._end_all([key for key, entry in self._entries.items() if entry.owner is owner])
 
     async def aclose(self) -> None:
         """Close every open sandbox."""
-        for key in list(self._entries):
-            await self.end(key)
+        await self._end_all(list(self._entries))
 
     @property
     def open_count(self) -> int:
         return sum(1 for e in self._entries.values() if e.sandbox is not None and e.owned and not e.closed)
 
-    # -- HTTP session activity (fed by the ASGI wrapper), for the idle reaper ---------------------
+    # -- HTTP session activity (fed by the ASGI wrapper with the session's POSTs), for the idle reaper ----
     def begin(self, key: str) -> None:
         a = self._activity.setdefault(key, _Activity())
         a.in_flight += 1
@@ -215,14 +296,13 @@ class SessionSandboxes:
                 del self._activity[key]  # refused: no session of ours to keep track of
 
     async def reap_idle(self) -> None:
-        """End HTTP sessions with no request in flight for `idle_timeout` seconds (the SDK's rule for its sessions)."""
+        """End HTTP sessions with no POST in flight for `idle_timeout` seconds, closing their sandboxes."""
         assert self.idle_timeout is not None
         while True:
             await anyio.sleep(min(max(self.idle_timeout / 4, 0.05), 30.0))
             now = anyio.current_time()
-            for key, a in list(self._activity.items()):
-                if a.in_flight == 0 and now - a.last_seen >= self.idle_timeout:
-                    await self.end(key, remember=True)
+            idle = [key for key, a in self._activity.items() if a.in_flight == 0 and now - a.last_seen >= self.idle_timeout]
+            await self._end_all(idle, remember=True)
 
 
 def _session_key(ctx: ServerRequestContext[Any, Any]) -> str:
@@ -252,6 +332,8 @@ def build_server(
     sandbox: "Sandbox | None" = None,
     on_session_end: SessionEndHook | None = None,
     sessions: SessionSandboxes | None = None,
+    max_sessions: int | None = DEFAULT_MAX_SESSIONS,
+    session_wait: float = DEFAULT_SESSION_WAIT,
 ) -> Server[_Scope]:
     """An MCP server (the SDK's low-level `Server`) for the domain's tools, one sandbox per session.
 
@@ -259,11 +341,14 @@ def build_server(
     session's first tool call and closed when the session ends, after `on_session_end(sandbox)` (e.g. to
     grade it). `sandbox=` serves that one sandbox to every session instead and never closes it: the caller
     owns it (to run an in-process MCP round trip against an attempt's own sandbox and grade it afterwards).
-    `sessions=` supplies the registry (the HTTP app passes one with an idle timeout).
+    `sessions=` supplies the registry (the HTTP app passes one with an idle timeout); otherwise one is made
+    with `max_sessions`/`session_wait`, and every stream connection is a session, graded when it ends.
     """
+    connection_is_session = sessions is None  # stream connections: the lifespan is entered once per session
     if sessions is None:
         template = sandbox.template if sandbox is not None else backend.prepare(domain, task.patch if task else {})
-        sessions = SessionSandboxes(domain, backend, template, on_session_end=on_session_end, sandbox=sandbox)
+        sessions = SessionSandboxes(domain, backend, template, on_session_end=on_session_end, sandbox=sandbox,
+                                    max_sessions=max_sessions, session_wait=session_wait)
     registry = sessions
     tools = [
         types.Tool(
@@ -280,6 +365,8 @@ def build_server(
         # Entered once per stream connection (Server.run, in-process Client) and once for a whole HTTP app;
         # on the way out it closes the sandboxes of the sessions it served.
         scope = _Scope(registry)
+        if connection_is_session:
+            registry.register(scope.connection_key, owner=scope)
         async with contextlib.AsyncExitStack() as stack:
             if registry.idle_timeout is not None:
                 tg = await stack.enter_async_context(anyio.create_task_group())
@@ -289,7 +376,8 @@ def build_server(
                 yield scope
             finally:
                 with anyio.CancelScope(shield=True):
-                    await registry.end_owner(scope)
+                    # a stream connection ends its own session; the HTTP app, entered once, ends all of them
+                    await (registry.end_owner(scope) if connection_is_session else registry.aclose())
 
     async def list_tools(ctx: ServerRequestContext[_Scope], params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
@@ -365,7 +453,10 @@ class _SessionLifecycle:
             await self.app(scope, receive, send)
             return
         sid = next((v.decode("latin-1") for k, v in scope["headers"] if k == SESSION_HEADER.encode()), None)
-        if not sid:
+        if not sid and scope["method"] == "POST":  # possibly an `initialize`: its answer names a new session
+            await self.app(scope, receive, self._opening(send))
+            return
+        if not sid or scope["method"] not in ("POST", "DELETE"):  # a GET event stream is open all session long
             await self.app(scope, receive, send)
             return
         status: int | None = None
@@ -383,6 +474,18 @@ class _SessionLifecycle:
             self.sessions.finish(sid, status)
             if scope["method"] == "DELETE" and status is not None and 200 <= status < 300:
                 await self.sessions.end(sid, remember=True)
+
+    def _opening(self, send: "Send") -> "Send":
+        async def watch(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start" and 200 <= message["status"] < 300:
+                sid = next((v.decode("latin-1") for k, v in message.get("headers", []) if k.lower() == SESSION_HEADER.encode()), None)
+                if sid:  # known from now on: graded when it ends or idles out, even without a tool call
+                    self.sessions.register(sid)
+                    self.sessions.begin(sid)
+                    self.sessions.finish(sid)
+            await send(message)
+
+        return watch
 
 
 def check_host(host: str, allow_remote: bool = False) -> None:
@@ -414,13 +517,15 @@ def build_http_app(
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
     on_session_end: SessionEndHook | None = None,
     allow_remote: bool = False,
+    max_sessions: int | None = DEFAULT_MAX_SESSIONS,
+    session_wait: float = DEFAULT_SESSION_WAIT,
 ) -> "ASGIApp":
     """The streamable-HTTP ASGI app: bearer-token protected, one sandbox per MCP session."""
     check_host(host, allow_remote)
     if not token:
         raise ValueError("an HTTP MCP server needs a bearer token")
-    template = backend.prepare(domain, task.patch if task else {})
-    sessions = SessionSandboxes(domain, backend, template, on_session_end=on_session_end, idle_timeout=idle_timeout)
+    sessions = SessionSandboxes(domain, backend, backend.prepare(domain, task.patch if task else {}), on_session_end=on_session_end,
+                                idle_timeout=idle_timeout, max_sessions=max_sessions, session_wait=session_wait)
     server = build_server(domain, backend, task, sessions=sessions)
     base = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
     app = server.streamable_http_app(
@@ -449,7 +554,7 @@ def _grade_hook(task: "Task") -> SessionEndHook:
     return hook
 
 
-async def _stdio(server: Server[_Scope]) -> None:
+async def _stdio(server: Server[_Scope], max_pending: int = DEFAULT_MAX_PENDING) -> None:
     async with anyio.create_task_group() as tg:
 
         async def on_signal() -> None:
@@ -457,12 +562,12 @@ async def _stdio(server: Server[_Scope]) -> None:
 
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 async for _ in signals:
-                    tg.cancel_scope.cancel()  # unwinds Server.run, whose lifespan closes the sandbox
+                    tg.cancel_scope.cancel()  # unwinds Server.run, whose lifespan grades and closes the sandbox
                     return
 
         tg.start_soon(on_signal)
-        async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+        async with stdio_streams(max_pending) as streams:
+            await server.run(*streams, server.create_initialization_options())
         tg.cancel_scope.cancel()
 
 
@@ -499,6 +604,9 @@ async def serve_async(
     path: str = "/mcp",
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
     grade_on_end: bool = True,
+    max_sessions: int | None = DEFAULT_MAX_SESSIONS,
+    session_wait: float = DEFAULT_SESSION_WAIT,
+    max_pending: int = DEFAULT_MAX_PENDING,
 ) -> None:
     """Serve until stdin closes (stdio) or the process is interrupted (HTTP); see `serve`."""
     from groundstate.state.sqlite import SqliteBackend
@@ -511,8 +619,9 @@ async def serve_async(
     hook = _grade_hook(t) if (t is not None and grade_on_end) else None
     try:
         if transport == "stdio":
-            server = await anyio.to_thread.run_sync(lambda: build_server(d, be, t, on_session_end=hook))
-            await _stdio(server)
+            server = await anyio.to_thread.run_sync(
+                lambda: build_server(d, be, t, on_session_end=hook, max_sessions=max_sessions, session_wait=session_wait))
+            await _stdio(server, max_pending)
         elif transport == "http":
             import uvicorn
 
@@ -522,12 +631,15 @@ async def serve_async(
                 print(f"[groundstate mcp] bearer token: {token}", file=sys.stderr)
             app = await anyio.to_thread.run_sync(
                 lambda: build_http_app(d, be, t, token=token, host=host, port=port, path=path, idle_timeout=idle_timeout,
-                                       on_session_end=hook, allow_remote=allow_remote)
+                                       on_session_end=hook, allow_remote=allow_remote, max_sessions=max_sessions,
+                                       session_wait=session_wait)
             )
             shown = f"[{host}]" if ":" in host else host
             print(f"[groundstate mcp] serving {d.name}{' task ' + t.id if t else ''} at http://{shown}:{port}{path} "
                   "(send Authorization: Bearer <token>)", file=sys.stderr, flush=True)
-            config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+            # Without a graceful-shutdown limit uvicorn waits forever for the clients' open event streams.
+            config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
+                                    timeout_graceful_shutdown=SHUTDOWN_GRACE)
             await _run_uvicorn(uvicorn.Server(config))
         else:
             raise ValueError(f"unknown transport {transport!r}: use stdio or http")
@@ -549,6 +661,9 @@ def serve(
     path: str = "/mcp",
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
     grade_on_end: bool = True,
+    max_sessions: int | None = DEFAULT_MAX_SESSIONS,
+    session_wait: float = DEFAULT_SESSION_WAIT,
+    max_pending: int = DEFAULT_MAX_PENDING,
 ) -> None:
     """Serve a domain's tools (in the start state of `task`, if given) over MCP.
 
@@ -556,9 +671,12 @@ def serve(
     `http://host:port/mcp`, loopback only unless `allow_remote=True`, every request needing
     `Authorization: Bearer <token>` (a random token is generated and printed to stderr when none is given).
     With a task, each session's final state is graded when it ends and the verdict printed to stderr.
+    Limits: `max_sessions` sandboxes open at once, a first tool call waiting `session_wait` s for one before its
+    error; HTTP sessions idle for `idle_timeout` s lose their sandbox; stdio serves `max_pending` requests at once.
     `backend` defaults to a new SQLite backend (closed on return); a backend passed in stays the caller's to close.
     """
     if transport == "http":
         check_host(host, allow_remote)
     anyio.run(lambda: serve_async(domain, task, transport, host, port, token, backend=backend, allow_remote=allow_remote,
-                                  path=path, idle_timeout=idle_timeout, grade_on_end=grade_on_end))
+                                  path=path, idle_timeout=idle_timeout, grade_on_end=grade_on_end,
+                                  max_sessions=max_sessions, session_wait=session_wait, max_pending=max_pending))
