@@ -22,6 +22,7 @@ from groundstate.results import read_records
 from groundstate.runner import RunConfig, run
 from groundstate.selectors import select_tasks
 from groundstate.state.sqlite import SqliteBackend
+from groundstate.tasks import Domain
 
 SHOP = str(Path(__file__).parent / "fixtures" / "shop")
 cli = CliRunner()
@@ -303,3 +304,17 @@ def test_compare_applies_the_completeness_rule_and_names_left_out_tasks(tmp_path
     html = render(cand, "with baseline", baseline=base)
     assert "left-out" in html and "no clean attempt in the candidate run" in html
     assert not math.isnan(c["metrics"]["pass_at_1"]["lift"])
+
+
+def test_an_edited_policy_changes_every_task_of_its_domain(tmp_path):
+    """The policy is the agent's system message: an attempt made under another policy is not this task's attempt."""
+    folder = tmp_path / "shop"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "shop", folder)
+    out = tmp_path / "r.jsonl"
+    run([(t, d) for d in [Domain(folder)] for t in d.tasks], RunConfig(agent="scripted:gold", k=1), SqliteBackend(), out)
+    (folder / "policy.md").write_text((folder / "policy.md").read_text() + "\nNever cancel an order.\n")
+    edited = Domain(folder)
+    with pytest.raises(runner.ResumeRefused, match="shop-cancel"):
+        run([(t, edited) for t in edited.tasks], RunConfig(agent="scripted:gold", k=1), SqliteBackend(), out)
+    s = run([(t, edited) for t in edited.tasks], RunConfig(agent="scripted:gold", k=1), SqliteBackend(), out, rerun_changed=True)
+    assert (s.ran, s.skipped) == (3, 0)
