@@ -17,12 +17,13 @@ total inference cost and cost per dependable task (total cost / tasks solved k/k
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 from scipy import stats
@@ -82,15 +83,16 @@ class TaskCounts:
 class Coverage:
     complete: bool
     n: int  # attempts per task: the highest attempt index + 1 of any task
-    missing: list[tuple[str, int]]
+    missing: list[tuple[str, int]]  # a few of the missing keys (`missing_count` of them in all)
     duplicated: list[tuple[str, int]]
     system_errors: list[tuple[str, int]]
     unequal: dict[str, int]  # task -> clean attempts, where it differs from n
+    missing_count: int = 0
 
     def problems(self) -> list[str]:
         out = []
-        if self.missing:
-            out.append(f"{len(self.missing)} missing keys, e.g. {self.missing[:5]}")
+        if self.missing_count:
+            out.append(f"{self.missing_count} missing keys, e.g. {self.missing[:5]}")
         if self.duplicated:
             out.append(f"{len(self.duplicated)} duplicated keys, e.g. {self.duplicated[:5]}")
         if self.system_errors:
@@ -120,11 +122,23 @@ def coverage(records: list[Record]) -> Coverage:
     seen = Counter((r["task_id"], int(r["attempt"])) for r in records)
     counts = task_counts(records)
     n = max((max(t.attempts) + 1 for t in counts.values()), default=0)
-    missing = sorted((tid, a) for tid in counts for a in range(n) if (tid, a) not in seen)
+    # n comes from the records (one attempt index of 10**15 makes it that): count the missing keys and name a few,
+    # never list every index below n
+    missing_count = sum(n - len(t.attempts) for t in counts.values())
+    missing = list(itertools.islice(((tid, a) for tid in sorted(counts) for a in _missing_below(counts[tid].attempts, n)), 5))
     duplicated = sorted(key for key, c in seen.items() if c > 1)
     errors = sorted((r["task_id"], int(r["attempt"])) for r in records if r.get("system_error"))
     unequal = {tid: t.n for tid, t in counts.items() if t.n != n and t.unjudged == 0}
-    return Coverage(not (missing or duplicated or errors or unequal), n, missing, duplicated, errors, unequal)
+    return Coverage(not (missing_count or duplicated or errors or unequal), n, missing, duplicated, errors, unequal, missing_count)
+
+
+def _missing_below(attempts: set[int], n: int) -> Iterator[int]:
+    """The indices in 0..n−1 that `attempts` lacks, ascending; the next one comes after at most len(attempts) steps."""
+    a = 0
+    while a < n:
+        if a not in attempts:
+            yield a
+        a += 1
 
 
 def parse_ks(text: str) -> list[int]:

@@ -34,6 +34,9 @@ Key = tuple[str, int]
 RECORD_VERSION = 2
 
 Count = Annotated[int, Field(strict=True, ge=0)]
+# attempts per task a run may make (`run --k`, `probe --n`), so an attempt index is below it: a record claiming
+# attempt 10**15 would otherwise make every reader lay out 10**15 attempts per task
+MAX_ATTEMPTS = 100_000
 
 
 class RecordError(ValueError):
@@ -85,7 +88,7 @@ class AttemptRecord(BaseModel):
     model_config = ConfigDict(extra="allow")
     record_version: Annotated[int, Field(strict=True, ge=1, le=RECORD_VERSION)] = 1
     task_id: Annotated[str, Field(strict=True, min_length=1)]
-    attempt: Count
+    attempt: Annotated[int, Field(strict=True, ge=0, lt=MAX_ATTEMPTS)]
     reward: Optional[Annotated[int, Field(strict=True)]]  # 1 or 0; None for a system error or an unjudged attempt
     system_error: Optional[str] = None
     unjudged: Annotated[bool, Field(strict=True)] = False

@@ -8,6 +8,8 @@ they leave out; `metrics --k` takes any k <= n; report labels are plain text.
 import json
 import math
 import shutil
+import subprocess
+import sys
 from itertools import combinations
 from pathlib import Path
 
@@ -318,3 +320,31 @@ def test_an_edited_policy_changes_every_task_of_its_domain(tmp_path):
         run([(t, edited) for t in edited.tasks], RunConfig(agent="scripted:gold", k=1), SqliteBackend(), out)
     s = run([(t, edited) for t in edited.tasks], RunConfig(agent="scripted:gold", k=1), SqliteBackend(), out, rerun_changed=True)
     assert (s.ran, s.skipped) == (3, 0)
+
+
+_READERS_UNDER_A_MEMORY_CAP = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))  # before the fix: a MemoryError here, not a machine out of memory
+from groundstate.cli import app
+from groundstate.metrics import coverage
+cov = coverage([{"task_id": "t", "attempt": 0, "reward": 1}, {"task_id": "t", "attempt": 10**15, "reward": 1}])
+assert cov.missing_count == 10**15 - 1 and cov.missing == [("t", a) for a in range(1, 6)] and not cov.complete
+sys.argv = ["groundstate", *sys.argv[1:]]
+app()
+"""
+
+
+def test_an_absurd_attempt_index_is_refused_not_laid_out(tmp_path):
+    """`attempt: 10**15` is a record to the old model, and every reader then laid out 10**15 attempts per task
+    (`metrics` was killed for memory). An attempt index is below `MAX_ATTEMPTS`, the largest `run --k`; coverage
+    counts missing keys without listing them."""
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(GOOD) + "\n" + json.dumps({**GOOD, "attempt": 10**15}) + "\n")
+    commands = [["metrics", str(path)], ["compare", str(path), str(path)], ["report", str(path), "-o", str(tmp_path / "r.html")],
+                ["select", str(path), "--out-dir", str(tmp_path / "sel")], ["run", "--agent", "scripted:gold", "--tasks", SHOP, "--out", str(path)]]
+    for args in commands:
+        p = subprocess.run([sys.executable, "-c", _READERS_UNDER_A_MEMORY_CAP, *args], capture_output=True, text=True, cwd=tmp_path)
+        out = " ".join((p.stdout + p.stderr).split())
+        assert p.returncode == 2 and "r.jsonl:2: field 'attempt'" in out and "Traceback" not in out, (args, out[-2000:])
+    r = cli.invoke(app, ["run", "--agent", "scripted:gold", "--tasks", SHOP, "--k", str(results.MAX_ATTEMPTS + 1), "--out", str(tmp_path / "k.jsonl")])
+    assert r.exit_code == 2 and "--k" in r.output and not (tmp_path / "k.jsonl").exists()
