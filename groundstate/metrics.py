@@ -29,7 +29,7 @@ import numpy as np
 from scipy import stats
 
 from groundstate.episode import FINISH_REASONS
-from groundstate.results import Record, check_one_run
+from groundstate.results import Record, check_one_run, task_set_hash
 
 DEFAULT_PRICES = Path(__file__).parent / "prices.yaml"
 
@@ -88,6 +88,7 @@ class Coverage:
     system_errors: list[tuple[str, int]]
     unequal: dict[str, int]  # task -> clean attempts, where it differs from n
     missing_count: int = 0
+    foreign_task_set: bool = False  # the file's task ids are not the set its run selected
 
     def problems(self) -> list[str]:
         out = []
@@ -97,6 +98,9 @@ class Coverage:
             out.append(f"{len(self.duplicated)} duplicated keys, e.g. {self.duplicated[:5]}")
         if self.system_errors:
             out.append(f"{len(self.system_errors)} system errors, e.g. {self.system_errors[:5]} (retry them with `groundstate run ... --repair`)")
+        if self.foreign_task_set:
+            out.append("the file's tasks are not the run's selected task set (a task's records are gone, or records of a "
+                       "task the run did not select were added)")
         if self.unequal:
             out.append(f"{len(self.unequal)} tasks without exactly n={self.n} clean attempts, e.g. {dict(list(self.unequal.items())[:5])}")
         return out
@@ -129,7 +133,12 @@ def coverage(records: list[Record]) -> Coverage:
     duplicated = sorted(key for key, c in seen.items() if c > 1)
     errors = sorted((r["task_id"], int(r["attempt"])) for r in records if r.get("system_error"))
     unequal = {tid: t.n for tid, t in counts.items() if t.n != n and t.unjudged == 0}
-    return Coverage(not (missing_count or duplicated or errors or unequal), n, missing, duplicated, errors, unequal, missing_count)
+    # a record names its run's selected task set (a hash of the ids): a task with no record left, or one never selected,
+    # is invisible to the per-task rules above
+    selected = {r["run"]["tasks"] for r in records if r.get("run")}
+    foreign = len(selected) == 1 and selected != {task_set_hash(list(counts))}
+    return Coverage(not (missing_count or duplicated or errors or unequal or foreign), n, missing, duplicated, errors, unequal,
+                    missing_count, foreign)
 
 
 def _missing_below(attempts: set[int], n: int) -> Iterator[int]:

@@ -348,3 +348,21 @@ def test_an_absurd_attempt_index_is_refused_not_laid_out(tmp_path):
         assert p.returncode == 2 and "r.jsonl:2: field 'attempt'" in out and "Traceback" not in out, (args, out[-2000:])
     r = cli.invoke(app, ["run", "--agent", "scripted:gold", "--tasks", SHOP, "--k", str(results.MAX_ATTEMPTS + 1), "--out", str(tmp_path / "k.jsonl")])
     assert r.exit_code == 2 and "--k" in r.output and not (tmp_path / "k.jsonl").exists()
+
+
+@pytest.mark.parametrize("edit", ["a task's records removed", "a task the run never selected"])
+def test_a_file_whose_tasks_are_not_the_runs_task_set_is_incomplete(gold_run, edit):
+    """Every record names its run's selected task set (a hash): a file that lost a whole task, or gained records of a
+    task the run did not select, does not describe that run. Before: `metrics` called it complete (2 or 4 tasks)."""
+    recs = read_records(gold_run)
+    if edit == "a task's records removed":
+        recs = [r for r in recs if r["task_id"] != "shop-multi"]
+    else:
+        recs += [{**r, "task_id": "ghost", "reward": 0} for r in recs if r["task_id"] == "shop-cancel"]
+    gold_run.write_text("".join(results.dump_line(r) for r in recs))
+    with pytest.raises(ValueError, match="not the run's selected task set"):
+        compute(read_records(gold_run), prices={}, bootstrap_reps=0)
+    r = cli.invoke(app, ["metrics", str(gold_run)])
+    clean_exit(r, 1)
+    assert "not the run's selected task set" in flat(r.output)
+    assert cli.invoke(app, ["metrics", str(gold_run), "--allow-incomplete"]).exit_code == 0
