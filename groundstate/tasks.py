@@ -242,6 +242,8 @@ class Domain:
         tools_path = self.path / "tools.py"
         try:
             self.tools = Toolset.from_module(_import_file(tools_path, f"groundstate_domain_{self.name}_tools"))
+        except TaskFileError:  # missing, does not compile, fails when imported: it names the file already
+            raise
         except ValueError as e:  # a function that cannot be a tool (async, *args, no docstring, ...)
             raise TaskFileError(tools_path, str(e)) from None
         if not self.tools.names():
