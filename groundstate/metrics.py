@@ -155,8 +155,8 @@ def parse_ks(text: str) -> list[int]:
     ks = []
     for part in text.split(","):
         part = part.strip()
-        if not part.isdigit() or int(part) < 1:
-            raise ValueError(f"--k {text!r}: {part!r} is not a whole number >= 1 (give one k or several, comma-separated, e.g. 1,5,20)")
+        if not (part.isascii() and part.isdigit()) or len(part) > 9 or int(part) < 1:  # ² and 5,000 digits are digits to isdigit
+            raise ValueError(f"--k {text!r}: {part!r} is not a whole number from 1 to 999999999 (give one k or several, comma-separated, e.g. 1,5,20)")
         ks.append(int(part))
     return sorted(set(ks))
 

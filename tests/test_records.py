@@ -237,8 +237,10 @@ def test_metrics_reports_any_k_up_to_n_and_refuses_k_above_n(tmp_path):
     assert set(json.loads(r.stdout)["at_k"]) == {"1", "5", "20"}
     human = cli.invoke(app, ["metrics", str(path), "--k", "5"]).stdout
     assert "pass@5 (unbiased)" in flat(human) and "Observed 20/20" in flat(human)
-    for bad in ("0", "-1", "x", "1,,2", "25"):
-        clean_exit(cli.invoke(app, ["metrics", str(path), "--k", bad]), 2 if bad != "25" else 1)
+    for bad in ("0", "-1", "x", "1,,2", "25", "\u00b2", "9" * 5000):  # a superscript two and 5,000 digits pass str.isdigit
+        r = cli.invoke(app, ["metrics", str(path), "--k", bad])
+        clean_exit(r, 2 if bad != "25" else 1)
+        assert "--k" in r.output or bad == "25", r.output
 
 
 # -- #15 item 13: smaller reader issues ---------------------------------------------------------------
