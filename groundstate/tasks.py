@@ -404,6 +404,11 @@ class Domain:
                 raise TaskFileError(path, f"a prefixed string literal (character {prefixed}): E'…', X'…', B'…', N'…' and U&'…' "
                                           f"read differently in SQLite and PostgreSQL (a backslash escapes a quote only in "
                                           f"PostgreSQL's E'…'); separate the name from the string", task_id, f"checks[{j}].sql")
+            quoted = _sqlite_only_quote_at(check.sql)
+            if quoted is not None:
+                raise TaskFileError(path, f"a name quoted with a backtick or a bracket (character {quoted}): only SQLite reads "
+                                          f"them as quotes (PostgreSQL: an operator, a subscript); quote names with \"…\"",
+                                    task_id, f"checks[{j}].sql")
         return task
 
     def task(self, task_id: str) -> Task:
@@ -474,6 +479,14 @@ def _prefixed_literal_at(sql: str) -> int | None:
         if prefix and sqlite3.complete_statement(head + ";"):
             return at
         at = sql.find("'", at + 1)
+    return None
+
+
+def _sqlite_only_quote_at(sql: str) -> int | None:
+    """Where a backtick or `[` opens a quoted name as SQLite reads it (outside strings, names and comments), or None."""
+    for at, c in enumerate(sql):
+        if c in "`[" and sqlite3.complete_statement(sql[:at] + ";"):
+            return at
     return None
 
 

@@ -642,3 +642,20 @@ def test_string_literals_both_dialects_read_alike_still_load(shop, tmp_path, sql
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"tasks": [{"id": "c", "instruction": "x", "gold": [], "checks": [{"sql": sql, "expect": [[1]]}]}]}))
     assert shop.load_task_file(path)[0].checks[0].sql == sql
+
+
+@pytest.mark.parametrize("sql", ["SELECT 1 AS `one`", "SELECT 1 AS [one]", "SELECT [status] FROM orders",
+                                 "SELECT 1 /* /* */ AS ` */ ; RESET ROLE ; SELECT 2 -- `"])
+def test_a_check_quoting_a_name_the_sqlite_only_way_does_not_load(shop, tmp_path, sql):
+    """Backticks and brackets quote names in SQLite only (PostgreSQL reads a backtick as an operator and a bracket as a
+    subscript): such a check linted green on SQLite and could never run on PostgreSQL. Double quotes still load."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"tasks": [{"id": "q", "instruction": "x", "gold": [], "checks": [{"sql": sql, "expect": [[1]]}]}]}))
+    with pytest.raises(TaskFileError) as e:
+        shop.load_task_file(path)
+    assert (e.value.task_id, e.value.field) == ("q", "checks[0].sql")
+    assert "backtick" in str(e.value) or "block comment" in str(e.value)
+    quoted = tmp_path / "ok.json"
+    quoted.write_text(json.dumps({"tasks": [{"id": "q", "instruction": "x", "gold": [],
+                                             "checks": [{"sql": "SELECT 1 AS \"[one]`\" WHERE '[`' = '[`'", "expect": [[1]]}]}]}))
+    shop.load_task_file(quoted)
