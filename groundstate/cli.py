@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from groundstate import cli_options as opts
+from groundstate.results import MAX_ATTEMPTS
 from groundstate.cli_select import _select  # selector resolution shared with probe (cli_select imports nothing from here)
 from groundstate.tasks import TaskFileError, iter_tasks
 
@@ -158,7 +159,7 @@ def _slug(text: str) -> str:
 def run(
     agent: str = typer.Option(..., "--agent", help="scripted:gold|noop|noisy:P, openai:MODEL[@URL] or hf:PATH."),
     tasks: str = typer.Option("bench", "--tasks", help="pool, bench, all, a domain, a YAML list of ids, or a glob; comma-separated."),
-    k: int = opts.count(1, "--k", help="Attempts per task."),
+    k: int = opts.count(1, "--k", hi=MAX_ATTEMPTS, help="Attempts per task."),
     user: str = typer.Option("scripted", "--user", help="scripted or openai:MODEL[@URL]."),
     judge: Optional[str] = typer.Option(None, "--judge", help="openai:MODEL[@URL] for reply rubrics (without: rubric tasks are unjudged)."),
     out_path: Optional[Path] = opts.file_out(None, "--out", help="Results JSONL (default: runs/<agent>_<tasks>_k<k>/results.jsonl). Re-running resumes it."),

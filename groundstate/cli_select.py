@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from groundstate import cli_options as opts
+from groundstate.results import MAX_ATTEMPTS
 from groundstate.tasks import TaskFileError
 
 console = Console(stderr=True)
@@ -55,7 +56,7 @@ def selector_has_thinkingbox(selector: str) -> bool:
 def probe_command(
     agent: str = typer.Option(..., "--agent", help="Policy to probe with: scripted:gold|noop|noisy:P, openai:MODEL or openai:MODEL@URL, or hf:PATH."),
     tasks: str = typer.Option("pool", "--tasks", help="Candidate tasks: pool, a domain name or folder, a YAML list of ids, or a glob; comma-separated."),
-    n: int = opts.count(8, "--n", help="Attempts per candidate task."),
+    n: int = opts.count(8, "--n", hi=MAX_ATTEMPTS, help="Attempts per candidate task."),
     out_path: Optional[Path] = opts.file_out(None, "--out", help="Probe results JSONL (default: runs/probe_<agent>_<tasks>_n<N>/probes.jsonl). Re-running resumes it."),
     user: str = typer.Option("scripted", "--user", help="scripted, openai:MODEL or openai:MODEL@URL."),
     judge: Optional[str] = typer.Option(None, "--judge", help="openai:MODEL or openai:MODEL@URL for reply rubrics (without: rubric tasks are unjudged, not runs)."),

@@ -17,18 +17,19 @@ total inference cost and cost per dependable task (total cost / tasks solved k/k
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 from scipy import stats
 
 from groundstate.episode import FINISH_REASONS
-from groundstate.results import Record, check_one_run
+from groundstate.results import Record, check_one_run, task_set_hash
 
 DEFAULT_PRICES = Path(__file__).parent / "prices.yaml"
 
@@ -82,19 +83,24 @@ class TaskCounts:
 class Coverage:
     complete: bool
     n: int  # attempts per task: the highest attempt index + 1 of any task
-    missing: list[tuple[str, int]]
+    missing: list[tuple[str, int]]  # a few of the missing keys (`missing_count` of them in all)
     duplicated: list[tuple[str, int]]
     system_errors: list[tuple[str, int]]
     unequal: dict[str, int]  # task -> clean attempts, where it differs from n
+    missing_count: int = 0
+    foreign_task_set: bool = False  # the file's task ids are not the set its run selected
 
     def problems(self) -> list[str]:
         out = []
-        if self.missing:
-            out.append(f"{len(self.missing)} missing keys, e.g. {self.missing[:5]}")
+        if self.missing_count:
+            out.append(f"{self.missing_count} missing keys, e.g. {self.missing[:5]}")
         if self.duplicated:
             out.append(f"{len(self.duplicated)} duplicated keys, e.g. {self.duplicated[:5]}")
         if self.system_errors:
             out.append(f"{len(self.system_errors)} system errors, e.g. {self.system_errors[:5]} (retry them with `groundstate run ... --repair`)")
+        if self.foreign_task_set:
+            out.append("the file's tasks are not the run's selected task set (a task's records are gone, or records of a "
+                       "task the run did not select were added)")
         if self.unequal:
             out.append(f"{len(self.unequal)} tasks without exactly n={self.n} clean attempts, e.g. {dict(list(self.unequal.items())[:5])}")
         return out
@@ -120,11 +126,28 @@ def coverage(records: list[Record]) -> Coverage:
     seen = Counter((r["task_id"], int(r["attempt"])) for r in records)
     counts = task_counts(records)
     n = max((max(t.attempts) + 1 for t in counts.values()), default=0)
-    missing = sorted((tid, a) for tid in counts for a in range(n) if (tid, a) not in seen)
+    # n comes from the records (one attempt index of 10**15 makes it that): count the missing keys and name a few,
+    # never list every index below n
+    missing_count = sum(n - len(t.attempts) for t in counts.values())
+    missing = list(itertools.islice(((tid, a) for tid in sorted(counts) for a in _missing_below(counts[tid].attempts, n)), 5))
     duplicated = sorted(key for key, c in seen.items() if c > 1)
     errors = sorted((r["task_id"], int(r["attempt"])) for r in records if r.get("system_error"))
     unequal = {tid: t.n for tid, t in counts.items() if t.n != n and t.unjudged == 0}
-    return Coverage(not (missing or duplicated or errors or unequal), n, missing, duplicated, errors, unequal)
+    # a record names its run's selected task set (a hash of the ids): a task with no record left, or one never selected,
+    # is invisible to the per-task rules above
+    selected = {r["run"]["tasks"] for r in records if r.get("run")}
+    foreign = len(selected) == 1 and selected != {task_set_hash(list(counts))}
+    return Coverage(not (missing_count or duplicated or errors or unequal or foreign), n, missing, duplicated, errors, unequal,
+                    missing_count, foreign)
+
+
+def _missing_below(attempts: set[int], n: int) -> Iterator[int]:
+    """The indices in 0..n−1 that `attempts` lacks, ascending; the next one comes after at most len(attempts) steps."""
+    a = 0
+    while a < n:
+        if a not in attempts:
+            yield a
+        a += 1
 
 
 def parse_ks(text: str) -> list[int]:
@@ -132,8 +155,8 @@ def parse_ks(text: str) -> list[int]:
     ks = []
     for part in text.split(","):
         part = part.strip()
-        if not part.isdigit() or int(part) < 1:
-            raise ValueError(f"--k {text!r}: {part!r} is not a whole number >= 1 (give one k or several, comma-separated, e.g. 1,5,20)")
+        if not (part.isascii() and part.isdigit()) or len(part) > 9 or int(part) < 1:  # ² and 5,000 digits are digits to isdigit
+            raise ValueError(f"--k {text!r}: {part!r} is not a whole number from 1 to 999999999 (give one k or several, comma-separated, e.g. 1,5,20)")
         ks.append(int(part))
     return sorted(set(ks))
 

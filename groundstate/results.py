@@ -34,6 +34,9 @@ Key = tuple[str, int]
 RECORD_VERSION = 2
 
 Count = Annotated[int, Field(strict=True, ge=0)]
+# attempts per task a run may make (`run --k`, `probe --n`), so an attempt index is below it: a record claiming
+# attempt 10**15 would otherwise make every reader lay out 10**15 attempts per task
+MAX_ATTEMPTS = 100_000
 
 
 class RecordError(ValueError):
@@ -85,7 +88,7 @@ class AttemptRecord(BaseModel):
     model_config = ConfigDict(extra="allow")
     record_version: Annotated[int, Field(strict=True, ge=1, le=RECORD_VERSION)] = 1
     task_id: Annotated[str, Field(strict=True, min_length=1)]
-    attempt: Count
+    attempt: Annotated[int, Field(strict=True, ge=0, lt=MAX_ATTEMPTS)]
     reward: Optional[Annotated[int, Field(strict=True)]]  # 1 or 0; None for a system error or an unjudged attempt
     system_error: Optional[str] = None
     unjudged: Annotated[bool, Field(strict=True)] = False
@@ -281,6 +284,11 @@ def refuse_read_only(path: Path) -> None:
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
 
 
+def real_path(path: Path | str) -> Path:
+    """The results file a path names, symbolic links followed: one file has one lock, whichever link names it."""
+    return Path(os.path.realpath(path))
+
+
 def rewrite_atomically(path: Path, records: list[Record]) -> None:
     """Replace the file's content in one step (write a temporary file, then rename over it).
 
@@ -288,11 +296,13 @@ def rewrite_atomically(path: Path, records: list[Record]) -> None:
     with `ResultsWriteError` rather than replaced (a rename needs only the folder's permission, not the file's).
     Call it only while holding the file's `ResultsLock` (`ResultsWriter.rewrite` does): a writer appending
     through an open descriptor would otherwise go on writing to the replaced copy, and its records would be lost.
+    A symbolic link is followed: the file it names is replaced and the link stays a link.
     """
+    target = real_path(path)
     try:
-        refuse_read_only(path)
-        old = path.stat() if path.exists() else None
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        refuse_read_only(target)
+        old = target.stat() if target.exists() else None
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=target.name, suffix=".tmp")
     except OSError as e:
         raise ResultsWriteError(path, e) from e
     try:
@@ -305,7 +315,7 @@ def rewrite_atomically(path: Path, records: list[Record]) -> None:
                     os.fchown(f.fileno(), old.st_uid, old.st_gid)
                 os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode))  # mkstemp creates 0600: keep the file's own mode
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except OSError as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -328,12 +338,14 @@ class ResultsLock:
     The lock is on a sibling, not on the results file, because a rewrite renames a new file over the results
     file, and a lock held on the replaced inode would no longer exclude anyone. The holder writes
     `pid <pid> on <host>` into the lock file so a refused run can say who holds it; the kernel drops the lock
-    when the holder exits, however it exits, so a crashed run never leaves the file locked.
+    when the holder exits, however it exits, so a crashed run never leaves the file locked. The lock belongs to
+    the file a symbolic link names, so two runs cannot each hold a lock of their own through two names.
     """
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.lock_path = self.path.with_name(self.path.name + ".lock")
+        real = real_path(self.path)
+        self.lock_path = real.with_name(real.name + ".lock")
         self._fd: int | None = None
 
     def acquire(self) -> None:

@@ -87,9 +87,10 @@ def run_identity(cfg: RunConfig, tasks: list[tuple[Task, Domain]]) -> RunIdentit
 
 def task_fingerprint(task: Task, domain: Domain) -> str:
     """The version of a task as an attempt meets it: everything of the task that the agent sees or the grader uses
-    (instruction, user, patch, gold, checks, rubrics, limits) and its domain's content; not tags or grouping labels."""
-    body = json.dumps({"task": task.model_dump(mode="json", exclude={"tags", "family", "template", "split"}), "domain": domain.content_hash},
-                      sort_keys=True, default=str)
+    (instruction, user, patch, gold, checks, rubrics, limits), its domain's content and the domain's system prompt (the
+    policy the agent is told to follow); not tags or grouping labels."""
+    body = json.dumps({"task": task.model_dump(mode="json", exclude={"tags", "family", "template", "split"}), "domain": domain.content_hash,
+                       "system_prompt": domain.system_prompt()}, sort_keys=True, default=str)
     return hashlib.sha256(body.encode()).hexdigest()[:16]
 
 

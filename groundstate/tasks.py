@@ -242,6 +242,8 @@ class Domain:
         tools_path = self.path / "tools.py"
         try:
             self.tools = Toolset.from_module(_import_file(tools_path, f"groundstate_domain_{self.name}_tools"))
+        except TaskFileError:  # missing, does not compile, fails when imported: it names the file already
+            raise
         except ValueError as e:  # a function that cannot be a tool (async, *args, no docstring, ...)
             raise TaskFileError(tools_path, str(e)) from None
         if not self.tools.names():
@@ -397,6 +399,16 @@ class Domain:
                 raise TaskFileError(path, f"a block comment holds another '/*' (character {nested}): SQLite ends the comment at the "
                                           f"first '*/' and PostgreSQL does not, so the two would not run the same query",
                                     task_id, f"checks[{j}].sql")
+            prefixed = _prefixed_literal_at(check.sql)
+            if prefixed is not None:
+                raise TaskFileError(path, f"a prefixed string literal (character {prefixed}): E'…', X'…', B'…', N'…' and U&'…' "
+                                          f"read differently in SQLite and PostgreSQL (a backslash escapes a quote only in "
+                                          f"PostgreSQL's E'…'); separate the name from the string", task_id, f"checks[{j}].sql")
+            quoted = _sqlite_only_quote_at(check.sql)
+            if quoted is not None:
+                raise TaskFileError(path, f"a name quoted with a backtick or a bracket (character {quoted}): only SQLite reads "
+                                          f"them as quotes (PostgreSQL: an operator, a subscript); quote names with \"…\"",
+                                    task_id, f"checks[{j}].sql")
         return task
 
     def task(self, task_id: str) -> Task:
@@ -450,6 +462,31 @@ def _comment_nested_at(sql: str) -> int | None:
         if not sqlite3.complete_statement(head + ";") and sqlite3.complete_statement(head + "*/;"):
             return at
         at = sql.find("/*", at + 1)
+    return None
+
+
+def _prefixed_literal_at(sql: str) -> int | None:
+    """Where a string literal, as SQLite reads it, opens right after a name (`e'…'`, `x'…'`, `u&'…'`), or None.
+
+    PostgreSQL reads such a prefix as part of the literal (an escape string, bit string, national or Unicode
+    string), SQLite as a separate name or a blob: the two would not run the same query. The state before each `'`
+    comes from SQLite's own tokenizer, as in `_comment_nested_at`."""
+    at = sql.find("'")
+    while at != -1:
+        head = sql[:at]
+        before = head[-1:]
+        prefix = before.isalnum() or before in ("_", "$") or (before == "&" and head[-2:-1].isalpha())
+        if prefix and sqlite3.complete_statement(head + ";"):
+            return at
+        at = sql.find("'", at + 1)
+    return None
+
+
+def _sqlite_only_quote_at(sql: str) -> int | None:
+    """Where a backtick or `[` opens a quoted name as SQLite reads it (outside strings, names and comments), or None."""
+    for at, c in enumerate(sql):
+        if c in "`[" and sqlite3.complete_statement(sql[:at] + ";"):
+            return at
     return None
 
 

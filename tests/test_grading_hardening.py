@@ -168,6 +168,7 @@ def assert_refused(folder: Path, culprit: str, words: str, tmp_path: Path, backe
         r = cli(*args)
         assert r.exit_code == 2, (args, r.output)
         assert squash(f"{folder / culprit}: {words}") in squash(r.output), r.output
+        assert squash(r.output).count(squash(str(folder / culprit))) == 1, r.output  # named once, not "tools.py: tools.py: …"
         assert "Traceback" not in r.output and "--repair" not in r.output
     assert not out.parent.exists()  # no results file, no manifest
 

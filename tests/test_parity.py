@@ -149,3 +149,23 @@ def test_in_place_path_equals_the_template_path(shop, pg_backend):
         with pg_backend.open(base) as sandbox:
             in_place = _on_postgres(task, shop, sandbox)
         assert in_place == _on_templates(task, shop, pg_backend) == _on_templates(task, shop, lite)
+
+
+def test_a_check_with_question_marks_and_percents_in_its_literals_grades_alike(shop, backend):
+    """A check has no parameters, so its `?` and `%` are text: PostgreSQL gets the SQL as written. Before: `?` became
+    a `%s` placeholder there, and `body LIKE '%?%'` was a system error ("the query has 1 placeholders but 0
+    parameters") on PostgreSQL while the task loaded and linted green on SQLite."""
+    from groundstate.grading import grader_for, replay
+    from groundstate.tasks import Task
+
+    refuse = shop.task("shop-refuse")
+    task = Task.model_validate({**refuse.model_dump(), "id": "asks", "checks": [
+        {"sql": "SELECT count(*) FROM notes WHERE body LIKE '%?%' OR body = 'a%b?'", "expect": [[0]]},
+        {"sql": "SELECT '?' AS q, '%' AS p, '%%s' AS s", "expect": [["?", "%", "%%s"]]}]})
+    template = backend.prepare(shop, task.patch)
+    with backend.open(template) as sandbox:
+        replay(sandbox, [c.model_dump() for c in task.gold])
+        verdict = grader_for(backend).grade(task, sandbox)
+        assert verdict.reward == 1 and verdict.system_error is None, verdict.reasons
+        # a tool's statement with parameters still uses `?` placeholders
+        assert sandbox.connection.query("SELECT count(*) AS n FROM notes WHERE body LIKE ? AND customer_id = ?", "%shipped%", 2) == [{"n": 1}]

@@ -8,6 +8,8 @@ they leave out; `metrics --k` takes any k <= n; report labels are plain text.
 import json
 import math
 import shutil
+import subprocess
+import sys
 from itertools import combinations
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from groundstate.results import read_records
 from groundstate.runner import RunConfig, run
 from groundstate.selectors import select_tasks
 from groundstate.state.sqlite import SqliteBackend
+from groundstate.tasks import Domain
 
 SHOP = str(Path(__file__).parent / "fixtures" / "shop")
 cli = CliRunner()
@@ -234,8 +237,10 @@ def test_metrics_reports_any_k_up_to_n_and_refuses_k_above_n(tmp_path):
     assert set(json.loads(r.stdout)["at_k"]) == {"1", "5", "20"}
     human = cli.invoke(app, ["metrics", str(path), "--k", "5"]).stdout
     assert "pass@5 (unbiased)" in flat(human) and "Observed 20/20" in flat(human)
-    for bad in ("0", "-1", "x", "1,,2", "25"):
-        clean_exit(cli.invoke(app, ["metrics", str(path), "--k", bad]), 2 if bad != "25" else 1)
+    for bad in ("0", "-1", "x", "1,,2", "25", "\u00b2", "9" * 5000):  # a superscript two and 5,000 digits pass str.isdigit
+        r = cli.invoke(app, ["metrics", str(path), "--k", bad])
+        clean_exit(r, 2 if bad != "25" else 1)
+        assert "--k" in r.output or bad == "25", r.output
 
 
 # -- #15 item 13: smaller reader issues ---------------------------------------------------------------
@@ -303,3 +308,63 @@ def test_compare_applies_the_completeness_rule_and_names_left_out_tasks(tmp_path
     html = render(cand, "with baseline", baseline=base)
     assert "left-out" in html and "no clean attempt in the candidate run" in html
     assert not math.isnan(c["metrics"]["pass_at_1"]["lift"])
+
+
+def test_an_edited_policy_changes_every_task_of_its_domain(tmp_path):
+    """The policy is the agent's system message: an attempt made under another policy is not this task's attempt."""
+    folder = tmp_path / "shop"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "shop", folder)
+    out = tmp_path / "r.jsonl"
+    run([(t, d) for d in [Domain(folder)] for t in d.tasks], RunConfig(agent="scripted:gold", k=1), SqliteBackend(), out)
+    (folder / "policy.md").write_text((folder / "policy.md").read_text() + "\nNever cancel an order.\n")
+    edited = Domain(folder)
+    with pytest.raises(runner.ResumeRefused, match="shop-cancel"):
+        run([(t, edited) for t in edited.tasks], RunConfig(agent="scripted:gold", k=1), SqliteBackend(), out)
+    s = run([(t, edited) for t in edited.tasks], RunConfig(agent="scripted:gold", k=1), SqliteBackend(), out, rerun_changed=True)
+    assert (s.ran, s.skipped) == (3, 0)
+
+
+_READERS_UNDER_A_MEMORY_CAP = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))  # before the fix: a MemoryError here, not a machine out of memory
+from groundstate.cli import app
+from groundstate.metrics import coverage
+cov = coverage([{"task_id": "t", "attempt": 0, "reward": 1}, {"task_id": "t", "attempt": 10**15, "reward": 1}])
+assert cov.missing_count == 10**15 - 1 and cov.missing == [("t", a) for a in range(1, 6)] and not cov.complete
+sys.argv = ["groundstate", *sys.argv[1:]]
+app()
+"""
+
+
+def test_an_absurd_attempt_index_is_refused_not_laid_out(tmp_path):
+    """`attempt: 10**15` is a record to the old model, and every reader then laid out 10**15 attempts per task
+    (`metrics` was killed for memory). An attempt index is below `MAX_ATTEMPTS`, the largest `run --k`; coverage
+    counts missing keys without listing them."""
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(GOOD) + "\n" + json.dumps({**GOOD, "attempt": 10**15}) + "\n")
+    commands = [["metrics", str(path)], ["compare", str(path), str(path)], ["report", str(path), "-o", str(tmp_path / "r.html")],
+                ["select", str(path), "--out-dir", str(tmp_path / "sel")], ["run", "--agent", "scripted:gold", "--tasks", SHOP, "--out", str(path)]]
+    for args in commands:
+        p = subprocess.run([sys.executable, "-c", _READERS_UNDER_A_MEMORY_CAP, *args], capture_output=True, text=True, cwd=tmp_path)
+        out = " ".join((p.stdout + p.stderr).split())
+        assert p.returncode == 2 and "r.jsonl:2: field 'attempt'" in out and "Traceback" not in out, (args, out[-2000:])
+    r = cli.invoke(app, ["run", "--agent", "scripted:gold", "--tasks", SHOP, "--k", str(results.MAX_ATTEMPTS + 1), "--out", str(tmp_path / "k.jsonl")])
+    assert r.exit_code == 2 and "--k" in r.output and not (tmp_path / "k.jsonl").exists()
+
+
+@pytest.mark.parametrize("edit", ["a task's records removed", "a task the run never selected"])
+def test_a_file_whose_tasks_are_not_the_runs_task_set_is_incomplete(gold_run, edit):
+    """Every record names its run's selected task set (a hash): a file that lost a whole task, or gained records of a
+    task the run did not select, does not describe that run. Before: `metrics` called it complete (2 or 4 tasks)."""
+    recs = read_records(gold_run)
+    if edit == "a task's records removed":
+        recs = [r for r in recs if r["task_id"] != "shop-multi"]
+    else:
+        recs += [{**r, "task_id": "ghost", "reward": 0} for r in recs if r["task_id"] == "shop-cancel"]
+    gold_run.write_text("".join(results.dump_line(r) for r in recs))
+    with pytest.raises(ValueError, match="not the run's selected task set"):
+        compute(read_records(gold_run), prices={}, bootstrap_reps=0)
+    r = cli.invoke(app, ["metrics", str(gold_run)])
+    clean_exit(r, 1)
+    assert "not the run's selected task set" in flat(r.output)
+    assert cli.invoke(app, ["metrics", str(gold_run), "--allow-incomplete"]).exit_code == 0

@@ -349,3 +349,25 @@ def test_a_stale_lock_file_of_another_user_does_not_block_the_next_run():
         assert [r["attempt"] for r in read_records(path)] == [0] and not stale.exists()
     finally:
         shutil.rmtree(folder)
+
+
+def test_a_symlink_to_a_results_file_is_the_same_file_to_lock_and_rewrite(tmp_path, shop):
+    """A link (`latest.jsonl -> runs/x/results.jsonl`) names the same file: a second run through it is refused, and
+    a rewrite through it replaces the file the link points to, leaving the link a link."""
+    (tmp_path / "runs").mkdir()
+    real = tmp_path / "runs" / "results.jsonl"
+    link = tmp_path / "latest.jsonl"
+    link.symlink_to(Path("runs") / "results.jsonl")
+    pairs = [(t, shop) for t in shop.tasks]
+    run(pairs, RunConfig(agent="scripted:gold", k=1), SqliteBackend(), real)
+    content = real.read_bytes()
+    with ResultsWriter(real):
+        with pytest.raises(Exception, match=rf"in use by another run \(pid {os.getpid()} on ") as refused:
+            run(pairs, RunConfig(agent="scripted:gold", k=2), SqliteBackend(), link)
+        assert type(refused.value).__name__ == "ResultsInUseError"
+    assert real.read_bytes() == content
+    records = read_records(link)
+    with ResultsWriter(link) as writer:
+        writer.rewrite(records[:2])
+        writer.write(records[2])
+    assert link.is_symlink() and len(read_records(real)) == 3

@@ -613,3 +613,49 @@ def test_no_reply_can_forge_or_resemble_a_fence(reply):
     assert content.count(OPEN) == 1 and content.count(CLOSE) == 1
     start, end = content.index(OPEN + "\n") + len(OPEN) + 1, content.index("\n" + CLOSE)
     assert _fence_free(content[start:end])
+
+
+PREFIXED_LITERALS = {
+    # SQLite: column e aliased '\', then the string "; RESET ROLE; …"; PostgreSQL: the escape string "', " and three statements
+    "E-string": "SELECT e'\\', '; RESET ROLE; COPY (SELECT 1) TO PROGRAM $$id > pwned.txt$$; SELECT 1 --' FROM (SELECT 1 AS e)",
+    "blob vs bit string": "SELECT X'41' AS x",
+    "national": "SELECT n'a' FROM (SELECT 1 AS n)",
+    "unicode escape": "SELECT u&'\\0041' FROM (SELECT 1 AS u)",
+}
+
+
+@pytest.mark.parametrize("sql", list(PREFIXED_LITERALS.values()), ids=list(PREFIXED_LITERALS))
+def test_a_check_with_a_prefixed_string_literal_does_not_load(shop, tmp_path, sql):
+    """`E'…'`, `X'…'`, `N'…'`, `U&'…'` read differently in the two dialects (a backslash escapes a quote in PostgreSQL's
+    E-string only): such a check loaded and linted green on SQLite, and on PostgreSQL was several statements (now
+    refused by the extended protocol: a system error) or another value. It is a load error naming the field."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"tasks": [{"id": "p", "instruction": "x", "gold": [], "checks": [{"sql": sql, "expect": [[1]]}]}]}))
+    with pytest.raises(TaskFileError) as e:
+        shop.load_task_file(path)
+    assert (e.value.task_id, e.value.field) == ("p", "checks[0].sql") and "prefixed string literal" in str(e.value)
+
+
+@pytest.mark.parametrize("sql", ["SELECT 'a' || 'b' AS s", "SELECT status FROM orders WHERE status='pending'", "SELECT 1 AS \"it's\"",
+                                 "SELECT 'it''s' AS s", "SELECT count(*) FROM notes WHERE body LIKE 'x'||'%'", "SELECT 1 -- e'x'"])
+def test_string_literals_both_dialects_read_alike_still_load(shop, tmp_path, sql):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"tasks": [{"id": "c", "instruction": "x", "gold": [], "checks": [{"sql": sql, "expect": [[1]]}]}]}))
+    assert shop.load_task_file(path)[0].checks[0].sql == sql
+
+
+@pytest.mark.parametrize("sql", ["SELECT 1 AS `one`", "SELECT 1 AS [one]", "SELECT [status] FROM orders",
+                                 "SELECT 1 /* /* */ AS ` */ ; RESET ROLE ; SELECT 2 -- `"])
+def test_a_check_quoting_a_name_the_sqlite_only_way_does_not_load(shop, tmp_path, sql):
+    """Backticks and brackets quote names in SQLite only (PostgreSQL reads a backtick as an operator and a bracket as a
+    subscript): such a check linted green on SQLite and could never run on PostgreSQL. Double quotes still load."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"tasks": [{"id": "q", "instruction": "x", "gold": [], "checks": [{"sql": sql, "expect": [[1]]}]}]}))
+    with pytest.raises(TaskFileError) as e:
+        shop.load_task_file(path)
+    assert (e.value.task_id, e.value.field) == ("q", "checks[0].sql")
+    assert "backtick" in str(e.value) or "block comment" in str(e.value)
+    quoted = tmp_path / "ok.json"
+    quoted.write_text(json.dumps({"tasks": [{"id": "q", "instruction": "x", "gold": [],
+                                             "checks": [{"sql": "SELECT 1 AS \"[one]`\" WHERE '[`' = '[`'", "expect": [[1]]}]}]}))
+    shop.load_task_file(quoted)

@@ -126,6 +126,10 @@ class PgDb(Db):
     def _run(self, sql: str, params: tuple) -> Any:
         # psycopg sends a statement without parameters over the simple protocol, which runs every statement in
         # the string; asking for binary results is its public switch to the extended protocol in every case.
+        # Without parameters (every task check) the SQL goes as written: a `?` or `%` in it is text, such as
+        # `LIKE '%?%'`, not a placeholder to translate.
+        if not params:
+            return self.raw.execute(sql, None, prepare=False, binary=True)
         return self.raw.execute(self._sql(sql), params, prepare=False, binary=True)
 
     def query_bounded(self, sql: str, seconds: float) -> list[dict[str, Any]]:
