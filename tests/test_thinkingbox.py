@@ -1038,3 +1038,70 @@ def test_a_native_grade_that_hangs_is_cut_off_by_the_grading_bound(backend):
     out = asyncio.run(attempt())
     assert out.verdict.system_error and out.verdict.reward is None
     assert f"grading {task.id} ran past the grading bound of 1 s (--grade-timeout)" in out.verdict.system_error
+
+
+SPIN_TEST = '''
+
+def test_spin(x: TestContext, judge: Judge):
+    """!
+    query: Say hello.
+    init:
+      standin_bank: {}
+    """
+    import os
+    open(os.environ["TB_SPIN_PIDFILE"], "w").write(str(os.getpid()))
+    while True:
+        pass
+'''
+
+
+@pytest.mark.parametrize("where, sigint", [("server child", "default"), ("test worker", "default"), ("server child", "ignored")])
+def test_sigterm_of_groundstate_run_stops_what_its_attempts_started(tb, tmp_path, where, sigint):
+    """A `groundstate run` ended by SIGTERM (timeout, a scheduler, kill) stops what its attempts started, as Ctrl-C does:
+    the process a server spawned (mid-grading, the server's effects never come) and a framework test worker spinning
+    in `while True`; also for a background job, whose SIGINT is ignored. Before: Python's default SIGTERM ended the run
+    at once, and both were left running for good."""
+    import signal
+    import subprocess
+    import time
+
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent), str(FRAMEWORK)])}
+    if where == "server child":
+        ds, lst = tb["dataset"], tb["list_transfer"]
+        servers = tmp_path / "servers.yaml"
+        servers.write_text(yaml.safe_dump({"servers": {"standin_bank": {"type": "mcp-process", "command": ["{python}", str(SERVER)], "env": {
+            "TB_STANDIN_PID_DIR": str(pids), "TB_STANDIN_SPAWN": "1", "TB_STANDIN_HANG_EFFECTS": "1"}}}}))
+        started = lambda: [int(p.stem) for p in pids.glob("*.child")]  # noqa: E731
+    else:
+        ds = _dataset_copy(tb, tmp_path)
+        (ds / "test_case" / "standin_bank_spin.py").write_text(HELPERS + SPIN_TEST)
+        lst = tmp_path / "list.yaml"
+        lst.write_text(yaml.safe_dump(["standin_bank_spin.py:test_spin"]))
+        servers, env["TB_SPIN_PIDFILE"] = tb["servers_ok"], str(pids / "worker")
+        started = lambda: [int(p.read_text())] if p.exists() and p.read_text() else []  # noqa: E731
+        p = pids / "worker"
+    cmd = [sys.executable, "-c", "from groundstate.cli import app; app()", "run", "--agent", "scripted:gold", "--tasks", f"thinkingbox:{ds}::{lst}",
+           "--tb-servers", str(servers), "--tb-no-sources", "--out", str(tmp_path / "results.jsonl")]
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint == "ignored" else None
+    proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=ignore)
+    try:
+        for _ in range(1200):  # until the attempt has started what it must stop (bounded, never a timing assertion)
+            if started() or proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert started(), proc.stderr.read().decode() if proc.poll() is not None else "nothing started"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+        for _ in range(100):  # a group killed with SIGTERM then SIGKILL: give the kernel a moment to reap
+            if not [q for q in started() if _running(q)]:
+                break
+            time.sleep(0.05)
+        assert not [q for q in started() if _running(q)], f"{where} outlived a SIGTERM of groundstate run"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for q in started():
+            with __import__("contextlib").suppress(ProcessLookupError):
+                os.kill(q, signal.SIGKILL)
