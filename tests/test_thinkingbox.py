@@ -1105,3 +1105,63 @@ def test_sigterm_of_groundstate_run_stops_what_its_attempts_started(tb, tmp_path
         for q in started():
             with __import__("contextlib").suppress(ProcessLookupError):
                 os.kill(q, signal.SIGKILL)
+
+
+
+HASH_CHECK = """    result_db_hash = x.effects[SERVER_NAME]["result_db_hash"]
+    golden_db_hash = x.effects[SERVER_NAME]["golden_db_hash"]
+    if result_db_hash != golden_db_hash:
+        assert False, json.dumps(x.effects[SERVER_NAME].get("diff", []))
+"""
+# the benchmark's own form: the failing branch formats the diff before it asserts
+BENCHMARK_HASH_CHECK = HASH_CHECK.replace("        assert False, json.dumps(x.effects[SERVER_NAME].get(\"diff\", []))\n", """\
+        diff = x.effects[SERVER_NAME].get("diff", [])
+        error_msg = f"Result hash: {result_db_hash}\\nGolden hash: {golden_db_hash}\\n"
+        if diff:
+            for i, d in enumerate(diff, 1):
+                error_msg += f"{i}. {d.get('path', 'N/A')}: " + json.dumps(d.get("result"), ensure_ascii=False)[0:500]
+        assert False, error_msg
+""")
+
+
+@pytest.mark.parametrize("helpers, why", [
+    (HELPERS.replace(HASH_CHECK, '    assert "transferred" in x.response\n' + HASH_CHECK), "helper validate_database .* is not written as the benchmark's hash"),
+    (HELPERS.replace(HASH_CHECK, '    if "sorry" in x.response:\n        return\n' + HASH_CHECK), "helper validate_database .* is not written as"),
+    (HELPERS.replace("        assert False, json.dumps", "        if x.response == 'magic':\n            return\n        assert False, json.dumps"),
+     "helper validate_database .* is not written as"),
+    (HELPERS.replace("        assert False, json.dumps(x.effects[SERVER_NAME].get(\"diff\", []))", "        pass"), "helper validate_database .* is not written as"),
+    (HELPERS.replace("        assert False, json.dumps", "        try:\n            assert False\n        except AssertionError:\n            pass\n        assert False, json.dumps"),
+     "helper validate_database .* is not written as"),
+    (HELPERS.replace("        assert judge.text_yesno(x.response, rubric)", "        assert judge.text_yesno(x.response, rubric) or True"),
+     "helper validate_rubrics_yesno .* is not written as the benchmark's yes/no rubric check"),
+    (HELPERS + "\nvalidate_database.__code__ = (lambda x: None).__code__\n", r"the file line \d+ runs code at module level \(assign\)"),
+    (HELPERS + "\nglobals()['validate_database'] = print\n", r"the file line \d+ runs code at module level \(assign\)"),
+    (HELPERS + "\nsetattr(__import__('sys').modules[__name__], 'validate_database', print)\n", r"the file line \d+ runs code at module level \(expr\)"),
+    ("import sitecustomize_patches_helpers\n" + HELPERS, r"the file line 1 runs code at module level \(import\)"),
+])
+def test_a_helper_that_checks_something_else_is_not_graded_by_hash(tb, tmp_path, helpers, why):
+    """#20 item 8, verify pass: a `validate_database` that mentions both hashes but also asserts on the reply (ThinkingBox fails
+    the gold reply; the bridge gave 1), returns early, swallows its assertion or never asserts, a rubric helper that always
+    passes, and a file that patches its helper at module level (`__code__`, `globals()`, `setattr`) or imports a module that
+    could: all were graded by hash. Only the benchmark's helpers, as written, in a file that runs nothing else, are."""
+    ds = _dataset_copy(tb, tmp_path)
+    assert helpers != HELPERS
+    test = "\n\ndef test_odd(x, judge):\n" + TEST_BODY + "    validate_rubrics_yesno(x, judge)\n"
+    (ds / "test_case" / "standin_bank_odd.py").write_text(helpers + test)
+    lst = tmp_path / "list.yaml"
+    lst.write_text(yaml.safe_dump(["standin_bank_odd.py:test_odd"]))
+    with pytest.raises(TaskFileError, match=r"standin_bank_odd\.py:test_odd': its checks are arbitrary Python \(" + why):
+        load_thinkingbox(ds, lst, allow_python=False)
+    (task, domain), = load_thinkingbox(ds, lst, allow_python=True)
+    assert domain.cases[task.id].check == "python"  # run by ThinkingBox's own worker, as ThinkingBox would
+
+
+def test_the_benchmarks_own_helpers_are_graded_by_hash(tb, tmp_path):
+    ds = _dataset_copy(tb, tmp_path)
+    helpers = "# Copyright\n\nfrom __future__ import annotations\n\n" + HELPERS.replace(HASH_CHECK, BENCHMARK_HASH_CHECK)
+    assert helpers != HELPERS
+    (ds / "test_case" / "standin_bank_bench.py").write_text(helpers + "\n\ndef test_bench(x, judge):\n" + TEST_BODY + "    validate_rubrics_yesno(x, judge)\n")
+    lst = tmp_path / "list.yaml"
+    lst.write_text(yaml.safe_dump(["standin_bank_bench.py:test_bench"]))
+    (task, domain), = load_thinkingbox(ds, lst, allow_python=False)
+    assert domain.cases[task.id].check == "benchmark"
