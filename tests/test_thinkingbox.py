@@ -1165,3 +1165,17 @@ def test_the_benchmarks_own_helpers_are_graded_by_hash(tb, tmp_path):
     lst.write_text(yaml.safe_dump(["standin_bank_bench.py:test_bench"]))
     (task, domain), = load_thinkingbox(ds, lst, allow_python=False)
     assert domain.cases[task.id].check == "benchmark"
+
+
+
+@pytest.mark.parametrize("target", ["secret.txt", "missing.txt"])
+def test_an_agent_file_symlinked_outside_the_dataset_is_refused_unread(tb, tmp_path, target):
+    """Verify pass of #20 item 13: `agent/think.yaml` linked to a file outside the dataset was read, and the error told whether
+    that file exists and whether it is YAML. Now it is refused before it is read, with the same message either way."""
+    ds = _dataset_copy(tb, tmp_path)
+    (tmp_path / "secret.txt").write_text("secret: [unclosed\n")
+    (ds / "agent" / "think.yaml").unlink()
+    (ds / "agent" / "think.yaml").symlink_to(tmp_path / target)
+    with pytest.raises(TaskFileError, match=r"think\.yaml: resolves outside .*agent: the agent file must lie inside") as e:
+        load_thinkingbox(ds, tb["list_transfer"])
+    assert "unclosed" not in str(e.value)

@@ -430,6 +430,8 @@ class TbDataset:
             if not (self.root / sub).is_dir():
                 raise TaskFileError(self.root, f"not a ThinkingBox dataset directory: it has no {sub}/ folder")
         self.agent_path = self.root / "agent" / f"{agent}.yaml"
+        if not self.agent_path.resolve().is_relative_to((self.root / "agent").resolve()):  # refused unread, as test files are
+            raise TaskFileError(self.agent_path, f"resolves outside {self.root / 'agent'}: the agent file must lie inside the dataset's agent/ folder")
         if not self.agent_path.is_file():
             raise TaskFileError(self.agent_path, f"agent {agent!r} not found (a dataset holds agent/<name>.yaml)")
         self.agent = _validated(_Agent, self.agent_path, _load_yaml_file(self.agent_path))
