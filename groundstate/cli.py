@@ -361,6 +361,8 @@ def compare(
     except ValueError as e:
         console.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(1) from None
+    for name, problems in c["incomplete"].items():  # --allow-incomplete: compared anyway, and said, also with --json
+        console.print(f"[yellow]{name} run incomplete, compared anyway:[/yellow] {escape('; '.join(problems))}")
     if c["left_out"]:  # always said, on stderr, also with --json
         console.print(f"[yellow]{len(c['left_out'])} tasks left out of the comparison:[/yellow]")
         for row in c["left_out"][:10]:

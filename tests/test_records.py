@@ -303,3 +303,21 @@ def test_compare_applies_the_completeness_rule_and_names_left_out_tasks(tmp_path
     html = render(cand, "with baseline", baseline=base)
     assert "left-out" in html and "no clean attempt in the candidate run" in html
     assert not math.isnan(c["metrics"]["pass_at_1"]["lift"])
+
+
+def test_compare_allow_incomplete_says_what_it_compared_anyway(tmp_path):
+    """#20 item 2, verify pass: with --allow-incomplete, a task with one system error of two attempts stays in the comparison
+    with n=1, and compare said nothing about it (no task was left out), while `metrics` lists the system error. Now what
+    each run lacks is said on stderr (also with --json) and in `incomplete`."""
+    counts = {"t0": 1, "t1": 2, "t2": 0}
+    base = synthetic(counts, 2)
+    cand = [r if (r["task_id"], r["attempt"]) != ("t1", 0) else {**r, "reward": None, "system_error": "endpoint down"} for r in synthetic(counts, 2)]
+    c = compare(base, cand, prices={}, allow_incomplete=True)
+    assert c["left_out"] == [] and c["shared_tasks"] == 3
+    assert list(c["incomplete"]) == ["candidate"] and "1 system errors, e.g. [('t1', 0)]" in c["incomplete"]["candidate"][0]
+    b, k = tmp_path / "b.jsonl", tmp_path / "c.jsonl"
+    b.write_text("".join(json.dumps(r) + "\n" for r in base))
+    k.write_text("".join(json.dumps(r) + "\n" for r in cand))
+    for extra in ([], ["--json"]):
+        r = cli.invoke(app, ["compare", str(b), str(k), "--allow-incomplete", *extra])
+        assert r.exit_code == 0 and "candidate run incomplete, compared anyway: 1 system errors" in flat(r.output), r.output
