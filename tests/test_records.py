@@ -321,3 +321,5 @@ def test_compare_allow_incomplete_says_what_it_compared_anyway(tmp_path):
     for extra in ([], ["--json"]):
         r = cli.invoke(app, ["compare", str(b), str(k), "--allow-incomplete", *extra])
         assert r.exit_code == 0 and "candidate run incomplete, compared anyway: 1 system errors" in flat(r.output), r.output
+    html = render(base, "with baseline", baseline=cand)  # the report's comparison says it too, of the baseline here
+    assert "the baseline is incomplete, compared anyway: 1 system errors" in html
