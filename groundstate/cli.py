@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import signal
+import threading
 import time
 from enum import Enum
 from pathlib import Path
@@ -22,6 +24,25 @@ from groundstate.tasks import TaskFileError, iter_tasks
 app = typer.Typer(help="Train and evaluate tool-using LLM agents with rewards read from the final state of a real database.", no_args_is_help=True)
 tasks_app = typer.Typer(help="Inspect and check tasks.", no_args_is_help=True)
 app.add_typer(tasks_app, name="tasks")
+
+
+@app.callback()
+def _stop_on_sigterm() -> None:
+    # SIGTERM (`timeout`, a scheduler, `kill`) ends a command the way Ctrl-C does: Python's default would end the process at
+    # once, skipping the clean-up that stops the process groups of MCP servers and ThinkingBox test workers, which then
+    # run on for good (a worker in `while True`, whatever a server spawned). Only in the main thread of a process whose
+    # SIGTERM is still the default, so an embedding program keeps its own handler.
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _as_interrupt)
+
+
+def _as_interrupt(signum: int, frame: object) -> None:
+    """Handle a signal as SIGINT's handler would (asyncio's runner cancels its main task); KeyboardInterrupt when
+    SIGINT has none (a background job's SIGINT is ignored, which must not make SIGTERM ignored too)."""
+    handler = signal.getsignal(signal.SIGINT)
+    if not callable(handler):
+        raise KeyboardInterrupt
+    handler(signal.SIGINT, frame)
 console = Console(stderr=True)
 out = Console()
 
@@ -341,6 +362,8 @@ def compare(
     except ValueError as e:
         console.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(1) from None
+    for name, problems in c["incomplete"].items():  # --allow-incomplete: compared anyway, and said, also with --json
+        console.print(f"[yellow]{name} run incomplete, compared anyway:[/yellow] {escape('; '.join(problems))}")
     if c["left_out"]:  # always said, on stderr, also with --json
         console.print(f"[yellow]{len(c['left_out'])} tasks left out of the comparison:[/yellow]")
         for row in c["left_out"][:10]:

@@ -362,8 +362,10 @@ def compare(base: list[Record], cand: list[Record], k: int | None = None, prices
     """Lift of each metric on the shared tasks, with paired bootstrap intervals and P(lift > 0); task transitions; cost change.
 
     Each run must be one complete run, by `compute`'s rule (`allow_incomplete` compares anyway); `k` defaults to
-    the smaller n and may not exceed it. Tasks that cannot be compared are listed in `left_out` with the reason."""
+    the smaller n and may not exceed it. Tasks that cannot be compared are listed in `left_out` with the reason, and what
+    an incomplete run lacks (system errors, missing keys, tasks with fewer clean attempts) in `incomplete`."""
     runs = {}
+    incomplete: dict[str, list[str]] = {}  # what --allow-incomplete compared anyway, per run: said, never silent
     for name, recs in (("base", base), ("candidate", cand)):
         if not recs:
             raise ValueError(f"the {name} run holds no records")
@@ -371,6 +373,8 @@ def compare(base: list[Record], cand: list[Record], k: int | None = None, prices
         cov = coverage(recs)
         if not cov.complete and not allow_incomplete:
             raise ValueError(f"{name} run incomplete: " + "; ".join(cov.problems()) + " — use --allow-incomplete to compare anyway")
+        if not cov.complete:
+            incomplete[name] = cov.problems()
         runs[name] = cov.n
     bc, cc = task_counts(base), task_counts(cand)
     skipped = left_out(bc, cc)
@@ -415,6 +419,7 @@ def compare(base: list[Record], cand: list[Record], k: int | None = None, prices
         "only_in_base": len(set(bc) - set(cc)),
         "only_in_candidate": len(set(cc) - set(bc)),
         "left_out": [{"task_id": t, "reason": why} for t, why in skipped.items()],
+        "incomplete": incomplete,
         "n": runs,
         "k": k,
         "metrics": lifts,

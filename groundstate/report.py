@@ -150,6 +150,9 @@ def _render(records: list[Record], title: str, baseline: list[Record] | None, al
                                for n, v in c["metrics"].items()) + "</table>")
         kk = c["observed_k_of_k"]
         parts.append(f"<p>Observed k/k: {kk['base']} → {kk['candidate']} (moved in {kk['moved_in']}, fell out {kk['fell_out']}).</p>")
+        names = {"base": "the baseline", "candidate": "this run"}
+        parts += [f"<p class='incomplete'>{names[n]} is incomplete, compared anyway: {html.escape('; '.join(problems))}</p>"
+                  for n, problems in c["incomplete"].items()]
         if c["left_out"]:
             parts.append(f"<p>{len(c['left_out'])} tasks left out of the comparison:</p><ul id='left-out'>"
                          + "".join(f"<li>{html.escape(r['task_id'])}: {html.escape(r['reason'])}</li>" for r in c["left_out"]) + "</ul>")

@@ -234,6 +234,8 @@ async def cancel_later(db, order_id: int) -> dict:
 @pytest.mark.parametrize("extra, words", [
     (ASYNC_CANCEL, "tool cancel_later: is `async def`"),
     (ASYNC_CANCEL.replace("return {", "yield {").replace("async def", "def"), "tool cancel_later: is a generator"),
+    ("\n\nimport functools\n\n\ndef plain_looking(f):\n    @functools.wraps(f)\n    def call(*args, **kwargs):\n        return f(*args, **kwargs)\n"
+     "    return call\n" + ASYNC_CANCEL.replace("@tool(write=True)\n", "@tool(write=True)\n@plain_looking\n"), "tool cancel_later: is `async def`"),
     ('\n\n@tool\ndef lookup(db, *ids: int) -> list:\n    """Look up orders."""\n    return []\n', "tool lookup: takes *ids"),
     ('\n\n@tool\ndef lookup(db, order_id: int, **filters) -> list:\n    """Look up orders."""\n    return []\n', "tool lookup: takes **filters"),
     ('\n\n@tool\ndef lookup(db, order_id: int, /) -> list:\n    """Look up orders."""\n    return []\n', "tool lookup: parameter order_id is positional-only"),
@@ -251,3 +253,42 @@ def test_a_tool_that_cannot_be_called_as_declared_is_refused_at_load(tmp_path, e
         task_file = folder / "tasks" / "basic.yaml"
         task_file.write_text(task_file.read_text().replace("{tool: cancel_order, args: {order_id: 1}}", "{tool: cancel_later, args: {order_id: 1}}"))
     assert_refused(folder, "tools.py", words, tmp_path)
+
+
+@pytest.mark.parametrize("body", ["return _cancel(db, order_id)", "return (x for x in [_cancel])"])
+def test_a_tool_that_returns_an_unrun_coroutine_or_generator_fails_the_call_never_succeeds(tmp_path, body):
+    """A plain `def` tool that returns an async helper's coroutine (or a generator) passes every load check; its work never
+    runs. Before: the call "succeeded" with `<coroutine object …>`, nothing was written, and gold and no-op both scored 1.
+    Now the call fails (rolled back): the gold replay is a system error, never a free pass."""
+    from groundstate.results import read_records
+
+    folder = named_copy(tmp_path, "shop_unrun")
+    tools = folder / "tools.py"
+    tools.write_text(tools.read_text() + f'''
+
+async def _cancel(db, order_id):
+    db.execute("UPDATE orders SET status = 'cancelled' WHERE id = ?", order_id)
+    return {{"order_id": order_id}}
+
+
+@tool(write=True)
+def cancel_later(db, order_id: int) -> dict:
+    """Cancel a pending order, later."""
+    {body}
+''')
+    task_file = folder / "tasks" / "basic.yaml"
+    task_file.write_text(task_file.read_text().replace("{tool: cancel_order, args: {order_id: 1}}", "{tool: cancel_later, args: {order_id: 1}}"))
+    for agent in ("scripted:gold", "scripted:noop"):
+        out = tmp_path / f"{agent.split(':')[1]}.jsonl"
+        r = cli("run", "--agent", agent, "--tasks", str(folder), "--out", str(out))
+        (record,) = [x for x in read_records(out) if x["task_id"] == "shop-cancel"]
+        assert record["reward"] is None and "returned a" in record["system_error"] and "its work never ran" in record["system_error"], r.output
+    from groundstate.tasks import load_domain
+    from groundstate.state import make_backend
+
+    domain = load_domain(str(folder))
+    backend = make_backend("sqlite")
+    with backend.open(backend.prepare(domain, {"orders": [{"id": 1, "customer_id": 1, "status": "pending", "total": 10.0}]})) as sandbox:
+        result = domain.tools.call(sandbox.connection, "cancel_later", {"order_id": 1})
+        assert not result.ok and "cancel_later returned a" in result.content and "coroutine object" not in result.content
+        assert len(sandbox.changes()) == 0

@@ -368,3 +368,21 @@ def test_a_file_whose_tasks_are_not_the_runs_task_set_is_incomplete(gold_run, ed
     clean_exit(r, 1)
     assert "not the run's selected task set" in flat(r.output)
     assert cli.invoke(app, ["metrics", str(gold_run), "--allow-incomplete"]).exit_code == 0
+def test_compare_allow_incomplete_says_what_it_compared_anyway(tmp_path):
+    """#20 item 2, verify pass: with --allow-incomplete, a task with one system error of two attempts stays in the comparison
+    with n=1, and compare said nothing about it (no task was left out), while `metrics` lists the system error. Now what
+    each run lacks is said on stderr (also with --json) and in `incomplete`."""
+    counts = {"t0": 1, "t1": 2, "t2": 0}
+    base = synthetic(counts, 2)
+    cand = [r if (r["task_id"], r["attempt"]) != ("t1", 0) else {**r, "reward": None, "system_error": "endpoint down"} for r in synthetic(counts, 2)]
+    c = compare(base, cand, prices={}, allow_incomplete=True)
+    assert c["left_out"] == [] and c["shared_tasks"] == 3
+    assert list(c["incomplete"]) == ["candidate"] and "1 system errors, e.g. [('t1', 0)]" in c["incomplete"]["candidate"][0]
+    b, k = tmp_path / "b.jsonl", tmp_path / "c.jsonl"
+    b.write_text("".join(json.dumps(r) + "\n" for r in base))
+    k.write_text("".join(json.dumps(r) + "\n" for r in cand))
+    for extra in ([], ["--json"]):
+        r = cli.invoke(app, ["compare", str(b), str(k), "--allow-incomplete", *extra])
+        assert r.exit_code == 0 and "candidate run incomplete, compared anyway: 1 system errors" in flat(r.output), r.output
+    html = render(base, "with baseline", baseline=cand)  # the report's comparison says it too, of the baseline here
+    assert "the baseline is incomplete, compared anyway: 1 system errors" in html

@@ -1038,3 +1038,144 @@ def test_a_native_grade_that_hangs_is_cut_off_by_the_grading_bound(backend):
     out = asyncio.run(attempt())
     assert out.verdict.system_error and out.verdict.reward is None
     assert f"grading {task.id} ran past the grading bound of 1 s (--grade-timeout)" in out.verdict.system_error
+
+
+SPIN_TEST = '''
+
+def test_spin(x: TestContext, judge: Judge):
+    """!
+    query: Say hello.
+    init:
+      standin_bank: {}
+    """
+    import os
+    open(os.environ["TB_SPIN_PIDFILE"], "w").write(str(os.getpid()))
+    while True:
+        pass
+'''
+
+
+@pytest.mark.parametrize("where, sigint", [("server child", "default"), ("test worker", "default"), ("server child", "ignored")])
+def test_sigterm_of_groundstate_run_stops_what_its_attempts_started(tb, tmp_path, where, sigint):
+    """A `groundstate run` ended by SIGTERM (timeout, a scheduler, kill) stops what its attempts started, as Ctrl-C does:
+    the process a server spawned (mid-grading, the server's effects never come) and a framework test worker spinning
+    in `while True`; also for a background job, whose SIGINT is ignored. Before: Python's default SIGTERM ended the run
+    at once, and both were left running for good."""
+    import signal
+    import subprocess
+    import time
+
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent), str(FRAMEWORK)])}
+    if where == "server child":
+        ds, lst = tb["dataset"], tb["list_transfer"]
+        servers = tmp_path / "servers.yaml"
+        servers.write_text(yaml.safe_dump({"servers": {"standin_bank": {"type": "mcp-process", "command": ["{python}", str(SERVER)], "env": {
+            "TB_STANDIN_PID_DIR": str(pids), "TB_STANDIN_SPAWN": "1", "TB_STANDIN_HANG_EFFECTS": "1"}}}}))
+        started = lambda: [int(p.stem) for p in pids.glob("*.child")]  # noqa: E731
+    else:
+        ds = _dataset_copy(tb, tmp_path)
+        (ds / "test_case" / "standin_bank_spin.py").write_text(HELPERS + SPIN_TEST)
+        lst = tmp_path / "list.yaml"
+        lst.write_text(yaml.safe_dump(["standin_bank_spin.py:test_spin"]))
+        servers, env["TB_SPIN_PIDFILE"] = tb["servers_ok"], str(pids / "worker")
+        started = lambda: [int(p.read_text())] if p.exists() and p.read_text() else []  # noqa: E731
+        p = pids / "worker"
+    cmd = [sys.executable, "-c", "from groundstate.cli import app; app()", "run", "--agent", "scripted:gold", "--tasks", f"thinkingbox:{ds}::{lst}",
+           "--tb-servers", str(servers), "--tb-no-sources", "--out", str(tmp_path / "results.jsonl")]
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint == "ignored" else None
+    proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=ignore)
+    try:
+        for _ in range(1200):  # until the attempt has started what it must stop (bounded, never a timing assertion)
+            if started() or proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert started(), proc.stderr.read().decode() if proc.poll() is not None else "nothing started"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+        for _ in range(100):  # a group killed with SIGTERM then SIGKILL: give the kernel a moment to reap
+            if not [q for q in started() if _running(q)]:
+                break
+            time.sleep(0.05)
+        assert not [q for q in started() if _running(q)], f"{where} outlived a SIGTERM of groundstate run"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for q in started():
+            with __import__("contextlib").suppress(ProcessLookupError):
+                os.kill(q, signal.SIGKILL)
+
+
+
+HASH_CHECK = """    result_db_hash = x.effects[SERVER_NAME]["result_db_hash"]
+    golden_db_hash = x.effects[SERVER_NAME]["golden_db_hash"]
+    if result_db_hash != golden_db_hash:
+        assert False, json.dumps(x.effects[SERVER_NAME].get("diff", []))
+"""
+# the benchmark's own form: the failing branch formats the diff before it asserts
+BENCHMARK_HASH_CHECK = HASH_CHECK.replace("        assert False, json.dumps(x.effects[SERVER_NAME].get(\"diff\", []))\n", """\
+        diff = x.effects[SERVER_NAME].get("diff", [])
+        error_msg = f"Result hash: {result_db_hash}\\nGolden hash: {golden_db_hash}\\n"
+        if diff:
+            for i, d in enumerate(diff, 1):
+                error_msg += f"{i}. {d.get('path', 'N/A')}: " + json.dumps(d.get("result"), ensure_ascii=False)[0:500]
+        assert False, error_msg
+""")
+
+
+@pytest.mark.parametrize("helpers, why", [
+    (HELPERS.replace(HASH_CHECK, '    assert "transferred" in x.response\n' + HASH_CHECK), "helper validate_database .* is not written as the benchmark's hash"),
+    (HELPERS.replace(HASH_CHECK, '    if "sorry" in x.response:\n        return\n' + HASH_CHECK), "helper validate_database .* is not written as"),
+    (HELPERS.replace("        assert False, json.dumps", "        if x.response == 'magic':\n            return\n        assert False, json.dumps"),
+     "helper validate_database .* is not written as"),
+    (HELPERS.replace("        assert False, json.dumps(x.effects[SERVER_NAME].get(\"diff\", []))", "        pass"), "helper validate_database .* is not written as"),
+    (HELPERS.replace("        assert False, json.dumps", "        try:\n            assert False\n        except AssertionError:\n            pass\n        assert False, json.dumps"),
+     "helper validate_database .* is not written as"),
+    (HELPERS.replace("        assert judge.text_yesno(x.response, rubric)", "        assert judge.text_yesno(x.response, rubric) or True"),
+     "helper validate_rubrics_yesno .* is not written as the benchmark's yes/no rubric check"),
+    (HELPERS + "\nvalidate_database.__code__ = (lambda x: None).__code__\n", r"the file line \d+ runs code at module level \(assign\)"),
+    (HELPERS + "\nglobals()['validate_database'] = print\n", r"the file line \d+ runs code at module level \(assign\)"),
+    (HELPERS + "\nsetattr(__import__('sys').modules[__name__], 'validate_database', print)\n", r"the file line \d+ runs code at module level \(expr\)"),
+    ("import sitecustomize_patches_helpers\n" + HELPERS, r"the file line 1 runs code at module level \(import\)"),
+])
+def test_a_helper_that_checks_something_else_is_not_graded_by_hash(tb, tmp_path, helpers, why):
+    """#20 item 8, verify pass: a `validate_database` that mentions both hashes but also asserts on the reply (ThinkingBox fails
+    the gold reply; the bridge gave 1), returns early, swallows its assertion or never asserts, a rubric helper that always
+    passes, and a file that patches its helper at module level (`__code__`, `globals()`, `setattr`) or imports a module that
+    could: all were graded by hash. Only the benchmark's helpers, as written, in a file that runs nothing else, are."""
+    ds = _dataset_copy(tb, tmp_path)
+    assert helpers != HELPERS
+    test = "\n\ndef test_odd(x, judge):\n" + TEST_BODY + "    validate_rubrics_yesno(x, judge)\n"
+    (ds / "test_case" / "standin_bank_odd.py").write_text(helpers + test)
+    lst = tmp_path / "list.yaml"
+    lst.write_text(yaml.safe_dump(["standin_bank_odd.py:test_odd"]))
+    with pytest.raises(TaskFileError, match=r"standin_bank_odd\.py:test_odd': its checks are arbitrary Python \(" + why):
+        load_thinkingbox(ds, lst, allow_python=False)
+    (task, domain), = load_thinkingbox(ds, lst, allow_python=True)
+    assert domain.cases[task.id].check == "python"  # run by ThinkingBox's own worker, as ThinkingBox would
+
+
+def test_the_benchmarks_own_helpers_are_graded_by_hash(tb, tmp_path):
+    ds = _dataset_copy(tb, tmp_path)
+    helpers = "# Copyright\n\nfrom __future__ import annotations\n\n" + HELPERS.replace(HASH_CHECK, BENCHMARK_HASH_CHECK)
+    assert helpers != HELPERS
+    (ds / "test_case" / "standin_bank_bench.py").write_text(helpers + "\n\ndef test_bench(x, judge):\n" + TEST_BODY + "    validate_rubrics_yesno(x, judge)\n")
+    lst = tmp_path / "list.yaml"
+    lst.write_text(yaml.safe_dump(["standin_bank_bench.py:test_bench"]))
+    (task, domain), = load_thinkingbox(ds, lst, allow_python=False)
+    assert domain.cases[task.id].check == "benchmark"
+
+
+
+@pytest.mark.parametrize("target", ["secret.txt", "missing.txt"])
+def test_an_agent_file_symlinked_outside_the_dataset_is_refused_unread(tb, tmp_path, target):
+    """Verify pass of #20 item 13: `agent/think.yaml` linked to a file outside the dataset was read, and the error told whether
+    that file exists and whether it is YAML. Now it is refused before it is read, with the same message either way."""
+    ds = _dataset_copy(tb, tmp_path)
+    (tmp_path / "secret.txt").write_text("secret: [unclosed\n")
+    (ds / "agent" / "think.yaml").unlink()
+    (ds / "agent" / "think.yaml").symlink_to(tmp_path / target)
+    with pytest.raises(TaskFileError, match=r"think\.yaml: resolves outside .*agent: the agent file must lie inside") as e:
+        load_thinkingbox(ds, tb["list_transfer"])
+    assert "unclosed" not in str(e.value)

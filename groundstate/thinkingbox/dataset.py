@@ -21,6 +21,7 @@ import copy
 import functools
 import hashlib
 import importlib.util
+import sys
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,8 +43,8 @@ RESERVED_PREFIX = "__reserved__"
 # The benchmark's checks: a test body made only of calls to these module helpers (recognised by what they read)
 # libyaml's safe loader when present (the benchmark's files hold megabytes of YAML), else PyYAML's: both are safe_load
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-HASH_HELPER = ("validate_database", {"result_db_hash", "golden_db_hash"})
-YESNO_HELPER = ("validate_rubrics_yesno", {"rubrics_yesno", "text_yesno"})
+HASH_HELPER = "validate_database"
+YESNO_HELPER = "validate_rubrics_yesno"
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,7 @@ class _ParsedFile:
     functions: dict[str, _TestFunction] = field(default_factory=dict)
     helpers: dict[str, ast.FunctionDef] = field(default_factory=dict)  # module-level non-test functions
     bindings: dict[str, int] = field(default_factory=dict)  # name -> times bound anywhere in the file
+    runs_code: str | None = None  # the first module-level statement that could change what a helper does, if any
 
 
 def _misplaced_tests(tree: ast.Module) -> list[tuple[str, int, str]]:
@@ -198,6 +200,7 @@ def _parse_file_cached(path: Path, mtime_ns: int) -> _ParsedFile:
                             "functions, so the bridge cannot grade it as ThinkingBox would; make it one or remove its `!` YAML",
                             f"{path.name}:{name}")
     parsed.bindings = _module_bindings(tree)
+    parsed.runs_code = _module_code(tree)
     module_cfg: dict[str, Any] = {}
     for node in tree.body:
         text = _yaml_literal(node)
@@ -240,17 +243,112 @@ def _test_code(parsed: _ParsedFile, fn: _TestFunction) -> str:
     return "\n".join(lines + [f"__tb_test_fn = {fn.name}", ""])
 
 
-def _reads(node: ast.AST, names: set[str]) -> bool:
-    """Whether a function mentions every one of `names` (as string constants or attributes)."""
-    seen = {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
-    seen |= {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
-    return names <= seen
+def _module_code(tree: ast.Module) -> str | None:
+    """The first module-level statement that runs code which could change what the helpers do, else None.
+
+    The benchmark's files hold only docstrings and `!` YAML strings, imports, constants (`SERVER_NAME = "..."`) and
+    `def`s. Anything else — `validate_database.__code__ = ...`, `globals()[...] = ...`, a call, an `if` — runs when
+    ThinkingBox executes the file; so does importing a module outside the standard library and `thinkingbox`."""
+    for node in tree.body:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            continue
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.decorator_list:
+            continue
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Constant) and all(
+                isinstance(t, ast.Name) for t in (node.targets if isinstance(node, ast.Assign) else [node.target])):
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if not getattr(node, "level", 0) and all(m.split(".")[0] in sys.stdlib_module_names | {"thinkingbox"} for m in modules):
+                continue
+        return f"line {node.lineno} runs code at module level ({type(node).__name__.lower()})"
+    return None
+
+
+def _effects_key(node: ast.AST, x: str, key: str) -> bool:
+    """Whether `node` is `x.effects[<server>][key]`."""
+    return (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value == key
+            and isinstance(node.value, ast.Subscript) and isinstance(node.value.value, ast.Attribute)
+            and node.value.value.attr == "effects" and isinstance(node.value.value.value, ast.Name) and node.value.value.value.id == x)
+
+
+def _body(fn: ast.FunctionDef) -> list[ast.stmt]:
+    """The function's statements without a leading docstring."""
+    body = fn.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+        body = body[1:]
+    return body
+
+
+# Inside the failing branch of the hash check: what could skip its `assert False` (or loop without end) is not the benchmark's
+_ESCAPES = (ast.Return, ast.Try, ast.Raise, ast.While, ast.With, ast.AsyncWith, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+            ast.Lambda, ast.Global, ast.Nonlocal, ast.Delete, ast.Yield, ast.YieldFrom, ast.Await, ast.Break, ast.Continue, ast.NamedExpr)
+
+
+def _is_hash_helper(fn: ast.FunctionDef) -> bool:
+    """The benchmark's `validate_database(x)`: read the two hashes from `x.effects[server]`, and `assert False` if they differ.
+
+    Its failing branch may build a message (the benchmark formats the diff) but nothing that could skip the assertion."""
+    args = fn.args
+    if len(args.args) != 1 or args.posonlyargs or args.kwonlyargs or args.vararg or args.kwarg or args.defaults:
+        return False
+    x, body = args.args[0].arg, _body(fn)
+    if len(body) != 3 or not all(isinstance(b, ast.Assign) and len(b.targets) == 1 and isinstance(b.targets[0], ast.Name) for b in body[:2]):
+        return False
+    names = {}
+    for b in body[:2]:
+        key = next((k for k in ("result_db_hash", "golden_db_hash") if _effects_key(b.value, x, k)), None)
+        if key is None or key in names:
+            return False
+        names[key] = b.targets[0].id
+    check = body[2]
+    if not (isinstance(check, ast.If) and not check.orelse and isinstance(check.test, ast.Compare) and len(check.test.ops) == 1
+            and isinstance(check.test.ops[0], ast.NotEq) and isinstance(check.test.left, ast.Name)
+            and isinstance(check.test.comparators[0], ast.Name)
+            and {check.test.left.id, check.test.comparators[0].id} == set(names.values()) and len(set(names.values())) == 2):
+        return False
+    last = check.body[-1]
+    if not (isinstance(last, ast.Assert) and isinstance(last.test, ast.Constant) and last.test.value is False):
+        return False
+    return not any(isinstance(n, _ESCAPES) for n in ast.walk(ast.Module(body=check.body, type_ignores=[])))
+
+
+def _is_yesno_helper(fn: ast.FunctionDef) -> bool:
+    """The benchmark's `validate_rubrics_yesno(x, judge)`: for each of `x.effects[server].get("rubrics_yesno", [])`,
+    `assert judge.text_yesno(x.response, rubric)` (with any message)."""
+    args = fn.args
+    if len(args.args) != 2 or args.posonlyargs or args.kwonlyargs or args.vararg or args.kwarg or args.defaults:
+        return False
+    x, judge = (a.arg for a in args.args)
+    body = _body(fn)
+    if len(body) != 2 or not (isinstance(body[0], ast.Assign) and len(body[0].targets) == 1 and isinstance(body[0].targets[0], ast.Name)):
+        return False
+    get = body[0].value
+    if not (isinstance(get, ast.Call) and isinstance(get.func, ast.Attribute) and get.func.attr == "get" and not get.keywords
+            and isinstance(get.func.value, ast.Subscript) and isinstance(get.func.value.value, ast.Attribute)
+            and get.func.value.value.attr == "effects" and isinstance(get.func.value.value.value, ast.Name) and get.func.value.value.value.id == x
+            and len(get.args) == 2 and isinstance(get.args[0], ast.Constant) and get.args[0].value == "rubrics_yesno"
+            and isinstance(get.args[1], ast.List) and not get.args[1].elts):
+        return False
+    loop = body[1]
+    if not (isinstance(loop, ast.For) and not loop.orelse and isinstance(loop.target, ast.Name) and isinstance(loop.iter, ast.Name)
+            and loop.iter.id == body[0].targets[0].id and len(loop.body) == 1 and isinstance(loop.body[0], ast.Assert)):
+        return False
+    ask = loop.body[0].test
+    return (isinstance(ask, ast.Call) and isinstance(ask.func, ast.Attribute) and ask.func.attr == "text_yesno" and not ask.keywords
+            and isinstance(ask.func.value, ast.Name) and ask.func.value.id == judge and len(ask.args) == 2
+            and isinstance(ask.args[0], ast.Attribute) and ask.args[0].attr == "response" and isinstance(ask.args[0].value, ast.Name)
+            and ask.args[0].value.id == x and isinstance(ask.args[1], ast.Name) and ask.args[1].id == loop.target.id)
+
+
+_HELPER_SHAPES = {HASH_HELPER: _is_hash_helper, YESNO_HELPER: _is_yesno_helper}
 
 
 def classify_check(parsed: _ParsedFile, fn: _TestFunction) -> tuple[str, bool, str]:
     """("benchmark", uses_yesno, "") when the test body only calls the benchmark's hash (and yes/no rubric)
-    helpers, each defined once by a plain `def` and never rebound (so calling it runs that `def`);
-    ("python", False, why) for any other test code, which only ThinkingBox itself can run faithfully."""
+    helpers, each defined once by a plain `def` of the benchmark's shape and never rebound, in a file that runs no
+    other module-level code (so calling it does what the hash check does); ("python", False, why) for any other
+    test code, which only ThinkingBox itself can run faithfully."""
     if fn.node.decorator_list:
         return "python", False, "the test function is decorated"
     called: list[str] = []
@@ -262,13 +360,17 @@ def classify_check(parsed: _ParsedFile, fn: _TestFunction) -> tuple[str, bool, s
         helper = parsed.helpers.get(name)
         if helper is not None and (helper.decorator_list or parsed.bindings.get(name, 0) != 1):
             return "python", False, f"helper {name} is decorated or bound more than once in the file (e.g. reassigned)"
-        if helper is None or (name, True) not in ((HASH_HELPER[0], _reads(helper, HASH_HELPER[1])),
-                                                   (YESNO_HELPER[0], _reads(helper, YESNO_HELPER[1]))):
+        if helper is None or name not in _HELPER_SHAPES:
             return "python", False, f"{name} (line {stmt.lineno}) is not a benchmark helper"
+        if not _HELPER_SHAPES[name](helper):
+            return "python", False, (f"helper {name} (line {helper.lineno}) is not written as the benchmark's "
+                                     f"{'hash comparison' if name == HASH_HELPER else 'yes/no rubric check'}: it may check something else")
         called.append(name)
-    if HASH_HELPER[0] not in called:
-        return "python", False, f"it does not call {HASH_HELPER[0]}"
-    return "benchmark", YESNO_HELPER[0] in called, ""
+    if HASH_HELPER not in called:
+        return "python", False, f"it does not call {HASH_HELPER}"
+    if parsed.runs_code:
+        return "python", False, f"the file {parsed.runs_code}, which could change what its helpers do"
+    return "benchmark", YESNO_HELPER in called, ""
 
 
 # -- scenarios and agents ----------------------------------------------------------------------------
@@ -328,6 +430,8 @@ class TbDataset:
             if not (self.root / sub).is_dir():
                 raise TaskFileError(self.root, f"not a ThinkingBox dataset directory: it has no {sub}/ folder")
         self.agent_path = self.root / "agent" / f"{agent}.yaml"
+        if not self.agent_path.resolve().is_relative_to((self.root / "agent").resolve()):  # refused unread, as test files are
+            raise TaskFileError(self.agent_path, f"resolves outside {self.root / 'agent'}: the agent file must lie inside the dataset's agent/ folder")
         if not self.agent_path.is_file():
             raise TaskFileError(self.agent_path, f"agent {agent!r} not found (a dataset holds agent/<name>.yaml)")
         self.agent = _validated(_Agent, self.agent_path, _load_yaml_file(self.agent_path))

@@ -77,9 +77,10 @@ def _shape_problem(fn: Callable, sig: inspect.Signature) -> str | None:
     anything while saying nothing; a call passes arguments by name after the `Db`, so positional-only ones
     cannot be passed.
     """
-    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+    inner = inspect.unwrap(fn)  # a `functools.wraps` decorator makes an `async def` look like a plain one
+    if any(inspect.iscoroutinefunction(f) or inspect.isasyncgenfunction(f) for f in (fn, inner)):
         return "is `async def`; tools run inside the sandbox's transaction and must be plain `def` functions"
-    if inspect.isgeneratorfunction(fn):
+    if any(inspect.isgeneratorfunction(f) for f in (fn, inner)):
         return "is a generator (it uses `yield`); a tool must return its result"
     params = list(sig.parameters.values())
     for p in params:
@@ -223,6 +224,18 @@ def _strip_optional(annotation: Any) -> Any:
     return args[0] if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1 else annotation
 
 
+def _result(name: str, value: Any) -> Any:
+    """`value`, unless it is an un-run coroutine, generator or other awaitable: its work never happened (a plain
+    `def` that returns an async helper's coroutine passes every load check), so the call fails, and its
+    transaction rolls back, instead of "succeeding" with the object's repr."""
+    if inspect.isawaitable(value) or inspect.isgenerator(value) or inspect.isasyncgen(value):
+        if inspect.iscoroutine(value) or inspect.isgenerator(value):
+            value.close()  # never run: no "was never awaited" warning
+        raise TypeError(f"tool {name} returned a {type(value).__name__} instead of its result, so its work never ran: "
+                        "a tool must be a plain `def` that does its work and returns the result")
+    return value
+
+
 def _to_json(value: Any) -> str:
     return json.dumps(value, default=str, ensure_ascii=False, sort_keys=True)
 
@@ -261,7 +274,7 @@ class Toolset:
         try:
             kwargs = spec.validate(arguments)
             with db.atomic():
-                value = spec.fn(db, **kwargs)
+                value = _result(name, spec.fn(db, **kwargs))
         except ToolError as e:
             return ToolResult(False, f"error: {e}", spec.write)
         except Exception as e:  # a bug or a database error inside the tool: the agent sees it, the run goes on
