@@ -174,7 +174,7 @@ def select_command(
     from groundstate.selection import SelectionParams, select_files
 
     if not probes.exists():
-        console.print(f"[red]error:[/red] {probes} does not exist")
+        console.print(f"[red]error:[/red] {probes}: no such results file")
         raise typer.Exit(2)
     try:
         params = SelectionParams(edges=_floats(band_edges, "--band-edges"), keep_bands=tuple(b.strip() for b in bands.split(",") if b.strip()),

@@ -133,7 +133,7 @@ def test_lone_surrogates_from_the_model_are_tool_errors_or_text_never_system_err
     assert (record["reward"], record["unjudged"], record["finish_reason"]) == (1, False, "user_done")
     calls = record["trajectory"]["tool_calls"]
     assert [c["ok"] for c in calls] == [False, False, True]
-    assert "name is not valid Unicode" in calls[0]["result"] and "arguments is not valid Unicode" in calls[1]["result"]
+    assert "name is not valid Unicode" in calls[0]["result"] and "arguments are not valid Unicode" in calls[1]["result"]
     assert [m["content"] for m in shown_to_agent[:2]] == [c["result"] for c in calls[:2]]  # the agent saw both errors
     assert calls[0]["name"] == "cancel\ufffd" and "\ufffd" in str(calls[1]["arguments"])
     assert any("Order 1 is cancelled \ufffd" in str(m.get("content")) for m in shown_to_user)

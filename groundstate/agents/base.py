@@ -67,7 +67,7 @@ def _well_formed_call(call: ToolCallRequest) -> ToolCallRequest:
         clean_id, clean_error = valid_text(call.id), valid_text(call.parse_error) if call.parse_error else None
         return dataclasses.replace(call, id=clean_id, parse_error=clean_error)
     name = valid_text(call.name)
-    problem = (f"the tool call's {' and '.join(invalid)} {'is' if len(invalid) == 1 else 'are'} not valid Unicode "
+    problem = (f"the tool call's {' and '.join(invalid)} {'is' if invalid == ['name'] else 'are'} not valid Unicode "
                f"(a lone surrogate, shown here as {REPLACEMENT}); the call was not run")
     return ToolCallRequest(valid_text(call.id), name, valid_text(raw), parse_error=problem)
 
