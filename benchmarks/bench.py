@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 from groundstate.grading import Grader, replay  # noqa: E402
 from groundstate.state.changes import canon_value  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
-from groundstate.tasks import Domain  # noqa: E402
+from groundstate.domain import Domain  # noqa: E402
 
 SHOP = ROOT / "tests" / "fixtures" / "shop"
 RESULTS_JSON = ROOT / "benchmarks" / "results.json"
@@ -318,7 +318,7 @@ def bench_mcp(quick: bool) -> None:
 
     async def mcp_stdio_once() -> None:
         with open(errpath, "a") as errlog:
-            async with McpToolset.stdio(sys.executable, ["-m", "groundstate.cli_mcp", "--domain", str(SHOP), "--task", task.id],
+            async with McpToolset.stdio(sys.executable, ["-m", "groundstate.cli.mcp", "--domain", str(SHOP), "--task", task.id],
                                         cwd=str(ROOT), errlog=errlog) as ts:
                 for c in gold:
                     assert (await ts.acall(c["tool"], c["args"])).ok
@@ -344,7 +344,7 @@ def bench_mcp(quick: bool) -> None:
 
 def _worker(share_ids: list[str], k: int, path: str, barrier, queue) -> None:
     from groundstate.runner import RunConfig, run
-    from groundstate.tasks import iter_tasks
+    from groundstate.domain import iter_tasks
 
     wanted = set(share_ids)
     tasks = [(t, d) for t, d in iter_tasks() if t.id in wanted]
@@ -355,7 +355,7 @@ def _worker(share_ids: list[str], k: int, path: str, barrier, queue) -> None:
 
 
 def bench_workers(quick: bool, tmp: Path) -> None:
-    from groundstate.tasks import iter_tasks
+    from groundstate.domain import iter_tasks
 
     ids = [t.id for t, _ in iter_tasks()[:507]]
     k = 2 if quick else 4
@@ -388,7 +388,7 @@ def bench_scale(quick: bool, tmp: Path) -> None:
     from groundstate import metrics
     from groundstate.results import read_records
     from groundstate.runner import RunConfig, run
-    from groundstate.tasks import iter_tasks
+    from groundstate.domain import iter_tasks
 
     t_load, all_tasks = timed(iter_tasks)
     R["bundled_tasks"] = len(all_tasks)
@@ -548,7 +548,7 @@ def write_markdown(sizes: list[str], meta: dict[str, Any]) -> None:
         "(10 for the 1M world), divided by their number, each run in a fresh process after the template is built; "
         "open+close latency is timed in a tight loop after 5 warm-up opens; template sizes (serialized database): "
         + ", ".join(f"{lb} {R[f'sqlite_template_mib_{lb}']} MiB" for lb in sizes if f"sqlite_template_mib_{lb}" in R) + ".",
-        f"MCP stdio: each attempt spawns `python -m groundstate.cli_mcp --domain tests/fixtures/shop --task shop-multi` "
+        f"MCP stdio: each attempt spawns `python -m groundstate.cli.mcp --domain tests/fixtures/shop --task shop-multi` "
         f"(the server builds the template, serves the 5 calls and grades the session at its end; "
         f"{R.get('mcp_stdio_attempts_graded_reward_1', '?')}/{R.get('mcp_stdio_attempts', '?')} graded reward=1); the wall time "
         "includes interpreter start, imports and template build. \"MCP in-process\" is the SDK's in-process client against "

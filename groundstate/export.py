@@ -27,11 +27,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-import typer
-
-from groundstate.cli_options import folder_out
-from groundstate.results import Record, key_of, read_records
-from groundstate.tasks import DOMAINS_DIR, Domain, bundled_domains, load_domain
+from groundstate.results import AttemptRecord, latest_per_key
+from groundstate.domain import DOMAINS_DIR, Domain, bundled_domains, load_domain
 
 FORMATS = ("hf-dataset", "parquet", "sft-jsonl")
 
@@ -101,40 +98,33 @@ class _ToolSchemas:
         return self._by_name[name]
 
 
-def to_examples(records: Iterable[Record], passed_only: bool = False, domains: Iterable[str | Path | Domain] = ()) -> tuple[list[dict[str, Any]], ExportCounts]:
+def to_examples(records: Iterable[AttemptRecord], passed_only: bool = False, domains: Iterable[str | Path | Domain] = ()) -> tuple[list[dict[str, Any]], ExportCounts]:
     """Records to training examples (in the records' order) and the counts of what was kept and skipped.
 
     `domains` are the domain folders (or loaded domains) to take tool schemas from besides the bundled ones
     (e.g. a task folder outside the bundled ones); a record's `domain` is matched against their names only.
     """
-    counts = ExportCounts()
+    records = list(records)
     schemas = _ToolSchemas(domains)
-    last: dict[tuple[str, int], Record] = {}
-    for r in records:
-        counts.records += 1
-        if r.get("system_error"):
-            counts.system_errors += 1
-            continue
-        if key_of(r) in last:
-            counts.duplicates += 1
-            del last[key_of(r)]  # re-inserted below, so the example takes the later record's place
-        last[key_of(r)] = r
+    counts = ExportCounts(records=len(records), system_errors=sum(r.outcome == "system_error" for r in records))
+    latest = [r for r in latest_per_key(records).values() if r.outcome != "system_error"]
+    counts.duplicates = len(records) - counts.system_errors - len(latest)
     examples = []
-    for r in last.values():
-        if passed_only and r.get("reward") != 1:
+    for r in latest:
+        if passed_only and r.outcome != "pass":
             counts.not_passed += 1
             continue
-        messages = (r.get("trajectory") or {}).get("messages")
+        messages = (r.trajectory or {}).get("messages")
         if not messages:
             counts.no_trajectory += 1
             continue
         example: dict[str, Any] = {"messages": chat_messages(messages, counts)}
-        tools = schemas(r.get("domain"))
+        tools = schemas(r.domain)
         if tools is not None:
             example["tools"] = tools
         else:
             counts.without_tools += 1
-        example.update(task_id=r["task_id"], attempt=int(r["attempt"]), reward=r.get("reward"), domain=r.get("domain"))
+        example.update(task_id=r.task_id, attempt=r.attempt, reward=r.reward, domain=r.domain)
         examples.append(example)
     counts.exported = len(examples)
     return examples, counts
@@ -182,7 +172,7 @@ def _dataset(examples: list[dict[str, Any]]):
     return Dataset.from_list(rows, features=Features(columns))
 
 
-def export(records: Iterable[Record], fmt: str, out_dir: Path | str, passed_only: bool = False,
+def export(records: Iterable[AttemptRecord], fmt: str, out_dir: Path | str, passed_only: bool = False,
            domains: Iterable[str | Path | Domain] = ()) -> Path:
     """Write one training example per attempt of `records` in `fmt` under `out_dir`; returns the data's path.
 
@@ -192,36 +182,3 @@ def export(records: Iterable[Record], fmt: str, out_dir: Path | str, passed_only
         raise ValueError(f"unknown export format {fmt!r}: use one of {', '.join(FORMATS)}")
     examples, counts = to_examples(records, passed_only, domains)
     return write_examples(examples, fmt, out_dir, {"passed_only": passed_only, "counts": asdict(counts)})
-
-
-def export_command(
-    results: Path = typer.Argument(..., help="Results JSONL of a run."),
-    fmt: str = typer.Option(..., "--format", help="hf-dataset (datasets.save_to_disk), parquet or sft-jsonl."),
-    out_dir: Path = folder_out(..., "--out", help="Output folder."),
-    passed_only: bool = typer.Option(False, "--passed-only", help="Keep only attempts with reward 1."),
-    domain: Optional[list[Path]] = typer.Option(None, "--domain", "-d",
-                                                help="Domain folder to take tool schemas from, for domains that are not bundled (repeatable)."),
-) -> None:
-    """Turn a run's trajectories into chat training data (messages with tool calls, tools, reward); system errors are skipped."""
-    from rich.console import Console
-
-    console = Console(stderr=True)
-    if fmt not in FORMATS:
-        console.print(f"[red]error:[/red] unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
-        raise typer.Exit(2)
-    try:
-        records = read_records(results)
-        examples, counts = to_examples(records, passed_only, domain or ())
-    except (OSError, ValueError, KeyError) as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
-    path = write_examples(examples, fmt, out_dir, {"source": str(results), "passed_only": passed_only, "counts": asdict(counts)})
-    skipped = [f"{n} {label}" for n, label in ((counts.system_errors, "system errors"), (counts.not_passed, "not passed"),
-               (counts.duplicates, "superseded duplicates"), (counts.no_trajectory, "without a trajectory")) if n]
-    Console().print(f"{counts.exported} examples exported from {counts.records} records" + (f" (skipped: {', '.join(skipped)})" if skipped else ""))
-    if counts.without_tools:
-        console.print(f"[yellow]{counts.without_tools} examples have no tools column:[/yellow] their domain is not bundled; name its folder "
-                      "with --domain DIR (a folder named in a record is never loaded: that would run its code)")
-    if counts.unparsed_arguments:
-        console.print(f"{counts.unparsed_arguments} tool calls keep their arguments as a raw string (not valid JSON objects)")
-    console.print(f"{fmt} written to {path}\ncounts written to {Path(out_dir) / 'export.json'}")

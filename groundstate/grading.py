@@ -11,48 +11,19 @@ from __future__ import annotations
 
 import threading
 import traceback
-from dataclasses import dataclass, field
+import weakref
 from typing import Any
 
 from groundstate.state.base import Backend, Sandbox, Template
 from groundstate.state.changes import ChangeSet, canon_value, diff
 from groundstate.tasks import Task
+from groundstate.types import Judge, Trajectory, Verdict, system_error
 
 CHECK_TIME_LIMIT_S = 10.0  # a task check that runs longer (e.g. an unbounded recursive CTE) is a system error, not a hang
 
 
 class GoldReplayError(RuntimeError):
     """The gold solution does not run: the task is broken, not the agent."""
-
-
-@dataclass
-class Verdict:
-    reward: int | None  # 1 or 0; None for a system error or an unjudged rubric task
-    reasons: list[str] = field(default_factory=list)
-    diff: list[dict[str, Any]] = field(default_factory=list)
-    system_error: str | None = None
-    state_reward: int | None = None  # the final-state part alone (before any rubric)
-    unjudged: bool = False  # rubric task graded without a judge: counted apart, never pass or fail
-    changes: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def passed(self) -> bool:
-        return self.reward == 1
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "reward": self.reward,
-            "state_reward": self.state_reward,
-            "reasons": self.reasons,
-            "diff": self.diff,
-            "system_error": self.system_error,
-            "unjudged": self.unjudged,
-            "changes": self.changes,
-        }
-
-
-def system_error(message: str) -> Verdict:
-    return Verdict(reward=None, reasons=[message], system_error=message)
 
 
 def replay(sandbox: Sandbox, calls: list[dict[str, Any]]) -> list[tuple[bool, str]]:
@@ -87,7 +58,7 @@ class Grader:
             self._golden[key] = golden
         return golden
 
-    def grade(self, task: Task, sandbox: Sandbox, trajectory: Any = None, judge: Any = None) -> Verdict:
+    def grade(self, task: Task, sandbox: Sandbox, trajectory: Trajectory | None = None, judge: Judge | None = None) -> Verdict:
         """Verdict of an attempt from its sandbox's final state (and, for rubric tasks, a judge of the reply)."""
         try:
             norm = sandbox.normaliser
@@ -111,7 +82,7 @@ class Grader:
         return with_rubrics(task, trajectory, verdict, judge)
 
 
-def with_rubrics(task: Task, trajectory: Any, verdict: Verdict, judge: Any = None) -> Verdict:
+def with_rubrics(task: Task, trajectory: Trajectory | None, verdict: Verdict, judge: Judge | None = None) -> Verdict:
     """A final-state verdict completed by the task's reply rubrics. Any source's grader ends with this.
 
     A failed final state is a 0 whatever the rubrics would say, and the judge is not asked (so the
@@ -131,16 +102,20 @@ def with_rubrics(task: Task, trajectory: Any, verdict: Verdict, judge: Any = Non
     return judge.apply(task, trajectory, verdict)
 
 
+_graders: "weakref.WeakKeyDictionary[Backend, Grader]" = weakref.WeakKeyDictionary()
+_graders_lock = threading.Lock()
+
+
 def grader_for(backend: Backend) -> Grader:
     """The backend's grader (one per backend object, so golden states are computed once)."""
-    grader = getattr(backend, "_gs_grader", None)
-    if grader is None:
-        grader = Grader(backend)
-        backend._gs_grader = grader  # type: ignore[attr-defined]
-    return grader
+    with _graders_lock:
+        grader = _graders.get(backend)
+        if grader is None:
+            grader = _graders[backend] = Grader(backend)
+        return grader
 
 
-def grade(task: Task, sandbox: Sandbox, trajectory: Any = None, judge: Any = None) -> Verdict:
+def grade(task: Task, sandbox: Sandbox, trajectory: Trajectory | None = None, judge: Judge | None = None) -> Verdict:
     """Grade one attempt from its sandbox's final state."""
     owner = sandbox.template.owner
     if owner is None:

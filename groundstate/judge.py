@@ -32,7 +32,7 @@ from groundstate.agents.openai_compat import (
     sync_client,
     with_retries_sync,
 )
-from groundstate.grading import Verdict, system_error
+from groundstate.types import Verdict, system_error
 from groundstate.tasks import Task
 
 OPEN, CLOSE = "<<<REPLY", "REPLY>>>"

@@ -2,16 +2,17 @@
 
 For every task, on a chosen backend: the gold solution must pass; a no-op agent must fail; and
 *mutants* of the gold solution (each write call dropped, duplicated, or with one argument changed)
-must be killed. Mutants whose final state differs from gold only in masked columns (volatile or free
-text), or whose mutated call the tool refused (atomic calls write nothing when refused), are
-*equivalent* and not counted. A mutant that passes with the final state identical to gold is a
-*survivor*: the checks cannot see it, and the report says why.
+must be killed. Every one of them is a production attempt (`groundstate.attempt.play`), whatever the
+source of the task, so lint exercises the path evaluation and training take.
 
-Domains that bring their own environments (`open_environment`, e.g. ThinkingBox tasks served by MCP server
-processes) are linted through `groundstate.attempt.play` with the same scripted agents. Their state is
-only seen through the server's verdict, so a mutant that passes is a survivor only when its mutated call
-succeeded and the call can change state as far as the server's tool list says (`readOnlyHint`). Their
-mutants run `ENV_MUTANT_CONCURRENCY` at a time: each attempt owns its environment (its server processes).
+A mutant that passes is *equivalent* (not counted) or a *survivor* (the checks cannot see it; the report
+says why). Where the environment shows its final state (SQL sandboxes: `Environment.changes()`), a passing
+mutant whose change set differs from gold's only in masked columns (volatile or free text), or whose mutated
+call the tool refused (atomic calls write nothing when refused), is equivalent, and one whose change set is
+gold's is a survivor. Where the state is seen only through the verdict (ThinkingBox tasks served by MCP server
+processes), a passing mutant is a survivor only when its mutated call succeeded and the call can change state
+as far as the server's tool list says (`readOnlyHint`). A task's mutants run `MUTANT_CONCURRENCY` at a time:
+each attempt owns its environment.
 """
 
 from __future__ import annotations
@@ -21,16 +22,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from groundstate.agents import make_agent
-from groundstate.agents.scripted import ScriptedAgent, ScriptedUser
-from groundstate.attempt import play, prepare_domains
-from groundstate.episode import run_episode
-from groundstate.grading import Verdict, grader_for
+from groundstate.agents.scripted import ScriptedAgent, ScriptedUser, make_scripted_agent
+from groundstate.attempt import Outcome, play, prepare_domains
 from groundstate.state.base import Backend
-from groundstate.tasks import Domain, Task
-from groundstate.tools.mutate import mutants
+from groundstate.tasks import Task
+from groundstate.tools.mutate import Mutant, mutants
+from groundstate.types import Domain
 
-ENV_MUTANT_CONCURRENCY = 4
+MUTANT_CONCURRENCY = 4
 
 
 @dataclass
@@ -91,108 +90,79 @@ class LintReport:
         return {**self.summary(), "per_task": [asdict(t) for t in self.tasks]}
 
 
-async def _attempt(task: Task, domain: Domain, backend: Backend, agent: ScriptedAgent) -> tuple[Verdict, Any, Any]:
-    template = backend.prepare(domain, task.patch)
-    sandbox = backend.open(template)
-    try:
-        traj = await run_episode(task, domain, sandbox, agent, ScriptedUser(task.user.script), offload=False)
-        verdict = grader_for(backend).grade(task, sandbox, traj)
-        return verdict, traj, sandbox.changes()
-    finally:
-        sandbox.close()
+def _classify(mutant: Mutant, outcome: Outcome, gold: Outcome) -> MutantResult | str:
+    """A mutant's outcome (see the module docstring), or the problem that kept it from being graded."""
+    v, traj = outcome.verdict, outcome.trajectory
+    if v.system_error:
+        return f"system error on mutant {mutant.description}: {v.system_error}"
+    if v.state_reward == 0:
+        return MutantResult(mutant.description, "killed", "; ".join(v.reasons))
+    calls = traj.tool_calls if traj is not None else []
+    call = calls[mutant.index] if mutant.kind != "drop" and mutant.index < len(calls) else None
+    if outcome.changes is not None and gold.changes is not None:  # the world shows its state: compare it with gold's
+        if outcome.changes.to_json() != gold.changes.to_json():
+            return MutantResult(mutant.description, "equivalent", "differs from gold only in masked (volatile or free-text) columns")
+        if mutant.kind == "drop":
+            return MutantResult(mutant.description, "survived", DROP_SURVIVES)
+        if call is not None and not call["ok"]:
+            return MutantResult(mutant.description, "equivalent", REFUSED)
+        if mutant.kind == "duplicate":
+            return MutantResult(mutant.description, "survived", "the repeated call succeeded without a visible effect (idempotent write)")
+        return MutantResult(mutant.description, "survived", CHANGE_SURVIVES)
+    # the state is seen only through the verdict: what the calls themselves say decides
+    if call is not None and not call["ok"]:
+        return MutantResult(mutant.description, "equivalent", REFUSED)
+    gold_calls = gold.trajectory.tool_calls if gold.trajectory is not None else []
+    if not (gold_calls[mutant.index]["write"] if mutant.kind == "drop" else call is None or call["write"]):
+        return MutantResult(mutant.description, "equivalent", "the server marks the tool read-only: it cannot change the state")
+    if mutant.kind == "drop":
+        return MutantResult(mutant.description, "survived", DROP_SURVIVES)
+    if mutant.kind == "duplicate":
+        return MutantResult(mutant.description, "survived", "the repeated call succeeded without a visible effect (idempotent write, or a read)")
+    return MutantResult(mutant.description, "survived", CHANGE_SURVIVES)
+
+
+DROP_SURVIVES = "dropping the call leaves the same final state: the gold call has no visible effect"
+CHANGE_SURVIVES = "the changed argument does not reach the final state"
+REFUSED = "the tool refused the mutated call, so it wrote nothing"
+
+
+async def _lint(task: Task, domain: Domain, backend: Backend) -> TaskLint:
+    async def attempt(agent: ScriptedAgent) -> Outcome:
+        return await play(task, domain, agent, ScriptedUser(task.user.script), backend=backend, keep_changes=True)
+
+    out = TaskLint(task.id, domain.name, gold_pass=False, noop_fail=False)
+    gold = await attempt(make_scripted_agent("scripted:gold", task, domain))
+    out.rewards["gold"] = gold.verdict.state_reward
+    out.gold_pass = gold.verdict.state_reward == 1
+    if not out.gold_pass:
+        out.problems.append("gold fails: " + (gold.verdict.system_error or "; ".join(gold.verdict.reasons)))
+        return out
+    noop = (await attempt(make_scripted_agent("scripted:noop", task, domain))).verdict
+    out.rewards["noop"] = noop.state_reward
+    out.noop_fail = noop.state_reward == 0
+    if not out.noop_fail:
+        out.problems.append("no-op passes: " + (noop.system_error or "the gold solution changes nothing the checks can see"))
+    slots = asyncio.Semaphore(MUTANT_CONCURRENCY)
+
+    async def bounded(m: Mutant) -> Outcome:
+        async with slots:
+            return await attempt(ScriptedAgent(m.calls))
+
+    cases = mutants([c.model_dump() for c in task.gold], domain.tools)
+    for m, outcome in zip(cases, await asyncio.gather(*(bounded(m) for m in cases))):
+        out.rewards[m.description] = outcome.verdict.state_reward
+        result = _classify(m, outcome, gold)
+        if isinstance(result, str):
+            out.problems.append(result)
+        else:
+            out.mutants.append(result)
+    return out
 
 
 def lint_task(task: Task, domain: Domain, backend: Backend) -> TaskLint:
-    if hasattr(domain, "open_environment"):
-        return asyncio.run(_lint_env_task(task, domain, backend))
-    return asyncio.run(_lint_task(task, domain, backend))
-
-
-async def _lint_env_task(task: Task, domain: Any, backend: Backend) -> TaskLint:
-    """Lint a task whose domain opens its own environment (see the module docstring)."""
-    grader = grader_for(backend)
-
-    async def attempt(agent: ScriptedAgent):
-        out = await play(task, domain, agent, ScriptedUser(task.user.script), backend=backend, grader=grader)
-        return out.verdict, out.trajectory
-
-    out = TaskLint(task.id, domain.name, gold_pass=False, noop_fail=False)
-    gold_v, gold_traj = await attempt(make_agent("scripted:gold", task, domain))
-    out.rewards["gold"] = gold_v.state_reward
-    out.gold_pass = gold_v.state_reward == 1
-    if not out.gold_pass:
-        out.problems.append("gold fails: " + (gold_v.system_error or "; ".join(gold_v.reasons)))
-        return out
-    gold_writes = [c["write"] for c in gold_traj.tool_calls]
-    noop_v, _ = await attempt(make_agent("scripted:noop", task, domain))
-    out.rewards["noop"] = noop_v.state_reward
-    out.noop_fail = noop_v.state_reward == 0
-    if not out.noop_fail:
-        out.problems.append("no-op passes: " + (noop_v.system_error or "the gold solution changes nothing the checks can see"))
-    slots = asyncio.Semaphore(ENV_MUTANT_CONCURRENCY)
-
-    async def bounded(calls: list[dict[str, Any]]):
-        async with slots:
-            return await attempt(ScriptedAgent(calls))
-
-    cases = mutants([c.model_dump() for c in task.gold], domain.tools)
-    outcomes = await asyncio.gather(*(bounded(calls) for _, calls, _ in cases))
-    for (description, _, index), (v, traj) in zip(cases, outcomes):
-        out.rewards[description] = v.state_reward
-        if v.system_error:
-            out.problems.append(f"system error on mutant {description}: {v.system_error}")
-            continue
-        if v.state_reward == 0:
-            out.mutants.append(MutantResult(description, "killed", "; ".join(v.reasons)))
-            continue
-        dropped = description.startswith("drop")
-        call = None if dropped or index >= len(traj.tool_calls) else traj.tool_calls[index]
-        if call is not None and not call["ok"]:
-            out.mutants.append(MutantResult(description, "equivalent", "the tool refused the mutated call, so it wrote nothing"))
-        elif not (gold_writes[index] if dropped else call is None or call["write"]):
-            out.mutants.append(MutantResult(description, "equivalent", "the server marks the tool read-only: it cannot change the state"))
-        elif dropped:
-            out.mutants.append(MutantResult(description, "survived", "dropping the call leaves the same final state: the gold call has no visible effect"))
-        elif description.startswith("duplicate"):
-            out.mutants.append(MutantResult(description, "survived", "the repeated call succeeded without a visible effect (idempotent write, or a read)"))
-        else:
-            out.mutants.append(MutantResult(description, "survived", "the changed argument does not reach the final state"))
-    return out
-
-
-async def _lint_task(task: Task, domain: Domain, backend: Backend) -> TaskLint:
-    out = TaskLint(task.id, domain.name, gold_pass=False, noop_fail=False)
-    gold_v, _, _ = await _attempt(task, domain, backend, make_agent("scripted:gold", task, domain))
-    out.rewards["gold"] = gold_v.state_reward
-    out.gold_pass = gold_v.state_reward == 1
-    if not out.gold_pass:
-        out.problems.append("gold fails: " + (gold_v.system_error or "; ".join(gold_v.reasons)))
-        return out
-    noop_v, _, _ = await _attempt(task, domain, backend, make_agent("scripted:noop", task, domain))
-    out.rewards["noop"] = noop_v.state_reward
-    out.noop_fail = noop_v.state_reward == 0
-    if not out.noop_fail:
-        out.problems.append("no-op passes: the gold solution changes nothing the checks can see")
-    golden_raw = grader_for(backend).golden(task, backend.prepare(domain, task.patch))
-    for description, calls, index in mutants([c.model_dump() for c in task.gold], domain.tools):
-        v, traj, raw = await _attempt(task, domain, backend, ScriptedAgent(calls))
-        out.rewards[description] = v.state_reward
-        if v.system_error:
-            out.problems.append(f"system error on mutant {description}: {v.system_error}")
-            continue
-        if v.state_reward == 0:
-            out.mutants.append(MutantResult(description, "killed", "; ".join(v.reasons)))
-        elif raw.to_json() != golden_raw.to_json():
-            out.mutants.append(MutantResult(description, "equivalent", "differs from gold only in masked (volatile or free-text) columns"))
-        elif description.startswith("drop"):
-            out.mutants.append(MutantResult(description, "survived", "dropping the call leaves the same final state: the gold call has no visible effect"))
-        elif index < len(traj.tool_calls) and not traj.tool_calls[index]["ok"]:
-            out.mutants.append(MutantResult(description, "equivalent", "the tool refused the mutated call, so it wrote nothing"))
-        elif description.startswith("duplicate"):
-            out.mutants.append(MutantResult(description, "survived", "the repeated call succeeded without a visible effect (idempotent write)"))
-        else:
-            out.mutants.append(MutantResult(description, "survived", "the changed argument does not reach the final state"))
-    return out
+    """Lint one task: gold, no-op and every mutant, each a production attempt (`attempt.play`)."""
+    return asyncio.run(_lint(task, domain, backend))
 
 
 def lint(
@@ -201,8 +171,13 @@ def lint(
     workers: int = 1,
     on_done: Callable[[TaskLint], None] | None = None,
 ) -> LintReport:
-    """Lint many tasks; `workers` > 1 runs tasks in threads (useful on PostgreSQL, whose calls wait on the server)."""
-    prepare_domains(tasks, backend)  # a schema the server rejects is one error naming the file, not a problem per task
+    """Lint many tasks; `workers` > 1 runs tasks in threads (useful on PostgreSQL, whose calls wait on the server).
+
+    With a bounded sandbox pool (`backend.max_open`), at most as many tasks run at once as the pool can serve their
+    mutants (one slot kept for golden replays)."""
+    prepare_domains((d for _, d in tasks), backend)  # a schema the server rejects is one error naming the file, not a problem per task
+    if backend.max_open is not None:
+        workers = min(workers, max(1, (backend.max_open - 1) // MUTANT_CONCURRENCY))
     results: dict[str, TaskLint] = {}
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         futures = {pool.submit(lint_task, t, d, backend): t.id for t, d in tasks}

@@ -28,8 +28,8 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 from scipy import stats
 
-from groundstate.episode import FINISH_REASONS
-from groundstate.results import Record, check_one_run, task_set_hash
+from groundstate.results import AttemptRecord, check_one_run, latest_per_key, task_set_hash
+from groundstate.types import FINISH_REASONS
 
 DEFAULT_PRICES = Path(__file__).parent / "prices.yaml"
 
@@ -106,24 +106,26 @@ class Coverage:
         return out
 
 
-def task_counts(records: Iterable[Record]) -> dict[str, TaskCounts]:
+def task_counts(records: Iterable[AttemptRecord]) -> dict[str, TaskCounts]:
+    """Per task, over the records that count (`results.latest_per_key`): clean attempts, successes, system errors, unjudged."""
     out: dict[str, TaskCounts] = {}
-    for r in records:
-        t = out.setdefault(r["task_id"], TaskCounts(r["task_id"], r.get("domain"), r.get("family")))
-        t.attempts.add(int(r["attempt"]))
-        if r.get("system_error"):
+    for r in latest_per_key(records).values():
+        t = out.setdefault(r.task_id, TaskCounts(r.task_id, r.domain, r.family))
+        t.attempts.add(r.attempt)
+        outcome = r.outcome
+        if outcome == "system_error":
             t.system_errors += 1
-        elif r.get("unjudged"):
+        elif outcome == "unjudged":
             t.unjudged += 1
         else:
             t.n += 1
-            t.c += int(r["reward"] == 1)
+            t.c += outcome == "pass"
     return out
 
 
-def coverage(records: list[Record]) -> Coverage:
+def coverage(records: list[AttemptRecord]) -> Coverage:
     """Whether every task has the same n clean attempts 0..n−1, each once (unjudged tasks are counted apart)."""
-    seen = Counter((r["task_id"], int(r["attempt"])) for r in records)
+    seen = Counter(r.key for r in records)
     counts = task_counts(records)
     n = max((max(t.attempts) + 1 for t in counts.values()), default=0)
     # n comes from the records (one attempt index of 10**15 makes it that): count the missing keys and name a few,
@@ -131,11 +133,11 @@ def coverage(records: list[Record]) -> Coverage:
     missing_count = sum(n - len(t.attempts) for t in counts.values())
     missing = list(itertools.islice(((tid, a) for tid in sorted(counts) for a in _missing_below(counts[tid].attempts, n)), 5))
     duplicated = sorted(key for key, c in seen.items() if c > 1)
-    errors = sorted((r["task_id"], int(r["attempt"])) for r in records if r.get("system_error"))
+    errors = sorted(key for key, r in latest_per_key(records).items() if r.outcome == "system_error")
     unequal = {tid: t.n for tid, t in counts.items() if t.n != n and t.unjudged == 0}
     # a record names its run's selected task set (a hash of the ids): a task with no record left, or one never selected,
     # is invisible to the per-task rules above
-    selected = {r["run"]["tasks"] for r in records if r.get("run")}
+    selected = {r.run.tasks for r in records if r.run is not None}
     foreign = len(selected) == 1 and selected != {task_set_hash(list(counts))}
     return Coverage(not (missing_count or duplicated or errors or unequal or foreign), n, missing, duplicated, errors, unequal,
                     missing_count, foreign)
@@ -198,17 +200,16 @@ def load_prices(path: Path | None = None) -> dict[str, dict[str, float]]:
     return prices
 
 
-def record_cost(r: Record, prices: dict[str, dict[str, float]]) -> float | None:
+def record_cost(r: AttemptRecord, prices: dict[str, dict[str, float]]) -> float | None:
     """USD of one attempt's tokens, or None when its model has no price (scripted agents cost nothing)."""
-    if str(r.get("agent") or "").startswith("scripted:"):
+    if (r.agent or "").startswith("scripted:"):
         return 0.0
-    p = prices.get(r.get("model") or "") or prices.get(r.get("agent") or "")
+    p = prices.get(r.model or "") or prices.get(r.agent or "")
     if p is None:
         return None
-    u = r.get("usage") or {}
-    cached = u.get("cached_input_tokens", 0) or 0
-    fresh = max(0, (u.get("input_tokens", 0) or 0) - cached)
-    return (fresh * p.get("input", 0) + cached * p.get("cached_input", p.get("input", 0)) + (u.get("output_tokens", 0) or 0) * p.get("output", 0)) / 1e6
+    u = r.usage
+    fresh = max(0, u.input_tokens - u.cached_input_tokens)
+    return (fresh * p.get("input", 0) + u.cached_input_tokens * p.get("cached_input", p.get("input", 0)) + u.output_tokens * p.get("output", 0)) / 1e6
 
 
 def _aggregates(tasks: list[TaskCounts], k: int) -> dict[str, float]:
@@ -246,9 +247,9 @@ def bootstrap(tasks: list[TaskCounts], k: int, reps: int = 2000, seed: int = 0, 
     return out
 
 
-def finish_reasons(records: list[Record]) -> dict[str, int]:
+def finish_reasons(records: list[AttemptRecord]) -> dict[str, int]:
     """Attempts per finish reason (limits hit show up here), in `FINISH_REASONS` order; `none` when no episode ran."""
-    seen = Counter(r.get("finish_reason") or "none" for r in records)
+    seen = Counter(r.finish_reason or "none" for r in records)
     order = {name: i for i, name in enumerate(FINISH_REASONS)}
     return dict(sorted(seen.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
 
@@ -258,7 +259,7 @@ def solved_every_time(t: TaskCounts, n: int) -> bool:
     return t.n == n and t.c == n
 
 
-def compute(records: list[Record], k: Iterable[int] | int | None = None, prices: dict[str, dict[str, float]] | None = None,
+def compute(records: list[AttemptRecord], k: Iterable[int] | int | None = None, prices: dict[str, dict[str, float]] | None = None,
             allow_incomplete: bool = False, by: str | None = "domain", bootstrap_reps: int = 2000) -> dict[str, Any]:
     """All figures of `groundstate metrics --json`. `k`: one or more k <= n (default n); the top-level pass@k
     figures are for the largest, `at_k` holds each. Raises ValueError on records of several runs, on a k
@@ -307,9 +308,9 @@ def compute(records: list[Record], k: Iterable[int] | int | None = None, prices:
         "observed_k_of_k_rate": kk / len(judged) if judged else float("nan"),
         "intervals": bootstrap(judged, k, reps=bootstrap_reps, n_run=n_run) if bootstrap_reps else {},
         "tokens": {
-            "input": sum((r.get("usage") or {}).get("input_tokens", 0) or 0 for r in records),
-            "cached_input": sum((r.get("usage") or {}).get("cached_input_tokens", 0) or 0 for r in records),
-            "output": sum((r.get("usage") or {}).get("output_tokens", 0) or 0 for r in records),
+            "input": sum(r.usage.input_tokens for r in records),
+            "cached_input": sum(r.usage.cached_input_tokens for r in records),
+            "output": sum(r.usage.output_tokens for r in records),
         },
         "cost_usd": cost,
         "cost_priced_attempts": len(priced),
@@ -357,7 +358,7 @@ def left_out(bc: dict[str, TaskCounts], cc: dict[str, TaskCounts]) -> dict[str, 
     return out
 
 
-def compare(base: list[Record], cand: list[Record], k: int | None = None, prices: dict | None = None,
+def compare(base: list[AttemptRecord], cand: list[AttemptRecord], k: int | None = None, prices: dict | None = None,
             reps: int = 2000, seed: int = 0, allow_incomplete: bool = False) -> dict[str, Any]:
     """Lift of each metric on the shared tasks, with paired bootstrap intervals and P(lift > 0); task transitions; cost change.
 
@@ -410,7 +411,7 @@ def compare(base: list[Record], cand: list[Record], k: int | None = None, prices
     keep = set(shared)
     costs = {}
     for name, recs in (("base", base), ("candidate", cand)):
-        cs = [record_cost(r, prices) for r in recs if r["task_id"] in keep]
+        cs = [record_cost(r, prices) for r in recs if r.task_id in keep]
         costs[name] = float(sum(x for x in cs if x is not None)) if any(x is not None for x in cs) else None
     into_kk = sum(1 for x, y in zip(pb["observed_k_of_k_rate"], pc["observed_k_of_k_rate"]) if not x and y)
     out_kk = sum(1 for x, y in zip(pb["observed_k_of_k_rate"], pc["observed_k_of_k_rate"]) if x and not y)

@@ -20,8 +20,9 @@ from groundstate.metrics import compare, compute
 from groundstate.results import read_records
 from groundstate.runner import RunConfig, run
 from groundstate.selectors import select_tasks
+from groundstate.domain import iter_tasks
 from groundstate.state.sqlite import SqliteBackend
-from groundstate.tasks import iter_tasks
+from groundstate.types import EpisodeLimits
 
 NOTIONAL_PRICE = {"input": 0.10, "cached_input": 0.05, "output": 0.40}  # USD per million tokens, stated in the output
 
@@ -69,7 +70,7 @@ def run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None] 
                 path = out / "sanity" / f"{spec.split(':')[1]}.jsonl"
                 run(pairs, RunConfig(agent=spec, k=1), backend, path)
                 for r in read_records(path):
-                    per.setdefault(r["domain"], {}).setdefault(spec, []).append(r["reward"] or 0)
+                    per.setdefault(r.domain, {}).setdefault(spec, []).append(r.reward or 0)
             for name, d in per.items():
                 g, n = d["scripted:gold"], d["scripted:noop"]
                 log(f"  {name:<10} {len(g):>4} tasks: gold {sum(g) / len(g):.0%} pass, no-op {sum(n) / len(n):.0%} pass")
@@ -88,8 +89,8 @@ def run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None] 
         pool = pool[: cfg.max_pool]
     sampling = {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_tokens": 64}
     with stage("probe", f"probe the pool: {len(pool)} tasks × n={cfg.probe_n}"):
-        run(pool, RunConfig(agent=f"hf:{base}", k=cfg.probe_n, seed=cfg.seed, sampling=sampling, concurrency=256, max_turns=6),
-            backend, out / "probes.jsonl")
+        run(pool, RunConfig(agent=f"hf:{base}", k=cfg.probe_n, seed=cfg.seed, sampling=sampling, concurrency=256,
+                           limits=EpisodeLimits(max_turns=6)), backend, out / "probes.jsonl")
 
     with stage("select", "select the training pool (benchmark excluded; validation = unseen instances of seen templates)"):
         exclude = build_exclude_set(["bench"])
@@ -108,7 +109,8 @@ def run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None] 
     val_pairs = [by_id[i] for i in val_ids]
 
     def evaluate(model_dir: Path, pairs, k: int, path: Path) -> dict[str, Any]:
-        run(pairs, RunConfig(agent=f"hf:{model_dir}", k=k, seed=cfg.seed + 1000, sampling=sampling, concurrency=256, max_turns=6), backend, path)
+        run(pairs, RunConfig(agent=f"hf:{model_dir}", k=k, seed=cfg.seed + 1000, sampling=sampling, concurrency=256,
+                             limits=EpisodeLimits(max_turns=6)), backend, path)
         return compute(read_records(path), prices={str(model_dir): NOTIONAL_PRICE}, bootstrap_reps=1000)
 
     with stage("eval_base", f"evaluate the base on validation: {len(val_pairs)} tasks × k={cfg.eval_k}"):
@@ -116,7 +118,7 @@ def run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None] 
 
     with stage("grpo", f"GRPO (TRL): {cfg.grpo_steps} steps × {cfg.tasks_per_step} tasks × G={cfg.group_size}"):
         tcfg = TrainConfig(group_size=cfg.group_size, tasks_per_step=cfg.tasks_per_step, steps=cfg.grpo_steps, lr=cfg.lr,
-                           save_steps=max(1, cfg.grpo_steps // 2), seed=cfg.seed, max_new_tokens=64, max_context=768)
+                           save_steps=max(1, cfg.grpo_steps // 2), seed=cfg.seed, max_new_tokens=64, max_context=768, max_turns=6)
         last = {"t": time.perf_counter()}
 
         def on_step(row: dict[str, Any]) -> None:

@@ -1,8 +1,8 @@
 """Tasks by reference: how another process (a Ray actor, a verl agent-loop worker) finds the driver's task.
 
 Processes never exchange pickled tasks or domains (domains hold tool functions, caches and, for ThinkingBox,
-server settings). A task travels as `(domain reference, task id)`, with the task's fingerprint and the
-domain's content hash where the receiver must prove it loaded the same definition:
+server settings). A task travels as `(domain.ref(), task id)`, with the task's fingerprint and the
+domain's content hash where the receiver must prove it loaded the same definition. A reference is:
 
 - a bundled domain: its name (each node has its own install);
 - any other domain folder: its absolute path (it must exist on every node);
@@ -14,26 +14,11 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any
 
-from groundstate.tasks import Domain, Task, bundled_domains, load_domain
-
-TB_REF = "thinkingbox-ref:"
-
-
-def domain_ref(domain: Any) -> str:
-    """The reference another process resolves back to this domain (see the module docstring)."""
-    source = getattr(domain, "source", None)
-    if source is not None and hasattr(domain, "open_environment"):
-        servers = getattr(domain, "servers_file", None)
-        return TB_REF + json.dumps({**source, "servers": str(servers) if servers else None, "no_sources": bool(domain.no_sources)},
-                                   sort_keys=True)
-    if hasattr(domain, "open_environment"):
-        raise ValueError(f"domain {domain.name!r} cannot be sent to another process: load it with select_tasks or load_thinkingbox")
-    if domain.name in bundled_domains() and load_domain(domain.name).path.resolve() == domain.path.resolve():
-        return domain.name
-    return str(domain.path.resolve())
-
+from groundstate.domain import load_domain
+from groundstate.tasks import Task
+from groundstate.thinkingbox.domain import TB_REF
+from groundstate.types import Domain
 
 class TaskResolver:
     """Resolves `(domain reference, task id)` in this process, loading each domain (or ThinkingBox source) once."""
@@ -41,9 +26,9 @@ class TaskResolver:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._domains: dict[str, Domain] = {}
-        self._tb: dict[str, dict[str, tuple[Task, Any]]] = {}
+        self._tb: dict[str, dict[str, tuple[Task, Domain]]] = {}
 
-    def resolve(self, ref: str, task_id: str) -> tuple[Task, Any]:
+    def resolve(self, ref: str, task_id: str) -> tuple[Task, Domain]:
         if ref.startswith(TB_REF):
             with self._lock:
                 cases = self._tb.get(ref)
@@ -59,7 +44,7 @@ class TaskResolver:
         return domain.task(task_id), domain
 
 
-def _load_thinkingbox(ref: str) -> dict[str, tuple[Task, Any]]:
+def _load_thinkingbox(ref: str) -> dict[str, tuple[Task, Domain]]:
     from groundstate.thinkingbox import configure_servers, load_thinkingbox
 
     spec = json.loads(ref[len(TB_REF):])

@@ -22,7 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from groundstate.metrics import compare, compute, pass_at_k, pass_hat_k, task_counts  # noqa: E402
-from groundstate.results import Record  # noqa: E402
+from groundstate.results import AttemptRecord, latest_per_key  # noqa: E402
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1200px;color:#1c2330;padding:0 16px}
@@ -51,7 +51,7 @@ def _anchor(task_id: str, attempt: int) -> str:
     return "a-" + "".join(ch if ch.isalnum() else "-" for ch in task_id) + f"-{attempt}"
 
 
-def _plots(records: list[Record], m: dict[str, Any]) -> list[str]:
+def _plots(records: list[AttemptRecord], m: dict[str, Any]) -> list[str]:
     counts = [t for t in task_counts(records).values() if t.n > 0]
     k = m["k"]
     out = []
@@ -95,13 +95,13 @@ def _transition_plot(c: dict[str, Any]) -> str:
     return _png(fig)
 
 
-def render(records: list[Record], title: str, baseline: list[Record] | None = None, allow_incomplete: bool = True) -> str:
+def render(records: list[AttemptRecord], title: str, baseline: list[AttemptRecord] | None = None, allow_incomplete: bool = True) -> str:
     """The report's HTML. A label such as `$\\frac{a}$` is a name, not a formula: plots render it as it is."""
     with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
         return _render(records, title, baseline, allow_incomplete)
 
 
-def _render(records: list[Record], title: str, baseline: list[Record] | None, allow_incomplete: bool) -> str:
+def _render(records: list[AttemptRecord], title: str, baseline: list[AttemptRecord] | None, allow_incomplete: bool) -> str:
     m = compute(records, allow_incomplete=allow_incomplete, bootstrap_reps=1000)
     k = m["k"]
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{CSS}</style></head><body>"]
@@ -119,9 +119,9 @@ def _render(records: list[Record], title: str, baseline: list[Record] | None, al
     parts.append("<h2>Metrics</h2><table><tr><th>metric</th><th>value</th><th>95% CI / note</th></tr>"
                  + "".join(f"<tr><td>{a}</td><td>{b}</td><td class='muted'>{c}</td></tr>" for a, b, c in rows) + "</table>")
     # the success grid: tasks sorted by pass rate, one cell per attempt
-    by_task: dict[str, dict[int, Record]] = {}
-    for r in records:
-        by_task.setdefault(r["task_id"], {})[int(r["attempt"])] = r
+    by_task: dict[str, dict[int, AttemptRecord]] = {}
+    for r in latest_per_key(records).values():
+        by_task.setdefault(r.task_id, {})[r.attempt] = r
     rate = {t.task_id: (t.c / t.n if t.n else -1) for t in task_counts(records).values()}
     order = sorted(by_task, key=lambda t: (-rate[t], t))
     parts.append(f"<h2>Success grid</h2><div class='muted'>green pass · red fail (links to the verdict) · grey system error · "
@@ -135,7 +135,7 @@ def _render(records: list[Record], title: str, baseline: list[Record] | None, al
             if r is None:
                 parts.append("<span></span>")
                 continue
-            cls = "err" if r.get("system_error") else "unj" if r.get("unjudged") else "pass" if r.get("reward") == 1 else "fail"
+            cls = {"system_error": "err", "unjudged": "unj"}.get(r.outcome, r.outcome)
             if cls == "pass":
                 parts.append(f"<span class='cell pass' title='{html.escape(tid)} #{a}: pass'></span>")
             else:
@@ -161,19 +161,19 @@ def _render(records: list[Record], title: str, baseline: list[Record] | None, al
     parts.append("<h2>Failing attempts</h2>")
     for tid in order:
         for a, r in sorted(by_task[tid].items()):
-            if r.get("reward") == 1:
+            if r.outcome == "pass":
                 continue
-            v = r.get("verdict") or {}
-            reason = r.get("system_error") or "; ".join(v.get("reasons", [])[:2])
+            v = r.verdict or {}
+            reason = r.system_error or "; ".join(v.get("reasons", [])[:2])
             parts.append(f"<details id='{_anchor(tid, a)}'><summary><b>{html.escape(tid)}</b> attempt {a} — {html.escape(str(reason))[:200]}</summary>"
                          f"<div>verdict diff</div><pre>{html.escape(json.dumps(v.get('diff', []), indent=1, default=str))}</pre>"
-                         f"<div>trajectory</div><pre>{html.escape(json.dumps((r.get('trajectory') or {}).get('messages', []), indent=1, default=str)[:20000])}</pre></details>")
+                         f"<div>trajectory</div><pre>{html.escape(json.dumps((r.trajectory or {}).get('messages', []), indent=1, default=str)[:20000])}</pre></details>")
     parts.append("<script>document.querySelectorAll('a.cell').forEach(a=>a.addEventListener('click',()=>{const d=document.getElementById(a.getAttribute('href').slice(1));if(d)d.open=true;}));</script>")
     parts.append("</body></html>")
     return "".join(parts)
 
 
-def write_report(records: list[Record], out: Path, title: str, baseline: list[Record] | None = None) -> Path:
+def write_report(records: list[AttemptRecord], out: Path, title: str, baseline: list[AttemptRecord] | None = None) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render(records, title, baseline), encoding="utf-8")

@@ -25,13 +25,13 @@ import socket
 import stat
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any, Iterator, Optional
+from typing import Annotated, Any, Iterable, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-Record = dict[str, Any]
 Key = tuple[str, int]
 RECORD_VERSION = 2
+OUTCOMES = ("pass", "fail", "system_error", "unjudged")
 
 Count = Annotated[int, Field(strict=True, ge=0)]
 # attempts per task a run may make (`run --k`, `probe --n`), so an attempt index is below it: a record claiming
@@ -43,7 +43,7 @@ class RecordError(ValueError):
     """A results file, or one of its lines, is not what a reader can use; the message names the file and line."""
 
 
-class Usage(BaseModel):
+class RecordUsage(BaseModel):
     """Agent tokens of one attempt: whole, non-negative numbers (a NaN or negative count would skew every cost)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -83,30 +83,33 @@ def task_set_hash(task_ids: list[str]) -> str:
 
 
 class AttemptRecord(BaseModel):
-    """One attempt's record. Fields beyond these are kept as they are (other tools may add their own)."""
+    """One attempt's record, validated wherever it is read or made, and immutable. Fields beyond these are kept as they
+    are (other tools may add their own). A record read from a file keeps its line, so a rewritten file keeps it byte for
+    byte; a copy with changed fields (`model_copy(update=...)`) is written from its fields."""
 
-    model_config = ConfigDict(extra="allow")
-    record_version: Annotated[int, Field(strict=True, ge=1, le=RECORD_VERSION)] = 1
+    model_config = ConfigDict(extra="allow", frozen=True)
     task_id: Annotated[str, Field(strict=True, min_length=1)]
     attempt: Annotated[int, Field(strict=True, ge=0, lt=MAX_ATTEMPTS)]
-    reward: Optional[Annotated[int, Field(strict=True)]]  # 1 or 0; None for a system error or an unjudged attempt
-    system_error: Optional[str] = None
-    unjudged: Annotated[bool, Field(strict=True)] = False
     domain: Optional[str] = None
     split: Optional[str] = None
     family: Optional[str] = None
     template: Optional[str] = None
+    reward: Optional[Annotated[int, Field(strict=True)]]  # 1 or 0; None for a system error or an unjudged attempt
+    system_error: Optional[str] = None
+    unjudged: Annotated[bool, Field(strict=True)] = False
     finish_reason: Optional[str] = None
     agent: Optional[str] = None
     model: Optional[str] = None
     user: Optional[str] = None
     seed: Optional[Annotated[int, Field(strict=True)]] = None
-    usage: Usage = Field(default_factory=Usage)
+    usage: RecordUsage = Field(default_factory=RecordUsage)
     verdict: Optional[dict[str, Any]] = None
     trajectory: Optional[dict[str, Any]] = None
     timings: dict[str, Any] = Field(default_factory=dict)
+    record_version: Annotated[int, Field(strict=True, ge=1, le=RECORD_VERSION)] = 1
     run: Optional[RunIdentity] = None
     task_fingerprint: Optional[str] = None
+    _line: Optional[str] = PrivateAttr(default=None)  # the line it was read from, if it was
 
     @field_validator("usage", mode="before")
     @classmethod
@@ -123,61 +126,103 @@ class AttemptRecord(BaseModel):
             raise ValueError(f"a version {self.record_version} record needs `run` and `task_fingerprint`")
         return self
 
+    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> "AttemptRecord":
+        copy = super().model_copy(update=update, deep=deep)
+        if update:
+            copy._line = None  # the old line no longer says what the record holds
+        return copy
 
-def validate_record(data: Any, where: str) -> Record:
-    """`data` itself once checked against `AttemptRecord` (kept as it was read, so a rewritten file keeps its records
-    byte for byte); a `RecordError` starting with `where` otherwise."""
+    @property
+    def key(self) -> Key:
+        return (self.task_id, self.attempt)
+
+    @property
+    def outcome(self) -> str:
+        """pass, fail, system_error or unjudged (`OUTCOMES`): how the record counts. A system error and an unjudged
+        attempt are neither a pass nor a fail."""
+        if self.system_error:
+            return "system_error"
+        if self.unjudged:
+            return "unjudged"
+        return "pass" if self.reward == 1 else "fail"
+
+    @property
+    def run_key(self) -> str:
+        """The run the record belongs to: its identity's id, or for a version 1 record its own agent, user and seed."""
+        if self.run is not None:
+            return self.run.id
+        return f"v1:{self.agent}:{self.user}:{self.seed}"
+
+    def describe_run(self) -> str:
+        r = self.run
+        if r is None:
+            return f"agent {self.agent}, user {self.user}, seed {self.seed} (a record without run identity)"
+        return f"agent {r.agent}, seed {r.seed}, sampling {r.sampling or 'default'}, run {self.run_key}"
+
+    def to_line(self) -> str:
+        """The record as one JSONL line (with its newline): the line it was read from, else its fields in order.
+        Readable UTF-8 where possible; a record holding text UTF-8 cannot encode (a lone surrogate, e.g. a model's tool
+        arguments with an escaped `\\ud800`) is written with ASCII escapes instead, which JSON reads back to the same
+        string, rather than losing the record."""
+        if self._line is not None:
+            return self._line + "\n"
+        data = self.model_dump()
+        line = json.dumps(data, ensure_ascii=False, default=str) + "\n"
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:
+            return json.dumps(data, ensure_ascii=True, default=str) + "\n"
+        return line
+
+
+def latest_per_key(records: Iterable[AttemptRecord]) -> dict[Key, AttemptRecord]:
+    """Which record counts for each (task, attempt): the last clean one (not a system error), else the last one; in the
+    order of the records that count (a key recorded again takes its later place)."""
+    keep: dict[Key, AttemptRecord] = {}
+    for r in records:
+        held = keep.get(r.key)
+        if held is None or r.system_error is None or held.system_error is not None:
+            keep.pop(r.key, None)
+            keep[r.key] = r
+    return keep
+
+
+def check_one_run(records: list[AttemptRecord], source: str = "the records") -> None:
+    """Raise `RecordError` when `records` come from more than one run (metrics of a blend mean nothing)."""
+    runs: dict[str, list[AttemptRecord]] = {}
+    for r in records:
+        runs.setdefault(r.run_key, []).append(r)
+    if len(runs) > 1:
+        parts = "; ".join(f"{len(rs)} records of {rs[0].describe_run()}" for rs in runs.values())
+        first, second = (rs[0].run for rs in list(runs.values())[:2])
+        diff = ""
+        if first is not None and second is not None:
+            diff = " — they differ in " + ", ".join(first.differences(second))
+        raise RecordError(f"{source} mixes {len(runs)} runs: {parts}{diff}. Figures over a blend of runs mean nothing: "
+                          "keep one run per results file")
+
+
+def validate_record(data: Any, where: str, line: str | None = None) -> AttemptRecord:
+    """`data` as a record (`line`: the text it was read from, kept for rewrites); a `RecordError` starting with `where`."""
     if not isinstance(data, dict):
         raise RecordError(f"{where}: not a record (a JSON object), got {_kind(data)}")
     try:
-        AttemptRecord.model_validate(data)
-        return data
+        record = AttemptRecord.model_validate(data)
     except ValidationError as e:
         err = e.errors()[0]
         field = ".".join(str(x) for x in err["loc"])
         more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
         message = err["msg"].removeprefix("Value error, ")
         raise RecordError(f"{where}: " + (f"field {field!r}: " if field else "") + message + more) from None
+    record._line = line
+    return record
 
 
 def _kind(v: Any) -> str:
     return "null" if v is None else "an array" if isinstance(v, list) else f"{type(v).__name__} {json.dumps(v)[:40]}"
 
 
-def key_of(record: Record) -> Key:
-    return (record["task_id"], int(record["attempt"]))
-
-
-def run_key(record: Record) -> str:
-    """The run a record belongs to: its identity's id, or for a version 1 record its own agent, user and seed."""
-    if record.get("run") is not None:
-        return RunIdentity.model_validate(record["run"]).id
-    return f"v1:{record.get('agent')}:{record.get('user')}:{record.get('seed')}"
-
-
-def describe_run(record: Record) -> str:
-    r = record.get("run")
-    if r is None:
-        return f"agent {record.get('agent')}, user {record.get('user')}, seed {record.get('seed')} (a record without run identity)"
-    return f"agent {r['agent']}, seed {r['seed']}, sampling {r['sampling'] or 'default'}, run {run_key(record)}"
-
-
-def check_one_run(records: list[Record], source: str = "the records") -> None:
-    """Raise `RecordError` when `records` come from more than one run (metrics of a blend mean nothing)."""
-    runs: dict[str, list[Record]] = {}
-    for r in records:
-        runs.setdefault(run_key(r), []).append(r)
-    if len(runs) > 1:
-        parts = "; ".join(f"{len(rs)} records of {describe_run(rs[0])}" for rs in runs.values())
-        first, second = (rs[0].get("run") for rs in list(runs.values())[:2])
-        diff = ""
-        if first is not None and second is not None:
-            diff = " — they differ in " + ", ".join(RunIdentity.model_validate(first).differences(RunIdentity.model_validate(second)))
-        raise RecordError(f"{source} mixes {len(runs)} runs: {parts}{diff}. Figures over a blend of runs mean nothing: "
-                          "keep one run per results file")
-
-
-def read_records(path: Path | str, repair_tail: bool = False, missing_ok: bool = False) -> list[Record]:
+def read_records(path: Path | str, repair_tail: bool = False, missing_ok: bool = False) -> list[AttemptRecord]:
     """All records of a results file, each validated (`validate_record`); `RecordError` names the file and line.
 
     A last line without its newline is a crash mid-write and is skipped, unless it holds a complete record
@@ -204,7 +249,7 @@ def read_records(path: Path | str, repair_tail: bool = False, missing_ok: bool =
         value = _parse(line)
         if value is None:
             raise RecordError(f"{path}:{lineno}: not a JSON record ({_json_error(line)})")
-        records.append(validate_record(value[0], f"{path}:{lineno}"))
+        records.append(validate_record(value[0], f"{path}:{lineno}", _text(line)))
     if repair_tail:
         repair_file_tail(path)
     return records
@@ -234,6 +279,14 @@ def repair_file_tail(path: Path) -> None:
             f.truncate(pos)
 
 
+def _text(line: bytes) -> str | None:
+    """The line as text, to be written back as it was; None when it is not UTF-8 (JSON also reads UTF-16 and -32)."""
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 def _complete(tail: bytes) -> bool:
     """Whether the bytes after the last newline are a whole JSON line (a record written without its newline)."""
     return bool(tail.strip()) and _parse(tail) is not None
@@ -257,22 +310,6 @@ def _json_error(line: bytes) -> str:
     return "unreadable"
 
 
-def dump_line(record: Record) -> str:
-    """One JSONL line. Readable UTF-8 where possible; a record holding text that UTF-8 cannot encode (a lone
-    surrogate, e.g. a model's tool arguments with an escaped `\\ud800`) is written with ASCII escapes instead,
-    which JSON reads back to the same string, rather than losing the record."""
-    line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
-    try:
-        line.encode("utf-8")
-    except UnicodeEncodeError:
-        return json.dumps(record, ensure_ascii=True, default=str) + "\n"
-    return line
-
-
-def iter_records(path: Path | str) -> Iterator[Record]:
-    yield from read_records(path)
-
-
 def refuse_read_only(path: Path) -> None:
     """Raise `PermissionError` (EACCES) if `path` exists and is read-only: not writable by this user, or without any
     write bit (which binds root too, whom permissions do not stop: a file marked read-only is never changed)."""
@@ -289,7 +326,7 @@ def real_path(path: Path | str) -> Path:
     return Path(os.path.realpath(path))
 
 
-def rewrite_atomically(path: Path, records: list[Record]) -> None:
+def rewrite_atomically(path: Path, records: list[AttemptRecord]) -> None:
     """Replace the file's content in one step (write a temporary file, then rename over it).
 
     The new file keeps the old one's permission bits (and owner, where allowed). A read-only file is refused
@@ -308,7 +345,7 @@ def rewrite_atomically(path: Path, records: list[Record]) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             for r in records:
-                f.write(dump_line(r))
+                f.write(r.to_line())
             f.flush()
             if old is not None:
                 with contextlib.suppress(OSError):  # only root may give a file away; anyone else keeps it as theirs
@@ -441,7 +478,7 @@ class ResultsWriter:
     def _open(self) -> int:
         return os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
 
-    def rewrite(self, records: list[Record]) -> None:
+    def rewrite(self, records: list[AttemptRecord]) -> None:
         """Replace the file's records with `records` (`rewrite_atomically`, under this writer's lock); later
         writes append to the new file."""
         if self._fd is None:
@@ -462,12 +499,12 @@ class ResultsWriter:
         while view:
             view = view[os.write(self._fd, view):]
 
-    def write(self, record: Record) -> None:
+    def write(self, record: AttemptRecord) -> None:
         if self._failed is not None:
             raise self._failed
         if self._fd is None:
             raise ValueError(f"results writer for {self.path} is closed")
-        line = dump_line(record).encode("utf-8")
+        line = record.to_line().encode("utf-8")
         size = os.fstat(self._fd).st_size
         try:
             self._append(line)

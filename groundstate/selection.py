@@ -30,11 +30,12 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import yaml
+from pydantic import BaseModel
 from scipy import stats
 
 from groundstate import __version__
 from groundstate.metrics import TaskCounts, jeffreys_interval, task_counts
-from groundstate.results import Record, check_one_run, key_of, read_records
+from groundstate.results import AttemptRecord, check_one_run, latest_per_key, read_records
 from groundstate.tasks import Task
 
 BANDS = ("too_hard", "hard", "medium", "easy", "too_easy")
@@ -105,7 +106,7 @@ def _canonical(value: Any) -> Any:
         return {str(k): _canonical(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_canonical(v) for v in value]
-    if hasattr(value, "model_dump"):
+    if isinstance(value, BaseModel):
         return _canonical(value.model_dump())
     return str(value)
 
@@ -344,18 +345,6 @@ class SelectionParams:
             raise ValueError(f"near-duplicate threshold must be in (0, 1], got {self.near_dup_threshold}")
 
 
-def dedupe(records: Iterable[Record]) -> tuple[list[Record], int]:
-    """One record per (task, attempt): the last clean one, else the last; and how many were dropped."""
-    keep: dict[tuple[str, int], Record] = {}
-    total = 0
-    for r in records:
-        total += 1
-        k = key_of(r)
-        if k not in keep or not r.get("system_error") or keep[k].get("system_error"):
-            keep[k] = r
-    return list(keep.values()), total - len(keep)
-
-
 def _group_key(group_by: str, task_id: str, meta: Mapping[str, Any]) -> tuple[str, bool]:
     """The grouping value, and whether it fell back to the task id (no such attribute)."""
     if group_by == "none":
@@ -453,8 +442,8 @@ def _r(x: float) -> float:
     return round(float(x), 6)
 
 
-def select(probe_records: Iterable[Record], tasks: Mapping[str, Task] | None = None, exclude: ExcludeSet | None = None,
-           reference_records: Iterable[Record] | None = None, params: SelectionParams | None = None,
+def select(probe_records: Iterable[AttemptRecord], tasks: Mapping[str, Task] | None = None, exclude: ExcludeSet | None = None,
+           reference_records: Iterable[AttemptRecord] | None = None, params: SelectionParams | None = None,
            inputs: dict[str, Any] | None = None) -> SelectionResult:
     """Band, score, filter and split the tasks of a probe run.
 
@@ -466,19 +455,21 @@ def select(probe_records: Iterable[Record], tasks: Mapping[str, Task] | None = N
     params = params or SelectionParams()
     tasks = dict(tasks or {})
     exclude = exclude or ExcludeSet()
-    records, duplicates = dedupe(probe_records)
+    probe_records = list(probe_records)
+    records = list(latest_per_key(probe_records).values())
+    duplicates = len(probe_records) - len(records)
     if not records:
         raise ValueError("the probe file holds no records")
     counts = task_counts(records)
     meta_from_records: dict[str, dict[str, Any]] = {}
     for r in records:
-        m = meta_from_records.setdefault(r["task_id"], {})
-        for k in ("domain", "family", "template"):
-            if r.get(k) is not None:
-                m.setdefault(k, r[k])
+        m = meta_from_records.setdefault(r.task_id, {})
+        for k, v in (("domain", r.domain), ("family", r.family), ("template", r.template)):
+            if v is not None:
+                m.setdefault(k, v)
     ref_counts: dict[str, TaskCounts] | None = None
     if reference_records is not None:
-        ref_counts = task_counts(dedupe(reference_records)[0])
+        ref_counts = task_counts(reference_records)
 
     resolved = {tid: tasks[tid] for tid in counts if tid in tasks}
     matches = content_matches(resolved, exclude, params.near_dup_threshold, params.num_perm)
@@ -612,7 +603,7 @@ def task_universe(domain_paths: Sequence[str] = ()) -> dict[str, Task]:
     """Every task of the bundled domains and of the given domain folders or `thinkingbox:` datasets (an id found
     in a given path wins), so that probed tasks can be checked against the benchmark by content, not only by id."""
     from groundstate.selectors import select_tasks
-    from groundstate.tasks import bundled_domains, iter_tasks
+    from groundstate.domain import bundled_domains, iter_tasks
 
     folders, tb = _split_domain_paths(domain_paths)
     out: dict[str, Task] = {}
@@ -628,7 +619,7 @@ def build_exclude_set(selectors: Sequence[str] = (), id_lists: Sequence[Path | s
                       universe: Mapping[str, Task] | None = None) -> ExcludeSet:
     """Resolve `--exclude SELECTOR` with select_tasks and `--exclude-list FILE` id lists (unknown ids are id-checked only)."""
     from groundstate.selectors import select_tasks
-    from groundstate.tasks import bundled_domains
+    from groundstate.domain import bundled_domains
 
     ex = ExcludeSet()
     folders, _ = _split_domain_paths(domain_paths)
@@ -657,7 +648,7 @@ def select_files(probes: Path | str, *, exclude: Sequence[str] = (), exclude_lis
     ref = read_records(reference) if reference is not None else None
     if ref:
         check_one_run(ref, str(reference))
-    ids = sorted({r["task_id"] for r in records})
+    ids = sorted({r.task_id for r in records})
     inputs: dict[str, Any] = {
         "probes": {"file": probes.name, "sha256": file_sha256(probes), "records": len(records)},
         "exclude_selectors": list(exclude),

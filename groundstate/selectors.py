@@ -11,7 +11,8 @@ from __future__ import annotations
 import fnmatch
 from pathlib import Path
 
-from groundstate.tasks import Domain, Task, TaskFileError, bundled_domains, iter_tasks, load_domain, read_data_file
+from groundstate.tasks import Task, TaskFileError, read_data_file
+from groundstate.domain import Domain, bundled_domains, iter_tasks, load_domain
 
 
 def select_tasks(selector: str, domains: list[str] | None = None, *, tb_servers: Path | str | None = None,

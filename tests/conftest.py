@@ -6,7 +6,7 @@ import pytest
 
 from groundstate.state.postgres import PostgresBackend, default_dsn
 from groundstate.state.sqlite import SqliteBackend
-from groundstate.tasks import Domain
+from groundstate.domain import Domain
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

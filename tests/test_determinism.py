@@ -20,7 +20,8 @@ from groundstate.agents.scripted import ScriptedAgent, ScriptedUser, make_script
 from groundstate.episode import run_episode
 from groundstate.grading import Grader
 from groundstate.state.sqlite import SqliteBackend
-from groundstate.tasks import load_domain
+from groundstate.domain import load_domain
+from groundstate.environment import SqlEnvironment
 
 TASK_ID = "banking-stolen-wallet-001"
 GRADINGS = 1_000
@@ -38,7 +39,7 @@ def _calls(traj) -> list[dict]:
 
 async def _play(task, domain, backend, agent):
     sandbox = backend.open(backend.prepare(domain, task.patch))
-    traj = await run_episode(task, domain, sandbox, agent, ScriptedUser(task.user.script), offload=False)
+    traj = await run_episode(SqlEnvironment(task, sandbox), agent, ScriptedUser(task.user.script))
     return sandbox, traj
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from groundstate.grading import grade, replay
 from groundstate.state.sqlite import SqliteBackend
-from groundstate.tasks import DOMAINS_DIR, bundled_domains, load_domain, render_generated_tasks
+from groundstate.domain import DOMAINS_DIR, bundled_domains, load_domain, render_generated_tasks
 
 BANKING = DOMAINS_DIR / "banking"
 INJECTION = "x'); DROP TABLE banking_accounts; --"

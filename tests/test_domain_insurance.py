@@ -21,7 +21,7 @@ import pytest
 
 from groundstate.grading import grade, replay
 from groundstate.state.sqlite import SqliteBackend
-from groundstate.tasks import DOMAINS_DIR, load_domain, render_generated_tasks
+from groundstate.domain import DOMAINS_DIR, load_domain, render_generated_tasks
 from groundstate.tools import Toolset
 
 INSURANCE = DOMAINS_DIR / "insurance"

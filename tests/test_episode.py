@@ -9,11 +9,16 @@ from typing import Any
 
 import pytest
 
-from groundstate.agents import AgentTurn, ScriptedUser, ToolCallRequest, Usage, make_agent, make_user
-from groundstate.episode import FINISH_REASONS, run_episode
+from groundstate.agents import ScriptedUser, make_agent, make_user
+from groundstate.types import AgentTurn, ToolCallRequest, Usage
+from groundstate.episode import run_episode
+from groundstate.types import FINISH_REASONS
 from groundstate.grading import grade
 from groundstate.state.sqlite import SqliteBackend
-from groundstate.tasks import Task, load_domain
+from groundstate.tasks import Task
+from groundstate.domain import load_domain
+from groundstate.environment import SqlEnvironment
+from groundstate.types import EpisodeLimits
 
 FIXTURE = Path(__file__).parent / "fixtures" / "shop"
 
@@ -37,7 +42,7 @@ def make_task(domain, **over) -> Task:
 def run(task, domain, sqlite_backend, agent, user=None, **kw):
     template = sqlite_backend.prepare(domain, task.patch)
     with sqlite_backend.open(template) as sandbox:
-        traj = asyncio.run(run_episode(task, domain, sandbox, agent, user, **kw))
+        traj = asyncio.run(run_episode(SqlEnvironment(task, sandbox, EpisodeLimits(**kw)), agent, user, EpisodeLimits(**kw)))
         status = sandbox.connection.scalar("SELECT status FROM orders WHERE id = 1")
     return traj, status
 
@@ -89,7 +94,7 @@ def test_gold_agent_trajectory(domain, sqlite_backend):
     task = domain.task("shop-multi")
     template = sqlite_backend.prepare(domain, task.patch)
     with sqlite_backend.open(template) as sandbox:
-        traj = asyncio.run(run_episode(task, domain, sandbox, make_agent("scripted:gold", task, domain), make_user("scripted", task)))
+        traj = asyncio.run(run_episode(SqlEnvironment(task, sandbox), make_agent("scripted:gold", task, domain), make_user("scripted", task)))
         verdict = grade(task, sandbox, traj)
     assert traj.finish_reason == "agent_done"
     assert traj.finish_reason in FINISH_REASONS
@@ -122,7 +127,7 @@ def test_noop_agent_fails_a_write_task(domain, sqlite_backend):
     task = domain.task("shop-cancel")
     template = sqlite_backend.prepare(domain, task.patch)
     with sqlite_backend.open(template) as sandbox:
-        traj = asyncio.run(run_episode(task, domain, sandbox, make_agent("scripted:noop", task, domain)))
+        traj = asyncio.run(run_episode(SqlEnvironment(task, sandbox), make_agent("scripted:noop", task, domain), None))
         verdict = grade(task, sandbox, traj)
     assert traj.finish_reason == "agent_done" and traj.turns == 1 and traj.tool_calls == []
     assert traj.final_reply.startswith("I have looked into it")
@@ -271,7 +276,7 @@ def test_crashing_tool_write_is_rolled_back_in_an_episode(domain, sqlite_backend
     task = make_task(domain)
     template = sqlite_backend.prepare(domain, task.patch)
     with sqlite_backend.open(template) as sandbox:
-        traj = asyncio.run(run_episode(task, domain, sandbox, agent))
+        traj = asyncio.run(run_episode(SqlEnvironment(task, sandbox), agent, None))
         assert traj.tool_calls[0]["ok"] is False
         assert sandbox.connection.scalar("SELECT total FROM orders WHERE id = 1") == 10.0
         assert len(sandbox.changes()) == 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 
@@ -10,11 +9,11 @@ import pytest
 
 datasets = pytest.importorskip("datasets")
 
-from groundstate.export import FORMATS, chat_messages, export, export_command, to_examples  # noqa: E402
+from groundstate.export import FORMATS, chat_messages, export, to_examples  # noqa: E402
 from groundstate.results import read_records  # noqa: E402
 from groundstate.runner import RunConfig, run  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
-from groundstate.tasks import Domain  # noqa: E402
+from groundstate.domain import Domain  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "fixtures" / "shop"
 K = 4
@@ -32,10 +31,10 @@ def run_file(domain, tmp_path_factory) -> Path:
     summary = run([(t, domain) for t in domain.tasks], RunConfig(agent="scripted:noisy:0.5", k=K), SqliteBackend(), path)
     assert summary.ran == len(domain.tasks) * K and summary.system_errors == 0
     assert 0 < summary.passed < summary.ran  # both kinds are there to filter
-    broken = copy.deepcopy(read_records(path)[0])
-    broken.update(attempt=K, reward=None, system_error="OperationalError: database went away")  # a grader failure: trajectory kept
+    broken = read_records(path)[0].model_copy(update={"attempt": K, "reward": None,  # a grader failure: trajectory kept
+                                                      "system_error": "OperationalError: database went away"})
     with path.open("a") as f:
-        f.write(json.dumps(broken) + "\n")
+        f.write(broken.to_line())
     return path
 
 
@@ -45,7 +44,7 @@ def records(run_file):
 
 
 def _clean(records):
-    return [r for r in records if not r["system_error"]]
+    return [r for r in records if not r.system_error]
 
 
 def _read_back(fmt: str, path: Path) -> list[dict]:
@@ -62,16 +61,16 @@ def test_every_format_reads_back_one_example_per_clean_attempt(fmt, records, dom
     examples = _read_back(fmt, path)
     clean = _clean(records)
     assert len(examples) == len(clean) == len(domain.tasks) * K
-    assert [(e["task_id"], e["attempt"]) for e in examples] == [(r["task_id"], r["attempt"]) for r in clean]
+    assert [(e["task_id"], e["attempt"]) for e in examples] == [(r.task_id, r.attempt) for r in clean]
     assert ("shop-cancel", K) not in {(e["task_id"], e["attempt"]) for e in examples}  # the system error is skipped
     info = json.loads((tmp_path / fmt / "export.json").read_text())
     assert info["counts"]["exported"] == len(clean) and info["counts"]["system_errors"] == 1 and info["format"] == fmt
     tools = domain.tools.openai_schemas()
     for e, r in zip(examples, clean):
         assert set(e) == {"messages", "tools", "task_id", "attempt", "reward", "domain"}
-        assert e["reward"] == r["reward"] and e["domain"] == "shop"
+        assert e["reward"] == r.reward and e["domain"] == "shop"
         assert e["tools"] == tools
-        original = r["trajectory"]["messages"]
+        original = r.trajectory["messages"]
         assert [m["role"] for m in e["messages"]] == [m["role"] for m in original]
         assert e["messages"][0] == {"role": "system", "content": domain.system_prompt()}
         for m, o in zip(e["messages"], original):
@@ -90,22 +89,21 @@ def test_every_format_reads_back_one_example_per_clean_attempt(fmt, records, dom
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_passed_only_keeps_reward_one(fmt, records, tmp_path):
     examples = _read_back(fmt, export(records, fmt, tmp_path / fmt, passed_only=True, domains=[FIXTURE]))
-    passed = [(r["task_id"], r["attempt"]) for r in _clean(records) if r["reward"] == 1]
+    passed = [(r.task_id, r.attempt) for r in _clean(records) if r.reward == 1]
     assert [(e["task_id"], e["attempt"]) for e in examples] == passed
     assert examples and all(e["reward"] == 1 for e in examples)
 
 
 def test_counts_duplicates_and_unknown_domains(records):
     clean = _clean(records)
-    again = copy.deepcopy(clean[0])
-    again["reward"] = 1 - again["reward"]
+    again = clean[0].model_copy(update={"reward": 1 - clean[0].reward})
     examples, counts = to_examples(records + [again])  # no domain folder given: "shop" is not bundled
     assert counts.records == len(records) + 1 and counts.system_errors == 1 and counts.duplicates == 1
     assert counts.exported == len(clean) and counts.without_tools == len(clean)
     assert all("tools" not in e for e in examples)
-    assert (examples[-1]["task_id"], examples[-1]["attempt"], examples[-1]["reward"]) == (again["task_id"], again["attempt"], again["reward"])
+    assert (examples[-1]["task_id"], examples[-1]["attempt"], examples[-1]["reward"]) == (again.task_id, again.attempt, again.reward)
     _, counts = to_examples(records, passed_only=True)
-    assert counts.not_passed == sum(r["reward"] != 1 for r in clean)
+    assert counts.not_passed == sum(r.reward != 1 for r in clean)
 
 
 def test_arguments_that_are_not_a_json_object_stay_raw():
@@ -136,7 +134,7 @@ def test_chat_template_renders_exported_examples_as_at_rollout(records, domain, 
         examples = _read_back(fmt, export(records, fmt, tmp_path / fmt, domains=[FIXTURE]))
         for e, r in zip(examples, _clean(records)):
             text = tok.apply_chat_template(e["messages"], tools=e["tools"], tokenize=False)
-            assert text == tok.apply_chat_template(r["trajectory"]["messages"], tools=tools, tokenize=False)
+            assert text == tok.apply_chat_template(r.trajectory["messages"], tools=tools, tokenize=False)
             assert "<tools>" in text and text.startswith("<|im_start|>system\n")
             ids = tok.apply_chat_template(e["messages"], tools=e["tools"], tokenize=True, return_dict=True)["input_ids"]
             assert len(ids) > 0
@@ -147,16 +145,14 @@ def test_chat_template_renders_exported_examples_as_at_rollout(records, domain, 
 
 
 def test_export_command(run_file, tmp_path):
-    import typer
     from typer.testing import CliRunner
 
-    app = typer.Typer()
-    app.callback()(lambda: None)  # a group, so the command is called by name as under `groundstate`
-    app.command("export")(export_command)
+    from groundstate.cli import app
+
     out = tmp_path / "sft"
     result = CliRunner().invoke(app, ["export", str(run_file), "--format", "sft-jsonl", "--out", str(out), "--passed-only", "--domain", str(FIXTURE)])
     assert result.exit_code == 0, result.output
-    passed = sum(1 for r in read_records(run_file) if r["reward"] == 1 and not r["system_error"])
+    passed = sum(1 for r in read_records(run_file) if r.reward == 1 and not r.system_error)
     assert f"{passed} examples exported from {len(read_records(run_file))} records" in result.output
     assert "1 system errors" in result.output and str(out / "train.jsonl") in result.output
     assert len((out / "train.jsonl").read_text().splitlines()) == passed
@@ -174,7 +170,7 @@ def test_a_record_never_makes_export_run_a_domain_folders_code(records, tmp_path
     from typer.testing import CliRunner
 
     from groundstate.cli import app
-    from groundstate.tasks import DOMAINS_DIR, load_domain
+    from groundstate.domain import DOMAINS_DIR, load_domain
 
     marker = tmp_path / "ran.txt"
     evil = tmp_path / "evil"
@@ -184,10 +180,10 @@ def test_a_record_never_makes_export_run_a_domain_folders_code(records, tmp_path
         with (evil / module).open("a") as f:
             f.write(f"\nimport pathlib\npathlib.Path({str(marker)!r}).write_text({module!r})\n")
     clean = _clean(records)
-    named = [dict(clean[0], domain=str(evil)), dict(clean[1], domain=os.path.relpath(evil, DOMAINS_DIR)),
-             dict(clean[2], domain="retail"), dict(clean[3], domain="evil_export_probe")]
+    named = [r.model_copy(update={"domain": d}) for r, d in zip(clean, [str(evil), os.path.relpath(evil, DOMAINS_DIR), "retail",
+                                                                     "evil_export_probe"])]
     results = tmp_path / "shared.jsonl"
-    results.write_text("".join(json.dumps(r) + "\n" for r in named))
+    results.write_text("".join(r.to_line() for r in named))
 
     out = tmp_path / "sft"
     result = CliRunner().invoke(app, ["export", str(results), "--format", "sft-jsonl", "--out", str(out)])

@@ -32,7 +32,7 @@ from openai_stub import OpenAIStub, Reply, delayed, error, text, tool_call
 from typer.testing import CliRunner
 
 from groundstate.cli import app
-from groundstate.results import ResultsWriteError, ResultsWriter, read_records
+from groundstate.results import AttemptRecord, ResultsWriteError, ResultsWriter, read_records
 from groundstate.runner import RunConfig, run
 from groundstate.state.postgres import PostgresBackend
 from groundstate.state.sqlite import SqliteBackend
@@ -49,7 +49,7 @@ def fast_endpoint(monkeypatch):
 
 
 def keys(records):
-    return sorted((r["task_id"], r["attempt"]) for r in records)
+    return sorted((r.task_id, r.attempt) for r in records)
 
 
 def assert_each_key_once(path: Path, expected: list[tuple[str, int]]):
@@ -95,13 +95,13 @@ def test_agent_endpoint_fault_is_retried_then_a_system_error_then_repaired(tmp_p
         repair = run(pairs, cfg, SqliteBackend(), path, repair=True)
     assert sent == len(replies)  # every retry reached the server, and no more
     assert (summary.system_errors, summary.passed) == (1, 1)
-    [err] = [r for r in first if r["system_error"]]
-    assert err["attempt"] == 0 and err["reward"] is None and message in err["system_error"], err["system_error"]
+    [err] = [r for r in first if r.system_error]
+    assert err.attempt == 0 and err.reward is None and message in err.system_error, err.system_error
     assert repair.ran == 1 and repair.passed == 1
     final = assert_each_key_once(path, [(task.id, 0), (task.id, 1)])
-    assert all(r["reward"] == 1 and r["system_error"] is None for r in final)
-    ok_before = next(r for r in first if not r["system_error"])
-    assert next(r for r in final if r["attempt"] == ok_before["attempt"]) == ok_before  # kept exactly
+    assert all(r.reward == 1 and r.system_error is None for r in final)
+    ok_before = next(r for r in first if not r.system_error)
+    assert next(r for r in final if r.attempt == ok_before.attempt) == ok_before  # kept exactly
 
 
 def test_cli_endpoint_outage_then_repair(tmp_path):
@@ -120,7 +120,7 @@ def test_cli_endpoint_outage_then_repair(tmp_path):
         assert result.exit_code == 0, result.output
     assert "6 attempts run" in result.output and "0 system errors" in result.output
     final = assert_each_key_once(path, [(t, a) for t in ("shop-cancel", "shop-refuse", "shop-multi") for a in range(2)])
-    assert all(r["system_error"] is None and r["reward"] == 0 for r in final)  # graded: the agent did nothing
+    assert all(r.system_error is None and r.reward == 0 for r in final)  # graded: the agent did nothing
 
 
 # -- a tool with a bug ---------------------------------------------------------------------------------
@@ -133,12 +133,12 @@ def test_a_raising_tool_is_an_error_result_and_the_episode_goes_on(tmp_path, sho
         summary = run([(task, shop)], RunConfig(agent=f"openai:m@{stub.base_url}", k=1), backend, path)
         bodies = stub.bodies()
     [r] = read_records(path)
-    assert summary.system_errors == 0 and r["reward"] == 1  # broken_tool's write (total = 0) was undone
-    bug = r["trajectory"]["tool_calls"][0]
+    assert summary.system_errors == 0 and r.reward == 1  # broken_tool's write (total = 0) was undone
+    bug = r.trajectory["tool_calls"][0]
     assert bug["name"] == "broken_tool" and bug["ok"] is False
     assert bug["result"] == "error: broken_tool failed: RuntimeError: bug in tool"
     assert bodies[1]["messages"][-1] == {"role": "tool", "tool_call_id": "call_0_broken_tool", "content": bug["result"]}
-    assert [c["name"] for c in r["trajectory"]["tool_calls"]] == ["broken_tool", "cancel_order"]
+    assert [c["name"] for c in r.trajectory["tool_calls"]] == ["broken_tool", "cancel_order"]
 
 
 # -- the user simulator --------------------------------------------------------------------------------
@@ -152,8 +152,8 @@ def test_user_simulator_outage_is_a_system_error_not_a_zero(tmp_path, shop):
         agent_stub.push(tool_call("cancel_order", {"order_id": 1}), text("Done. Anything else?"))
         summary = run([(task, shop)], cfg, SqliteBackend(), path)
         [r] = read_records(path)
-        assert summary.system_errors == 1 and r["reward"] is None
-        assert "user simulator completion" in r["system_error"] and "Error code: 503" in r["system_error"]
+        assert summary.system_errors == 1 and r.reward is None
+        assert "user simulator completion" in r.system_error and "Error code: 503" in r.system_error
         assert len(user_stub.requests) == RETRIES + 1
         # the customer's model is back: it ends the conversation, and the attempt is graded
         user_stub.default = text("###STOP###")
@@ -161,7 +161,7 @@ def test_user_simulator_outage_is_a_system_error_not_a_zero(tmp_path, shop):
         repair = run([(task, shop)], cfg, SqliteBackend(), path, repair=True)
     assert repair.ran == 1 and repair.passed == 1
     [r] = assert_each_key_once(path, [(task.id, 0)])
-    assert r["finish_reason"] == "user_done" and r["reward"] == 1
+    assert r.finish_reason == "user_done" and r.reward == 1
 
 
 # -- the results file ----------------------------------------------------------------------------------
@@ -193,21 +193,21 @@ def test_disk_full_stops_the_run_naming_the_file_and_a_rerun_completes(tmp_path,
     assert result.exit_code == 0, result.output
     assert "8 attempts run (4 already done)" in result.output
     final = assert_each_key_once(path, expected)
-    by_key = {(r["task_id"], r["attempt"]): r for r in final}
-    assert all(by_key[(r["task_id"], r["attempt"])] == r for r in before)
+    by_key = {(r.task_id, r.attempt): r for r in final}
+    assert all(by_key[(r.task_id, r.attempt)] == r for r in before)
 
 
 def test_the_writer_refuses_writes_after_a_failure(tmp_path, monkeypatch):
     writer = ResultsWriter(tmp_path / "r.jsonl")
-    writer.write({"task_id": "t", "attempt": 0, "reward": 1})
+    writer.write(AttemptRecord.model_validate({"task_id": "t", "attempt": 0, "reward": 1}))
     monkeypatch.setattr("groundstate.results.os.write", lambda fd, data: (_ for _ in ()).throw(OSError(errno.EIO, "I/O error")))
     with pytest.raises(ResultsWriteError, match="r.jsonl: I/O error"):
-        writer.write({"task_id": "t", "attempt": 1, "reward": 1})
+        writer.write(AttemptRecord.model_validate({"task_id": "t", "attempt": 1, "reward": 1}))
     monkeypatch.undo()
     with pytest.raises(ResultsWriteError):  # no record may land after a lost one
-        writer.write({"task_id": "t", "attempt": 2, "reward": 1})
+        writer.write(AttemptRecord.model_validate({"task_id": "t", "attempt": 2, "reward": 1}))
     writer.close()
-    assert [r["attempt"] for r in read_records(tmp_path / "r.jsonl")] == [0]
+    assert [r.attempt for r in read_records(tmp_path / "r.jsonl")] == [0]
 
 
 # Runs the rerun in a fresh process. As root (which file permissions do not bind) it first plays a warm-up run
@@ -217,7 +217,7 @@ import json, os, pwd, sys, tempfile
 from pathlib import Path
 from groundstate.runner import RunConfig, run
 from groundstate.state.sqlite import SqliteBackend
-from groundstate.tasks import Domain
+from groundstate.domain import Domain
 
 shop, path = Domain(Path(sys.argv[1])), Path(sys.argv[2])
 pairs = [(t, shop) for t in shop.tasks]
@@ -335,8 +335,8 @@ def test_postgres_restart_mid_run_then_repair_gives_the_undisturbed_verdicts(tmp
     run(pairs, cfg, reference_backend, tmp_path / "reference.jsonl")
     reference_backend.close()
     records = read_records(tmp_path / "reference.jsonl")
-    reference = {(r["task_id"], r["attempt"]): r["reward"] for r in records}
-    assert not [r["system_error"] for r in records if r["system_error"]]  # an undisturbed run on a fresh server
+    reference = {(r.task_id, r.attempt): r.reward for r in records}
+    assert not [r.system_error for r in records if r.system_error]  # an undisturbed run on a fresh server
     assert set(reference.values()) == {0, 1}  # the noisy agent both passes and fails
 
     backend = PostgresBackend(cluster.dsn, max_open=8)
@@ -356,9 +356,9 @@ def test_postgres_restart_mid_run_then_repair_gives_the_undisturbed_verdicts(tmp
     assert seen["in_use_at_restart"] >= 1
     assert summary.system_errors >= 1, "the restart hit no attempt"
     for r in disturbed:  # in flight at the restart: a system error; otherwise exactly the undisturbed verdict
-        assert r["system_error"] is not None or r["reward"] == reference[(r["task_id"], r["attempt"])], r
-    assert all(r["reward"] is None for r in disturbed if r["system_error"])
-    assert any(r["system_error"] is None for r in seen["after_restart"]), "the backend did not recover"
+        assert r.system_error is not None or r.reward == reference[(r.task_id, r.attempt)], r
+    assert all(r.reward is None for r in disturbed if r.system_error)
+    assert any(r.system_error is None for r in seen["after_restart"]), "the backend did not recover"
     assert backend.reconnected >= 1  # pooled connections killed by the restart were detected and replaced
 
     repair = run(pairs, cfg, backend, path, repair=True)
@@ -366,7 +366,7 @@ def test_postgres_restart_mid_run_then_repair_gives_the_undisturbed_verdicts(tmp
           f"open at the restart, {backend.reconnected} dead pooled connections replaced; repair ran {repair.ran}")
     assert repair.ran == summary.system_errors and repair.system_errors == 0
     final = assert_each_key_once(path, expected)
-    assert {(r["task_id"], r["attempt"]): r["reward"] for r in final} == reference
+    assert {(r.task_id, r.attempt): r.reward for r in final} == reference
 
     backend.close()
     assert backend.orphans == [] and backend.sandbox_databases() == []
@@ -392,9 +392,8 @@ def test_a_sandbox_connection_killed_under_a_tool_call_is_a_system_error(shop, c
     """The agent is not shown a dead database as a tool error: the attempt stops as a system error."""
     import asyncio
 
-    from groundstate.agents import AgentTurn, ToolCallRequest
+    from groundstate.types import AgentTurn, ToolCallRequest
     from groundstate.attempt import play
-    from groundstate.grading import grader_for
 
     backend = PostgresBackend(cluster.dsn, max_open=2)
     task = shop.task("shop-cancel")
@@ -408,7 +407,7 @@ def test_a_sandbox_connection_killed_under_a_tool_call_is_a_system_error(shop, c
                 return AgentTurn(tool_calls=[ToolCallRequest("c1", "cancel_order", {"order_id": 1})])
             return AgentTurn(text="Done.", done=True)
 
-    out = asyncio.run(play(task, shop, KillsItsSandbox(), None, backend=backend, grader=grader_for(backend)))
+    out = asyncio.run(play(task, shop, KillsItsSandbox(), None, backend=backend))
     assert len(seen) == 1  # never asked again after the connection died
     assert out.verdict.reward is None and "database connection was lost during tool cancel_order" in out.verdict.system_error
     assert backend.in_use == 0
@@ -436,10 +435,10 @@ def test_a_clone_released_while_the_server_is_down_is_dropped_later(shop, cluste
 def test_results_records_are_json_lines(tmp_path):
     """The writer's format is unchanged: one JSON object a line, UTF-8, appended."""
     writer = ResultsWriter(tmp_path / "r.jsonl")
-    writer.write({"task_id": "t", "attempt": 0, "text": "ünïcode"})
+    writer.write(AttemptRecord.model_validate({"task_id": "t", "attempt": 0, "reward": 1, "text": "ünïcode"}))
     writer.close()
     writer = ResultsWriter(tmp_path / "r.jsonl")
-    writer.write({"task_id": "t", "attempt": 1})
+    writer.write(AttemptRecord.model_validate({"task_id": "t", "attempt": 1, "reward": 0}))
     writer.close()
     lines = (tmp_path / "r.jsonl").read_text(encoding="utf-8").splitlines()
     assert [json.loads(x)["attempt"] for x in lines] == [0, 1] and "ünïcode" in lines[0]

@@ -27,13 +27,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from groundstate.agents.base import AgentTurn, ToolCallRequest
+from groundstate.types import AgentTurn, ToolCallRequest
 from groundstate.agents.scripted import ScriptedUser
 from groundstate.episode import run_episode
 from groundstate.state.capture import LOG_TABLE
 from groundstate.state.sqlite import SqliteBackend
-from groundstate.tasks import bundled_domains, load_domain
-from groundstate.tools import ToolResult
+from groundstate.domain import bundled_domains, load_domain
+from groundstate.types import ToolResult
+from groundstate.environment import SqlEnvironment
+from groundstate.types import EpisodeLimits
 
 # Tables each write tool may change, read off each domain's tools.py (its SQL and the helpers it calls).
 # A tool missing here, or a table outside its entry in a change set, fails the test.
@@ -430,8 +432,7 @@ def test_fuzzing_agent_episodes_end_normally(domain_name):
     def run(drawn) -> None:
         calls = [ToolCallRequest(f"c{i}", n, a, parse_error=e) for i, (n, a, e) in enumerate(drawn)]
         with backend.open(template) as sandbox:
-            traj = asyncio.run(run_episode(task, domain, sandbox, _FuzzAgent(calls), ScriptedUser([]),
-                                           max_turns=100, max_tool_calls=1000, offload=False))
+            traj = asyncio.run(run_episode(SqlEnvironment(task, sandbox, EpisodeLimits(max_turns=100, max_tool_calls=1000)), _FuzzAgent(calls), ScriptedUser([]), EpisodeLimits(max_turns=100, max_tool_calls=1000)))
             assert traj.finish_reason == "agent_done"
             assert len(traj.tool_calls) == 60
             assert any(not c["ok"] for c in traj.tool_calls)

@@ -23,7 +23,7 @@ from groundstate.grading import grade, replay
 from groundstate.results import read_records
 from groundstate.runner import RunConfig, run
 from groundstate.state.sqlite import SqliteBackend
-from groundstate.tasks import Domain, load_domain
+from groundstate.domain import Domain, load_domain
 from test_thinkingbox import tb  # noqa: F401 - the ThinkingBox dataset fixture
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -89,8 +89,8 @@ def test_run_of_own_rubric_tasks_records_noop_as_failed_not_unjudged(tmp_path):
         r = cli("run", "--agent", f"scripted:{agent}", "--tasks", str(folder), "--k", "2", "--out", str(out))
         assert r.exit_code == 0, r.output
         records[agent] = read_records(out)
-    assert [(x["reward"], x["unjudged"], x["system_error"]) for x in records["noop"]] == [(0, False, None)] * 2
-    assert [(x["reward"], x["unjudged"]) for x in records["gold"]] == [(None, True)] * 2
+    assert [(x.reward, x.unjudged, x.system_error) for x in records["noop"]] == [(0, False, None)] * 2
+    assert [(x.reward, x.unjudged) for x in records["gold"]] == [(None, True)] * 2
     m = cli("metrics", str(tmp_path / "noop.jsonl"), "--json")
     assert m.exit_code == 0, m.output
     assert '"clean_attempts": 2' in m.stdout and '"unjudged": 0' in m.stdout
@@ -129,9 +129,9 @@ def test_lone_surrogates_from_the_model_are_tool_errors_or_text_never_system_err
         shown_to_user = [m for b in user.bodies() for m in b["messages"]]
         judged = " ".join(b["messages"][-1]["content"] for b in judge.bodies())
     (record,) = read_records(out)
-    assert summary.system_errors == 0 and record["system_error"] is None, record["verdict"]
-    assert (record["reward"], record["unjudged"], record["finish_reason"]) == (1, False, "user_done")
-    calls = record["trajectory"]["tool_calls"]
+    assert summary.system_errors == 0 and record.system_error is None, record.verdict
+    assert (record.reward, record.unjudged, record.finish_reason) == (1, False, "user_done")
+    calls = record.trajectory["tool_calls"]
     assert [c["ok"] for c in calls] == [False, False, True]
     assert "name is not valid Unicode" in calls[0]["result"] and "arguments are not valid Unicode" in calls[1]["result"]
     assert [m["content"] for m in shown_to_agent[:2]] == [c["result"] for c in calls[:2]]  # the agent saw both errors
@@ -147,8 +147,8 @@ def test_a_lone_surrogate_in_a_final_reply_fails_the_rubric_not_the_harness(shop
         cfg = RunConfig(agent=f"openai:agent-model@{agent.base_url}", judge=f"openai:judge-model@{judge.base_url}")
         run([(task, shop)], cfg, SqliteBackend(), tmp_path / "r.jsonl")
     (record,) = read_records(tmp_path / "r.jsonl")
-    assert (record["reward"], record["system_error"], record["verdict"]["state_reward"]) == (0, None, 1), record["verdict"]
-    assert record["trajectory"]["messages"][-1]["content"] == "\ufffd" * 3
+    assert (record.reward, record.system_error, record.verdict["state_reward"]) == (0, None, 1), record.verdict
+    assert record.trajectory["messages"][-1]["content"] == "\ufffd" * 3
 
 
 # -- #15.9: a broken domain folder fails before any attempt, naming the file -----------------------------
@@ -207,7 +207,7 @@ def test_a_schema_postgres_rejects_fails_early_and_leaves_no_database(pg_backend
     out = tmp_path / "fixed.jsonl"
     r = cli("run", "--agent", "scripted:gold", "--tasks", str(folder), "--out", str(out), "--backend", "postgres")
     assert r.exit_code == 0, r.output
-    assert all(x["reward"] == 1 for x in read_records(out))
+    assert all(x.reward == 1 for x in read_records(out))
     pg_backend.drop_templates(Domain(folder))
 
 
@@ -281,9 +281,9 @@ def cancel_later(db, order_id: int) -> dict:
     for agent in ("scripted:gold", "scripted:noop"):
         out = tmp_path / f"{agent.split(':')[1]}.jsonl"
         r = cli("run", "--agent", agent, "--tasks", str(folder), "--out", str(out))
-        (record,) = [x for x in read_records(out) if x["task_id"] == "shop-cancel"]
-        assert record["reward"] is None and "returned a" in record["system_error"] and "its work never ran" in record["system_error"], r.output
-    from groundstate.tasks import load_domain
+        (record,) = [x for x in read_records(out) if x.task_id == "shop-cancel"]
+        assert record.reward is None and "returned a" in record.system_error and "its work never ran" in record.system_error, r.output
+    from groundstate.domain import load_domain
     from groundstate.state import make_backend
 
     domain = load_domain(str(folder))

@@ -24,7 +24,8 @@ from groundstate.selection import read_id_list
 from groundstate.selectors import select_tasks
 from groundstate.state.base import apply_patch
 from groundstate.state.sqlite import SqliteBackend
-from groundstate.tasks import MAX_FILE_BYTES, MAX_NESTING, MAX_PATCH_ROWS, Domain, TaskFileError, load_domain
+from groundstate.tasks import MAX_FILE_BYTES, MAX_NESTING, TaskFileError
+from groundstate.domain import MAX_PATCH_ROWS, Domain, load_domain
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

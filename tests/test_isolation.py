@@ -4,8 +4,9 @@ import asyncio
 
 import pytest
 
-from groundstate.agents.base import AgentTurn, ToolCallRequest
+from groundstate.types import AgentTurn, ToolCallRequest
 from groundstate.episode import run_episode
+from groundstate.environment import SqlEnvironment
 
 
 class WriteThenReadAgent:
@@ -37,7 +38,7 @@ def test_concurrent_attempts_never_see_each_others_writes(backend, shop, n):
         async with slots:  # PostgreSQL: at most max_open sandboxes (connections) at a time
             sandbox = await asyncio.to_thread(backend.open, template)
             try:
-                await run_episode(task, shop, sandbox, agent, None)
+                await run_episode(SqlEnvironment(task, sandbox), agent, None)
                 return sandbox.changes()
             finally:
                 await asyncio.to_thread(sandbox.close)

@@ -16,7 +16,8 @@ from groundstate.episode import run_episode
 from groundstate.grading import Grader
 from groundstate.judge import CLOSE, OPEN, RETRY_NUDGE, Judge, make_judge, parse_yes_no, render_prompt
 from groundstate.state.sqlite import SqliteBackend
-from groundstate.tasks import Domain
+from groundstate.domain import Domain
+from groundstate.environment import SqlEnvironment
 
 FAST = RetryPolicy(max_retries=2, base_delay=0.001, max_delay=0.01)
 RUBRIC = "Does the reply confirm that order 1 was cancelled?"
@@ -141,7 +142,7 @@ def grade_with(domain, judge, rubrics, final_text="Your order 1 has been cancell
     calls = [c.model_dump() for c in task.gold] if gold else []
     backend = SqliteBackend()
     with backend.open(backend.prepare(domain, task.patch)) as sandbox:
-        traj = asyncio.run(run_episode(task, domain, sandbox, ScriptedAgent(calls, final_text=final_text)))
+        traj = asyncio.run(run_episode(SqlEnvironment(task, sandbox), ScriptedAgent(calls, final_text=final_text), None))
         return Grader(backend).grade(task, sandbox, traj, judge=judge)
 
 

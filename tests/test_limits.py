@@ -19,16 +19,19 @@ import pytest
 from openai_stub import OpenAIStub, delayed, text, tool_call
 from typer.testing import CliRunner
 
-from groundstate.agents import AgentTurn, ToolCallRequest, Usage, make_agent, make_user
-from groundstate.attempt import SandboxEnvironment, play
+from groundstate.agents import make_agent, make_user
+from groundstate.types import AgentTurn, ToolCallRequest, Usage
+from groundstate.attempt import play
 from groundstate.cli import app
-from groundstate.episode import FINISH_REASONS, run_episode, truncate_result
-from groundstate.grading import grader_for
+from groundstate.environment import SqlEnvironment
+from groundstate.episode import truncate_result
+from groundstate.types import FINISH_REASONS
 from groundstate.metrics import compute
 from groundstate.report import render
 from groundstate.results import read_records
 from groundstate.state.sqlite import SqliteBackend
-from groundstate.tools import ToolResult
+from groundstate.types import ToolResult
+from groundstate.types import EpisodeLimits
 
 SHOP = str(Path(__file__).parent / "fixtures" / "shop")
 
@@ -55,10 +58,11 @@ def test_finish_reasons_are_declared():
     assert {"timeout", "max_tokens", "max_turns", "max_tool_calls", "agent_done", "user_done"} <= set(FINISH_REASONS)
 
 
-def test_bad_limits_are_refused(shop):
-    task = shop.task("shop-cancel")
+def test_bad_limits_are_refused():
     with pytest.raises(ValueError, match="timeout must be positive"):
-        asyncio.run(run_episode(task, shop, None, Turns(), None, timeout=0, toolset=shop.tools))
+        EpisodeLimits(timeout=0)
+    with pytest.raises(ValueError, match="max_tokens must be positive"):
+        EpisodeLimits(max_tokens=-5)
 
 
 # -- wall clock ----------------------------------------------------------------------------------------
@@ -70,64 +74,58 @@ def test_agent_out_of_time_is_graded_on_the_state_reached(shop, writes, reward):
     task = shop.task("shop-cancel")
     backend = SqliteBackend()
     first = call("cancel_order", order_id=1) if writes else call("get_order", order_id=1)
-    out = asyncio.run(play(task, shop, Turns(first, asyncio.Event()), None, backend=backend, grader=grader_for(backend), timeout=1.0))
+    out = asyncio.run(play(task, shop, Turns(first, asyncio.Event()), None, EpisodeLimits(timeout=1.0), backend=backend))
     assert out.verdict.system_error is None
     assert out.trajectory.finish_reason == "timeout" and out.trajectory.turns == 1
     assert out.verdict.reward == reward, out.verdict.reasons
 
 
-class HangingTools:
-    """The domain's tools, except that `get_order` runs a query that never ends (a hung tool or backend)."""
+class HangingEnvironment(SqlEnvironment):
+    """A SQL domain's environment, except that `get_order` runs a query that never ends (a hung tool or backend)."""
 
-    def __init__(self, tools, dialect: str):
-        self.tools, self.dialect = tools, dialect
-        self.hung_call_ended = threading.Event()
-        self.hung_error: BaseException | None = None
+    hung_call_ended = threading.Event()
+    hung_error: BaseException | None = None
 
-    def openai_schemas(self):
-        return self.tools.openai_schemas()
-
-    def call(self, db, name, arguments) -> ToolResult:
+    def _call(self, name, arguments) -> ToolResult:
         if name != "get_order":
-            return self.tools.call(db, name, arguments)
-        forever = ("SELECT pg_sleep(3600)" if self.dialect == "postgres" else
+            return super()._call(name, arguments)
+        forever = ("SELECT pg_sleep(3600)" if self.sandbox.connection.dialect == "postgres" else
                    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT COUNT(*) FROM c")
         try:
-            db.query(forever)
+            with self.sandbox.in_use():
+                self.sandbox.connection.query(forever)
         except Exception as e:  # interrupted by the episode's time limit
-            self.hung_error = e
+            type(self).hung_error = e
         finally:
             self.hung_call_ended.set()
         return ToolResult(True, "{}")
 
 
 class HangingDomain:
-    """A domain whose environment serves `HangingTools` on a normal sandbox."""
+    """A domain whose attempts run in a `HangingEnvironment`."""
 
-    def __init__(self, domain, backend):
-        self.domain, self.backend = domain, backend
-        self.toolset: HangingTools | None = None
+    def __init__(self, domain):
+        self.domain = domain
 
     def __getattr__(self, name):
         return getattr(self.domain, name)
 
-    async def open_environment(self, task):
-        env = await SandboxEnvironment.open(task, self.domain, self.backend, grader_for(self.backend))
-        self.toolset = env.toolset = HangingTools(self.domain.tools, "postgres" if self.backend.name == "postgres" else "sqlite")
-        env.offload = True
-        return env
+    async def open_environment(self, task, backend, limits):
+        return await HangingEnvironment.open(task, self.domain, backend, limits)
 
 
 def test_hung_tool_is_a_system_error_and_its_query_is_interrupted(backend, shop):
     task = shop.task("shop-cancel")
-    domain = HangingDomain(shop, backend)
+    domain = HangingDomain(shop)
+    HangingEnvironment.hung_call_ended.clear()
+    HangingEnvironment.hung_error = None
     agent = Turns(call("cancel_order", order_id=1), call("get_order", order_id=1))
     in_use = getattr(backend, "in_use", 0)
-    out = asyncio.run(play(task, domain, agent, None, backend=backend, grader=grader_for(backend), timeout=2.0))
+    out = asyncio.run(play(task, domain, agent, None, EpisodeLimits(timeout=2.0), backend=backend))
     assert out.verdict.reward is None
     assert "tool get_order did not return within the attempt time limit" in out.verdict.system_error
-    assert domain.toolset.hung_call_ended.wait(10), "the hung query was not interrupted"
-    assert domain.toolset.hung_error is not None  # sqlite3 'interrupted' / psycopg QueryCanceled
+    assert HangingEnvironment.hung_call_ended.wait(10), "the hung query was not interrupted"
+    assert HangingEnvironment.hung_error is not None  # sqlite3 'interrupted' / psycopg QueryCanceled
     assert getattr(backend, "in_use", 0) == in_use  # the sandbox was released
 
 
@@ -140,7 +138,7 @@ def test_hung_user_simulator_is_a_system_error(shop):
             await asyncio.Event().wait()
 
     agent = Turns(call("cancel_order", order_id=1), AgentTurn(text="Cancelled. Anything else?"))
-    out = asyncio.run(play(task, shop, agent, HungUser(), backend=backend, grader=grader_for(backend), timeout=1.0))
+    out = asyncio.run(play(task, shop, agent, HungUser(), EpisodeLimits(timeout=1.0), backend=backend))
     assert out.verdict.reward is None and "the user simulator did not return within the attempt time limit" in out.verdict.system_error
     assert backend.in_use == 0
 
@@ -151,8 +149,7 @@ def test_hung_user_simulator_is_a_system_error(shop):
 def test_long_tool_results_are_cut_for_the_agent_and_kept_in_the_trajectory(shop):
     task = shop.task("shop-multi")
     backend = SqliteBackend()
-    out = asyncio.run(play(task, shop, make_agent("scripted:gold", task, shop), make_user("scripted", task), backend=backend,
-                           grader=grader_for(backend), max_result_chars=30))
+    out = asyncio.run(play(task, shop, make_agent("scripted:gold", task, shop), make_user("scripted", task), EpisodeLimits(max_result_chars=30), backend=backend))
     traj = out.trajectory
     assert out.verdict.reward == 1  # the cap changes what the agent sees, not what the tools do
     full = traj.tool_calls[0]["result"]
@@ -170,7 +167,7 @@ def test_crossing_the_token_budget_ends_the_attempt_and_skips_that_turns_calls(s
     task = shop.task("shop-multi")
     backend = SqliteBackend()
     agent = Turns(call("set_tier", customer_id=3, tier="gold"), call("set_total", order_id=3, total=42.5), call("cancel_order", order_id=3))
-    out = asyncio.run(play(task, shop, agent, None, backend=backend, grader=grader_for(backend), max_tokens=150))
+    out = asyncio.run(play(task, shop, agent, None, EpisodeLimits(max_tokens=150), backend=backend))
     traj = out.trajectory
     # turn 1: 70 tokens, turn 2: 140, turn 3: 210 > 150 — its call is answered with an error, not executed
     assert traj.finish_reason == "max_tokens" and traj.turns == 3
@@ -189,7 +186,7 @@ def test_a_text_turn_over_the_budget_does_not_reach_the_user(shop):
             raise AssertionError("the user was asked after the budget was spent")
 
     agent = Turns(AgentTurn(text="Which order?", usage=Usage(500, 20)))
-    out = asyncio.run(play(task, shop, agent, NeverUser(), backend=backend, grader=grader_for(backend), max_tokens=100))
+    out = asyncio.run(play(task, shop, agent, NeverUser(), EpisodeLimits(max_tokens=100), backend=backend))
     assert out.trajectory.finish_reason == "max_tokens" and out.verdict.reward == 0
 
 
@@ -210,12 +207,12 @@ def test_cli_token_and_result_caps_are_finish_reasons(tmp_path):
         records = run_cli(tmp_path, stub, "--max-attempt-tokens", "250", "--max-result-chars", "12")
     assert len(records) == 3
     for r in records:
-        assert r["system_error"] is None and r["reward"] == 0 and r["finish_reason"] == "max_tokens"
-        assert r["usage"]["input_tokens"] + r["usage"]["output_tokens"] == 330
-        shown = [m["content"] for m in r["trajectory"]["messages"] if m["role"] == "tool"]
-        assert shown[0].startswith(r["trajectory"]["tool_calls"][0]["result"][:12] + "\n…[truncated: showing 12 of ")
+        assert r.system_error is None and r.reward == 0 and r.finish_reason == "max_tokens"
+        assert r.usage.input_tokens + r.usage.output_tokens == 330
+        shown = [m["content"] for m in r.trajectory["messages"] if m["role"] == "tool"]
+        assert shown[0].startswith(r.trajectory["tool_calls"][0]["result"][:12] + "\n…[truncated: showing 12 of ")
     manifest = json.loads((tmp_path / "results.jsonl.manifest.json").read_text())
-    assert manifest["config"]["max_attempt_tokens"] == 250 and manifest["config"]["max_result_chars"] == 12
+    assert manifest["config"]["limits"]["max_tokens"] == 250 and manifest["config"]["limits"]["max_result_chars"] == 12
     assert compute(records, bootstrap_reps=0)["finish_reasons"] == {"max_tokens": 3}
     assert "finish reasons: max_tokens 3" in render(records, "limits")
 
@@ -227,5 +224,5 @@ def test_cli_attempt_timeout_is_a_finish_reason_not_a_system_error(tmp_path):
         records = run_cli(tmp_path, stub, "--attempt-timeout", "1.5")
     assert len(records) == 3
     for r in records:
-        assert r["system_error"] is None and r["finish_reason"] == "timeout" and r["reward"] == 0
-        assert r["trajectory"]["turns"] == 1
+        assert r.system_error is None and r.finish_reason == "timeout" and r.reward == 0
+        assert r.trajectory["turns"] == 1

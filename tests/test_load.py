@@ -26,7 +26,7 @@ from groundstate.attempt import play
 from groundstate.grading import Grader, grader_for
 from groundstate.state.postgres import PostgresBackend
 from groundstate.state.sqlite import SqliteBackend
-from groundstate.tasks import Domain
+from groundstate.domain import Domain
 
 N = 500
 K = N // 10  # attempts per task
@@ -67,7 +67,7 @@ def run_load(backend, domain: Domain, slots: int):
         async def one(task, a):
             async with gate:
                 agent = Yielding(make_agent("scripted:noisy:0.3", task, domain, a, seed=11), gauge)
-                return await play(task, domain, agent, None, backend=backend, grader=grader)
+                return await play(task, domain, agent, None, backend=backend)
 
         return await asyncio.gather(*(one(t, a) for t, a in jobs))
 

@@ -1,6 +1,6 @@
 """MCP: the domain's tools served over stdio and streamable HTTP, one sandbox per session, and McpToolset.
 
-Servers run as `python -m groundstate.cli_mcp` subprocesses (stdio, and one HTTP server on a free loopback
+Servers run as `python -m groundstate.cli.mcp` subprocesses (stdio, and one HTTP server on a free loopback
 port); clients are the official SDK's `ClientSession` + `stdio_client` / `streamable_http_client`, `mcp.Client`
 and our `McpToolset`. Everything stays on 127.0.0.1.
 """
@@ -29,14 +29,14 @@ from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 from groundstate.grading import grade  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
-from groundstate.tasks import load_domain  # noqa: E402
+from groundstate.domain import load_domain  # noqa: E402
 from groundstate.tools.mcp_client import McpToolset, McpToolsetError  # noqa: E402
 from groundstate.tools.mcp_server import SessionSandboxes, SessionEnded, build_server, check_host  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SHOP = str(Path(__file__).parent / "fixtures" / "shop")
 TASK = "shop-cancel"  # patch: order 1 is pending
-SERVER_ARGS = ["-m", "groundstate.cli_mcp", "--domain", SHOP, "--task", TASK]
+SERVER_ARGS = ["-m", "groundstate.cli.mcp", "--domain", SHOP, "--task", TASK]
 ENV = {"PYTHONPATH": str(ROOT)}
 
 
@@ -409,7 +409,7 @@ def test_cli_refuses_a_remote_host_and_unknown_tasks():
     import typer
     from typer.testing import CliRunner
 
-    from groundstate.cli_mcp import serve_mcp
+    from groundstate.cli.mcp import serve_mcp
 
     app = typer.Typer()
     app.command()(serve_mcp)
@@ -425,7 +425,7 @@ def test_cli_refuses_a_remote_host_and_unknown_tasks():
     assert r.exit_code == 2 and "--max-sessions" in r.output
 
     # the CLI repeats the server's defaults (so that it loads without the SDK): they must agree
-    from groundstate import cli_mcp
+    from groundstate.cli import mcp as cli_mcp
     from groundstate.tools import mcp_server
 
     for name in ("DEFAULT_PORT", "DEFAULT_MAX_SESSIONS", "DEFAULT_SESSION_WAIT", "DEFAULT_IDLE_TIMEOUT", "DEFAULT_MAX_PENDING"):

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from groundstate.metrics import compare, compute, coverage, jeffreys_interval, pass_at_k, pass_hat_k, pass_hat_k_plugin
+from groundstate.results import AttemptRecord
 
 
 def brute(n, c, k):
@@ -49,9 +50,10 @@ def synthetic(counts, k, model="gpt-4o-mini", tokens=(1000, 200, 100), domains=N
     recs = []
     for i, (task, c) in enumerate(counts.items()):
         for a in range(k):
-            recs.append({"task_id": task, "attempt": a, "reward": int(a < c), "system_error": None, "unjudged": False,
-                         "domain": (domains or {}).get(task, "d"), "family": "f", "agent": f"openai:{model}", "model": model,
-                         "usage": {"input_tokens": tokens[0], "cached_input_tokens": tokens[1], "output_tokens": tokens[2]}})
+            recs.append(AttemptRecord.model_validate({
+                "task_id": task, "attempt": a, "reward": int(a < c), "system_error": None, "unjudged": False,
+                "domain": (domains or {}).get(task, "d"), "family": "f", "agent": f"openai:{model}", "model": model,
+                "usage": {"input_tokens": tokens[0], "cached_input_tokens": tokens[1], "output_tokens": tokens[2]}}))
     return recs
 
 
@@ -85,9 +87,10 @@ def test_cost_per_dependable_task_is_undefined_without_kk():
 
 def test_incomplete_runs_are_refused_with_the_keys_named():
     recs = synthetic({"t0": 2, "t1": 1}, 3)
-    recs = [r for r in recs if (r["task_id"], r["attempt"]) != ("t1", 2)]  # missing
-    recs.append(dict(recs[0]))  # duplicated
-    recs.append({**recs[1], "attempt": 1, "task_id": "t0", "system_error": "boom", "reward": None})
+    failed = next(r for r in recs if r.key == ("t0", 1)).model_copy(update={"system_error": "boom", "reward": None})
+    recs = [r for r in recs if r.key not in {("t1", 2), ("t0", 1)}]  # one key missing, one whose only record is a system error
+    recs.append(recs[0])  # duplicated
+    recs.append(failed)
     cov = coverage(recs)
     assert ("t1", 2) in cov.missing and ("t0", 0) in cov.duplicated and ("t0", 1) in cov.system_errors
     with pytest.raises(ValueError, match="missing keys"):
@@ -97,8 +100,9 @@ def test_incomplete_runs_are_refused_with_the_keys_named():
 
 
 def test_unjudged_are_counted_apart_not_as_failures():
-    recs = synthetic({"t0": 2}, 2) + [{"task_id": "t1", "attempt": a, "reward": None, "system_error": None, "unjudged": True,
-                                        "agent": "openai:gpt-4o-mini", "usage": {}} for a in range(2)]
+    recs = synthetic({"t0": 2}, 2) + [AttemptRecord.model_validate({"task_id": "t1", "attempt": a, "reward": None, "system_error": None,
+                                                                    "unjudged": True, "agent": "openai:gpt-4o-mini", "usage": {}})
+                                      for a in range(2)]
     m = compute(recs, allow_incomplete=True, prices={})
     assert m["unjudged"] == 2 and m["pass_at_1"] == 1.0
 

@@ -11,7 +11,7 @@ import pydantic
 import pytest
 
 from groundstate.agents import ScriptedAgent, make_agent, make_user
-from groundstate.tasks import load_domain
+from groundstate.domain import load_domain
 from groundstate.tools.mutate import alternative, corrupt, mutants
 
 FIXTURE = Path(__file__).parent / "fixtures" / "shop"
@@ -100,7 +100,7 @@ def test_alternative_is_deterministic():
 def test_mutants_only_for_write_calls(domain, multi):
     gold = gold_of(multi)
     out = mutants(gold, domain.tools)
-    descriptions = [d for d, _, _ in out]
+    descriptions = [m.description for m in out]
     assert descriptions == [
         "drop gold[1] set_tier",
         "duplicate gold[1] set_tier",
@@ -124,7 +124,7 @@ def test_mutants_only_for_write_calls(domain, multi):
 
 def test_mutant_calls(domain, multi):
     gold = gold_of(multi)
-    by_desc = {d: (calls, i) for d, calls, i in mutants(gold, domain.tools)}
+    by_desc = {d: (calls, i) for d, calls, i, _ in mutants(gold, domain.tools)}
     calls, i = by_desc["drop gold[1] set_tier"]
     assert calls == [gold[0], gold[2], gold[3], gold[4]] and i == 1
     calls, i = by_desc["duplicate gold[3] cancel_order"]
@@ -132,7 +132,7 @@ def test_mutant_calls(domain, multi):
     calls, i = by_desc["change gold[1] set_tier.tier: 'gold' -> 'basic'"]
     assert i == 1
     assert calls == [gold[0], {"tool": "set_tier", "args": {"customer_id": 3, "tier": "basic"}}] + gold[2:]
-    for _, calls, _ in mutants(gold, domain.tools):
+    for _, calls, _, _ in mutants(gold, domain.tools):
         for c in calls:  # every mutant is made of valid calls
             domain.tools[c["tool"]].validate(c["args"])
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from openai_stub import OpenAIStub, delayed, error, text, tool_call, tool_calls
 
-from groundstate.agents.base import Usage
+from groundstate.types import Usage
 from groundstate.agents.openai_compat import (
     STOP_TOKEN,
     EndpointError,
@@ -25,7 +25,9 @@ from groundstate.agents.openai_compat import (
 from groundstate.episode import run_episode
 from groundstate.grading import grade
 from groundstate.state.sqlite import SqliteBackend
-from groundstate.tasks import Domain, UserSpec
+from groundstate.tasks import UserSpec
+from groundstate.domain import Domain
+from groundstate.environment import SqlEnvironment
 
 # tiny delays keep the retry tests fast while exercising the real backoff path
 FAST = RetryPolicy(max_retries=2, base_delay=0.001, max_delay=0.01)
@@ -51,7 +53,7 @@ def agent_for(stub: OpenAIStub, sampling=None, model: str = "agent-model", **kw)
 def run_graded(domain, task, agent, user=None):
     backend = SqliteBackend()
     with backend.open(backend.prepare(domain, task.patch)) as sandbox:
-        traj = asyncio.run(run_episode(task, domain, sandbox, agent, user))
+        traj = asyncio.run(run_episode(SqlEnvironment(task, sandbox), agent, user))
         verdict = grade(task, sandbox, traj)
     return traj, verdict
 

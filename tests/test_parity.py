@@ -28,8 +28,9 @@ from groundstate.lint import lint
 from groundstate.state.base import apply_patch
 from groundstate.state.capture import LOG_TABLE
 from groundstate.state.sqlite import SqliteBackend
-from groundstate.tasks import bundled_domains, load_domain
+from groundstate.domain import bundled_domains, load_domain
 from groundstate.tools.mutate import mutants
+from groundstate.environment import SqlEnvironment
 
 PG_WORKERS = 8  # PostgreSQL connections this test holds at once
 
@@ -37,7 +38,7 @@ PG_WORKERS = 8  # PostgreSQL connections this test holds at once
 def _trajectories(task, domain) -> list[tuple[str, list[dict]]]:
     """What `tasks lint` plays: gold, no-op, and every mutant of gold."""
     gold = [c.model_dump() for c in task.gold]
-    return [("gold", gold), ("noop", [])] + [(d, calls) for d, calls, _ in mutants(gold, domain.tools)]
+    return [("gold", gold), ("noop", [])] + [(m.description, m.calls) for m in mutants(gold, domain.tools)]
 
 
 def _digest(verdict) -> str:
@@ -46,7 +47,7 @@ def _digest(verdict) -> str:
 
 async def _play(task, domain, sandbox, calls):
     agent = ScriptedAgent(calls, final_text="I have looked into it; nothing needs to change." if not calls else "Done.")
-    return await run_episode(task, domain, sandbox, agent, ScriptedUser(task.user.script), offload=False)
+    return await run_episode(SqlEnvironment(task, sandbox), agent, ScriptedUser(task.user.script))
 
 
 def _on_templates(task, domain, backend) -> dict[str, tuple[int | None, str]]:

@@ -12,10 +12,11 @@ from groundstate.agents.scripted import ScriptedUser  # noqa: E402
 from groundstate.episode import run_episode  # noqa: E402
 from groundstate.grading import grade  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
-from groundstate.tasks import Domain  # noqa: E402
-from groundstate.train.policy import BatchedPolicy, ChatCodec, SamplingParams  # noqa: E402
+from groundstate.domain import Domain  # noqa: E402
+from groundstate.agents.local import BatchedPolicy, ChatCodec, SamplingParams  # noqa: E402
 from groundstate.train.sft import FINAL_TEXT, encode_demo  # noqa: E402
 from groundstate.train.tiny import build_model, build_tokenizer, domain_corpus  # noqa: E402
+from groundstate.environment import SqlEnvironment  # noqa: E402
 
 SHOP = Path(__file__).parent / "fixtures" / "shop"
 
@@ -50,7 +51,7 @@ def test_episode_tokens_equal_the_supervised_rendering(flags):
     agent = policy.agent()
     backend = SqliteBackend()
     with backend.open(backend.prepare(domain, task.patch)) as sb:
-        traj = asyncio.run(run_episode(task, domain, sb, agent, ScriptedUser([]), offload=False))
+        traj = asyncio.run(run_episode(SqlEnvironment(task, sb), agent, ScriptedUser([])))
         assert grade(task, sb).reward == 1  # the forced gold turns, parsed from tokens, solve the task
     ids, mask = encode_demo(ChatCodec(tok, **flags), traj.messages, domain.tools.openai_schemas())
     assert agent.prompt_ids + agent.completion_ids == ids

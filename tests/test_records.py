@@ -20,11 +20,12 @@ from groundstate.cli import app
 from groundstate.metrics import compare, compute, pass_at_k, pass_hat_k
 from groundstate.report import render
 from groundstate import results, runner
-from groundstate.results import read_records
+from groundstate.results import AttemptRecord, read_records
+from groundstate.types import EpisodeLimits
 from groundstate.runner import RunConfig, run
 from groundstate.selectors import select_tasks
 from groundstate.state.sqlite import SqliteBackend
-from groundstate.tasks import Domain
+from groundstate.domain import Domain
 
 SHOP = str(Path(__file__).parent / "fixtures" / "shop")
 cli = CliRunner()
@@ -101,13 +102,17 @@ def test_every_reader_refuses_a_line_that_is_not_a_record_naming_file_line_and_f
 
 def test_records_written_by_a_run_are_typed_and_stamped(gold_run):
     for r in read_records(gold_run):
-        assert r["record_version"] == 2 and r["task_fingerprint"]
-        assert r["run"]["agent"] == "scripted:gold" and r["run"]["seed"] == 0 and r["run"]["limits"]["max_turns"] is None
-        assert set(r["usage"]) == {"input_tokens", "output_tokens", "cached_input_tokens"}
+        assert r.record_version == 2 and r.task_fingerprint
+        assert r.run.agent == "scripted:gold" and r.run.seed == 0 and r.run.limits["max_turns"] is None
+        assert set(r.usage.model_dump()) == {"input_tokens", "output_tokens", "cached_input_tokens"}
+    lines = gold_run.read_text().splitlines(keepends=True)
+    assert [r.to_line() for r in read_records(gold_run)] == lines  # a record read is written back byte for byte
+    fresh = read_records(gold_run)[0].model_copy(update={"reward": 0})
+    assert json.loads(fresh.to_line())["reward"] == 0  # a changed copy is written from its fields
 
 
 def test_report_renders_names_that_look_like_mathtext_as_plain_text():
-    recs = [{**GOOD, "task_id": f"t{i}", "attempt": a, "reward": a % 2, "domain": name}
+    recs = [rec(task_id=f"t{i}", attempt=a, reward=a % 2, domain=name)
             for i, name in enumerate([r"$\frac{a}$", "$x^$", r"$\undefined{$"]) for a in range(2)]
     html = render(recs, "labels")
     assert "success-grid" in html and html.count("data:image/png") >= 3
@@ -120,7 +125,7 @@ def test_report_renders_names_that_look_like_mathtext_as_plain_text():
     ({"seed": 7}, "seed"),
     ({"k": 1}, "k=1"),
     ({"sampling": {"temperature": 0.7}}, "sampling"),
-    ({"max_turns": 3}, "limits"),
+    ({"limits": EpisodeLimits(max_turns=3)}, "limits"),
     ({"user": "openai:some-user"}, "user"),
 ])
 def test_resuming_with_another_identity_is_refused_naming_what_differs(gold_run, shop, change, named):
@@ -157,9 +162,9 @@ def test_a_changed_task_is_refused_then_rerun_with_rerun_changed(gold_run, shop)
     s = run(edited, RunConfig(agent="scripted:gold", k=2), SqliteBackend(), gold_run, rerun_changed=True)
     assert (s.ran, s.skipped) == (2, 4) and any("changed tasks" in n for n in s.notes)
     after = read_records(gold_run)
-    assert [r for r in after if r["task_id"] != "shop-refuse"] == [r for r in before if r["task_id"] != "shop-refuse"]
-    new = {r["task_fingerprint"] for r in after if r["task_id"] == "shop-refuse"}
-    old = {r["task_fingerprint"] for r in before if r["task_id"] == "shop-refuse"}
+    assert [r for r in after if r.task_id != "shop-refuse"] == [r for r in before if r.task_id != "shop-refuse"]
+    new = {r.task_fingerprint for r in after if r.task_id == "shop-refuse"}
+    old = {r.task_fingerprint for r in before if r.task_id == "shop-refuse"}
     assert len(new) == 1 and new != old and len(after) == 6
 
 
@@ -171,8 +176,8 @@ def test_metrics_refuses_a_file_that_mixes_runs(tmp_path, shop):
     records = read_records(gold)
     noisy_records = read_records(noisy)
     # the blend of the issue: half the attempts from each run, every key once, so coverage alone cannot tell
-    mixed.write_text("".join(json.dumps(r) + "\n" for r in records if r["attempt"] == 0)
-                     + "".join(json.dumps(r) + "\n" for r in noisy_records if r["attempt"] == 1))
+    mixed.write_text("".join(r.to_line() for r in records if r.attempt == 0)
+                     + "".join(r.to_line() for r in noisy_records if r.attempt == 1))
     with pytest.raises(ValueError, match="mixes 2 runs.*agent.*seed"):
         compute(read_records(mixed))
     r = cli.invoke(app, ["metrics", str(mixed)])
@@ -186,12 +191,12 @@ def test_metrics_refuses_a_file_that_mixes_runs(tmp_path, shop):
 
 
 def test_records_without_identity_are_read_as_their_own_run_but_never_resumed(gold_run, shop):
-    legacy = [{k: v for k, v in r.items() if k not in ("record_version", "run", "task_fingerprint")} for r in read_records(gold_run)]
-    gold_run.write_text("".join(json.dumps(r) + "\n" for r in legacy))
+    legacy = [r.model_copy(update={"record_version": 1, "run": None, "task_fingerprint": None}) for r in read_records(gold_run)]
+    gold_run.write_text("".join(json.dumps(r.model_dump(exclude={"record_version", "run", "task_fingerprint"})) + "\n" for r in legacy))
     assert compute(read_records(gold_run), prices={})["pass_at_1"] == 1.0
     with pytest.raises(runner.ResumeRefused, match="no run identity"):
         run(pairs_of(shop), RunConfig(agent="scripted:gold", k=2), SqliteBackend(), gold_run)
-    blend = legacy[:3] + [{**r, "agent": "scripted:noop"} for r in legacy[3:]]
+    blend = legacy[:3] + [r.model_copy(update={"agent": "scripted:noop"}) for r in legacy[3:]]
     with pytest.raises(ValueError, match="mixes 2 runs"):
         compute(blend, prices={})
 
@@ -205,8 +210,17 @@ def test_backend_is_not_part_of_the_identity_a_sqlite_run_resumes_on_postgres(tm
 
 # -- #15 item 12: metrics --k ---------------------------------------------------------------------------
 
+def rec(**fields):
+    """A record like GOOD with `fields` changed."""
+    return AttemptRecord.model_validate({**GOOD, **fields})
+
+
+def jsonl(records) -> str:
+    return "".join(r.to_line() for r in records)
+
+
 def synthetic(counts, n):
-    return [{**GOOD, "task_id": t, "attempt": a, "reward": int(a < c)} for t, c in counts.items() for a in range(n)]
+    return [rec(task_id=t, attempt=a, reward=int(a < c)) for t, c in counts.items() for a in range(n)]
 
 
 def brute_pass_at_k(n, c, k):
@@ -231,7 +245,7 @@ def test_metrics_reports_any_k_up_to_n_and_refuses_k_above_n(tmp_path):
     with pytest.raises(ValueError, match="k=21 exceeds n=20"):
         compute(recs, [5, 21], prices={})
     path = tmp_path / "r.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    path.write_text(jsonl(recs))
     r = cli.invoke(app, ["metrics", str(path), "--k", "1,5,20", "--json"])
     assert r.exit_code == 0, r.output
     assert set(json.loads(r.stdout)["at_k"]) == {"1", "5", "20"}
@@ -260,7 +274,8 @@ def test_duplicate_keys_on_resume_are_resolved_and_said(gold_run, shop):
     s = run(pairs_of(shop), RunConfig(agent="scripted:gold", k=2), SqliteBackend(), gold_run)
     assert s.ran == 0 and any("more than once" in n for n in s.notes)
     after = read_records(gold_run)
-    assert len(after) == 6 and later in after and json.loads(lines[0]) not in after  # one record per key: the last one
+    kept = [r.model_dump() for r in after]
+    assert len(after) == 6 and later in kept and json.loads(lines[0]) not in kept  # one record per key: the last one
     gold_run.write_text("".join(lines) + json.dumps(later) + "\n")
     r = cli.invoke(app, ["run", "--agent", "scripted:gold", "--tasks", SHOP, "--k", "2", "--out", str(gold_run)])
     assert r.exit_code == 0 and "recorded more than once" in flat(r.output)
@@ -292,15 +307,15 @@ def test_a_missing_results_file_is_named_as_missing(tmp_path):
 def test_compare_applies_the_completeness_rule_and_names_left_out_tasks(tmp_path):
     counts = {"t0": 1, "t1": 2, "t2": 0, "t3": 2}
     base = synthetic(counts, 2)
-    cand = [r if r["task_id"] != "t2" else {**r, "reward": None, "system_error": "endpoint down"} for r in synthetic(counts, 2)]
+    cand = [r if r.task_id != "t2" else r.model_copy(update={"reward": None, "system_error": "endpoint down"}) for r in synthetic(counts, 2)]
     with pytest.raises(ValueError, match="candidate run incomplete: 2 system errors"):
         compare(base, cand, prices={})
     c = compare(base, cand, prices={}, allow_incomplete=True)
     assert c["shared_tasks"] == 3
     assert c["left_out"] == [{"task_id": "t2", "reason": "no clean attempt in the candidate run (2 system errors, 0 unjudged)"}]
     b, k = tmp_path / "b.jsonl", tmp_path / "c.jsonl"
-    b.write_text("".join(json.dumps(r) + "\n" for r in base))
-    k.write_text("".join(json.dumps(r) + "\n" for r in cand + synthetic({"t9": 1}, 2)))
+    b.write_text(jsonl(base))
+    k.write_text(jsonl(cand + synthetic({"t9": 1}, 2)))
     clean_exit(cli.invoke(app, ["compare", str(b), str(k)]), 1)
     r = cli.invoke(app, ["compare", str(b), str(k), "--allow-incomplete"])
     assert r.exit_code == 0 and "2 tasks left out" in flat(r.output)
@@ -329,7 +344,8 @@ import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))  # before the fix: a MemoryError here, not a machine out of memory
 from groundstate.cli import app
 from groundstate.metrics import coverage
-cov = coverage([{"task_id": "t", "attempt": 0, "reward": 1}, {"task_id": "t", "attempt": 10**15, "reward": 1}])
+from groundstate.results import AttemptRecord
+cov = coverage([AttemptRecord.model_construct(task_id="t", attempt=0, reward=1), AttemptRecord.model_construct(task_id="t", attempt=10**15, reward=1)])
 assert cov.missing_count == 10**15 - 1 and cov.missing == [("t", a) for a in range(1, 6)] and not cov.complete
 sys.argv = ["groundstate", *sys.argv[1:]]
 app()
@@ -358,29 +374,31 @@ def test_a_file_whose_tasks_are_not_the_runs_task_set_is_incomplete(gold_run, ed
     task the run did not select, does not describe that run. Before: `metrics` called it complete (2 or 4 tasks)."""
     recs = read_records(gold_run)
     if edit == "a task's records removed":
-        recs = [r for r in recs if r["task_id"] != "shop-multi"]
+        recs = [r for r in recs if r.task_id != "shop-multi"]
     else:
-        recs += [{**r, "task_id": "ghost", "reward": 0} for r in recs if r["task_id"] == "shop-cancel"]
-    gold_run.write_text("".join(results.dump_line(r) for r in recs))
+        recs += [r.model_copy(update={"task_id": "ghost", "reward": 0}) for r in recs if r.task_id == "shop-cancel"]
+    gold_run.write_text(jsonl(recs))
     with pytest.raises(ValueError, match="not the run's selected task set"):
         compute(read_records(gold_run), prices={}, bootstrap_reps=0)
     r = cli.invoke(app, ["metrics", str(gold_run)])
     clean_exit(r, 1)
     assert "not the run's selected task set" in flat(r.output)
     assert cli.invoke(app, ["metrics", str(gold_run), "--allow-incomplete"]).exit_code == 0
+
+
 def test_compare_allow_incomplete_says_what_it_compared_anyway(tmp_path):
     """#20 item 2, verify pass: with --allow-incomplete, a task with one system error of two attempts stays in the comparison
     with n=1, and compare said nothing about it (no task was left out), while `metrics` lists the system error. Now what
     each run lacks is said on stderr (also with --json) and in `incomplete`."""
     counts = {"t0": 1, "t1": 2, "t2": 0}
     base = synthetic(counts, 2)
-    cand = [r if (r["task_id"], r["attempt"]) != ("t1", 0) else {**r, "reward": None, "system_error": "endpoint down"} for r in synthetic(counts, 2)]
+    cand = [r if r.key != ("t1", 0) else r.model_copy(update={"reward": None, "system_error": "endpoint down"}) for r in synthetic(counts, 2)]
     c = compare(base, cand, prices={}, allow_incomplete=True)
     assert c["left_out"] == [] and c["shared_tasks"] == 3
     assert list(c["incomplete"]) == ["candidate"] and "1 system errors, e.g. [('t1', 0)]" in c["incomplete"]["candidate"][0]
     b, k = tmp_path / "b.jsonl", tmp_path / "c.jsonl"
-    b.write_text("".join(json.dumps(r) + "\n" for r in base))
-    k.write_text("".join(json.dumps(r) + "\n" for r in cand))
+    b.write_text(jsonl(base))
+    k.write_text(jsonl(cand))
     for extra in ([], ["--json"]):
         r = cli.invoke(app, ["compare", str(b), str(k), "--allow-incomplete", *extra])
         assert r.exit_code == 0 and "candidate run incomplete, compared anyway: 1 system errors" in flat(r.output), r.output

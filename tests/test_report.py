@@ -30,11 +30,11 @@ def test_report_is_self_contained_and_links_failures(runs):
     page = render(cand, "t", baseline=base)
     assert not re.search(r"(src|href)=['\"]https?://", page)  # nothing fetched from the network
     assert page.count("<img") >= 4  # histogram, pass@k/pass^k, domains, transitions
-    failing = [r for r in cand if r["reward"] != 1]
+    failing = [r for r in cand if r.reward != 1]
     for r in failing:
-        anchor = "a-" + "".join(ch if ch.isalnum() else "-" for ch in r["task_id"]) + f"-{r['attempt']}"
+        anchor = "a-" + "".join(ch if ch.isalnum() else "-" for ch in r.task_id) + f"-{r.attempt}"
         assert f"href='#{anchor}'" in page and f"id='{anchor}'" in page
-    assert page.count("class='cell pass'") == sum(r["reward"] == 1 for r in cand)
+    assert page.count("class='cell pass'") == sum(r.reward == 1 for r in cand)
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (.ci/run installs it)")

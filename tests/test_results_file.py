@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from openai_stub import text
 
-from groundstate.results import ResultsWriter, read_records
+from groundstate.results import AttemptRecord, ResultsWriter, read_records
 from groundstate.runner import RunConfig, run
 from groundstate.state.sqlite import SqliteBackend
 
@@ -28,7 +28,7 @@ def flat(output: str) -> str:
 
 
 def keys(records):
-    return sorted((r["task_id"], r["attempt"]) for r in records)
+    return sorted((r.task_id, r.attempt) for r in records)
 
 
 class GatedServer:
@@ -111,8 +111,8 @@ def test_a_run_cannot_rewrite_a_file_another_writer_holds(tmp_path, shop):
     path = tmp_path / "results.jsonl"
     pairs = [(t, shop) for t in shop.tasks]
     run(pairs, RunConfig(agent="scripted:gold", k=1), SqliteBackend(), path)
-    first = {r["task_id"]: r for r in read_records(path)}
-    broken = {**first["shop-cancel"], "attempt": 1, "reward": None, "system_error": "db down"}
+    first = {r.task_id: r for r in read_records(path)}
+    broken = first["shop-cancel"].model_copy(update={"attempt": 1, "reward": None, "system_error": "db down"})
     holder = ResultsWriter(path)
     holder.write(broken)  # the holder's own record: a run would drop it (a system error) by rewriting the file
     content = path.read_bytes()
@@ -120,10 +120,10 @@ def test_a_run_cannot_rewrite_a_file_another_writer_holds(tmp_path, shop):
         run(pairs, RunConfig(agent="scripted:gold", k=2), SqliteBackend(), path)
     assert type(refused.value).__name__ == "ResultsInUseError"
     assert path.read_bytes() == content
-    late = {**first["shop-refuse"], "attempt": 1, "reward": None, "system_error": "db down"}  # stamped as that task's own record
+    late = first["shop-refuse"].model_copy(update={"attempt": 1, "reward": None, "system_error": "db down"})  # stamped as that task's own record
     holder.write(late)
     holder.close()
-    assert read_records(path)[-2:] == [broken, late]  # both reached the file, none went to a replaced copy
+    assert [r.model_dump() for r in read_records(path)[-2:]] == [broken.model_dump(), late.model_dump()]  # both reached the file
     s = run(pairs, RunConfig(agent="scripted:gold", k=2), SqliteBackend(), path)  # released: the next run resumes
     assert (s.ran, s.skipped) == (3, 3)
     assert keys(read_records(path)) == sorted((t.id, a) for t in shop.tasks for a in range(2))
@@ -132,10 +132,10 @@ def test_a_run_cannot_rewrite_a_file_another_writer_holds(tmp_path, shop):
 def test_a_rewrite_through_the_writer_keeps_appending_to_the_new_file(tmp_path):
     path = tmp_path / "r.jsonl"
     with ResultsWriter(path) as writer:
-        writer.write({"task_id": "t", "attempt": 0, "reward": None, "system_error": "x"})
-        writer.rewrite([{"task_id": "t", "attempt": 1, "reward": 1}])
-        writer.write({"task_id": "t", "attempt": 2, "reward": 1})
-    assert [r["attempt"] for r in read_records(path)] == [1, 2]
+        writer.write(AttemptRecord.model_validate({"task_id": "t", "attempt": 0, "reward": None, "system_error": "x"}))
+        writer.rewrite([AttemptRecord.model_validate({"task_id": "t", "attempt": 1, "reward": 1})])
+        writer.write(AttemptRecord.model_validate({"task_id": "t", "attempt": 2, "reward": 1}))
+    assert [r.attempt for r in read_records(path)] == [1, 2]
 
 
 def test_a_killed_holder_leaves_the_file_free(tmp_path):
@@ -153,8 +153,8 @@ def test_a_killed_holder_leaves_the_file_free(tmp_path):
         proc.wait()
     assert path.with_name(path.name + ".lock").exists()  # left behind by the killed holder
     with ResultsWriter(path) as writer:
-        writer.write({"task_id": "t", "attempt": 0, "reward": 1})
-    assert [r["attempt"] for r in read_records(path)] == [0]
+        writer.write(AttemptRecord.model_validate({"task_id": "t", "attempt": 0, "reward": 1}))
+    assert [r.attempt for r in read_records(path)] == [0]
 
 
 # -- options checked where they are parsed (#15 item 11) ----------------------------------------------------
@@ -281,7 +281,7 @@ def _with_a_system_error(path: Path, shop) -> bytes:
     run([(t, shop) for t in shop.tasks], RunConfig(agent="scripted:gold", k=1), SqliteBackend(), path)
     records = read_records(path)
     with path.open("a") as f:
-        f.write(json.dumps({**records[0], "attempt": 1, "reward": None, "system_error": "db down"}) + "\n")
+        f.write(records[0].model_copy(update={"attempt": 1, "reward": None, "system_error": "db down"}).to_line())
     return path.read_bytes()
 
 
@@ -319,13 +319,13 @@ def stat_mode(path: Path) -> int:
 STALE_LOCK = """
 import os, pwd, sys
 from pathlib import Path
-from groundstate.results import ResultsWriter
+from groundstate.results import AttemptRecord, ResultsWriter
 if os.geteuid() == 0:
     nobody = pwd.getpwnam("nobody")
     os.setgid(nobody.pw_gid)
     os.setuid(nobody.pw_uid)
 with ResultsWriter(Path(sys.argv[1])) as w:
-    w.write({"task_id": "t", "attempt": 0, "reward": 1})
+    w.write(AttemptRecord.model_validate({"task_id": "t", "attempt": 0, "reward": 1}))
 print("ok")
 """
 
@@ -346,7 +346,7 @@ def test_a_stale_lock_file_of_another_user_does_not_block_the_next_run():
         stale.chmod(0o644)  # root's, not writable by nobody
         proc = subprocess.run([sys.executable, "-c", STALE_LOCK, str(path)], capture_output=True, text=True, timeout=60, cwd=folder)
         assert proc.stdout.strip() == "ok", proc.stderr[-2000:]
-        assert [r["attempt"] for r in read_records(path)] == [0] and not stale.exists()
+        assert [r.attempt for r in read_records(path)] == [0] and not stale.exists()
     finally:
         shutil.rmtree(folder)
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from groundstate.state.db import Db
-from groundstate.tasks import DOMAINS_DIR, load_domain
+from groundstate.domain import DOMAINS_DIR, load_domain
 from groundstate.tools import Toolset
 
 RETAIL = DOMAINS_DIR / "retail"
@@ -392,7 +392,7 @@ def test_every_gold_replays_and_changes_the_world(domain, base_image):
 
 
 def test_taskgen_reproduces_the_task_file_byte_for_byte():
-    from groundstate.tasks import load_domain, render_generated_tasks
+    from groundstate.domain import load_domain, render_generated_tasks
 
     path, text = render_generated_tasks(load_domain("retail"))
     assert text == path.read_text(encoding="utf-8"), "tasks/retail.yaml is stale: run  groundstate tasks generate --domain retail"

@@ -18,7 +18,7 @@ SHOP = str(Path(__file__).parent / "fixtures" / "shop")
 
 
 def keys(records):
-    return [(r["task_id"], r["attempt"]) for r in records]
+    return [(r.task_id, r.attempt) for r in records]
 
 
 def test_run_writes_one_record_per_key_and_resumes(tmp_path, shop):
@@ -29,8 +29,8 @@ def test_run_writes_one_record_per_key_and_resumes(tmp_path, shop):
     first = read_records(path)
     assert sorted(keys(first)) == sorted((t.id, a) for t in shop.tasks for a in range(4))
     for r in first:
-        assert set(r) >= {"task_id", "attempt", "reward", "system_error", "finish_reason", "agent", "model", "usage", "verdict", "trajectory", "timings"}
-        assert r["reward"] in (0, 1) and r["usage"].keys() == {"input_tokens", "output_tokens", "cached_input_tokens"}
+        assert set(r.model_dump()) >= {"task_id", "attempt", "reward", "system_error", "finish_reason", "agent", "model", "usage", "verdict", "trajectory", "timings"}
+        assert r.reward in (0, 1) and set(r.usage.model_dump()) == {"input_tokens", "output_tokens", "cached_input_tokens"}
     s = run(pairs, RunConfig(agent="scripted:noisy:0.5", k=4), SqliteBackend(), path)
     assert (s.ran, s.skipped) == (0, 12)
     assert read_records(path) == first
@@ -43,7 +43,7 @@ def test_same_seed_same_results_different_seed_differs(tmp_path, shop):
     rewards = []
     for i, seed in enumerate([0, 0, 1]):
         run(pairs, RunConfig(agent="scripted:noisy:0.5", k=8, seed=seed), SqliteBackend(), tmp_path / f"{i}.jsonl")
-        rewards.append({(r["task_id"], r["attempt"]): r["reward"] for r in read_records(tmp_path / f"{i}.jsonl")})
+        rewards.append({(r.task_id, r.attempt): r.reward for r in read_records(tmp_path / f"{i}.jsonl")})
     assert rewards[0] == rewards[1] and rewards[0] != rewards[2]
 
 
@@ -67,14 +67,14 @@ def test_system_errors_are_recorded_then_retried_without_duplicates(tmp_path, sh
     path = tmp_path / "results.jsonl"
     s = run(pairs, RunConfig(agent="scripted:gold", k=2), FlakyBackend({1, 4}), path)
     assert s.system_errors >= 1
-    errs = [r for r in read_records(path) if r["system_error"]]
-    assert errs and all(r["reward"] is None and "database went away" in r["system_error"] for r in errs)
+    errs = [r for r in read_records(path) if r.system_error]
+    assert errs and all(r.reward is None and "database went away" in r.system_error for r in errs)
     # --repair retries only the system errors; the file ends with exactly one clean record per key
     s2 = run(pairs, RunConfig(agent="scripted:gold", k=2), SqliteBackend(), path, repair=True)
     assert s2.ran == len(errs)
     final = read_records(path)
     assert sorted(keys(final)) == sorted((t.id, a) for t in shop.tasks for a in range(2))
-    assert all(r["system_error"] is None and r["reward"] == 1 for r in final)
+    assert all(r.system_error is None and r.reward == 1 for r in final)
 
 
 def test_a_truncated_last_line_is_cut_and_rerun(tmp_path, shop):
@@ -120,9 +120,9 @@ def test_sigkill_mid_run_then_resume_loses_and_repeats_nothing(tmp_path):
     after = read_records(path)
     assert len(after) == 3 * k
     assert len(set(keys(after))) == 3 * k
-    by_key = {(r["task_id"], r["attempt"]): r for r in after}
+    by_key = {(r.task_id, r.attempt): r for r in after}
     for r in before:
-        assert by_key[(r["task_id"], r["attempt"])] == r  # finished before the kill: kept exactly
+        assert by_key[(r.task_id, r.attempt)] == r  # finished before the kill: kept exactly
 
 
 def test_a_record_with_a_lone_surrogate_is_written_and_read_back(tmp_path, shop):
@@ -131,9 +131,8 @@ def test_a_record_with_a_lone_surrogate_is_written_and_read_back(tmp_path, shop)
     readable, by the writer and by a rewrite — also when another source (a server's diff) puts one in the verdict."""
     import asyncio
 
-    from groundstate.agents.base import AgentTurn, ToolCallRequest
+    from groundstate.types import AgentTurn, ToolCallRequest
     from groundstate.attempt import play
-    from groundstate.grading import grader_for
     from groundstate.results import ResultsWriter, rewrite_atomically
     from groundstate.runner import make_record
 
@@ -151,7 +150,7 @@ def test_a_record_with_a_lone_surrogate_is_written_and_read_back(tmp_path, shop)
 
     backend = SqliteBackend()
     task = shop.task("shop-cancel")
-    out = asyncio.run(play(task, shop, Agent(), None, backend=backend, grader=grader_for(backend)))
+    out = asyncio.run(play(task, shop, Agent(), None, backend=backend))
     assert out.verdict.system_error is None and out.trajectory.tool_calls[0]["ok"] is False
     assert "not valid Unicode" in out.trajectory.tool_calls[0]["result"]
     out.verdict.reasons.append(bad)  # e.g. a ThinkingBox server's diff item: text the episode does not clean
@@ -161,19 +160,21 @@ def test_a_record_with_a_lone_surrogate_is_written_and_read_back(tmp_path, shop)
     writer.write(record)
     writer.close()
     [back] = read_records(path)
-    assert back["trajectory"]["tool_calls"][0]["arguments"] == '{"order_id": "caf\ufffde"}' and back["reward"] == 0
-    assert back["verdict"]["reasons"][-1] == bad and back["trajectory"]["messages"][-1]["content"] == "caf\ufffde"
-    rewrite_atomically(path, [back, {**back, "attempt": 1}])
-    assert [r["attempt"] for r in read_records(path)] == [0, 1]
+    assert back.trajectory["tool_calls"][0]["arguments"] == '{"order_id": "caf\ufffde"}' and back.reward == 0
+    assert back.verdict["reasons"][-1] == bad and back.trajectory["messages"][-1]["content"] == "caf\ufffde"
+    rewrite_atomically(path, [back, back.model_copy(update={"attempt": 1})])
+    assert [r.attempt for r in read_records(path)] == [0, 1]
 
 
 def test_outcome_counts_unjudged_and_system_errors_apart():
     """The run/probe progress line never counts an unjudged rubric attempt or a system error as a fail."""
-    from groundstate.runner import outcome, progress_status
+    from groundstate.results import AttemptRecord
+    from groundstate.runner import progress_status
 
-    records = [{"reward": 1}, {"reward": 0}, {"reward": None, "unjudged": True}, {"reward": None, "system_error": "db down"}]
+    records = [AttemptRecord(task_id="t", attempt=a, **fields) for a, fields in enumerate(
+        [{"reward": 1}, {"reward": 0}, {"reward": None, "unjudged": True}, {"reward": None, "system_error": "db down"}])]
     tally = {"pass": 0, "fail": 0, "system_error": 0, "unjudged": 0}
     for r in records:
-        tally[outcome(r)] += 1
+        tally[r.outcome] += 1
     assert tally == {"pass": 1, "fail": 1, "system_error": 1, "unjudged": 1}
     assert progress_status(tally) == "pass 1 · fail 1 · system errors 1 · unjudged 1"

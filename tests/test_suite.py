@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from groundstate.cli import app
-from groundstate.tasks import bundled_domains, iter_tasks, load_domain, render_generated_tasks
+from groundstate.domain import bundled_domains, iter_tasks, load_domain, render_generated_tasks
 
 TRAINING = ["retail", "helpdesk", "banking"]
 BENCHMARK = ["travel", "insurance", "hr"]

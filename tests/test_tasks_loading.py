@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from groundstate.tasks import Domain, Task, TaskFileError, load_domain
+from groundstate.tasks import Task, TaskFileError
+from groundstate.domain import Domain, load_domain
 
 FIXTURE = Path(__file__).parent / "fixtures" / "shop"
 

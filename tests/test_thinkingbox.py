@@ -15,15 +15,15 @@ import psutil
 import pytest
 import yaml
 from openai_stub import OpenAIStub, text, tool_call
-from tb_standin import AGENT, CUSTOM, FRAMEWORK, GROUP1, HELPERS, SCENARIO, SERVER, write_dataset
+from tb_standin import FRAMEWORK, GROUP1, HELPERS, SCENARIO, SERVER, write_dataset
 
 from groundstate.agents.scripted import ScriptedAgent, ScriptedUser, make_scripted_agent
 from groundstate.attempt import play
-from groundstate.grading import grader_for
 from groundstate.selectors import select_tasks
 from groundstate.state import make_backend
 from groundstate.tasks import TaskFileError
 from groundstate.thinkingbox import TbDomain, deep_merge, load_thinkingbox, merge_init
+from groundstate.types import EpisodeLimits
 
 @pytest.fixture(scope="module")
 def tb(tmp_path_factory) -> dict[str, Path]:
@@ -58,7 +58,7 @@ def _new_pids(tb: dict[str, Path], before: set[str]) -> list[int]:
 
 def _play(task, domain, agent, judge=None):
     be = make_backend("sqlite")
-    return asyncio.run(play(task, domain, agent, ScriptedUser([]), backend=be, grader=grader_for(be), judge=judge))
+    return asyncio.run(play(task, domain, agent, ScriptedUser([]), backend=be, judge=judge))
 
 
 # -- the format: parsing, merging, hydration, errors (no server) ------------------------------------
@@ -198,9 +198,9 @@ def test_reserved_and_unlisted_tools_are_hidden_and_refused(tb):
 
 
 async def _schemas(task, domain) -> list[dict[str, Any]]:
-    env = await domain.open_environment(task)
+    env = await domain.open_environment(task, make_backend("sqlite"), EpisodeLimits())
     try:
-        return env.toolset.openai_schemas()
+        return env.tool_schemas()
     finally:
         await env.close()
 
@@ -282,7 +282,7 @@ def test_concurrent_attempts_get_their_own_server_process_and_the_same_verdict(t
 
     async def attempts():
         be, barrier = make_backend("sqlite"), asyncio.Barrier(n)
-        return await asyncio.gather(*(play(task, domain, TogetherAgent(barrier), ScriptedUser([]), backend=be, grader=grader_for(be))
+        return await asyncio.gather(*(play(task, domain, TogetherAgent(barrier), ScriptedUser([]), backend=be)
                                       for _ in range(n)))
 
     outs = asyncio.run(attempts())
@@ -318,12 +318,12 @@ def test_run_records_metrics_and_compare(tb, runs):
     from groundstate.results import read_records
 
     gold = read_records(runs["gold"])
-    assert sorted((r["task_id"], r["attempt"]) for r in gold) == [
+    assert sorted((r.task_id, r.attempt) for r in gold) == [
         (f"standin_bank_group1.py:test_{t}", a) for t in ("ticket", "transfer") for a in (0, 1)]
-    by_task = {(r["task_id"].split(":")[1], r["attempt"]): r for r in gold}
-    assert all(by_task[("test_transfer", a)]["reward"] == 1 for a in (0, 1))
-    assert all(by_task[("test_ticket", a)]["unjudged"] and by_task[("test_ticket", a)]["reward"] is None for a in (0, 1))
-    assert {r["domain"] for r in gold} == {"standin_bank"} and all(r["system_error"] is None for r in gold)
+    by_task = {(r.task_id.split(":")[1], r.attempt): r for r in gold}
+    assert all(by_task[("test_transfer", a)].reward == 1 for a in (0, 1))
+    assert all(by_task[("test_ticket", a)].unjudged and by_task[("test_ticket", a)].reward is None for a in (0, 1))
+    assert {r.domain for r in gold} == {"standin_bank"} and all(r.system_error is None for r in gold)
     assert not [p for p in tb["pids"].glob("*.pid") if _alive(int(p.stem))]  # every server of both runs is gone
     runner = CliRunner()
     m = json.loads(runner.invoke(app, ["metrics", str(runs["gold"]), "--json"]).stdout)
@@ -380,7 +380,7 @@ def test_grpo_groups_get_thinkingbox_rewards(tb):
             return agent
 
     be = make_backend("sqlite")
-    groups, stats = asyncio.run(GroupSampler(pairs, Policy(), be, grader_for(be), group_size=2, refill_ratio=0).step(pairs))
+    groups, stats = asyncio.run(GroupSampler(pairs, Policy(), be, group_size=2, refill_ratio=0).step(pairs))
     assert sorted(r.reward for r in groups[0]) == [0.0, 1.0] and stats.informative == 1 and stats.system_error_groups == 0
 
 
@@ -462,8 +462,8 @@ def test_openai_agent_user_and_judge_over_http(tb, tmp_path):
     assert first["messages"][0] == {"role": "system", "content": "You are an AI Agent. Help users achieve their objectives.\n\nCurrent date: 2026-01-01"}
     assert "My card for account A2 was stolen" in simulated
     assert "Does the reply tell the customer that a ticket was opened?" in judged and "opened a ticket about your stolen card" in judged
-    assert record["system_error"] is None and record["reward"] == 1 and not record["unjudged"], record["verdict"]
-    assert record["finish_reason"] == "user_done" and [c["name"] for c in record["trajectory"]["tool_calls"]] == ["create_ticket"]
+    assert record.system_error is None and record.reward == 1 and not record.unjudged, record.verdict
+    assert record.finish_reason == "user_done" and [c["name"] for c in record.trajectory["tool_calls"]] == ["create_ticket"]
 
 
 FASTMCP_PYTHON = os.environ.get("GROUNDSTATE_TB_FASTMCP_PYTHON")
@@ -532,7 +532,7 @@ def test_ray_runs_thinkingbox_tasks_like_the_local_runner(tb, runs, tmp_path):
     r = CliRunner().invoke(app, ["run", "--agent", "scripted:gold", "--tasks", selector, "--k", "2", "--tb-servers", str(tb["servers_ok"]),
                                  "--tb-no-sources", "--out", str(path), "--ray", "local", "--ray-cpus", "2"])
     assert r.exit_code == 0, r.output
-    essence = lambda recs: {(x["task_id"], x["attempt"]): (x["reward"], x["unjudged"], x["system_error"]) for x in recs}  # noqa: E731
+    essence = lambda recs: {(x.task_id, x.attempt): (x.reward, x.unjudged, x.system_error) for x in recs}  # noqa: E731
     assert essence(read_records(path)) == essence(read_records(runs["gold"]))
     pids = _new_pids(tb, before)
     assert len(pids) == 4 and not [p for p in pids if _alive(p)]
@@ -542,12 +542,12 @@ def test_thinkingbox_tasks_travel_by_reference_to_other_processes(tb):
     """Ray actors and verl's agent-loop workers get `(domain reference, task id)`, never pickled objects: the
     reference of a ThinkingBox case (dataset, test list, servers, --tb-no-sources) resolves, in a fresh
     resolver, to the same task and a domain that plays it to the same verdict; verl's parquet rows carry it."""
-    from groundstate.refs import TaskResolver, domain_ref
+    from groundstate.refs import TaskResolver
     from groundstate.train.verl.dataset import task_rows
 
     pairs = _pairs(tb, "transfer")
     (task, domain), = pairs
-    ref = domain_ref(domain)
+    ref = domain.ref()
     [row] = task_rows(pairs)
     assert row["extra_info"]["domain"] == ref and row["extra_info"]["task_id"] == task.id
     task2, domain2 = TaskResolver().resolve(ref, task.id)
@@ -736,7 +736,7 @@ def _servers(tb, tmp_path, env: dict[str, str], **bounds) -> Path:
 def _guarded_play(task, domain, agent, guard_s: float = 120.0, **kw):
     """`play`, failing the test (never hanging it) when the attempt does not end within `guard_s`."""
     be = make_backend("sqlite")
-    return asyncio.run(asyncio.wait_for(play(task, domain, agent, ScriptedUser([]), backend=be, grader=grader_for(be), **kw), guard_s))
+    return asyncio.run(asyncio.wait_for(play(task, domain, agent, ScriptedUser([]), EpisodeLimits(**kw), backend=be), guard_s))
 
 
 @pytest.mark.parametrize("startup", ["silent", "garbage"])
@@ -827,7 +827,7 @@ def test_spin(x: TestContext, judge: Judge):
     r = CliRunner().invoke(app, ["run", "--agent", "scripted:noop", "--tasks", f"thinkingbox:{ds}::{lst}", "--tb-servers", str(tb["servers_ok"]),
                                  "--tb-no-sources", "--grade-timeout", "2", "--out", str(results)])
     (record,) = read_records(results)
-    assert "ran past the grading bound of 2 s (--grade-timeout)" in record["system_error"], r.output
+    assert "ran past the grading bound of 2 s (--grade-timeout)" in record.system_error, r.output
 
 
 def test_thinkingbox_effects_that_never_come_are_cut_off_by_the_grading_bound(tb, tmp_path):
@@ -845,7 +845,7 @@ def test_a_native_golden_replay_that_hangs_is_cut_off_by_the_grading_bound(backe
     import threading
 
     from groundstate.grading import Grader
-    from groundstate.tasks import iter_tasks
+    from groundstate.domain import iter_tasks
 
     release = threading.Event()
     monkeypatch.setattr(Grader, "golden", lambda self, task, template: release.wait(60))  # a gold replay that never ends
@@ -853,8 +853,7 @@ def test_a_native_golden_replay_that_hangs_is_cut_off_by_the_grading_bound(backe
 
     async def attempt():
         try:
-            return await asyncio.wait_for(play(task, domain, make_scripted_agent("scripted:gold", task, domain), ScriptedUser([]),
-                                               backend=backend, grader=Grader(backend), grade_timeout=1), 60)
+            return await asyncio.wait_for(play(task, domain, make_scripted_agent("scripted:gold", task, domain), ScriptedUser([]), EpisodeLimits(grade_timeout=1), backend=backend), 60)
         finally:
             release.set()
 
@@ -868,7 +867,7 @@ def test_a_native_grade_that_hangs_is_cut_off_by_the_grading_bound(backend):
     import threading
 
     from groundstate.judge import Judge
-    from groundstate.tasks import iter_tasks
+    from groundstate.domain import iter_tasks
 
     release = threading.Event()
 
@@ -883,9 +882,7 @@ def test_a_native_grade_that_hangs_is_cut_off_by_the_grading_bound(backend):
 
     async def attempt():
         try:
-            return await asyncio.wait_for(play(task, domain, make_scripted_agent("scripted:gold", task, domain), ScriptedUser([]),
-                                               backend=backend, grader=grader_for(backend),
-                                               judge=Judge("openai:judge@http://x", client=client), grade_timeout=1), 60)
+            return await asyncio.wait_for(play(task, domain, make_scripted_agent("scripted:gold", task, domain), ScriptedUser([]), EpisodeLimits(grade_timeout=1), backend=backend, judge=Judge("openai:judge@http://x", client=client)), 60)
         finally:
             release.set()  # before asyncio.run waits for its worker threads
 

@@ -10,7 +10,7 @@ from typing import Literal, Optional
 import pytest
 
 from groundstate.state.sqlite import SqliteBackend
-from groundstate.tasks import load_domain
+from groundstate.domain import load_domain
 from groundstate.tools import ToolError, ToolSpec, Toolset, tool
 
 FIXTURE = Path(__file__).parent / "fixtures" / "shop"

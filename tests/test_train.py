@@ -11,9 +11,10 @@ pytest.importorskip("trl")
 from groundstate.agents.toolcall_format import render_tool_call  # noqa: E402
 from groundstate.grading import grader_for, replay  # noqa: E402
 from groundstate.runner import RunConfig, run  # noqa: E402
+from groundstate.types import EpisodeLimits  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
-from groundstate.tasks import Domain  # noqa: E402
-from groundstate.train.policy import PROMPT_FLAGS, BatchedPolicy  # noqa: E402
+from groundstate.domain import Domain  # noqa: E402
+from groundstate.agents.local import PROMPT_FLAGS, BatchedPolicy  # noqa: E402
 from groundstate.train.tiny import domain_corpus, save_tiny  # noqa: E402
 from groundstate.train.trl_engine import TrainConfig, train_trl  # noqa: E402
 
@@ -55,7 +56,8 @@ def test_two_grpo_steps_update_the_policy_filter_refill_and_reward_with_verdicts
     pairs = [(t, domain) for t in domain.tasks]
     backend = SqliteBackend()
     out = tmp_path / "grpo"
-    cfg = TrainConfig(group_size=4, tasks_per_step=2, steps=2, lr=5e-2, save_steps=1, max_new_tokens=24, max_context=256, refill_ratio=1.0)
+    cfg = TrainConfig(group_size=4, tasks_per_step=2, steps=2, lr=5e-2, save_steps=1, max_new_tokens=24, max_context=256, refill_ratio=1.0,
+                      max_turns=6)
     from transformers import AutoModelForCausalLM
 
     before = {k: v.clone() for k, v in AutoModelForCausalLM.from_pretrained(tiny_dir).state_dict().items()}
@@ -85,10 +87,11 @@ def test_two_grpo_steps_update_the_policy_filter_refill_and_reward_with_verdicts
 
 def test_a_saved_checkpoint_runs_as_hf_agent(tiny_dir, tmp_path):
     domain = Domain(SHOP)
-    summary = run([(domain.task("shop-cancel"), domain)], RunConfig(agent=f"hf:{tiny_dir}", k=2, sampling={"max_tokens": 8}, max_turns=2),
+    summary = run([(domain.task("shop-cancel"), domain)], RunConfig(agent=f"hf:{tiny_dir}", k=2, sampling={"max_tokens": 8},
+                                                                  limits=EpisodeLimits(max_turns=2)),
                   SqliteBackend(), tmp_path / "r.jsonl")
     assert summary.ran == 2 and summary.system_errors == 0
     from groundstate.results import read_records
 
     recs = read_records(tmp_path / "r.jsonl")
-    assert all(r["finish_reason"] in ("max_turns", "user_done", "agent_done") and r["usage"]["output_tokens"] > 0 for r in recs)
+    assert all(r.finish_reason in ("max_turns", "user_done", "agent_done") and r.usage.output_tokens > 0 for r in recs)

@@ -8,29 +8,52 @@ from __future__ import annotations
 
 from typing import Any
 
-from groundstate.agents.base import Agent, AgentTurn, ToolCallRequest, Usage, UserSimulator
 from groundstate.agents.scripted import ScriptedAgent, ScriptedUser, make_scripted_agent
+from groundstate.tasks import Task
+from groundstate.types import Agent, Domain, UserSimulator
 
-__all__ = ["Agent", "AgentTurn", "ToolCallRequest", "Usage", "UserSimulator", "ScriptedAgent", "ScriptedUser", "make_agent", "make_user"]
+__all__ = ["AgentSource", "ScriptedAgent", "ScriptedUser", "make_agent", "make_user"]
 
-
-def make_agent(spec: str, task: Any, domain: Any, attempt: int = 0, seed: int = 0, sampling: dict[str, Any] | None = None) -> Agent:
-    """An agent for one attempt. Model-backed agents ignore task and attempt (callers may share them)."""
-    kind = spec.split(":", 1)[0]
-    if kind == "scripted":
-        return make_scripted_agent(spec, task, domain, attempt, seed)
-    if kind == "openai":
-        from groundstate.agents.openai_compat import make_openai_agent
-
-        return make_openai_agent(spec, sampling or {})
-    if kind == "hf":
-        from groundstate.agents.hf import make_hf_agent
-
-        return make_hf_agent(spec, sampling or {})
-    raise ValueError(f"unknown agent spec {spec!r}: use scripted:gold|noop|noisy:P, openai:MODEL[@URL] or hf:PATH")
+AGENT_SPECS = "scripted:gold|noop|noisy:P, openai:MODEL[@URL] or hf:PATH"
 
 
-def make_user(spec: str, task: Any) -> UserSimulator:
+class AgentSource:
+    """The agents of one run's attempts, from one spec.
+
+    Scripted agents are made per attempt (they replay the attempt's task, seeded by task, attempt and `seed`). A local
+    model (`hf:PATH`) is loaded once, on first use, and batched across the attempts in flight, each attempt with its
+    own token-exact record (`agents.local.BatchedPolicy`). An endpoint client (`openai:`) is made once and shared.
+    """
+
+    def __init__(self, spec: str, sampling: dict[str, Any] | None = None, seed: int = 0):
+        kind = spec.split(":", 1)[0]
+        if kind not in ("scripted", "openai", "hf"):
+            raise ValueError(f"unknown agent spec {spec!r}: use {AGENT_SPECS}")
+        self.spec, self.kind, self.sampling, self.seed = spec, kind, dict(sampling or {}), seed
+        self._shared: Any = None
+
+    def for_attempt(self, task: Task, domain: Domain, attempt: int) -> Agent:
+        if self.kind == "scripted":
+            return make_scripted_agent(self.spec, task, domain, attempt, self.seed)
+        if self._shared is None:
+            if self.kind == "hf":
+                from groundstate.agents.local import BatchedPolicy, SamplingParams
+
+                self._shared = BatchedPolicy.from_pretrained(self.spec.removeprefix("hf:"), SamplingParams.from_options(self.sampling),
+                                                             seed=self.seed)
+            else:
+                from groundstate.agents.openai_compat import make_openai_agent
+
+                self._shared = make_openai_agent(self.spec, self.sampling)
+        return self._shared.agent() if self.kind == "hf" else self._shared
+
+
+def make_agent(spec: str, task: Task, domain: Domain, attempt: int = 0, seed: int = 0, sampling: dict[str, Any] | None = None) -> Agent:
+    """An agent for one attempt (a run makes its agents with one `AgentSource`, which shares models between attempts)."""
+    return AgentSource(spec, sampling, seed).for_attempt(task, domain, attempt)
+
+
+def make_user(spec: str, task: Task) -> UserSimulator:
     """The simulated user of one attempt."""
     if spec in ("scripted", "scripted:task"):
         return ScriptedUser(task.user.script)

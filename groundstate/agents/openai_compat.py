@@ -27,7 +27,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 import openai
 from openai import AsyncOpenAI, OpenAI
 
-from groundstate.agents.base import AgentTurn, ToolCallRequest, Usage
+from groundstate.types import AgentTurn, ToolCallRequest, Usage
 from groundstate.tasks import Task
 
 T = TypeVar("T")

@@ -12,9 +12,9 @@ import hashlib
 import random
 from typing import Any
 
-from groundstate.agents.base import AgentTurn, ToolCallRequest
-from groundstate.tasks import Domain, Task
+from groundstate.tasks import Task
 from groundstate.tools.mutate import corrupt
+from groundstate.types import AgentTurn, Domain, ToolCallRequest
 
 
 class ScriptedAgent:

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from groundstate.agents.base import ToolCallRequest
+from groundstate.types import ToolCallRequest
 
 __all__ = ["ParsedResponse", "parse_response", "parse_tool_calls", "render_tool_call", "split_reasoning"]
 

@@ -1,9 +1,27 @@
-"""Backends (SQLite, PostgreSQL), sandboxes, canonical state and change sets."""
+"""Backends (SQLite, PostgreSQL), sandboxes, canonical state and change sets.
 
-from groundstate.state.base import Backend, Sandbox, Template
-from groundstate.state.changes import ChangeSet, Normaliser, RowChange
-from groundstate.state.db import Db
-from groundstate.state.postgres import PostgresBackend, make_backend
-from groundstate.state.sqlite import SqliteBackend
+`make_backend(name, dsn)` is the one place a backend is built from its name; each backend lives in its own
+module (`state.sqlite`, `state.postgres`), imported only when it is asked for.
+"""
 
-__all__ = ["Backend", "Sandbox", "Template", "ChangeSet", "Normaliser", "RowChange", "Db", "SqliteBackend", "PostgresBackend", "make_backend"]
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from groundstate.state.base import Backend
+
+BACKENDS = ("sqlite", "postgres")
+
+
+def make_backend(name: str, dsn: str | None = None, **kw: Any) -> "Backend":
+    """A backend by name: `sqlite` (default) or `postgres` (`dsn`, default `$GROUNDSTATE_PG_DSN`); `ValueError` otherwise."""
+    if name == "sqlite":
+        from groundstate.state.sqlite import SqliteBackend
+
+        return SqliteBackend(**kw)
+    if name in ("postgres", "postgresql", "pg"):
+        from groundstate.state.postgres import PostgresBackend
+
+        return PostgresBackend(dsn, **kw)
+    raise ValueError(f"unknown backend {name!r}: use sqlite or postgres")

@@ -14,22 +14,64 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator
+import datetime as dt
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Protocol
 
 from groundstate.state.capture import LOG_TABLE
 from groundstate.state.changes import ChangeSet, Normaliser, RowChange, canon_value
 from groundstate.state.db import Db, check_identifier
 
-if TYPE_CHECKING:
-    from groundstate.tasks import Domain
 
 
-def patch_key(domain: "Domain", patch: dict[str, list[dict[str, Any]]]) -> str:
+class WorldTools(Protocol):
+    """A world's tools as a backend's grader replays them (`groundstate.tools.Toolset` is one)."""
+
+    def call(self, db: Db, name: str, arguments: Any) -> Any: ...
+
+    def openai_schemas(self) -> list[dict[str, Any]]: ...
+
+
+class WorldConfig(Protocol):
+    """The settings of a world that its state depends on."""
+
+    description: str
+    today: dt.date  # the date tools see as today (`Db.today`)
+    volatile: Mapping[str, list[str]]  # columns masked before comparison (timestamps)
+    free_text: Mapping[str, list[str]]  # columns compared by presence, not wording
+    json_columns: Mapping[str, list[str]]  # columns canonicalised as JSON
+
+
+class World(Protocol):
+    """What a backend needs of a domain to build its worlds (a SQL domain folder, `groundstate.domain.Domain`, is one):
+    the portable schema, the deterministic seed, the tables' columns and keys, the tools (to replay gold), and
+    where its files are (errors name them)."""
+
+    name: str
+    path: Path
+    schema_sql: str
+    columns: dict[str, list[str]]
+    primary_keys: dict[str, list[str]]
+    config: WorldConfig
+    tools: WorldTools
+
+    @property
+    def content_hash(self) -> str: ...
+
+    @property
+    def tables(self) -> list[str]: ...
+
+    def seed_rows(self, scale: float = 1.0) -> dict[str, list[dict[str, Any]]]: ...
+
+    def system_prompt(self) -> str: ...
+
+
+def patch_key(domain: World, patch: dict[str, list[dict[str, Any]]]) -> str:
     body = json.dumps(patch, sort_keys=True, default=str)
     return hashlib.sha256(f"{domain.name}:{domain.content_hash}:{body}".encode()).hexdigest()[:16]
 
 
-def apply_patch(db: Db, domain: "Domain", patch: dict[str, list[dict[str, Any]]]) -> None:
+def apply_patch(db: Db, domain: World, patch: dict[str, list[dict[str, Any]]]) -> None:
     """Upsert the patch rows (portable: UPDATE by primary key, INSERT when nothing matched)."""
     for table, rows in patch.items():
         check_identifier(table)
@@ -53,7 +95,7 @@ class Template:
     """A task's start state, built once; sandboxes are opened from it."""
 
     backend: str
-    domain: "Domain"
+    domain: World
     key: str
     handle: Any = None  # backend-specific: serialized bytes (SQLite) or a database name (PostgreSQL)
     owner: "Backend | None" = field(default=None, repr=False)  # the backend that opens sandboxes from it
@@ -183,10 +225,18 @@ class Backend(ABC):
     max_open: int | None = None  # how many sandboxes may be open at once (None: no limit)
 
     @abstractmethod
-    def prepare(self, domain: "Domain", patch: dict[str, list[dict[str, Any]]] | None = None) -> Template: ...
+    def prepare(self, domain: World, patch: dict[str, list[dict[str, Any]]] | None = None) -> Template: ...
 
     @abstractmethod
     def open(self, template: Template) -> Sandbox: ...
+
+    def spec(self) -> tuple[str, str | None]:
+        """(name, DSN) from which `groundstate.state.make_backend` builds an equal backend in another process."""
+        return (self.name, None)
+
+    def cleanup_stale(self) -> list[str]:
+        """Drop what dead processes left behind on a shared server (their sandboxes); the names dropped."""
+        return []
 
     def close(self) -> None:
         """Release what the backend holds (templates, admin connections)."""

@@ -33,6 +33,11 @@ class Db:
         self.rows_read = 0  # rows fetched through this wrapper (tools and grader), for cost accounting
         self.revoked = False  # set when the attempt is over: a worker still running may start no new statement
 
+    @property
+    def broken(self) -> bool:
+        """Whether the connection to the database is gone (a server restart); an in-process SQLite one never is."""
+        return False
+
     def revoke(self) -> None:
         """Refuse every later statement (`RuntimeError`): the sandbox is being released under a running call."""
         self.revoked = True
@@ -119,6 +124,10 @@ class PgDb(Db):
     """
 
     dialect = "postgres"
+
+    @property
+    def broken(self) -> bool:
+        return bool(self.raw.broken)
 
     def _sql(self, sql: str) -> str:
         return sql.replace("%", "%%").replace("?", "%s")

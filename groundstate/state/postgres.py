@@ -39,20 +39,17 @@ import time
 import weakref
 import zlib
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator
 
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.pq import TransactionStatus
 
-from groundstate.state.base import Backend, Sandbox, Template, apply_patch, patch_key
+from groundstate.state.base import Backend, Sandbox, Template, World, apply_patch, patch_key
 from groundstate.state.capture import LOG_DDL, LOG_TABLE, postgres_triggers
 from groundstate.state.db import PgDb
 from groundstate.tasks import TaskFileError
-
-if TYPE_CHECKING:
-    from groundstate.tasks import Domain
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -275,7 +272,7 @@ class PostgresBackend(Backend):
                 lock_conn.execute("SELECT pg_advisory_unlock(%s)", (lock_id,))
 
     # -- templates -----------------------------------------------------------------------------
-    def _base(self, domain: "Domain") -> str:
+    def _base(self, domain: World) -> str:
         name = f"gs_base_{domain.name}_{domain.content_hash}_{str(self.scale).replace('.', '_')}"
 
         def fill(conn: psycopg.Connection) -> None:
@@ -308,7 +305,7 @@ class PostgresBackend(Backend):
             self._build(name, None, fill)
         return name
 
-    def prepare(self, domain: "Domain", patch: dict[str, list[dict[str, Any]]] | None = None) -> Template:
+    def prepare(self, domain: World, patch: dict[str, list[dict[str, Any]]] | None = None) -> Template:
         patch = patch or {}
         key = patch_key(domain, patch)
         with self._lock:
@@ -483,6 +480,9 @@ class PostgresBackend(Backend):
         rows = self._admin_execute("SELECT datname FROM pg_database WHERE datname LIKE %s", (pattern,))
         return [r[0] for r in rows]
 
+    def spec(self) -> tuple[str, str | None]:
+        return (self.name, self.dsn)
+
     def cleanup_stale(self) -> list[str]:
         """Drop sandbox databases left by processes of this machine that no longer run (a crash skips `close`).
 
@@ -509,7 +509,7 @@ class PostgresBackend(Backend):
             dropped.append(name)
         return dropped
 
-    def drop_templates(self, domain: "Domain | None" = None) -> None:
+    def drop_templates(self, domain: "World | None" = None) -> None:
         """Remove cached template databases (all of groundstate's, or one domain's bases)."""
         pattern = f"gs_base_{domain.name}_%" if domain else "gs\\_%"
         for (name,) in self._admin_execute("SELECT datname FROM pg_database WHERE datname LIKE %s", (pattern,)):
@@ -538,14 +538,3 @@ def _host_tag() -> str:
 def process_sandbox_prefix() -> str:
     """The name prefix of this process's sandbox databases: `gs_sb_<host>_<pid>_`."""
     return f"gs_sb_{_host_tag()}_{os.getpid()}_"
-
-
-def make_backend(name: str, dsn: str | None = None, **kw: Any) -> Backend:
-    """A backend by name: `sqlite` (default) or `postgres`."""
-    from groundstate.state.sqlite import SqliteBackend
-
-    if name == "sqlite":
-        return SqliteBackend(**kw)
-    if name in ("postgres", "postgresql", "pg"):
-        return PostgresBackend(dsn, **kw)
-    raise ValueError(f"unknown backend {name!r}: use sqlite or postgres")

@@ -9,15 +9,12 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from groundstate.state.base import Backend, Sandbox, Template, apply_patch, patch_key
+from groundstate.state.base import Backend, Sandbox, Template, World, apply_patch, patch_key
 from groundstate.state.capture import LOG_DDL, LOG_TABLE, sqlite_triggers
 from groundstate.state.db import Db
 from groundstate.tasks import TaskFileError
-
-if TYPE_CHECKING:
-    from groundstate.tasks import Domain
 
 
 def _connect() -> sqlite3.Connection:
@@ -102,7 +99,7 @@ class SqliteBackend(Backend):
         self._lock = threading.Lock()
         self.in_use = 0  # sandboxes open now: 0 once every attempt has closed its own (leaks show up here)
 
-    def _base(self, domain: "Domain") -> bytes:
+    def _base(self, domain: World) -> bytes:
         key = f"{domain.name}:{domain.content_hash}"
         if key not in self._bases:
             seed = domain.seed_rows(self.scale)
@@ -123,7 +120,7 @@ class SqliteBackend(Backend):
             conn.close()
         return self._bases[key]
 
-    def prepare(self, domain: "Domain", patch: dict[str, list[dict[str, Any]]] | None = None) -> Template:
+    def prepare(self, domain: World, patch: dict[str, list[dict[str, Any]]] | None = None) -> Template:
         patch = patch or {}
         key = patch_key(domain, patch) + f":{self.scale}"
         with self._lock:

@@ -11,7 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from groundstate.tasks import Task
-from groundstate.thinkingbox.dataset import TbCase, TbDataset, TbDomain, deep_merge, load_thinkingbox, merge_init
+from groundstate.thinkingbox.case import TbCase, deep_merge, merge_init
+from groundstate.thinkingbox.dataset import TbDataset, load_thinkingbox
+from groundstate.thinkingbox.domain import TbDomain
 from groundstate.thinkingbox.servers import ServerSpec, load_servers
 
 __all__ = ["ServerSpec", "TbCase", "TbDataset", "TbDomain", "configure_servers", "deep_merge", "load_servers", "load_thinkingbox",

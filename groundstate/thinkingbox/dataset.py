@@ -17,78 +17,28 @@ held by the case's `TbDomain`, which is what `groundstate.attempt.play` opens en
 from __future__ import annotations
 
 import ast
-import copy
 import functools
-import hashlib
 import importlib.util
 import sys
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pydantic
 import yaml
 
-from groundstate.tasks import Limits, Task, TaskFileError, ToolCall, UserSpec
-
-if TYPE_CHECKING:
-    from groundstate.thinkingbox.env import TbEnvironment
-    from groundstate.thinkingbox.servers import ServerSpec
+from groundstate.tasks import Limits, Task, TaskFileError, ToolCall, UserSpec, parse_yaml, read_data_file
+from groundstate.thinkingbox.case import TbCase, merge_init
+from groundstate.thinkingbox.domain import TbDomain
 
 CONFIG_FIELDS = ("scenario", "query", "user_context", "max_user_sim_turns", "max_agent_sim_turns", "bot_instructions",
                  "history", "init", "format_query", "tags")
 DEFAULT_AGENT = "think"
 RESERVED_PREFIX = "__reserved__"
 # The benchmark's checks: a test body made only of calls to these module helpers (recognised by what they read)
-# libyaml's safe loader when present (the benchmark's files hold megabytes of YAML), else PyYAML's: both are safe_load
-SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 HASH_HELPER = "validate_database"
 YESNO_HELPER = "validate_rubrics_yesno"
-
-
-@dataclass(frozen=True)
-class TbCase:
-    """What the bridge needs of one hydrated ThinkingBox test case, beside its `Task`."""
-
-    uid: str
-    file: Path
-    function: str
-    scenario: str
-    init: dict[str, dict[str, Any]]  # per server: the scenario's world_state merged with the test's init
-    tools: tuple[str, ...]  # the scenario's tools: the only ones the agent sees
-    overrides: dict[str, tuple[str | None, dict[str, str]]] = field(default_factory=dict)  # tool -> (description, argument descriptions)
-    check: str = "benchmark"  # "benchmark" (hash equality, + yes/no rubrics) or "python" (arbitrary test code)
-    test_code: str = ""  # the file with other test functions blanked (ThinkingBox's convention), for the framework path
-
-    def init_config(self, server: str, no_sources: bool = False) -> dict[str, Any]:
-        """The configuration `__reserved__init` gets; `no_sources` drops the knowledge-base `sources`."""
-        cfg = copy.deepcopy(self.init.get(server) or {})
-        if no_sources:
-            cfg.pop("sources", None)
-        return cfg
-
-
-# -- merging ---------------------------------------------------------------------------------------
-
-def deep_merge(a: Any, b: Any) -> Any:
-    """ThinkingBox's recursive merge: mappings merge key by key (b wins), lists concatenate, else b replaces a."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        out = copy.deepcopy(a)
-        for k, v in b.items():
-            out[k] = deep_merge(out[k], v) if k in out else copy.deepcopy(v)
-        return out
-    if isinstance(a, list) and isinstance(b, list):
-        return copy.deepcopy(a) + copy.deepcopy(b)
-    return copy.deepcopy(b)
-
-
-def merge_init(world_state: dict[str, Any], init: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Per server: the scenario's world_state merged with the test's init (ThinkingBox's `merge_init_config`)."""
-    out = {k: copy.deepcopy(v) for k, v in world_state.items()}
-    for server, cfg in init.items():
-        out[server] = deep_merge(out[server], cfg) if out.get(server) else copy.deepcopy(cfg)
-    return out
 
 
 # -- parsing test files with ast -------------------------------------------------------------------
@@ -173,7 +123,7 @@ def _yaml_literal(node: ast.stmt) -> str | None:
 
 def _load_yaml_literal(path: Path, text: str, where: str, uid: str | None) -> dict[str, Any]:
     try:
-        obj = yaml.load(text, Loader=SAFE_LOADER)  # noqa: S506 - a safe loader
+        obj = parse_yaml(text, f"{path}: {where}")
     except yaml.YAMLError as e:
         raise TaskFileError(path, f"the YAML of {where} is not valid: {e}", uid) from None
     if obj is None:
@@ -399,15 +349,6 @@ class _Agent(pydantic.BaseModel):
     system_instructions: str
 
 
-def _load_yaml_file(path: Path) -> Any:
-    try:
-        return yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)  # noqa: S506 - a safe loader
-    except yaml.YAMLError as e:
-        raise TaskFileError(path, f"not valid YAML: {e}") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise TaskFileError(path, f"cannot be read: {e}") from None
-
-
 def _validated(model: type[pydantic.BaseModel], path: Path, raw: Any) -> Any:
     if not isinstance(raw, dict):
         raise TaskFileError(path, "must be a YAML mapping")
@@ -434,7 +375,7 @@ class TbDataset:
             raise TaskFileError(self.agent_path, f"resolves outside {self.root / 'agent'}: the agent file must lie inside the dataset's agent/ folder")
         if not self.agent_path.is_file():
             raise TaskFileError(self.agent_path, f"agent {agent!r} not found (a dataset holds agent/<name>.yaml)")
-        self.agent = _validated(_Agent, self.agent_path, _load_yaml_file(self.agent_path))
+        self.agent = _validated(_Agent, self.agent_path, read_data_file(self.agent_path))
         self._scenarios: dict[str, _Scenario] = {}
 
     def scenario_path(self, name: str) -> Path:
@@ -447,7 +388,7 @@ class TbDataset:
                 raise TaskFileError(referrer, f"scenario {name!r} is not a file inside {self.root / 'scenario'}", uid, "scenario")
             if not path.is_file():
                 raise TaskFileError(referrer, f"scenario {name!r} not found: no {path}", uid, "scenario")
-            scenario = _validated(_Scenario, path, _load_yaml_file(path))
+            scenario = _validated(_Scenario, path, read_data_file(path))
             for i, tool in enumerate(scenario.tools):
                 for key in ("direct_response", "is_end_turn"):
                     if getattr(tool, key):
@@ -493,7 +434,7 @@ class TbDataset:
 
 def read_test_list(path: Path) -> list[tuple[str, str]]:
     """A test list: a YAML list of `file.py:test_name` selectors."""
-    raw = _load_yaml_file(path)
+    raw = read_data_file(path)
     if not isinstance(raw, list):
         raise TaskFileError(path, "a test list must be a YAML list of 'file.py:test_name' selectors")
     out = []
@@ -510,63 +451,6 @@ def _system_prompt(dataset: TbDataset, scenario: _Scenario, bot_instructions: st
     the scenario's and the test's bot instructions joined by a newline, as its `merge_bot_instructions` does."""
     bot = "\n".join(s for s in (scenario.bot_instructions, bot_instructions) if s is not None)
     return dataset.agent.system_instructions.rstrip() + (f"\n\n{bot}" if bot else "")
-
-
-class TbDomain:
-    """The groundstate domain of ThinkingBox cases sharing one scenario and one system prompt.
-
-    `play` opens an environment per attempt through `open_environment` (one server process per server of
-    the scenario, per attempt). `tools` describes the scenario's tools for the scripted noisy agent and
-    lint's mutants: argument types are not known before a server runs, so alternatives follow the gold
-    values, and every tool counts as one that may write.
-    """
-
-    def __init__(self, dataset: TbDataset, scenario: str, system_prompt: str, tool_names: tuple[str, ...]):
-        self.dataset = dataset
-        self.name = scenario
-        self._system_prompt = system_prompt
-        self.tools = GoldToolSpecs(tool_names)
-        self.cases: dict[str, TbCase] = {}
-        self.servers: dict[str, ServerSpec] | None = None
-        self.servers_file: Path | None = None
-        self.no_sources = False
-        # how this domain was loaded (dataset dir, test list, agent, allow_python), so that another process — a Ray
-        # actor — can load the very same cases (`ray_runner` sends it with the servers file, never pickled objects)
-        self.source: dict[str, Any] | None = None
-
-    def system_prompt(self) -> str:
-        return self._system_prompt
-
-    @functools.cached_property
-    def content_hash(self) -> str:
-        """Changes with the scenario, the agent prompt or any of this domain's test files."""
-        h = hashlib.sha256(self._system_prompt.encode())
-        files = {self.dataset.scenario_path(self.name)} | {c.file for c in self.cases.values()}
-        for f in sorted(files):
-            h.update(f.read_bytes())
-        return h.hexdigest()[:16]
-
-    def configure(self, servers: dict[str, ServerSpec] | None, servers_file: Path | None, no_sources: bool) -> None:
-        self.servers, self.servers_file, self.no_sources = servers, servers_file, no_sources
-
-    async def open_environment(self, task: Task) -> TbEnvironment:
-        from groundstate.thinkingbox.env import TbEnvironment
-
-        return await TbEnvironment.open(task, self)
-
-
-@dataclass
-class _GoldSpec:
-    name: str
-    write: bool = True
-    params: dict[str, Any] = field(default_factory=dict)  # unknown types: `alternative` follows the value
-
-
-class GoldToolSpecs:
-    """The `Toolset` surface that the noisy agent and lint's mutants read: `specs[name].write/.params`."""
-
-    def __init__(self, names: tuple[str, ...]):
-        self.specs = {n: _GoldSpec(n) for n in names}
 
 
 def framework_available() -> bool:
@@ -654,7 +538,7 @@ def hydrate(dataset: TbDataset, parsed: _ParsedFile, fn: _TestFunction, domains:
     prompt = _system_prompt(dataset, scenario, bot_instructions)
     key = (scenario_name, prompt)
     if key not in domains:
-        domains[key] = TbDomain(dataset, scenario_name, prompt, tool_names)
+        domains[key] = TbDomain(dataset.scenario_path(scenario_name), scenario_name, prompt, tool_names)
     domain = domains[key]
     try:
         task = Task(id=uid, domain=scenario_name, instruction=query, user=UserSpec(persona=user_context), patch=patch, gold=gold,

@@ -24,16 +24,15 @@ import copy
 import json
 import logging
 import tempfile
-from typing import TYPE_CHECKING, Any, TextIO
+from pathlib import Path
+from typing import Any, TextIO
 
-from groundstate.grading import Verdict
+from groundstate.deadlines import within
 from groundstate.tasks import Task
-from groundstate.thinkingbox.dataset import TbCase
-from groundstate.tools import ToolResult
+from groundstate.thinkingbox.case import TbCase
+from groundstate.thinkingbox.servers import ServerSpec
+from groundstate.types import EpisodeHang, EpisodeLimits, Judge, ToolResult, Trajectory, Verdict
 from groundstate.tools.mcp_client import McpToolset, McpToolsetError
-
-if TYPE_CHECKING:
-    from groundstate.thinkingbox.dataset import TbDomain
 
 INIT_TOOL = "__reserved__init"
 EFFECTS_TOOL = "__reserved__geteffects"
@@ -120,13 +119,15 @@ class ScenarioToolset:
 
 
 class TbEnvironment:
-    """The servers of one attempt of one ThinkingBox case (see the module docstring)."""
+    """The servers of one attempt of one ThinkingBox case (see the module docstring); a `groundstate.types.Environment`.
 
-    sandbox = None
-    offload = False
+    A tool call that alone outlasts the attempt's time limit (`limits.timeout`) ends the attempt with `EpisodeHang`.
+    """
 
-    def __init__(self, task: Task, domain: "TbDomain", case: TbCase):
-        self.task, self.domain, self.case = task, domain, case
+    def __init__(self, task: Task, case: TbCase, servers: dict[str, ServerSpec], servers_file: Path | None, no_sources: bool,
+                 system_prompt: str, limits: EpisodeLimits = EpisodeLimits()):
+        self.task, self.case, self.limits = task, case, limits
+        self.specs, self.servers_file, self.no_sources, self.system_prompt = servers, servers_file, no_sources, system_prompt
         self.servers: dict[str, McpToolset] = {}
         self.logs: dict[str, TextIO] = {}
         self.init_results: dict[str, dict[str, Any]] = {}  # what `__reserved__init` returned (ThinkingBox's `x.init_result`)
@@ -134,13 +135,10 @@ class TbEnvironment:
         self._stack = contextlib.AsyncExitStack()
 
     @classmethod
-    async def open(cls, task: Task, domain: "TbDomain") -> "TbEnvironment":
-        case = domain.cases.get(task.id)
-        if case is None:
-            raise TbServerError(f"task {task.id} is not a case of ThinkingBox scenario {domain.name}")
-        if domain.servers is None:
-            raise TbServerError(f"no servers file for ThinkingBox task {task.id}: pass --tb-servers servers.yaml")
-        env = cls(task, domain, case)
+    async def open(cls, task: Task, case: TbCase, servers: dict[str, ServerSpec], servers_file: Path | None, no_sources: bool,
+                   system_prompt: str, limits: EpisodeLimits = EpisodeLimits()) -> "TbEnvironment":
+        """Start the case's servers (from `servers`, read from `servers_file`) and initialise them; closed again on failure."""
+        env = cls(task, case, servers, servers_file, no_sources, system_prompt, limits)
         try:
             await env._start()
         except BaseException:
@@ -149,11 +147,11 @@ class TbEnvironment:
         return env
 
     async def _start(self) -> None:
-        specs = self.domain.servers or {}
+        specs = self.specs
         missing = [s for s in self.case.init if s not in specs]
         if missing:
             raise TbServerError(f"scenario {self.case.scenario} needs server(s) {', '.join(missing)}, which "
-                                f"{self.domain.servers_file} does not define (it has: {', '.join(specs)})")
+                                f"{self.servers_file} does not define (it has: {', '.join(specs)})")
         for name in self.case.init:
             spec = specs[name]
             log = self._stack.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace"))
@@ -170,7 +168,7 @@ class TbEnvironment:
             for reserved in (INIT_TOOL, EFFECTS_TOOL):
                 if reserved not in server:
                     raise TbServerError(f"server {name!r} has no {reserved} tool: it does not follow the ThinkingBox convention")
-            config = self.case.init_config(name, self.domain.no_sources)
+            config = self.case.init_config(name, self.no_sources)
             self.init_results[name] = await self._reserved(name, INIT_TOOL, {"config": config})
         routes: dict[str, tuple[str, McpToolset]] = {}
         for tool in self.case.tools:
@@ -191,10 +189,25 @@ class TbEnvironment:
         """`__reserved__geteffects` of every server, by server name (ThinkingBox's `x.effects`)."""
         return {name: await self._reserved(name, EFFECTS_TOOL, {}) for name in self.servers}
 
-    async def grade(self, task: Task, trajectory: Any, judge: Any = None) -> Verdict:
+    def initial_messages(self) -> list[dict[str, Any]]:
+        return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": self.task.instruction}]
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        return self.toolset.openai_schemas()
+
+    async def call_tool(self, name: str, arguments: Any) -> ToolResult:
+        timeout = self.limits.timeout
+        return await within(self.toolset.acall(name, arguments), timeout,
+                            lambda: EpisodeHang(f"tool {name} did not return within the attempt time limit ({timeout:g} s)"))
+
+    async def grade(self, trajectory: Trajectory | None, judge: Judge | None = None) -> Verdict:
         from groundstate.thinkingbox.grading import grade_case
 
-        return await grade_case(task, self.case, await self.effects(), trajectory, judge, self.init_results)
+        return await grade_case(self.task, self.case, await self.effects(), trajectory, judge, self.init_results)
+
+    async def changes(self) -> None:
+        """None: the servers own their state; only their effects (hashes) are seen."""
+        return None
 
     async def close(self) -> None:
         """Tear down and stop every server process of the attempt (always; also after a failed start)."""

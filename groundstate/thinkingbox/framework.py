@@ -28,9 +28,9 @@ import signal
 import sys
 from typing import Any
 
-from groundstate.grading import Verdict, system_error
+from groundstate.types import Verdict, system_error
 from groundstate.tasks import Task
-from groundstate.thinkingbox.dataset import TbCase
+from groundstate.thinkingbox.case import TbCase
 
 WORKER = "thinkingbox.cli.testscript_worker"
 # Handed to the worker when no judge is configured, for tests that never call it (the worker needs a

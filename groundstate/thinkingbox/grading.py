@@ -19,9 +19,10 @@ import asyncio
 import re
 from typing import Any
 
-from groundstate.grading import Verdict, system_error, with_rubrics
+from groundstate.grading import with_rubrics
+from groundstate.types import Verdict, system_error
 from groundstate.tasks import Task
-from groundstate.thinkingbox.dataset import TbCase
+from groundstate.thinkingbox.case import TbCase
 
 
 MAX_DIFF_ITEMS = 200  # per server, in the verdict (and so in every results record); the count is always reported

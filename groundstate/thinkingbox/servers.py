@@ -22,9 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 
-from groundstate.tasks import TaskFileError
+from groundstate.tasks import TaskFileError, read_data_file
 
 DEFAULT_STARTUP_TIMEOUT_S = 30.0  # spawn + initialize + tools/list; the benchmark's servers take 3-4 s
 DEFAULT_CALL_TIMEOUT_S = 300.0
@@ -66,12 +65,7 @@ def _spec(path: Path, name: str, raw: Any) -> ServerSpec:
 def load_servers(path: Path | str) -> dict[str, ServerSpec]:
     """Server specs by name; a malformed file fails naming the file and the field."""
     path = Path(path).resolve()
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        raise TaskFileError(path, f"not valid YAML: {e}") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise TaskFileError(path, f"cannot be read: {e}") from None
+    raw = read_data_file(path)
     if isinstance(raw, dict) and isinstance(raw.get("servers"), dict):
         raw = raw["servers"]
     if not isinstance(raw, dict) or not raw:

@@ -21,6 +21,8 @@ from typing import Any, Callable
 
 import pydantic
 
+from groundstate.types import ToolResult
+
 __all__ = ["tool", "ToolError", "ToolSpec", "ToolResult", "Toolset"]
 
 
@@ -93,13 +95,6 @@ def _shape_problem(fn: Callable, sig: inspect.Signature) -> str | None:
         if p.kind is inspect.Parameter.POSITIONAL_ONLY:
             return f"parameter {p.name} is positional-only; arguments are passed by name"
     return None
-
-
-@dataclass
-class ToolResult:
-    ok: bool
-    content: str  # what the agent sees: JSON of the return value, or the error message
-    write: bool = False
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """A toolset backed by an MCP server, for the episode loop in place of a domain's `Toolset`.
 
-    async with McpToolset.stdio(sys.executable, ["-m", "groundstate.cli_mcp", "--domain", "retail"]) as tools:
+    async with McpToolset.stdio(sys.executable, ["-m", "groundstate.cli.mcp", "--domain", "retail"]) as tools:
         tools.openai_schemas()                    # the server's tools/list, in the OpenAI `tools` format
         r = await tools.acall("get_order", {"order_id": 1})   # -> ToolResult(ok, content, write)
 
@@ -25,7 +25,7 @@ from mcp import Client, MCPError, StdioServerParameters, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
-from groundstate.tools import ToolResult
+from groundstate.types import ToolResult
 from groundstate.tools.stdio_transport import StdoutNoise, stdio_transport
 
 __all__ = ["McpToolset", "McpToolsetError"]

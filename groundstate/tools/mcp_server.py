@@ -35,7 +35,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import ipaddress
-import itertools
 import secrets
 import sys
 import uuid
@@ -52,14 +51,15 @@ from mcp.server.auth.settings import AuthSettings
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
-from groundstate.tools import ToolResult
+from groundstate.types import ToolResult
 from groundstate.tools.mcp_stdio import DEFAULT_MAX_PENDING, MAX_NESTING, stdio_streams
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
 
     from groundstate.state.base import Backend, Sandbox, Template
-    from groundstate.tasks import Domain, Task
+    from groundstate.state.base import World as Domain
+    from groundstate.tasks import Task
 
 __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
@@ -540,20 +540,6 @@ def build_http_app(
 
 
 # -- serving -------------------------------------------------------------------------------------
-def _grade_hook(task: "Task") -> SessionEndHook:
-    """Grade each session's final state when it ends, and print the verdict to stderr."""
-    counter = itertools.count(1)
-
-    def hook(sandbox: "Sandbox") -> None:
-        from groundstate.grading import grade
-
-        v = grade(task, sandbox)
-        print(f"[groundstate mcp] session {next(counter)} ended: task {task.id} reward={v.reward} "
-              f"({'; '.join(v.reasons)[:300]})", file=sys.stderr, flush=True)
-
-    return hook
-
-
 async def _stdio(server: Server[_Scope], max_pending: int = DEFAULT_MAX_PENDING) -> None:
     async with anyio.create_task_group() as tg:
 
@@ -592,8 +578,8 @@ async def _run_uvicorn(server: Any) -> None:
 
 
 async def serve_async(
-    domain: "Domain | str",
-    task: "Task | str | None" = None,
+    domain: "Domain",
+    task: "Task | None" = None,
     transport: str = "stdio",
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
@@ -603,20 +589,17 @@ async def serve_async(
     allow_remote: bool = False,
     path: str = "/mcp",
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
-    grade_on_end: bool = True,
+    on_session_end: SessionEndHook | None = None,
     max_sessions: int | None = DEFAULT_MAX_SESSIONS,
     session_wait: float = DEFAULT_SESSION_WAIT,
     max_pending: int = DEFAULT_MAX_PENDING,
 ) -> None:
     """Serve until stdin closes (stdio) or the process is interrupted (HTTP); see `serve`."""
     from groundstate.state.sqlite import SqliteBackend
-    from groundstate.tasks import load_domain
 
     host = host.strip("[]")  # "[::1]" -> "::1"
-    d = load_domain(domain) if isinstance(domain, str) else domain
-    t = d.task(task) if isinstance(task, str) else task
+    d, t, hook = domain, task, on_session_end
     be = backend if backend is not None else SqliteBackend()  # closed at the end only if created here
-    hook = _grade_hook(t) if (t is not None and grade_on_end) else None
     try:
         if transport == "stdio":
             server = await anyio.to_thread.run_sync(
@@ -649,8 +632,8 @@ async def serve_async(
 
 
 def serve(
-    domain: "Domain | str",
-    task: "Task | str | None" = None,
+    domain: "Domain",
+    task: "Task | None" = None,
     transport: str = "stdio",
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
@@ -660,7 +643,7 @@ def serve(
     allow_remote: bool = False,
     path: str = "/mcp",
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
-    grade_on_end: bool = True,
+    on_session_end: SessionEndHook | None = None,
     max_sessions: int | None = DEFAULT_MAX_SESSIONS,
     session_wait: float = DEFAULT_SESSION_WAIT,
     max_pending: int = DEFAULT_MAX_PENDING,
@@ -670,7 +653,8 @@ def serve(
     `transport="stdio"`: one session, on this process's stdin/stdout. `transport="http"`: streamable HTTP at
     `http://host:port/mcp`, loopback only unless `allow_remote=True`, every request needing
     `Authorization: Bearer <token>` (a random token is generated and printed to stderr when none is given).
-    With a task, each session's final state is graded when it ends and the verdict printed to stderr.
+    `on_session_end(sandbox)` runs when each session ends, before its sandbox is closed (`groundstate serve-mcp --task`
+    grades it there and prints the verdict to stderr).
     Limits: `max_sessions` sandboxes open at once, a first tool call waiting `session_wait` s for one before its
     error; HTTP sessions idle for `idle_timeout` s lose their sandbox; stdio serves `max_pending` requests at once.
     `backend` defaults to a new SQLite backend (closed on return); a backend passed in stays the caller's to close.
@@ -678,5 +662,5 @@ def serve(
     if transport == "http":
         check_host(host, allow_remote)
     anyio.run(lambda: serve_async(domain, task, transport, host, port, token, backend=backend, allow_remote=allow_remote,
-                                  path=path, idle_timeout=idle_timeout, grade_on_end=grade_on_end,
+                                  path=path, idle_timeout=idle_timeout, on_session_end=on_session_end,
                                   max_sessions=max_sessions, session_wait=session_wait, max_pending=max_pending))

@@ -6,11 +6,20 @@ import datetime as dt
 import random
 import types
 import typing
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
-from groundstate.tools import Toolset
+from groundstate.types import ToolCatalog
 
 Call = dict[str, Any]  # {"tool": name, "args": {...}}
+
+
+class Mutant(NamedTuple):
+    """The gold solution with one write call dropped, duplicated or with one argument changed (`kind`)."""
+
+    description: str
+    calls: list[Call]
+    index: int  # of the mutated call in `calls` (for a drop: where the dropped call was)
+    kind: Literal["drop", "duplicate", "change"]
 
 
 def _strip(annotation: Any) -> Any:
@@ -54,25 +63,25 @@ def alternative(annotation: Any, value: Any) -> Any:
     return None
 
 
-def mutants(gold: list[Call], toolset: Toolset) -> list[tuple[str, list[Call], int]]:
-    """(description, calls, index of the mutated call) for each write call: drop it, duplicate it, change each argument."""
+def mutants(gold: list[Call], toolset: ToolCatalog) -> list[Mutant]:
+    """The mutants of each write call of `gold`: drop it, duplicate it, change each argument it has an alternative for."""
     out = []
     for i, call in enumerate(gold):
         spec = toolset.specs.get(call["tool"])
         if spec is None or not spec.write:
             continue
-        out.append((f"drop gold[{i}] {call['tool']}", gold[:i] + gold[i + 1 :], i))
-        out.append((f"duplicate gold[{i}] {call['tool']}", gold[: i + 1] + [call] + gold[i + 1 :], i + 1))
+        out.append(Mutant(f"drop gold[{i}] {call['tool']}", gold[:i] + gold[i + 1 :], i, "drop"))
+        out.append(Mutant(f"duplicate gold[{i}] {call['tool']}", gold[: i + 1] + [call] + gold[i + 1 :], i + 1, "duplicate"))
         for name, value in call["args"].items():
             alt = alternative(spec.params.get(name, Any), value)
             if alt is None:
                 continue
             changed = {**call, "args": {**call["args"], name: alt}}
-            out.append((f"change gold[{i}] {call['tool']}.{name}: {value!r} -> {alt!r}", gold[:i] + [changed] + gold[i + 1 :], i))
+            out.append(Mutant(f"change gold[{i}] {call['tool']}.{name}: {value!r} -> {alt!r}", gold[:i] + [changed] + gold[i + 1 :], i, "change"))
     return out
 
 
-def corrupt(gold: list[Call], toolset: Toolset, p: float, rng: random.Random) -> list[Call]:
+def corrupt(gold: list[Call], toolset: ToolCatalog, p: float, rng: random.Random) -> list[Call]:
     """Each call independently, with probability p: dropped, one argument changed, or duplicated."""
     out: list[Call] = []
     for call in gold:

@@ -3,7 +3,7 @@
 What this is: on-policy group sampling for GRPO with the final-state verdict as the only reward. Each
 task in a step is attempted G times through the *same* episode loop, tool-call parser and grader as
 `groundstate run`, so a rollout's training reward is by construction the evaluator's verdict.
-Advantages are group-normalised rewards, (r − mean) / (std + ε).
+The engine computes the advantages (TRL's and verl's GRPO: group-normalised rewards).
 
 What it is not: there is no learned value function, no reward shaping, no partial credit. A group whose
 rewards are all equal (all 1 or all 0) carries no gradient; it is dropped and replaced by a group of a
@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from groundstate.agents import make_user
+from groundstate.agents.local import BatchedPolicy
 from groundstate.attempt import play
-from groundstate.grading import Grader
 from groundstate.state.base import Backend
-from groundstate.tasks import Domain, Task
-from groundstate.train.policy import BatchedPolicy
+from groundstate.tasks import Task
+from groundstate.types import Domain, EpisodeLimits
 
 
 @dataclass
@@ -47,23 +47,16 @@ class Rollout:
                 "completion_tokens": len(self.completion_ids), "model_tokens": sum(self.env_mask)}
 
 
-def group_advantages(rewards_G: list[float], eps: float = 1e-4) -> list[float]:
-    """Group-normalised advantages (r − mean) / (std + ε); all zero for a constant group."""
-    mean = statistics.fmean(rewards_G)
-    std = statistics.pstdev(rewards_G)
-    return [(r - mean) / (std + eps) for r in rewards_G]
-
-
 def is_informative(group: list[Rollout]) -> bool:
     """A group teaches something only if no rollout is a system error and the rewards are not all equal."""
     return all(r.system_error is None for r in group) and len({r.reward for r in group}) > 1
 
 
-async def rollout(task: Task, domain: Domain, policy: BatchedPolicy, backend: Backend, grader: Grader, user_spec: str = "scripted",
-                  max_turns: int | None = None) -> Rollout:
+async def rollout(task: Task, domain: Domain, policy: BatchedPolicy, backend: Backend, user_spec: str = "scripted",
+                  limits: EpisodeLimits = EpisodeLimits()) -> Rollout:
     """One rollout through the same attempt path as evaluation (`groundstate.attempt.play`)."""
     agent = policy.agent()
-    out = await play(task, domain, agent, make_user(user_spec, task), backend=backend, grader=grader, max_turns=max_turns)
+    out = await play(task, domain, agent, make_user(user_spec, task), limits, backend=backend)
     v = out.verdict
     if v.system_error is not None:  # infrastructure failure: a system error, never a 0
         return Rollout(task.id, None, v.system_error, agent.prompt_ids, agent.completion_ids, agent.env_mask, agent.logprobs)
@@ -92,17 +85,17 @@ class StepStats:
 class GroupSampler:
     """Runs the groups of one step and refills the uninformative ones from the pool, within a bound."""
 
-    def __init__(self, pool: list[tuple[Task, Domain]], policy: BatchedPolicy, backend: Backend, grader: Grader, group_size: int,
-                 refill_ratio: float = 1.0, seed: int = 0, user_spec: str = "scripted", max_turns: int | None = None):
+    def __init__(self, pool: list[tuple[Task, Domain]], policy: BatchedPolicy, backend: Backend, group_size: int,
+                 refill_ratio: float = 1.0, seed: int = 0, user_spec: str = "scripted", limits: EpisodeLimits = EpisodeLimits()):
         self.pool = pool
-        self.policy, self.backend, self.grader = policy, backend, grader
+        self.policy, self.backend = policy, backend
         self.G = group_size
         self.refill_ratio = refill_ratio
         self.rng = random.Random(seed)
-        self.user_spec, self.max_turns = user_spec, max_turns
+        self.user_spec, self.limits = user_spec, limits
 
     async def _groups(self, tasks: list[tuple[Task, Domain]]) -> list[list[Rollout]]:
-        flat = await asyncio.gather(*(rollout(t, d, self.policy, self.backend, self.grader, self.user_spec, self.max_turns)
+        flat = await asyncio.gather(*(rollout(t, d, self.policy, self.backend, self.user_spec, self.limits)
                                       for t, d in tasks for _ in range(self.G)))
         return [list(flat[i * self.G:(i + 1) * self.G]) for i in range(len(tasks))]
 

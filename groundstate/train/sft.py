@@ -27,12 +27,14 @@ from typing import Any, Callable
 
 from groundstate.agents.scripted import ScriptedAgent
 from groundstate.agents.toolcall_format import render_tool_call
+from groundstate.agents.local import ChatCodec
+from groundstate.domain import Domain
+from groundstate.environment import SqlEnvironment
 from groundstate.episode import run_episode
-from groundstate.grading import grader_for
 from groundstate.state.sqlite import SqliteBackend
-from groundstate.tasks import Domain, Task
+from groundstate.tasks import Task
 from groundstate.tools.mutate import alternative
-from groundstate.train.policy import ChatCodec
+from groundstate.types import EpisodeLimits
 
 FINAL_TEXT = "Done."
 
@@ -100,11 +102,11 @@ def _corrupt(task: Task, domain: Domain, rng: random.Random) -> list[dict[str, A
 
 
 async def _conversation(task: Task, domain: Domain, calls: list[dict[str, Any]], backend: SqliteBackend) -> list[dict[str, Any]]:
-    sandbox = backend.open(backend.prepare(domain, task.patch))
+    env = SqlEnvironment(task, backend.open(backend.prepare(domain, task.patch)))
     try:
-        traj = await run_episode(task, domain, sandbox, ScriptedAgent(calls, final_text=FINAL_TEXT), None, offload=False)
+        traj = await run_episode(env, ScriptedAgent(calls, final_text=FINAL_TEXT))
     finally:
-        sandbox.close()
+        await env.close()
     return traj.messages
 
 
@@ -159,14 +161,13 @@ def pass_at_1(model: Any, tokenizer: Any, domain: Domain, tasks: list[Task], fla
               temperature: float = 1.0, max_turns: int = 6, max_context: int = 768) -> float:
     """Share of tasks solved by one sampled attempt each, through the real episode loop and grader."""
     from groundstate.train.grpo import rollout
-    from groundstate.train.policy import BatchedPolicy, SamplingParams
+    from groundstate.agents.local import BatchedPolicy, SamplingParams
 
     policy = BatchedPolicy(model, tokenizer, SamplingParams(temperature=temperature, max_new_tokens=64, max_context=max_context), seed=seed, **flags)
     backend = SqliteBackend()
-    grader = grader_for(backend)
 
     async def run_all():
-        return await asyncio.gather(*(rollout(t, domain, policy, backend, grader, max_turns=max_turns) for t in tasks))
+        return await asyncio.gather(*(rollout(t, domain, policy, backend, limits=EpisodeLimits(max_turns=max_turns)) for t in tasks))
 
     was = model.training
     model.eval()

@@ -200,8 +200,8 @@ def build_from_smollm2(out_dir: str | Path, domain_name: str = "kiosk", *, sft: 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from groundstate.tasks import load_domain
-    from groundstate.train.policy import PROMPT_FLAGS, ChatCodec
+    from groundstate.domain import load_domain
+    from groundstate.agents.local import PROMPT_FLAGS, ChatCodec
     from groundstate.train.sft import train_sft
 
     t0 = time.perf_counter()

@@ -127,8 +127,8 @@ def build_tiny_policy(out_dir: str | Path, domain_name: str = "kiosk", *, vocab_
     learns its tools from the demonstrations (recorded in `groundstate.json`). Nothing is downloaded."""
     import time
 
-    from groundstate.tasks import load_domain
-    from groundstate.train.policy import PROMPT_FLAGS, ChatCodec
+    from groundstate.domain import load_domain
+    from groundstate.agents.local import PROMPT_FLAGS, ChatCodec
     from groundstate.train.sft import SftConfig, fresh_tasks, train_sft
 
     t0 = time.perf_counter()

@@ -18,32 +18,38 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from groundstate.grading import grader_for
 from groundstate.state.base import Backend
-from groundstate.tasks import Domain, Task
+from groundstate.tasks import Task
+from groundstate.domain import Domain
 from groundstate.train.grpo import GroupSampler
-from groundstate.train.policy import PROMPT_FLAGS, BatchedPolicy, SamplingParams, prompt_flags
+from groundstate.types import EpisodeLimits
+from groundstate.agents.local import PROMPT_FLAGS, BatchedPolicy, SamplingParams, prompt_flags
 
 
 @dataclass
 class TrainConfig:
-    group_size: int = 8
+    """The TRL engine's settings; these defaults are `groundstate train --engine trl`'s (the CLI takes them from here).
+
+    They suit a real model on GPUs; the offline quickstart's 0.5M-parameter model sets its own (`groundstate.quickstart`)."""
+
+    group_size: int = 8  # G: attempts per task in a group
     tasks_per_step: int = 8
     steps: int = 100
-    lr: float = 1e-3
+    lr: float = 1e-6
     lr_scheduler: str = "cosine"
     warmup_steps: int = 0
     temperature: float = 1.0
     top_p: float = 1.0
-    top_k: int = 0
-    beta: float = 0.0
-    max_new_tokens: int = 96
-    max_context: int = 1024
-    max_turns: int | None = 6
-    refill_ratio: float = 1.0
-    save_steps: int = 50
+    top_k: int = 0  # 0: off (passed explicitly: generate's own default is 50)
+    beta: float = 0.0  # KL coefficient (0: KL-free, like the reference recipe)
+    max_new_tokens: int = 512  # per agent turn
+    max_context: int = 8192  # prompt plus the whole multi-turn response of one episode
+    max_turns: int | None = None  # None: the tasks' own limits
+    refill_ratio: float = 1.0  # at most this × tasks_per_step extra groups to replace zero-variance ones
+    save_steps: int = 25
     seed: int = 0
     use_vllm: bool = False
+    val_k: int = 8  # attempts per task of the validation run after training (`groundstate train --val`)
 
 
 def _write_jsonl(path: Path, row: dict[str, Any]) -> None:
@@ -73,7 +79,7 @@ def train_trl(model_path: str, train: list[tuple[Task, Domain]], backend: Backen
     policy = policy_cls(model, tok, SamplingParams(cfg.temperature, cfg.top_p, cfg.top_k, cfg.max_new_tokens, cfg.max_context),
                            seed=cfg.seed, **flags)
     by_id = {t.id: (t, d) for t, d in train}
-    sampler = GroupSampler(train, policy, backend, grader_for(backend), cfg.group_size, cfg.refill_ratio, cfg.seed, max_turns=cfg.max_turns)
+    sampler = GroupSampler(train, policy, backend, cfg.group_size, cfg.refill_ratio, cfg.seed, limits=EpisodeLimits(max_turns=cfg.max_turns))
     rollouts_path, metrics_path = out_dir / "rollouts.jsonl", out_dir / "metrics.jsonl"
     step = {"n": 0}
 

@@ -25,8 +25,8 @@ from groundstate.agents.toolcall_format import render_tool_call
 from groundstate.attempt import play
 from groundstate.grading import grader_for
 from groundstate.state.postgres import default_dsn
-from groundstate.tasks import Domain
-from groundstate.train.policy import ChatCodec
+from groundstate.domain import Domain
+from groundstate.agents.local import ChatCodec
 from groundstate.train.sft import FINAL_TEXT
 from groundstate.train.tiny import build_tokenizer, domain_corpus
 from groundstate.train.verl import agent_loop as gs_loop
@@ -112,8 +112,7 @@ def row_kwargs(domain: Domain, task_id: str) -> dict:
 
 
 def evaluator_reward(task, domain, calls, backend) -> int:
-    out = asyncio.run(play(task, domain, ScriptedAgent(calls, final_text=FINAL_TEXT), make_user("scripted", task),
-                           backend=backend, grader=grader_for(backend)))
+    out = asyncio.run(play(task, domain, ScriptedAgent(calls, final_text=FINAL_TEXT), make_user("scripted", task), backend=backend))
     assert out.verdict.system_error is None
     return out.verdict.reward
 

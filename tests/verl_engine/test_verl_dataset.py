@@ -8,8 +8,8 @@ from test_verl_agent_loop import SAMPLING, StandInServer, make_loop
 from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 
 from groundstate.agents.toolcall_format import render_tool_call
-from groundstate.tasks import iter_tasks
-from groundstate.train.policy import ChatCodec
+from groundstate.domain import iter_tasks
+from groundstate.agents.local import ChatCodec
 from groundstate.train.tiny import build_tokenizer, domain_corpus
 from groundstate.train.verl import AGENT_NAME
 from groundstate.train.verl.dataset import build_dataset

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from groundstate.cli import app
 from groundstate.results import read_records
-from groundstate.tasks import iter_tasks, load_domain
+from groundstate.domain import iter_tasks, load_domain
 from groundstate.train.tiny import domain_corpus, save_tiny
 from groundstate.train.verl.recipe import VerlRecipe, write_run_files
 
@@ -64,7 +64,7 @@ def test_merge_a_two_rank_fsdp_checkpoint_and_run_it_as_hf(checkpoint, tmp_path)
                               "--out", str(results)])
     assert res.exit_code == 0, res.output
     (record,) = read_records(results)
-    assert record["task_id"] == task_id and record["system_error"] is None and record["reward"] in (0, 1)
+    assert record.task_id == task_id and record.system_error is None and record.reward in (0, 1)
 
 
 def test_merge_refuses_a_folder_without_a_checkpoint(tmp_path):

@@ -87,7 +87,7 @@ def test_launch_writes_the_run_and_starts_verls_trainer_with_the_checked_overrid
     from typer.testing import CliRunner
 
     from groundstate.cli import app
-    from groundstate.tasks import iter_tasks
+    from groundstate.domain import iter_tasks
     from groundstate.train.verl.recipe import RUN_INFO
 
     pool = tmp_path / "train.yaml"
@@ -127,7 +127,7 @@ def _dry_run(tmp_path, monkeypatch, *extra):
     from typer.testing import CliRunner
 
     from groundstate.cli import app
-    from groundstate.tasks import iter_tasks
+    from groundstate.domain import iter_tasks
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "train.yaml").write_text("".join(f"- {t.id}\n" for t, _ in iter_tasks(["kiosk"], "pool")[:20]))

@@ -32,14 +32,14 @@ from typing import Any
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
 
 from groundstate.agents import make_user
+from groundstate.agents.local import ChatCodec, EpisodeAgent, SamplingParams, prompt_flags
 from groundstate.attempt import play
-from groundstate.grading import grader_for
+from groundstate.refs import TaskResolver
 from groundstate.state import make_backend
 from groundstate.state.base import Backend
-from groundstate.refs import TaskResolver
-from groundstate.tasks import Domain, Task
-from groundstate.train.policy import ChatCodec, EpisodeAgent, SamplingParams, prompt_flags
+from groundstate.tasks import Task
 from groundstate.train.verl import AGENT_NAME
+from groundstate.types import Domain, EpisodeLimits
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +61,10 @@ def shared_backend(kind: str, dsn: str | None = None) -> Backend:
         backend = _backends.get(key)
         if backend is None:
             backend = make_backend(kind, dsn)
-            if hasattr(backend, "cleanup_stale"):
-                try:
-                    backend.cleanup_stale()  # sandbox databases of workers that were killed
-                except Exception as e:  # noqa: BLE001 - best effort: a leftover database must not stop training
-                    log.warning("could not clean up stale sandbox databases: %s", e)
+            try:
+                backend.cleanup_stale()  # sandbox databases of workers that were killed
+            except Exception as e:  # noqa: BLE001 - best effort: a leftover database must not stop training
+                log.warning("could not clean up stale sandbox databases: %s", e)
             _backends[key] = backend
         return backend
 
@@ -142,7 +141,8 @@ class GroundstateAgentLoop(AgentLoopBase):
         kwargs.pop("tools", None)  # verl's own tool list: a groundstate domain brings its tools
         super().__init__(*args, **kwargs)
         self.backend_kind, self.pg_dsn, self.user_spec, self.judge_spec = backend, pg_dsn, user, judge
-        self.max_turns, self.max_tool_calls, self.max_new_tokens = max_turns, max_tool_calls, max_new_tokens
+        self.limits = EpisodeLimits(max_turns=max_turns, max_tool_calls=max_tool_calls)
+        self.max_new_tokens = max_new_tokens
         flags = prompt_flags(str(self.config.actor_rollout_ref.model.path))
         if tools_in_prompt is not None:
             flags["tools_in_prompt"] = tools_in_prompt
@@ -159,8 +159,8 @@ class GroundstateAgentLoop(AgentLoopBase):
         policy = ServerPolicy(self.server_manager, self.tokenizer, self.codec, sampling_params, prompt_length=self.rollout_config.prompt_length,
                               response_length=self.rollout_config.response_length, max_new_tokens=self.max_new_tokens)
         agent = EpisodeAgent(policy)  # type: ignore[arg-type] - ServerPolicy has the members EpisodeAgent uses
-        outcome = await play(task, domain, agent, make_user(self.user_spec, task), backend=backend, grader=grader_for(backend),
-                             judge=shared_judge(self.judge_spec), max_turns=self.max_turns, max_tool_calls=self.max_tool_calls)
+        outcome = await play(task, domain, agent, make_user(self.user_spec, task), self.limits, backend=backend,
+                             judge=shared_judge(self.judge_spec))
         verdict = outcome.verdict
         if verdict.system_error is not None or verdict.reward is None:
             # never a 0: verl fails the group and the sync trainer refills it (see the module docstring)

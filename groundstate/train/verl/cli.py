@@ -77,7 +77,7 @@ def dry_run_text(p: dict[str, Any]) -> str:
 
 def launch(recipe: VerlRecipe, pairs: list, val_pairs: list | None, log: Any) -> int:
     """Write the datasets and run files, then run verl's trainer in this interpreter's environment; returns its exit code."""
-    from groundstate.train.policy import prompt_flags
+    from groundstate.agents.local import prompt_flags
     from groundstate.train.verl.dataset import write_parquet
 
     if importlib.util.find_spec("verl") is None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from groundstate.refs import domain_ref
-from groundstate.tasks import Domain, Task
+from groundstate.tasks import Task
+from groundstate.domain import Domain
 from groundstate.train.verl import AGENT_NAME
 
 DATA_SOURCE_PREFIX = "groundstate/"
@@ -34,7 +34,7 @@ def task_rows(pairs: list[tuple[Task, Domain]], split: str = "train", system_in_
             "ability": "tool-use",
             # the reward is the final-state verdict computed by the agent loop; verl's reward code reads this key
             "reward_model": {"style": "groundstate-final-state", "ground_truth": task.id},
-            "extra_info": {"index": index, "split": split, "task_id": task.id, "domain": domain_ref(domain)},
+            "extra_info": {"index": index, "split": split, "task_id": task.id, "domain": domain.ref()},
         })
     return rows
 

@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from groundstate.train.policy import PROMPT_FLAGS
+from groundstate.agents.local import PROMPT_FLAGS
 from groundstate.train.verl.recipe import RUN_INFO
 
 

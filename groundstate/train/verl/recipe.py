@@ -63,8 +63,8 @@ class VerlRecipe:
     max_new_tokens: int = 512
     max_turns: int | None = None
     gpu_memory_utilization: float = 0.6
-    save_freq: int = 10
-    test_freq: int = 10
+    save_freq: int = 25
+    test_freq: int = 25
     val_k: int = 8
     backend: str = "sqlite"
     pg_dsn: str | None = None
@@ -180,8 +180,8 @@ def check_prompts(r: VerlRecipe, pairs: list) -> dict[str, Any] | None:
         return None
     from transformers import AutoTokenizer
 
-    from groundstate.agents.base import ToolCallRequest
-    from groundstate.train.policy import ChatCodec, prompt_flags
+    from groundstate.types import ToolCallRequest
+    from groundstate.agents.local import ChatCodec, prompt_flags
 
     codec = ChatCodec(AutoTokenizer.from_pretrained(str(model)), **prompt_flags(str(model)))
     bad: list[str] = []

@@ -1,4 +1,4 @@
-"""The Ray runner: the same results file as the asyncio runner, resume, and crashed actors (one local Ray per module)."""
+"""The Ray executor: the same results file as the local executor, resume, and crashed actors (one local Ray per module)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from groundstate.ray_runner import AttemptWorker, ray_session, run_ray  # noqa: E402
-from groundstate.results import key_of, read_records  # noqa: E402
+from groundstate.domain import Domain  # noqa: E402
+from groundstate.ray_executor import AttemptWorker, RayExecutor, ray_session  # noqa: E402
+from groundstate.results import read_records  # noqa: E402
 from groundstate.runner import RunConfig, run  # noqa: E402
+from groundstate.state import make_backend  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
-from groundstate.tasks import Domain  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +28,7 @@ SQLITE = ("sqlite", None)
 
 @pytest.fixture(scope="module", autouse=True)
 def local_ray():
-    """One private two-CPU Ray instance for the module (through run_ray's own start-up path); run_ray reuses it."""
+    """One private two-CPU Ray instance for the module (through the executor's own start-up path); the executor reuses it."""
     with ray_session(num_cpus=2):
         assert ray.cluster_resources()["CPU"] == 2
         yield
@@ -44,11 +45,20 @@ def pairs():
 def plain(pairs, tmp_path_factory):
     path = tmp_path_factory.mktemp("plain") / "results.jsonl"
     run(pairs, CFG, SqliteBackend(), path)
-    return {key_of(r): r for r in read_records(path)}
+    return {r.key: r for r in read_records(path)}
 
 
 def _essence(r):
-    return r["reward"], r["task_id"], r["attempt"], r["verdict"]
+    return r.reward, r.task_id, r.attempt, r.verdict
+
+
+def run_ray(pairs, cfg, spec, path, worker_cls=AttemptWorker, **kw):
+    """`runner.run` with the Ray executor on the module's Ray instance, on the backend `spec` names."""
+    backend = make_backend(*spec)
+    try:
+        return run(pairs, cfg, backend, path, executor=RayExecutor(backend, worker_cls=worker_cls), **kw)
+    finally:
+        backend.close()
 
 
 def test_ray_run_matches_the_asyncio_runner_and_resumes(pairs, plain, tmp_path):
@@ -56,9 +66,9 @@ def test_ray_run_matches_the_asyncio_runner_and_resumes(pairs, plain, tmp_path):
     seen = []
     summary = run_ray(pairs, CFG, SQLITE, path, on_result=seen.append)
     records = read_records(path)
-    assert len(records) == len({key_of(r) for r in records}) == len(pairs) * K == summary.ran == len(seen)
-    assert {key_of(r): _essence(r) for r in records} == {k: _essence(r) for k, r in plain.items()}
-    assert summary.system_errors == 0 and summary.passed == sum(r["reward"] == 1 for r in plain.values())
+    assert len(records) == len({r.key for r in records}) == len(pairs) * K == summary.ran == len(seen)
+    assert {r.key: _essence(r) for r in records} == {k: _essence(r) for k, r in plain.items()}
+    assert summary.system_errors == 0 and summary.passed == sum(r.reward == 1 for r in plain.values())
     assert 0 < summary.passed < summary.ran
     manifest = json.loads(summary.manifest.read_text())
     assert manifest["executor"] == "ray" and manifest["backend"] == "sqlite" and manifest["config"]["k"] == K
@@ -71,8 +81,8 @@ def test_ray_run_matches_the_asyncio_runner_and_resumes(pairs, plain, tmp_path):
     resumed = run_ray(pairs, CFG, SQLITE, path)
     assert (resumed.ran, resumed.skipped) == (3, len(pairs) * K - 3)
     after = read_records(path)
-    assert len(after) == len({key_of(r) for r in after}) == len(pairs) * K
-    assert {key_of(r): _essence(r) for r in after} == {k: _essence(r) for k, r in plain.items()}
+    assert len(after) == len({r.key for r in after}) == len(pairs) * K
+    assert {r.key: _essence(r) for r in after} == {k: _essence(r) for k, r in plain.items()}
 
 
 class CrashingWorker(AttemptWorker):
@@ -96,31 +106,31 @@ def test_a_crashed_actor_turns_its_attempts_into_system_errors_that_the_next_run
     path = tmp_path / "results.jsonl"
     summary = run_ray(pairs, CFG, SQLITE, path, worker_cls=CrashingWorker)
     records = read_records(path)
-    assert len(records) == len({key_of(r) for r in records}) == len(pairs) * K  # no key lost
-    errors = {key_of(r): r["system_error"] for r in records if r["system_error"]}
+    assert len(records) == len({r.key for r in records}) == len(pairs) * K  # no key lost
+    errors = {r.key: r.system_error for r in records if r.system_error}
     assert ("shop-multi", 0) in errors and summary.system_errors == len(errors)
     assert all(e.startswith("Ray worker died") for e in errors.values())
-    assert all(r["reward"] is None and r["trajectory"] is None for r in records if r["system_error"])
+    assert all(r.reward is None and r.trajectory is None for r in records if r.system_error)
     assert len(errors) < len(records)  # the replaced actors ran the rest
 
     retried = run_ray(pairs, CFG, SQLITE, path, repair=True)  # plain workers: the system-error keys run again
     assert retried.ran == len(errors) and retried.system_errors == 0
     after = read_records(path)
-    assert len(after) == len({key_of(r) for r in after}) == len(pairs) * K
-    assert {key_of(r): _essence(r) for r in after} == {k: _essence(r) for k, r in plain.items()}
+    assert len(after) == len({r.key for r in after}) == len(pairs) * K
+    assert {r.key: _essence(r) for r in after} == {k: _essence(r) for k, r in plain.items()}
 
 
 def test_a_failing_worker_records_system_errors_and_the_task_mismatch_check(pairs, tmp_path):
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     summary = run_ray(pairs[:1], RunConfig(agent="scripted:gold", k=2), SQLITE, tmp_path / "a.jsonl", worker_cls=FailingWorker)
     assert summary.system_errors == 2
-    assert all("Ray worker failed: RuntimeError: worker bug" in r["system_error"] for r in read_records(tmp_path / "a.jsonl"))
+    assert all("Ray worker failed: RuntimeError: worker bug" in r.system_error for r in read_records(tmp_path / "a.jsonl"))
 
     task, domain = pairs[0]
     edited = task.model_copy(update={"gold": task.gold[:-1]})  # the driver's task differs from the worker's file
     summary = run_ray([(edited, domain)], RunConfig(agent="scripted:gold", k=1), SQLITE, tmp_path / "b.jsonl")
     [r] = read_records(tmp_path / "b.jsonl")
-    assert summary.system_errors == 1 and "differs from the driver's" in r["system_error"]
+    assert summary.system_errors == 1 and "differs from the driver's" in r.system_error
 
 
 @pytest.mark.postgres
@@ -134,8 +144,8 @@ def test_actors_build_their_own_postgres_backend(pairs, plain, pg_backend, tmp_p
             break
         summary = run_ray(pairs, cfg, ("postgres", pg_backend.dsn), path, repair=True)
     records = read_records(path)
-    assert len(records) == len({key_of(r) for r in records}) == len(pairs) * 2
-    assert {key_of(r): _essence(r) for r in records} == {k: _essence(r) for k, r in plain.items() if k[1] < 2}
+    assert len(records) == len({r.key for r in records}) == len(pairs) * 2
+    assert {r.key: _essence(r) for r in records} == {k: _essence(r) for k, r in plain.items() if k[1] < 2}
 
 
 @pytest.mark.postgres
@@ -160,8 +170,8 @@ def test_probe_spreads_attempts_over_ray(pairs, plain, tmp_path):
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     records = read_records(path)
-    assert len(records) == len({key_of(r) for r in records}) == len(pairs) * 2
-    assert {key_of(r): _essence(r) for r in records} == {k: _essence(r) for k, r in plain.items() if k[1] < 2}
+    assert len(records) == len({r.key for r in records}) == len(pairs) * 2
+    assert {r.key: _essence(r) for r in records} == {k: _essence(r) for k, r in plain.items() if k[1] < 2}
     assert "probes written to" in result.output
     again = CliRunner().invoke(app, args)  # resumes: nothing left to run
     assert again.exit_code == 0 and "0 attempts run" in again.output and len(read_records(path)) == len(records)

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from groundstate.agents.base import AgentTurn, Usage
 from groundstate.agents.toolcall_format import parse_response
+from groundstate.types import AgentTurn, Usage
 
 
 PROMPT_FLAGS = "groundstate.json"
@@ -45,6 +45,12 @@ class SamplingParams:
     top_k: int = 0  # 0 = off (pass it explicitly: generate's own default is 50)
     max_new_tokens: int = 96
     max_context: int = 1024  # prompt + completion tokens of one episode
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> "SamplingParams":
+        """From a run's sampling options (`temperature`, `top_p`, `top_k`, `max_tokens`; unset ones keep their defaults)."""
+        return cls(temperature=options.get("temperature", cls.temperature), top_p=options.get("top_p", cls.top_p),
+                   top_k=options.get("top_k", cls.top_k), max_new_tokens=options.get("max_tokens", cls.max_new_tokens))
 
 
 class ChatCodec:

@@ -1,24 +1,44 @@
 """`groundstate serve-mcp`: serve a domain's tools over MCP (stdio or streamable HTTP).
 
 Registered in `groundstate.cli` as a command; also runnable on its own (what MCP hosts and the tests do):
-    python -m groundstate.cli_mcp --domain retail --task retail-001 [--transport http --port 8765]
+    python -m groundstate.cli.mcp --domain retail --task retail-001 [--transport http --port 8765]
+With a task, each session's final state is graded when it ends (`grade_hook`) and the verdict printed to stderr.
 """
 
 from __future__ import annotations
 
+import itertools
 import sys
-from typing import Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import typer
 
-from groundstate.cli_options import count, number
+from groundstate.cli.options import count, number
 
-# = groundstate.tools.mcp_server's DEFAULT_*; not imported here, so the CLI loads without the MCP SDK
+if TYPE_CHECKING:
+    from groundstate.state.base import Sandbox
+    from groundstate.tasks import Task
+
+# = groundstate.tools.mcp_server's DEFAULT_*; not imported here, so the CLI loads without the MCP SDK (a test checks they agree)
 DEFAULT_PORT = 8765
 DEFAULT_MAX_SESSIONS = 32
 DEFAULT_SESSION_WAIT = 30.0
 DEFAULT_IDLE_TIMEOUT = 300.0
 DEFAULT_MAX_PENDING = 64
+
+
+def grade_hook(task: "Task") -> Callable[["Sandbox"], None]:
+    """Grade each session's final state when it ends, and print the verdict to stderr."""
+    from groundstate.grading import grade
+
+    counter = itertools.count(1)
+
+    def hook(sandbox: "Sandbox") -> None:
+        v = grade(task, sandbox)
+        print(f"[groundstate mcp] session {next(counter)} ended: task {task.id} reward={v.reward} "
+              f"({'; '.join(v.reasons)[:300]})", file=sys.stderr, flush=True)
+
+    return hook
 
 
 def serve_mcp(
@@ -46,8 +66,9 @@ def serve_mcp(
 
     With --task, each session starts from the task's start state and is graded when it ends (verdict on stderr).
     """
-    from groundstate.state.postgres import make_backend
-    from groundstate.tasks import TaskFileError, load_domain
+    from groundstate.domain import load_domain
+    from groundstate.state import make_backend
+    from groundstate.tasks import TaskFileError
 
     try:
         from groundstate.tools.mcp_server import check_host, serve
@@ -78,7 +99,8 @@ def serve_mcp(
         raise typer.Exit(2) from None
     try:
         serve(d, t, transport, host, port, token, backend=be, allow_remote=allow_remote, idle_timeout=idle_timeout,
-              max_sessions=max_sessions, session_wait=session_wait, max_pending=max_pending)
+              on_session_end=grade_hook(t) if t is not None else None, max_sessions=max_sessions, session_wait=session_wait,
+              max_pending=max_pending)
     finally:
         be.close()
 

@@ -1,4 +1,5 @@
-"""The local Hugging Face policy on a tiny model built here: chat template, sampling, token records, episodes."""
+"""The one local-model policy (`hf:PATH`) on a tiny model built here: chat template, sampling, token records, episodes,
+and generation batched across concurrent episodes."""
 
 from __future__ import annotations
 
@@ -11,12 +12,15 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from groundstate.agents.hf import HFAgent, Sampling, _truncate, make_hf_agent  # noqa: E402
+from groundstate.agents import AgentSource  # noqa: E402
+from groundstate.agents.local import BatchedPolicy, SamplingParams  # noqa: E402
 from groundstate.agents.toolcall_format import render_tool_call  # noqa: E402
-from groundstate.episode import FINISH_REASONS, run_episode  # noqa: E402
+from groundstate.domain import Domain  # noqa: E402
+from groundstate.environment import SqlEnvironment  # noqa: E402
+from groundstate.episode import run_episode  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
-from groundstate.tasks import Domain  # noqa: E402
 from groundstate.train.tiny import build_tokenizer, domain_corpus, save_tiny  # noqa: E402
+from groundstate.types import FINISH_REASONS, EpisodeLimits  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "fixtures" / "shop"
 
@@ -41,8 +45,13 @@ def model_dir(domain, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def agent(model_dir):
-    return HFAgent(f"hf:{model_dir}", {"max_new_tokens": 24, "temperature": 1.0, "top_k": 0, "top_p": 1.0, "seed": 0})
+def policy(model_dir):
+    return BatchedPolicy.from_pretrained(str(model_dir), SamplingParams(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=24), seed=0)
+
+
+@pytest.fixture(scope="module")
+def tok(policy):
+    return policy.tok
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +61,9 @@ def backend():
 
 def _episode(domain, backend, agent, task_id="shop-cancel", max_turns=2):
     task = domain.task(task_id)
+    limits = EpisodeLimits(max_turns=max_turns)
     with backend.open(backend.prepare(domain, task.patch)) as sandbox:
-        traj = asyncio.run(run_episode(task, domain, sandbox, agent, max_turns=max_turns))
+        traj = asyncio.run(run_episode(SqlEnvironment(task, sandbox, limits), agent, None, limits))
         status = sandbox.connection.scalar("SELECT status FROM orders WHERE id = 1")
     return traj, status
 
@@ -77,8 +87,7 @@ def _conversation(domain):
 # -- tokenizer and chat template ----------------------------------------------------------------
 
 
-def test_tokenizer_specials_and_digits(agent):
-    tok = agent.tokenizer
+def test_tokenizer_specials_and_digits(tok):
     assert tok.eos_token == "<|im_end|>" and tok.pad_token == "<|endoftext|>"
     for t in ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]:
         assert len(tok(t, add_special_tokens=False)["input_ids"]) == 1, t
@@ -88,8 +97,8 @@ def test_tokenizer_specials_and_digits(agent):
     assert tok.decode(ids, skip_special_tokens=True) == "<tool_call>x</tool_call>"  # format tags survive, control tokens do not
 
 
-def test_chat_template_lists_tools_and_renders_calls_as_render_tool_call_does(agent, domain):
-    tok, tools = agent.tokenizer, domain.tools.openai_schemas()
+def test_chat_template_lists_tools_and_renders_calls_as_render_tool_call_does(tok, domain):
+    tools = domain.tools.openai_schemas()
     conv = _conversation(domain)
     text = tok.apply_chat_template(conv, tools=tools, tokenize=False)
     assert text.startswith("<|im_start|>system\n" + domain.system_prompt() + "\n\n# Tools\n")
@@ -106,8 +115,8 @@ def test_chat_template_lists_tools_and_renders_calls_as_render_tool_call_does(ag
     assert "# Tools" not in no_tools and no_tools.endswith("<|im_start|>assistant\n")
 
 
-def test_chat_template_is_prefix_preserving(agent, domain):
-    tok, tools = agent.tokenizer, domain.tools.openai_schemas()
+def test_chat_template_is_prefix_preserving(tok, domain):
+    tools = domain.tools.openai_schemas()
     conv = _conversation(domain)
 
     def render(msgs, gen=False, tokenize=False):
@@ -131,87 +140,79 @@ def test_build_tokenizer_rejects_a_vocabulary_below_the_byte_alphabet():
 # -- sampling ----------------------------------------------------------------------------------
 
 
-def test_sampling_options():
-    assert Sampling.from_dict({"max_tokens": 7, "temperature": 0, "top_k": None}) == Sampling(temperature=0, max_new_tokens=7)
-    with pytest.raises(ValueError, match="unknown sampling"):
-        Sampling.from_dict({"typical_p": 0.5})
-    with pytest.raises(ValueError, match="bad sampling"):
-        Sampling.from_dict({"top_p": 0})
-    with pytest.raises(ValueError, match="hf:PATH"):
-        make_hf_agent("hf:")
+def test_an_hf_spec_loads_one_policy_shared_by_every_attempt(model_dir, domain):
+    source = AgentSource(f"hf:{model_dir}", {"max_tokens": 7, "temperature": 0})
+    task = domain.task("shop-cancel")
+    a, b = source.for_attempt(task, domain, 0), source.for_attempt(task, domain, 1)
+    assert a.policy is b.policy and a is not b  # one model, one token record per attempt
+    assert a.policy.sampling == SamplingParams(temperature=0, max_new_tokens=7)
+    assert SamplingParams.from_options({}) == SamplingParams()
 
 
-def test_truncation_keeps_top_k_and_the_nucleus():
-    logits = torch.log(torch.tensor([0.5, 0.3, 0.15, 0.05]))
-    kept = lambda x: torch.isfinite(x).tolist()  # noqa: E731
-    assert kept(_truncate(logits, 2, 1.0)) == [True, True, False, False]
-    assert kept(_truncate(logits, 0, 0.75)) == [True, True, False, False]
-    assert kept(_truncate(logits, 0, 0.5)) == [True, False, False, False]
-    assert kept(_truncate(logits, 0, 0.01)) == [True, False, False, False]
-    assert kept(_truncate(logits, 0, 1.0)) == [True] * 4
-
-
-def test_greedy_matches_generate_and_logprobs_match_a_full_forward(agent, domain):
-    prompt = agent.encode_prompt(_conversation(domain)[:2], domain.tools.openai_schemas())
-    greedy = agent.with_seed(0)
-    greedy.sampling = Sampling(temperature=0, max_new_tokens=12)
-    ids, _, _ = greedy._generate(prompt, seed=0)
-    ref = agent.model.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=12)[0, len(prompt):].tolist()
+def test_greedy_matches_generate_and_logprobs_are_the_sampling_distributions(model_dir, policy, domain):
+    prompt = policy.codec.prompt_ids(_conversation(domain)[:2], domain.tools.openai_schemas())
+    greedy = BatchedPolicy.from_pretrained(str(model_dir), SamplingParams(temperature=0, max_new_tokens=12), seed=0)
+    [(ids, _, _)] = greedy._generate_batch([prompt])
+    ref = greedy.model.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=12)[0, len(prompt):].tolist()
     assert ids == ref[: len(ids)]
 
-    sampler = agent.with_seed(0)
-    sampler.sampling = Sampling(temperature=0.7, top_k=50, top_p=0.9, max_new_tokens=12)
-    ids, logprobs, _ = sampler._generate(prompt, seed=123)
-    assert sampler._generate(prompt, seed=123) == (ids, logprobs, _)  # a seeded generator per call
+    params = SamplingParams(temperature=0.7, top_k=50, top_p=0.9, max_new_tokens=12)
+    sampler, again = (BatchedPolicy.from_pretrained(str(model_dir), params, seed=123) for _ in range(2))
+    [(ids, logprobs, _)] = sampler._generate_batch([prompt])
+    assert again._generate_batch([prompt]) == [(ids, logprobs, _)]  # the same seed, the same first batch
+    from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
     with torch.no_grad():
-        logits = agent.model(torch.tensor([prompt + ids])).logits[0, len(prompt) - 1 : -1].float()
-    expected = [float(torch.log_softmax(_truncate(lg / 0.7, 50, 0.9), -1)[t]) for lg, t in zip(logits, ids)]
+        logits = sampler.model(torch.tensor([prompt + ids])).logits[0, len(prompt) - 1: -1].float()
+    warpers = [TemperatureLogitsWarper(0.7), TopKLogitsWarper(50), TopPLogitsWarper(0.9)]
+    expected = []
+    for i, t in enumerate(ids):
+        scores = logits[i: i + 1]
+        for w in warpers:
+            scores = w(torch.tensor([prompt + ids[:i]]), scores)
+        expected.append(float(torch.log_softmax(scores, -1)[0, t]))
     assert logprobs == pytest.approx(expected, abs=1e-4)
 
 
 # -- episodes ----------------------------------------------------------------------------------
 
 
-def test_episode_end_to_end_with_the_tiny_model(agent, domain, backend):
+def test_episode_end_to_end_with_the_tiny_model(policy, domain, backend):
+    agent = policy.agent()
     traj, _ = _episode(domain, backend, agent)
     assert traj.finish_reason in FINISH_REASONS
     assert 1 <= traj.turns <= 2 and len(traj.extra) == traj.turns
-    tok = agent.tokenizer
-    assert traj.usage.input_tokens == sum(len(e["prompt_ids"]) for e in traj.extra) > 0
-    assert traj.usage.output_tokens == sum(len(e["completion_ids"]) for e in traj.extra) > 0
-    for e in traj.extra:
-        ids = e["completion_ids"]
-        assert 1 <= len(ids) <= 24 and len(e["logprobs"]) == len(ids)
-        assert all(lp <= 0 for lp in e["logprobs"])
-        body = ids[:-1] if e["finish"] == "stop" else ids
-        assert tok.decode(body) == e["completion_text"]
-    assistant = [m for m in traj.messages if m["role"] == "assistant"]
+    assert traj.usage.input_tokens > 0 and traj.usage.output_tokens == sum(agent.env_mask) > 0
+    assert len(agent.logprobs) == len(agent.completion_ids) == len(agent.env_mask)
+    assert all(lp <= 0 for lp, m in zip(agent.logprobs, agent.env_mask) if m)
     first = traj.extra[0]
+    n1 = next((i for i, m in enumerate(agent.env_mask) if m == 0), len(agent.env_mask))  # the first turn's sampled tokens
+    ids = agent.completion_ids[:n1]
+    assert policy.tok.decode(ids[:-1] if first["ended"] else ids, skip_special_tokens=False) == first["completion_text"]
+    assistant = [m for m in traj.messages if m["role"] == "assistant"]
     if "<tool_call>" not in first["completion_text"] and "<think>" not in first["completion_text"]:
         assert assistant[0]["content"] == first["completion_text"].strip()
-    # the same seed replays the same episode
-    again, _ = _episode(domain, backend, agent)
-    assert [e["completion_ids"] for e in again.extra] == [e["completion_ids"] for e in traj.extra]
 
 
-class _Scripted:
-    """Stands in for the model's sampler: returns the token ids of fixed texts, one per call."""
+class Scripted(BatchedPolicy):
+    """Stands in for the model's sampler: the token ids of fixed texts, one per generation, ended or cut off."""
 
-    def __init__(self, agent, texts, stop=True):
-        self.tok, self.texts, self.stop, self.prompts = agent.tokenizer, list(texts), stop, []
+    def __init__(self, *a, texts, ended=True, **kw):
+        super().__init__(*a, **kw)
+        self.texts, self.ended = list(texts), ended
 
-    def __call__(self, prompt_ids, seed):
-        self.prompts.append(prompt_ids)
-        ids = self.tok(self.texts.pop(0), add_special_tokens=False)["input_ids"]
-        if self.stop:
-            ids = ids + [self.tok.convert_tokens_to_ids("<|im_end|>")]
-        return ids, [-0.5] * len(ids), "stop" if self.stop else "length"
+    def _generate_batch(self, batch):
+        out = []
+        for _ in batch:
+            ids = self.codec.encode(self.texts.pop(0)) + ([self.eos_id] if self.ended else [])
+            out.append((ids, [-0.5] * len(ids), self.ended))
+        return out
 
 
-def test_a_generated_hermes_call_runs_against_the_sandbox(agent, domain, backend, monkeypatch):
+def test_a_generated_hermes_call_runs_against_the_sandbox(policy, domain, backend):
     call = render_tool_call("cancel_order", {"order_id": 1})
-    stub = _Scripted(agent, [call, "Order 1 is cancelled."])
-    monkeypatch.setattr(agent, "_generate", stub)
+    scripted = Scripted(policy.model, policy.tok, policy.sampling, texts=[call, "Order 1 is cancelled."])
+    agent = scripted.agent()
     traj, status = _episode(domain, backend, agent, max_turns=3)
     assert status == "cancelled"
     assert traj.tool_calls == [{"name": "cancel_order", "arguments": {"order_id": 1}, "ok": True,
@@ -219,32 +220,29 @@ def test_a_generated_hermes_call_runs_against_the_sandbox(agent, domain, backend
     assert traj.messages[2]["tool_calls"][0]["id"] == "call_0" and traj.messages[3]["tool_call_id"] == "call_0"
     assert traj.messages[4] == {"role": "assistant", "content": "Order 1 is cancelled."}
     assert traj.finish_reason == "user_done" and traj.turns == 2
-    first, second = traj.extra
-    assert agent.tokenizer.decode(first["completion_ids"][:-1]) == call
-    # what the model generated is, token for token, what the next prompt holds: training sees what was sampled
-    assert second["prompt_ids"][: len(first["prompt_ids"]) + len(first["completion_ids"])] == first["prompt_ids"] + first["completion_ids"]
+    # what the model generated is, token for token, what the episode's record holds: training sees what was sampled
+    first = scripted.codec.encode(call) + [scripted.eos_id]
+    assert agent.completion_ids[: len(first)] == first and agent.env_mask[: len(first)] == [1] * len(first)
 
 
-def test_a_malformed_generated_call_is_answered_with_an_error(agent, domain, backend, monkeypatch):
+def test_a_malformed_generated_call_is_answered_with_an_error(policy, domain, backend):
     cut_off = '<tool_call>\n{"name": "cancel_order", "arguments": {"order_id": 1'
-    stub = _Scripted(agent, [cut_off], stop=False)
-    monkeypatch.setattr(agent, "_generate", stub)
+    agent = Scripted(policy.model, policy.tok, policy.sampling, texts=[cut_off], ended=False).agent()
     traj, status = _episode(domain, backend, agent, max_turns=1)
     assert status == "pending"
     assert traj.tool_calls[0]["ok"] is False and "unclosed <tool_call>" in traj.tool_calls[0]["result"]
     assert traj.messages[-1]["role"] == "tool" and traj.messages[-1]["content"].startswith("error: ")
-    assert traj.extra[0]["finish"] == "length" and traj.finish_reason == "max_turns"
+    assert traj.extra[0]["ended"] is False and traj.finish_reason == "max_turns"
 
 
-def test_concurrent_attempts_share_one_model(agent, domain):
+def test_concurrent_episodes_share_one_model_and_one_batch(model_dir, domain):
+    policy = BatchedPolicy.from_pretrained(str(model_dir), SamplingParams(max_new_tokens=8), seed=1)
     conv = _conversation(domain)[:2]
     tools = domain.tools.openai_schemas()
-    a, b = agent.with_seed(1), agent.with_seed(2)
-    assert a.model is agent.model
+    a, b = policy.agent(), policy.agent()
 
     async def both():
-        return await asyncio.gather(a.act(conv, tools), b.act(conv, tools), a.act(conv, tools))
+        return await asyncio.gather(a.act(conv, tools), b.act(conv, tools))
 
-    t1, t2, t3 = asyncio.run(both())
-    assert t1.extra["completion_ids"] == t3.extra["completion_ids"]
-    assert t1.extra["seed"] != t2.extra["seed"]
+    asyncio.run(both())
+    assert policy.batches == 1 and a.prompt_ids == b.prompt_ids and a is not b

@@ -1,11 +1,11 @@
-"""The runner on Ray: the same tasks × k attempts and results file as `runner.run`, with attempts run by actors.
+"""The Ray executor: a run's attempts played by actors across a cluster (`groundstate.runner.run(..., executor=RayExecutor(...))`).
 
-What stays the same as `runner.run`: the plan (finished keys are skipped, system-error keys retried,
-`repair=True` retries only those), the manifest, and one results line per attempt appended by the driver
-as results arrive, so an interrupted run resumes with the same command, with or without Ray.
+Everything else about the run stays `runner.run`'s: the plan (finished keys are skipped, system-error keys retried,
+`repair=True` retries only those), the manifest, and one results line per attempt appended by the driver as
+results arrive, so an interrupted run resumes with the same command, with or without Ray.
 
 What Ray adds: a pool of `AttemptWorker` actors (one per CPU of the cluster by default), each holding its
-own backend (built inside the actor from `(backend name, dsn)`: backends hold connections and do not
+own backend (built inside the actor from the driver backend's `spec()`: backends hold connections and do not
 serialise), grader (with its cache of golden states), agents, and one event loop for its whole life
 (shared model-backed agents keep their async clients between batches). The driver sends batches of
 `(task id, domain reference, attempt)`, never pickled tasks: the actor resolves the reference
@@ -28,7 +28,7 @@ travel by name, other domain folders by absolute path, which must exist on every
     groundstate run --agent openai:MODEL@URL --tasks bench --k 8 --ray auto          # on a node of the cluster
     groundstate run --agent openai:MODEL@URL --tasks bench --k 8 --ray HEAD_IP:6379  # or ray://HEAD_IP:10001 (Ray Client)
     ray stop                                     # on each node when done
-From Python: `run_ray(pairs, cfg, ("postgres", dsn), path, address="auto")`. Without a cluster,
+From Python: `run(pairs, cfg, backend, path, executor=RayExecutor(backend, address="auto"))`. Without a cluster,
 `--ray local` (`address=None`) starts a private Ray instance on this machine and shuts it down at the end.
 """
 
@@ -41,28 +41,26 @@ import math
 import os
 import shutil
 import tempfile
-import time
 import traceback
 import warnings
 from collections import deque
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from groundstate.grading import grader_for, system_error
-from groundstate.results import Record
-from groundstate.runner import (AgentPool, RunConfig, RunSummary, make_record, run_attempt, run_identity, stamp, take_results_file,
-                                task_fingerprint)
-from groundstate.refs import TaskResolver, domain_ref
+from groundstate.refs import TaskResolver
+from groundstate.results import AttemptRecord
+from groundstate.runner import Planned, RecordSink, RunAgents, RunConfig, make_record, run_attempt
 from groundstate.state import make_backend
-from groundstate.tasks import Domain, Task
+from groundstate.state.base import Backend
+from groundstate.tasks import Task
+from groundstate.types import Domain, system_error
 
 CLOSE_TIMEOUT_S = 180
 Item = tuple[str, str, int, str, str]  # task id, domain reference, attempt, task fingerprint, domain content hash
-Outcome = tuple[str, int, "Record | None", "str | None"]  # task id, attempt, record, or the error that prevented one
+Outcome = tuple[str, int, "AttemptRecord | None", "str | None"]  # task id, attempt, record, or the error that prevented one
 
 
 class AttemptWorker:
-    """Runs batches of attempts in one process; wrapped with `ray.remote` by `run_ray` (a plain class here,
+    """Runs batches of attempts in one process; wrapped with `ray.remote` by `RayExecutor` (a plain class here,
     so that importing this module needs no Ray, and a subclass can take its place).
 
     `run` is a coroutine, so Ray makes this an async actor: batches run on the actor's one event loop for
@@ -74,8 +72,7 @@ class AttemptWorker:
         # each actor keeps its own sandbox pool on its node, sized to the attempts it runs at once: the
         # actors of a cluster together hold at most `cfg.concurrency` sandboxes (a PostgreSQL clone is a connection)
         self.backend = make_backend(*backend_spec, **({"max_open": max(1, in_flight)} if backend_spec[0] != "sqlite" else {}))
-        self.grader = grader_for(self.backend)
-        self.agents = AgentPool(cfg)
+        self.agents = RunAgents(cfg)
         self.slots = asyncio.Semaphore(max(1, min(in_flight, self.backend.max_open or in_flight)))
         self.tasks = TaskResolver()
 
@@ -87,7 +84,7 @@ class AttemptWorker:
             except Exception as e:  # noqa: BLE001 - the driver turns it into a system-error record
                 return task_id, attempt, None, f"{type(e).__name__}: {e}"
             async with self.slots:
-                return task_id, attempt, await run_attempt(task, domain, attempt, self.backend, self.grader, self.agents, self.cfg), None
+                return task_id, attempt, await run_attempt(task, domain, attempt, self.backend, self.agents, self.cfg), None
 
         return list(await asyncio.gather(*(one(i) for i in items)))
 
@@ -129,74 +126,41 @@ def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iter
             shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def run_ray(
-    tasks: list[tuple[Task, Domain]],
-    cfg: RunConfig,
-    backend_spec: tuple[str, str | None],
-    results_path: Path,
-    address: str | None = None,
-    repair: bool = False,
-    on_result: Callable[[Record], None] | None = None,
-    num_cpus: int | None = None,
-    actor_options: dict[str, Any] | None = None,
-    worker_cls: type = AttemptWorker,
-    rerun_changed: bool = False,
-) -> RunSummary:
-    """Run (or resume) tasks × k attempts into `results_path` on Ray actors (see the module docstring).
+class RayExecutor:
+    """Runs planned attempts on Ray actors (see the module docstring).
 
-    `num_cpus`: the CPUs of a local instance and the number of actors (default: the cluster's CPUs);
+    `address`: None starts a private local instance (`--ray local`); "auto", "HOST:PORT" or "ray://HOST:10001" join a
+    cluster. `num_cpus`: the CPUs of a local instance and the number of actors (default: the cluster's CPUs);
     `actor_options`: Ray options for each actor (e.g. `{"num_gpus": 0.5}` for local models; default 1 CPU).
     """
-    import ray
 
-    start = time.perf_counter()
-    results_path = Path(results_path)
-    identity = run_identity(cfg, tasks)
-    fingerprints = {t.id: task_fingerprint(t, d) for t, d in tasks}
-    backend = make_backend(*backend_spec)  # never opened here: names the backend in the manifest
-    try:
-        writer, resumed, manifest = take_results_file(results_path, tasks, cfg, backend, repair, rerun_changed,
-                                                      {"executor": "ray", "ray_address": address})
-    finally:
-        backend.close()
-    todo = resumed.todo
-    counts = {"passed": 0, "failed": 0, "system_errors": 0, "unjudged": 0}
-    by_key = {(t.id, a): t for t, _, a in todo}
+    def __init__(self, backend: Backend, address: str | None = None, num_cpus: int | None = None,
+                 actor_options: dict[str, Any] | None = None, worker_cls: type = AttemptWorker):
+        self.backend_spec = backend.spec()
+        self.address, self.num_cpus, self.actor_options, self.worker_cls = address, num_cpus, actor_options, worker_cls
 
-    def record(r: Record) -> None:
-        r = stamp(r, identity, fingerprints[r["task_id"]])
-        writer.write(r)
-        if r["system_error"]:
-            counts["system_errors"] += 1
-        elif r["unjudged"]:
-            counts["unjudged"] += 1
-        elif r["reward"] == 1:
-            counts["passed"] += 1
-        else:
-            counts["failed"] += 1
-        if on_result:
-            on_result(r)
+    def describe(self) -> dict[str, Any]:
+        return {"executor": "ray", "ray_address": self.address}
 
-    def failed(task_id: str, attempt: int, message: str) -> Record:
-        return make_record(by_key[(task_id, attempt)], attempt, cfg, system_error(message), None, {})
+    def execute(self, todo: list[Planned], cfg: RunConfig, record: RecordSink) -> None:
+        import ray
 
-    try:
-        if todo:
-            with ray_session(address, num_cpus):
-                _drive(ray, todo, cfg, backend_spec, num_cpus, actor_options, worker_cls, record, failed)
-    finally:
-        writer.close()
-    return RunSummary(results_path, manifest, len(tasks) * cfg.k, len(tasks) * cfg.k - len(todo), len(todo),
-                      counts["passed"], counts["failed"], counts["system_errors"], counts["unjudged"], time.perf_counter() - start,
-                      resumed.notes)
+        by_key = {(t.id, a): t for t, _, a in todo}
+
+        def failed(task_id: str, attempt: int, message: str) -> AttemptRecord:
+            return make_record(by_key[(task_id, attempt)], attempt, cfg, system_error(message), None, {})
+
+        with ray_session(self.address, self.num_cpus):
+            _drive(ray, todo, cfg, self.backend_spec, self.num_cpus, self.actor_options, self.worker_cls, record, failed)
 
 
-def _drive(ray, todo, cfg: RunConfig, backend_spec, num_cpus, actor_options, worker_cls, record, failed) -> None:
+def _drive(ray: Any, todo: list[Planned], cfg: RunConfig, backend_spec: tuple[str, str | None], num_cpus: int | None,
+           actor_options: dict[str, Any] | None, worker_cls: type, record: RecordSink, failed: Callable[[str, int, str], AttemptRecord]) -> None:
     """Feed batches to the actors, two queued per actor so none waits on the driver, and record each batch as it returns."""
     actors_n = max(1, min(num_cpus or int(ray.cluster_resources().get("CPU", 1)), len(todo)))
     in_flight = max(1, math.ceil(cfg.concurrency / actors_n))
     batch = max(1, min(in_flight, math.ceil(len(todo) / (actors_n * 2))))
-    refs = {id(d): domain_ref(d) for _, d, _ in todo}
+    refs = {id(d): d.ref() for _, d, _ in todo}
     items = [(t.id, refs[id(d)], a, t.fingerprint(), d.content_hash) for t, d, a in todo]
     pending = deque(items[i:i + batch] for i in range(0, len(items), batch))
     Actor = ray.remote(worker_cls).options(**({"num_cpus": 1} | (actor_options or {})))

@@ -1,4 +1,4 @@
-"""Command-line options checked where they are parsed, shared by every command.
+"""Command-line options checked where they are parsed, and the option groups commands share.
 
 A bad value stops the command before anything runs, with typer's usage message naming the option
 ("Invalid value for '--max-turns': -1 is not an integer >= 1"), never a traceback and never a value silently
@@ -13,6 +13,8 @@ import math
 from typing import Any, Callable
 
 import typer
+
+from groundstate.types import DEFAULT_GRADE_TIMEOUT_S, EpisodeLimits
 
 
 def in_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False) -> Callable[[Any], Any]:
@@ -54,6 +56,14 @@ def folder_out(default: Any, *decls: str, **kw: Any) -> Any:
     return typer.Option(default, *decls, file_okay=False, **kw)
 
 
+# -- where worlds live: the backend, and the servers of ThinkingBox tasks -------------------------------------
+
+Backend = typer.Option("sqlite", "--backend", help="sqlite (embedded default) or postgres.")
+PgDsn = typer.Option(None, "--pg-dsn", help="PostgreSQL DSN (default: $GROUNDSTATE_PG_DSN or postgresql://postgres@127.0.0.1:5432/postgres).")
+TbServers = typer.Option(None, "--tb-servers", help="ThinkingBox servers.yaml: how to start the MCP servers of thinkingbox: tasks.")
+TbNoSources = typer.Option(False, "--tb-no-sources", help="ThinkingBox tasks: drop the init configuration's knowledge-base `sources` (no Typesense needed).")
+
+
 # -- what an attempt may do, shared by `run` and `probe` -----------------------------------------------------
 
 def temperature(help: str = "Sampling temperature (0: greedy).") -> Any:
@@ -76,3 +86,16 @@ MaxResultChars = count(None, "--max-result-chars", help="Characters of a tool re
 MaxAttemptTokens = count(None, "--max-attempt-tokens", help="Agent tokens (input + output) per attempt; "
                                                             "crossing it ends the attempt with finish reason max_tokens.")
 RayCpus = count(None, "--ray-cpus", help="With --ray: number of actors (and CPUs of a local instance).")
+
+
+def sampling(temperature: float | None, top_p: float | None, top_k: int | None, max_tokens: int | None) -> dict[str, Any]:
+    """The sampling options that were given (an unset one keeps the agent's default)."""
+    given = {"temperature": temperature, "top_p": top_p, "top_k": top_k, "max_tokens": max_tokens}
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def limits(max_turns: int | None, attempt_timeout: float | None, grade_timeout: float | None, max_result_chars: int | None,
+           max_attempt_tokens: int | None) -> EpisodeLimits:
+    """The attempt's limits from the options of the limits group (an unset grading bound keeps its default)."""
+    return EpisodeLimits(max_turns=max_turns, timeout=attempt_timeout, max_result_chars=max_result_chars, max_tokens=max_attempt_tokens,
+                         grade_timeout=DEFAULT_GRADE_TIMEOUT_S if grade_timeout is None else grade_timeout)

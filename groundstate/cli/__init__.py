@@ -1,0 +1,58 @@
+"""The `groundstate` command line: a thin typer app over the library, one module per command group.
+
+`run` / `probe` (cli.run), `tasks ...` (cli.tasks), `metrics` / `compare` / `report` / `export` (cli.analysis),
+`select` (cli.select), `train` / `merge` / `tiny build` (cli.train), `serve-mcp` (cli.mcp), `quickstart`
+(cli.quickstart). Shared options and option groups are in cli.options, consoles and error exits in cli.common.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+import typer
+
+from groundstate.cli import analysis, quickstart, tasks, train
+from groundstate.cli.mcp import serve_mcp
+from groundstate.cli.run import PROBE_HELP, RUN_HELP, attempts_command
+from groundstate.cli.select import select_command
+
+app = typer.Typer(help="Train and evaluate tool-using LLM agents with rewards read from the final state of a real database.", no_args_is_help=True)
+
+
+@app.callback()
+def _stop_on_sigterm() -> None:
+    # SIGTERM (`timeout`, a scheduler, `kill`) ends a command the way Ctrl-C does: Python's default would end the process at
+    # once, skipping the clean-up that stops the process groups of MCP servers and ThinkingBox test workers, which then
+    # run on for good (a worker in `while True`, whatever a server spawned). Only in the main thread of a process whose
+    # SIGTERM is still the default, so an embedding program keeps its own handler.
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _as_interrupt)
+
+
+def _as_interrupt(signum: int, frame: object) -> None:
+    """Handle a signal as SIGINT's handler would (asyncio's runner cancels its main task); KeyboardInterrupt when
+    SIGINT has none (a background job's SIGINT is ignored, which must not make SIGTERM ignored too)."""
+    handler = signal.getsignal(signal.SIGINT)
+    if not callable(handler):
+        raise KeyboardInterrupt
+    handler(signal.SIGINT, frame)
+
+
+app.add_typer(tasks.app, name="tasks")
+app.add_typer(train.tiny_app, name="tiny")
+app.command("run", help=RUN_HELP)(attempts_command)
+app.command("probe", help=PROBE_HELP)(attempts_command)
+app.command("metrics")(analysis.metrics)
+app.command("compare")(analysis.compare)
+app.command("report")(analysis.report)
+app.command("export")(analysis.export_command)
+app.command("select")(select_command)
+app.command("train")(train.train)
+app.command("merge")(train.merge)
+app.command("quickstart")(quickstart.quickstart)
+app.command("serve-mcp")(serve_mcp)
+
+
+def main() -> None:  # pragma: no cover
+    app()

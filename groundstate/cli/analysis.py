@@ -1,0 +1,175 @@
+"""`groundstate metrics`, `compare`, `report` and `export`: commands that read results files (and never run anything a
+record names)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from groundstate.cli import options as opts
+from groundstate.cli.common import console, out, read_run
+from groundstate.results import read_records
+
+
+def _fmt(x, pct=True):
+    if x is None or (isinstance(x, float) and x != x):
+        return "—"
+    return f"{x:.2%}" if pct else f"{x}"
+
+
+def metrics(
+    results: Path = typer.Argument(..., help="Results JSONL of a run."),
+    k: Optional[str] = typer.Option(None, "--k", help="k for pass@k / pass^k: one or more, comma-separated (e.g. 1,5,20), each at most n, the attempts per task (default: n)."),
+    prices: Optional[Path] = typer.Option(None, "--prices", help="YAML price table overriding the bundled one."),
+    by: str = typer.Option("domain", "--by", help="Breakdown: domain (family is always included in --json)."),
+    allow_incomplete: bool = typer.Option(False, "--allow-incomplete", help="Compute despite missing, duplicated or system-error keys."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """pass@1, pass@k, pass^k, Observed k/k with intervals, per-domain breakdown, tokens and cost."""
+    from groundstate.metrics import compute, load_prices, parse_ks
+
+    try:
+        ks = parse_ks(k) if k is not None else None
+    except ValueError as e:
+        console.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    records = read_run(results)
+    try:
+        m = compute(records, ks, load_prices(prices), allow_incomplete)
+    except ValueError as e:
+        console.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(1) from None
+    if as_json:
+        out.print_json(data={k_: v for k_, v in m.items() if k_ != "per_task"} | {"per_task": m["per_task"]})
+        return
+    iv = m["intervals"]
+    n = m["n"]
+    table = Table(title=f"{escape(str(results))} · {m['tasks']} tasks × n={n}")
+    table.add_column("metric")
+    table.add_column("value")
+    table.add_column("95% CI (bootstrap over tasks)")
+    ci = lambda iv, name: "—" if name not in iv else f"[{_fmt(iv[name][0])}, {_fmt(iv[name][1])}]"  # noqa: E731
+    table.add_row("pass@1", _fmt(m["pass_at_1"]), ci(iv, "pass_at_1"))
+    for k_, at in m["at_k"].items():
+        table.add_row(f"pass@{k_} (unbiased)", _fmt(at["pass_at_k"]), ci(at["intervals"], "pass_at_k"))
+    table.add_row("tasks solved at least once", str(m["solved_at_least_once"]), "")
+    for k_, at in m["at_k"].items():
+        table.add_row(f"pass^{k_} (unbiased)", _fmt(at["pass_hat_k"]), ci(at["intervals"], "pass_hat_k"))
+        table.add_row(f"pass^{k_} (plug-in (c/n)^k)", _fmt(at["pass_hat_k_plugin"]), "")
+    table.add_row(f"Observed {n}/{n}", f"{m['observed_k_of_k']} ({_fmt(m['observed_k_of_k_rate'])})", ci(iv, "observed_k_of_k_rate"))
+    table.add_row("system errors", str(m["system_errors"]), "excluded from the rates")
+    table.add_row("unjudged (rubric, no judge)", str(m["unjudged"]), "counted apart")
+    table.add_row("cost (USD)", "—" if m["cost_usd"] is None else f"{m['cost_usd']:.4f}", "")
+    table.add_row("cost per dependable task", "—" if m["cost_per_dependable_task"] is None else f"{m['cost_per_dependable_task']:.4f}",
+                  m["cost_per_dependable_task_note"] or "")
+    out.print(table)
+    group = m.get(f"by_{by}", {})
+    if group:
+        t2 = Table(title=f"by {by}")
+        for col in (by, "tasks", "pass@1", f"pass@{m['k']}", f"pass^{m['k']}", f"{n}/{n}"):
+            t2.add_column(col)
+        for g, v in group.items():
+            t2.add_row(g, str(v["tasks"]), _fmt(v["pass_at_1"]), _fmt(v["pass_at_k"]), _fmt(v["pass_hat_k"]), str(v["observed_k_of_k"]))
+        out.print(t2)
+
+
+def compare(
+    base: Path = typer.Argument(..., help="Baseline results JSONL."),
+    cand: Path = typer.Argument(..., help="Candidate results JSONL."),
+    k: Optional[int] = opts.count(None, "--k", help="k for pass@k / pass^k, at most the smaller n of the two runs (default: that n)."),
+    prices: Optional[Path] = typer.Option(None, "--prices"),
+    allow_incomplete: bool = typer.Option(False, "--allow-incomplete"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Lift of each metric on the shared tasks (paired bootstrap CI, P(lift > 0)), task transitions, cost change."""
+    from groundstate.metrics import compare as compare_runs
+    from groundstate.metrics import load_prices
+
+    try:
+        c = compare_runs(read_run(base), read_run(cand), k, load_prices(prices), allow_incomplete=allow_incomplete)
+    except ValueError as e:
+        console.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(1) from None
+    for name, problems in c["incomplete"].items():  # --allow-incomplete: compared anyway, and said, also with --json
+        console.print(f"[yellow]{name} run incomplete, compared anyway:[/yellow] {escape('; '.join(problems))}")
+    if c["left_out"]:  # always said, on stderr, also with --json
+        console.print(f"[yellow]{len(c['left_out'])} tasks left out of the comparison:[/yellow]")
+        for row in c["left_out"][:10]:
+            console.print(f"  {escape(row['task_id'])}: {escape(row['reason'])}")
+        if len(c["left_out"]) > 10:
+            console.print(f"  ... and {len(c['left_out']) - 10} more (see --json)")
+    if as_json:
+        out.print_json(data=c)
+        return
+    t = Table(title=f"{cand} vs {base} · {c['shared_tasks']} shared tasks · k={c['k']}")
+    for col in ("metric", "base", "candidate", "lift", "95% CI", "P(lift > 0)"):
+        t.add_column(col)
+    for name, v in c["metrics"].items():
+        t.add_row(name, _fmt(v["base"]), _fmt(v["candidate"]), f"{v['lift']:+.2%}", f"[{v['ci_95'][0]:+.2%}, {v['ci_95'][1]:+.2%}]", f"{v['p_lift_positive']:.3f}")
+    out.print(t)
+    tr = Table(title="task transitions (rows: base, columns: candidate)")
+    tr.add_column("base \\ candidate")
+    for col in ("never", "sometimes", "always"):
+        tr.add_column(col)
+    for a, row in c["transitions"].items():
+        tr.add_row(a, *(str(row[z]) for z in ("never", "sometimes", "always")))
+    out.print(tr)
+    kk = c["observed_k_of_k"]
+    out.print(f"Observed k/k: {kk['base']} → {kk['candidate']} (moved in {kk['moved_in']}, fell out {kk['fell_out']}); cost USD: {c['cost_usd']}")
+
+
+def report(
+    results: Path = typer.Argument(..., help="Results JSONL of a run."),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", help="Baseline results for a before/after comparison."),
+    output: Path = opts.file_out(Path("report.html"), "-o", "--output", help="Where to write the HTML file."),
+) -> None:
+    """One self-contained HTML report: metrics, success grid, plots, and failing attempts with their diffs."""
+    from groundstate.report import write_report
+
+    records = read_run(results)
+    if not records:
+        console.print(f"[red]error:[/red] {results} holds no records")
+        raise typer.Exit(2)
+    try:
+        path = write_report(records, output, f"groundstate report · {results}", read_run(baseline) if baseline else None)
+    except ValueError as e:  # records of several runs, or a baseline that cannot be compared
+        console.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(1) from None
+    console.print(f"report written to {path}")
+
+
+def export_command(
+    results: Path = typer.Argument(..., help="Results JSONL of a run."),
+    fmt: str = typer.Option(..., "--format", help="hf-dataset (datasets.save_to_disk), parquet or sft-jsonl."),
+    out_dir: Path = opts.folder_out(..., "--out", help="Output folder."),
+    passed_only: bool = typer.Option(False, "--passed-only", help="Keep only attempts with reward 1."),
+    domain: Optional[list[Path]] = typer.Option(None, "--domain", "-d",
+                                                help="Domain folder to take tool schemas from, for domains that are not bundled (repeatable)."),
+) -> None:
+    """Turn a run's trajectories into chat training data (messages with tool calls, tools, reward); system errors are skipped."""
+    from groundstate.export import FORMATS, to_examples, write_examples
+
+    if fmt not in FORMATS:
+        console.print(f"[red]error:[/red] unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
+        raise typer.Exit(2)
+    try:
+        records = read_records(results)
+        examples, counts = to_examples(records, passed_only, domain or ())
+    except (OSError, ValueError, KeyError) as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    path = write_examples(examples, fmt, out_dir, {"source": str(results), "passed_only": passed_only, "counts": asdict(counts)})
+    skipped = [f"{n} {label}" for n, label in ((counts.system_errors, "system errors"), (counts.not_passed, "not passed"),
+               (counts.duplicates, "superseded duplicates"), (counts.no_trajectory, "without a trajectory")) if n]
+    out.print(f"{counts.exported} examples exported from {counts.records} records" + (f" (skipped: {', '.join(skipped)})" if skipped else ""))
+    if counts.without_tools:
+        console.print(f"[yellow]{counts.without_tools} examples have no tools column:[/yellow] their domain is not bundled; name its folder "
+                      "with --domain DIR (a folder named in a record is never loaded: that would run its code)")
+    if counts.unparsed_arguments:
+        console.print(f"{counts.unparsed_arguments} tool calls keep their arguments as a raw string (not valid JSON objects)")
+    console.print(f"{fmt} written to {path}\ncounts written to {Path(out_dir) / 'export.json'}")

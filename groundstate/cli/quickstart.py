@@ -1,0 +1,64 @@
+"""`groundstate quickstart`: the offline end-to-end demo, printed as a before/after table."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from groundstate.cli import options as opts
+from groundstate.cli.common import console, fail, out
+
+
+def _fmt(x, pct=True):
+    if x is None or (isinstance(x, float) and x != x):
+        return "—"
+    return f"{x:.2%}" if pct else f"{x}"
+
+
+def quickstart(
+    out_dir: Path = opts.folder_out(Path("runs/quickstart"), "--out", help="Where every artefact goes."),
+    seed: int = typer.Option(0),
+    grpo_steps: int = opts.count(100, "--grpo-steps"),
+    sft_max_steps: int = opts.count(1500, "--sft-max-steps"),
+    max_pool: Optional[int] = opts.count(None, "--max-pool", help="Use only the first N pool tasks (a reduced run)."),
+    ood: bool = typer.Option(True, "--ood/--no-ood", help="Also evaluate on the out-of-distribution benchmark."),
+) -> None:
+    """The offline end-to-end demo: tiny base → probe → select → evaluate → GRPO → evaluate → compare, report."""
+    from groundstate.quickstart import QuickstartConfig, run_quickstart
+
+    cfg = QuickstartConfig(seed=seed, grpo_steps=grpo_steps, sft_max_steps=sft_max_steps, max_pool=max_pool, ood=ood)
+    t0 = time.perf_counter()
+    from groundstate.results import RecordError
+    from groundstate.runner import ResumeRefused
+
+    try:
+        s = run_quickstart(out_dir, cfg, log=lambda m: console.print(m))
+    except (RecordError, ResumeRefused) as e:  # an --out of an earlier quickstart with other settings: never mixed
+        fail(f"{e}\nuse another --out for these settings")
+    price = s["notional_price_usd_per_million_tokens"]
+
+    def before_after(title: str, base: dict, trained: dict) -> Table:
+        k_ = base["k"]
+        t = Table(title=title)
+        for col in ("metric", "base", "trained"):
+            t.add_column(col)
+        money = lambda x: "undefined (no task solved k/k)" if x is None else f"${x:.5f}"  # noqa: E731
+        t.add_row("pass@1", _fmt(base["pass_at_1"]), _fmt(trained["pass_at_1"]))
+        t.add_row(f"pass@{k_}", _fmt(base["pass_at_k"]), _fmt(trained["pass_at_k"]))
+        t.add_row(f"pass^{k_}", _fmt(base["pass_hat_k"]), _fmt(trained["pass_hat_k"]))
+        t.add_row(f"Observed {k_}/{k_}", f"{base['observed_k_of_k']} / {base['tasks']}", f"{trained['observed_k_of_k']} / {trained['tasks']}")
+        t.add_row("cost per dependable task", money(base["cost_per_dependable_task"]), money(trained["cost_per_dependable_task"]))
+        return t
+
+    out.print(before_after(f"held-out validation ({s['val_tasks']} tasks × k={s['base']['k']}): base vs GRPO-trained", s["base"], s["trained"]))
+    out.print(f"cost at a notional ${price['input']}/M input and ${price['output']}/M output tokens")
+    if s["base_ood"]:
+        out.print(before_after(f"out-of-distribution benchmark ({s['base_ood']['tasks']} tasks × k={s['base_ood']['k']})", s["base_ood"], s["trained_ood"]))
+    out.print("stage seconds: " + ", ".join(f"{k_} {v}" for k_, v in s["stage_seconds"].items()) + f"; total {time.perf_counter() - t0:.0f} s")
+    for name, path in s["paths"].items():
+        console.print(f"{name}: {path}")
+    console.print(f"summary written to {out_dir / 'summary.json'}")

@@ -1,0 +1,123 @@
+"""`groundstate tasks ...`: list, lint and regenerate tasks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from groundstate.cli import options as opts
+from groundstate.cli.common import console, fail, load_domains, out, progress, select
+from groundstate.tasks import TaskFileError
+
+app = typer.Typer(help="Inspect and check tasks.", no_args_is_help=True)
+
+
+@app.command("lint")
+def tasks_lint(
+    domain: Optional[list[str]] = typer.Option(None, "--domain", "-d", help="Domain name or folder (repeatable; default: all bundled)."),
+    tasks: Optional[str] = typer.Option(None, "--tasks", help="Lint these tasks instead (any --tasks selector, e.g. thinkingbox:DIR::LIST)."),
+    tb_servers: Optional[Path] = opts.TbServers,
+    tb_no_sources: bool = opts.TbNoSources,
+    backend: str = opts.Backend,
+    pg_dsn: Optional[str] = opts.PgDsn,
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+    out_file: Optional[Path] = opts.file_out(None, "--out", help="Also write the full per-task report as JSON here."),
+    workers: int = opts.count(0, "--workers", lo=0, help="Parallel tasks (default, 0: 1 on sqlite, 8 on postgres)."),
+) -> None:
+    """Gold must pass, no-op must fail, and mutants of the gold solution must be killed."""
+    from groundstate.lint import lint
+    from groundstate.state import make_backend
+
+    pairs = select(tasks, tb_servers, tb_no_sources) if tasks else load_domains(domain)
+    try:
+        be = make_backend(backend, pg_dsn)
+    except ValueError as e:
+        fail(f"--backend: {e}")
+    workers = workers or (1 if be.name == "sqlite" else 8)
+    try:
+        with progress() as bar_progress:
+            bar = bar_progress.add_task(f"lint ({be.name})", total=len(pairs), status="")
+            report = lint(pairs, be, workers=workers, on_done=lambda r: bar_progress.update(bar, advance=1, status=r.task_id))
+    except TaskFileError as e:  # a domain file the backend rejects (a schema PostgreSQL refuses)
+        fail(str(e))
+    finally:
+        be.close()
+    summary = report.summary()
+    if out_file:
+        out_file.parent.mkdir(parents=True, exist_ok=True)
+        out_file.write_text(json.dumps(report.to_json(), indent=1, default=str))
+    if as_json:
+        out.print_json(data=summary)
+    else:
+        table = Table(title=f"tasks lint · {be.name}")
+        for col in ("task", "gold", "no-op", "mutants killed", "equivalent", "problems"):
+            table.add_column(col)
+        for t in report.tasks:
+            table.add_row(t.task_id, "pass" if t.gold_pass else "[red]FAIL[/red]", "fail" if t.noop_fail else "[red]PASS[/red]",
+                          f"{t.killed}/{t.counted}", str(len(t.mutants) - t.counted), "; ".join(t.problems)[:80])
+        out.print(table)
+        for s in summary["survivors"]:
+            out.print(f"[yellow]survivor[/yellow] {s['task_id']}: {s['mutant']} — {s['reason']}")
+        n = summary["tasks"]
+        out.print(f"{n} tasks on {be.name}: gold pass {summary['gold_pass']}/{n}, no-op fail {summary['noop_fail']}/{n}, "
+                  f"mutants killed {summary['mutants_killed']}/{summary['mutants']} ({summary['mutant_kill_rate']:.1%}), "
+                  f"{summary['mutants_equivalent']} equivalent")
+    if out_file:
+        console.print(f"report written to {out_file}")
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@app.command("generate")
+def tasks_generate(
+    domain: Optional[list[str]] = typer.Option(None, "--domain", "-d", help="Domain (repeatable; default: every bundled domain with a generator)."),
+    check: bool = typer.Option(False, "--check", help="Only verify that the checked-in files are reproduced exactly (exit 1 if not)."),
+) -> None:
+    """Regenerate task files from each domain's seeded generator (byte-identical for unchanged generators)."""
+    from groundstate.domain import bundled_domains, load_domain, render_generated_tasks
+
+    names = domain or [d for d in bundled_domains() if (load_domain(d).path / "taskgen.py").exists()]
+    stale = []
+    for name in names:
+        path, text = render_generated_tasks(load_domain(name))
+        current = path.read_text(encoding="utf-8") if path.exists() else None
+        if check:
+            if current != text:
+                stale.append(str(path))
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        console.print(f"{name}: {text.count(chr(10) + '- id: ')} tasks written to {path}")
+    if check:
+        if stale:
+            console.print("[red]out of date:[/red] " + ", ".join(stale))
+            raise typer.Exit(1)
+        console.print(f"{len(names)} task files reproduced exactly")
+
+
+@app.command("list")
+def tasks_list(
+    split: Optional[str] = typer.Option(None, help="pool or bench."),
+    domain: Optional[list[str]] = typer.Option(None, "--domain", "-d", help="Domain name (repeatable)."),
+    tasks: Optional[str] = typer.Option(None, "--tasks", help="List these tasks instead (any --tasks selector, e.g. thinkingbox:DIR::LIST)."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON array of tasks."),
+) -> None:
+    """Tasks with their domain, split, family and template; counts per domain, family and split."""
+    pairs = [(t, d) for t, d in select(tasks, run=False) if split is None or t.split == split] if tasks else load_domains(domain, split)
+    if as_json:
+        out.print_json(data=[{"id": t.id, "domain": t.domain, "split": t.split, "family": t.family, "template": t.template,
+                              "gold_calls": len(t.gold), "tags": t.tags} for t, _ in pairs])
+        return
+    counts: dict[tuple[str, str, str], int] = {}
+    for t, _ in pairs:
+        counts[(t.domain, t.split or "", t.family)] = counts.get((t.domain, t.split or "", t.family), 0) + 1
+    table = Table(title=f"{len(pairs)} tasks")
+    for col in ("domain", "split", "family", "tasks"):
+        table.add_column(col)
+    for (d, s, f), n in sorted(counts.items()):
+        table.add_row(d, s, f, str(n))
+    out.print(table)

@@ -1,0 +1,261 @@
+"""The types every layer shares: what an agent emits, what a tool returns, what an episode records, what a
+grader decides, the limits of an attempt, and the interfaces every world implements (`Domain`, `Environment`).
+
+One attempt, in these types: a `Domain` opens an `Environment` for a `Task`; the episode loop sends the
+environment's `tool_schemas()` and the conversation to an `Agent`, whose `AgentTurn`s carry `ToolCallRequest`s
+that the environment answers with `ToolResult`s (`call_tool`); the loop ends with a finish reason and a
+`Trajectory`, which the environment grades into a `Verdict` (`grade`) before it is closed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
+
+from groundstate.state.changes import ChangeSet
+
+if TYPE_CHECKING:  # the task model (pydantic) and backends are defined in their own modules; protocols only name them
+    from groundstate.state.base import Backend
+    from groundstate.tasks import Task
+
+DEFAULT_GRADE_TIMEOUT_S = 300.0
+FINISH_REASONS = ("agent_done", "user_done", "max_turns", "max_tool_calls", "max_tokens", "timeout")
+
+
+# -- what agents emit ---------------------------------------------------------------------------------------
+
+@dataclass
+class Usage:
+    """Tokens billed for agent turns, as the endpoint reported them."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+
+    def add(self, other: "Usage") -> None:
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.cached_input_tokens += other.cached_input_tokens
+
+    def to_json(self) -> dict[str, int]:
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "cached_input_tokens": self.cached_input_tokens}
+
+
+@dataclass
+class ToolCallRequest:
+    id: str
+    name: str
+    arguments: dict[str, Any] | str  # a string when the model produced unparsed JSON
+    parse_error: str | None = None  # set when the model's call could not be parsed: the agent sees this error
+
+    def to_message(self) -> dict[str, Any]:
+        args = self.arguments if isinstance(self.arguments, str) else json.dumps(self.arguments, ensure_ascii=False)
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": args}}
+
+
+@dataclass
+class AgentTurn:
+    text: str | None = None
+    tool_calls: list[ToolCallRequest] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    done: bool = False  # the agent declares the conversation finished
+    extra: dict[str, Any] = field(default_factory=dict)  # engine-specific data (token ids, log-probs)
+
+
+class Agent(Protocol):
+    """The policy: the next turn for a conversation (OpenAI-style chat messages) and the tools on offer."""
+
+    async def act(self, conversation: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AgentTurn: ...
+
+
+class UserSimulator(Protocol):
+    async def reply(self, conversation: list[dict[str, Any]]) -> str | None:
+        """The user's next message, or None when the user ends the conversation."""
+        ...
+
+
+# -- what tools return and episodes record --------------------------------------------------------------------
+
+@dataclass
+class ToolResult:
+    ok: bool
+    content: str  # what the agent sees: JSON of the return value, or the error message
+    write: bool = False  # whether the tool may change state (as its domain declares it)
+
+
+@dataclass
+class Trajectory:
+    """One attempt as it happened: the conversation, every executed tool call, the finish reason and the tokens."""
+
+    messages: list[dict[str, Any]]
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # {name, arguments, ok, result, write[, truncated]}
+    finish_reason: str = ""
+    usage: Usage = field(default_factory=Usage)
+    turns: int = 0
+    seconds: float = 0.0
+    extra: list[dict[str, Any]] = field(default_factory=list)  # per agent turn engine data (e.g. token ids)
+
+    @property
+    def final_reply(self) -> str | None:
+        """The agent's last text message to the user (what reply rubrics judge)."""
+        for m in reversed(self.messages):
+            if m["role"] == "assistant" and m.get("content"):
+                return m["content"]
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"messages": self.messages, "tool_calls": self.tool_calls, "finish_reason": self.finish_reason, "turns": self.turns}
+
+
+@dataclass
+class Verdict:
+    """A grader's decision on one attempt: reward 1 or 0 with its reasons and row diff, or a system error."""
+
+    reward: int | None  # 1 or 0; None for a system error or an unjudged rubric task
+    reasons: list[str] = field(default_factory=list)
+    diff: list[dict[str, Any]] = field(default_factory=list)
+    system_error: str | None = None
+    state_reward: int | None = None  # the final-state part alone (before any rubric)
+    unjudged: bool = False  # rubric task graded without a judge: counted apart, never pass or fail
+    changes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.reward == 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "reward": self.reward,
+            "state_reward": self.state_reward,
+            "reasons": self.reasons,
+            "diff": self.diff,
+            "system_error": self.system_error,
+            "unjudged": self.unjudged,
+            "changes": self.changes,
+        }
+
+
+def system_error(message: str) -> Verdict:
+    """The verdict of an attempt that the infrastructure or the grader failed: never a 0."""
+    return Verdict(reward=None, reasons=[message], system_error=message)
+
+
+class Judge(Protocol):
+    """Judges a task's reply rubrics for an attempt whose final state passed (see `grading.with_rubrics`)."""
+
+    def apply(self, task: "Task", trajectory: Trajectory | None, verdict: Verdict) -> Verdict: ...
+
+
+# -- limits and failures of an attempt ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class EpisodeLimits:
+    """What one attempt may do. A limit reached ends the episode with a finish reason and the state is graded.
+
+    `max_turns` / `max_tool_calls` override the task's own limits (None: the task's); `timeout` is the attempt's
+    wall clock in seconds (the agent running out is finish reason `timeout`; a tool or user call that alone
+    outlasts it is a hang of the harness, `EpisodeHang`); `max_result_chars` caps the tool result the agent is
+    shown; `max_tokens` caps the agent's input + output tokens over the attempt; `grade_timeout` bounds
+    grading (running out is a system error; None: unbounded).
+    """
+
+    max_turns: int | None = None
+    max_tool_calls: int | None = None
+    timeout: float | None = None
+    max_result_chars: int | None = None
+    max_tokens: int | None = None
+    grade_timeout: float | None = DEFAULT_GRADE_TIMEOUT_S
+
+    def __post_init__(self) -> None:
+        for name in ("max_turns", "timeout", "max_result_chars", "max_tokens", "grade_timeout"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be positive, got {value}")
+        if self.max_tool_calls is not None and self.max_tool_calls < 0:
+            raise ValueError(f"max_tool_calls must be 0 or more, got {self.max_tool_calls}")
+
+    def turns_for(self, task: "Task") -> int:
+        return self.max_turns or task.limits.max_turns
+
+    def tool_calls_for(self, task: "Task") -> int:
+        return task.limits.max_tool_calls if self.max_tool_calls is None else self.max_tool_calls
+
+
+class EpisodeHang(RuntimeError):
+    """A tool, backend or user-simulator call did not return within the attempt's time limit (infrastructure)."""
+
+
+class SandboxLost(RuntimeError):
+    """The sandbox's database connection died under a tool call (a server restart): the attempt cannot be graded."""
+
+
+# -- worlds ---------------------------------------------------------------------------------------------------
+
+class ToolDescription(Protocol):
+    """What the scripted agents and lint's mutants read of one tool: may it write, and its parameters' types."""
+
+    write: bool
+    params: dict[str, Any]
+
+
+class ToolCatalog(Protocol):
+    """A domain's tools by name, as far as scripted agents and lint's mutants need them (a `Toolset` is one)."""
+
+    specs: Mapping[str, ToolDescription]
+
+
+class Environment(Protocol):
+    """What one attempt runs against: the world of one task, opened for this attempt alone.
+
+    `call_tool` never raises for anything the agent did (a bad call is an error result); it raises for what is
+    not the agent's doing (`EpisodeHang`, `SandboxLost`, a server that died), which the attempt records as a system
+    error. The environment applies its own execution policy (worker threads, the attempt's time limit).
+    `changes()` is the change set so far where the world has one (SQL sandboxes), else None.
+    """
+
+    task: "Task"
+
+    def initial_messages(self) -> list[dict[str, Any]]:
+        """The conversation an attempt starts from: the domain's policy (system) and the task's instruction (user)."""
+        ...
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The tools the agent may call, in the OpenAI / chat-template `tools` format."""
+        ...
+
+    async def call_tool(self, name: str, arguments: Any) -> ToolResult: ...
+
+    async def grade(self, trajectory: Trajectory, judge: Judge | None = None) -> Verdict: ...
+
+    async def changes(self) -> ChangeSet | None: ...
+
+    async def close(self) -> None:
+        """Release everything the attempt holds (always called, also after a failure; idempotent)."""
+        ...
+
+
+class Domain(Protocol):
+    """A world that tasks run in: SQL domain folders (`groundstate.domain.Domain`) and ThinkingBox scenarios
+    (`groundstate.thinkingbox.TbDomain`) both implement it.
+
+    `ref()` is how another process (a Ray actor, a verl worker) finds this domain again (`groundstate.refs`);
+    `content_hash` changes whenever what defines its attempts changes; `prepare(backend)` builds, once and before
+    any attempt, what attempts need (`TaskFileError` naming the file when a domain file is broken);
+    `open_environment` gives one attempt its own `Environment`.
+    """
+
+    name: str
+
+    tools: ToolCatalog
+
+    @property
+    def content_hash(self) -> str: ...
+
+    def system_prompt(self) -> str: ...
+
+    def ref(self) -> str: ...
+
+    def prepare(self, backend: "Backend") -> None: ...
+
+    async def open_environment(self, task: "Task", backend: "Backend", limits: EpisodeLimits) -> Environment: ...
