@@ -168,7 +168,7 @@ def generate(folder: Path | str, templates: Sequence[Template], index: WorldInde
 
     Ids are `task_id(domain, name, n)`; tags get `calls:<gold length>` and `writes:<write calls>` appended. A draw
     whose instruction an earlier task already has is drawn again (at most `MAX_DRAWS` times), so no two tasks read
-    alike. A body with a key outside `BODY_KEYS` is an error, not silently dropped.
+    alike. A body with a key outside `BODY_KEYS`, or a gold call of a tool the domain does not have, is an error.
     """
     domain = domain_of(folder)
     writes = write_tools(folder)
@@ -182,6 +182,9 @@ def generate(folder: Path | str, templates: Sequence[Template], index: WorldInde
             if extra:
                 raise ValueError(f"template {name} returned unknown keys {sorted(extra)}; a body has {sorted(BODY_KEYS)}")
             gold = body["gold"]
+            unknown = [c["tool"] for c in gold if c["tool"] not in domain.tools]
+            if unknown:  # caught here, naming the template, rather than when the task file is loaded
+                raise ValueError(f"template {name} calls unknown tools {unknown}")
             task = {
                 "id": task_id(domain.name, name, n),
                 "family": family,

@@ -63,7 +63,7 @@ def test_generate_numbers_tags_and_draws_a_duplicate_again(kiosk, index):
     assert list(tasks[0]) == ["id", "family", "template", "tags", "instruction", "user", "gold"]
 
 
-def test_generate_refuses_unknown_keys_and_templates_that_repeat_themselves(kiosk, index):
+def test_generate_refuses_unknown_keys_unknown_tools_and_templates_that_repeat_themselves(kiosk, index):
     def t_typo(g: WorldIndex) -> dict:
         return {"instruction": "x", "user": {}, "gold": [], "chekcs": []}
 
@@ -72,8 +72,13 @@ def test_generate_refuses_unknown_keys_and_templates_that_repeat_themselves(kios
 
     with pytest.raises(ValueError, match="unknown keys"):
         _kit.generate(kiosk.path, [("single_write", t_typo, 1)], index)
+    def t_misspelt(g: WorldIndex) -> dict:
+        return {"instruction": "y", "user": {}, "gold": [call("cancel_kiosk_ordr", order_id=1)]}
+
     with pytest.raises(RuntimeError, match="lower its count"):
         _kit.generate(kiosk.path, [("single_write", t_same, 2)], index)
+    with pytest.raises(ValueError, match="unknown tools"):
+        _kit.generate(kiosk.path, [("single_write", t_misspelt, 1)], index)
 
 
 def test_text_and_money():
