@@ -170,6 +170,30 @@ def tasks_list(
     out.print(table)
 
 
+new_app = typer.Typer(help="Start a new piece of work from a template that already passes its checks.", no_args_is_help=True)
+app.add_typer(new_app, name="new")
+
+
+@new_app.command("domain")
+def new_domain(
+    name: str = typer.Argument(..., help="Domain name: lower-case letters, digits and _ (it prefixes the table and tool names)."),
+    parent: Path = typer.Option(Path("."), "--dir", help="Folder to create the domain folder in (default: the current one)."),
+) -> None:
+    """Scaffold a domain folder that lints green: schema, seed, tools, policy, task generator and its tasks (docs/DOMAINS.md)."""
+    from groundstate.scaffold import new_domain as scaffold
+
+    try:
+        folder = scaffold(parent, name)
+    except (ValueError, FileExistsError) as e:
+        console.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    shown = escape(str(folder) if folder.is_absolute() or str(folder).startswith(".") else f"./{folder}")
+    out.print(f"domain {name} written to {shown}")
+    out.print("next (docs/DOMAINS.md):")
+    out.print(f"  groundstate tasks lint --domain {shown}")
+    out.print(f"  edit {shown}/taskgen.py, then: groundstate tasks generate --domain {shown}")
+
+
 def _slug(text: str) -> str:
     import re
 
