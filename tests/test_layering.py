@@ -19,9 +19,10 @@ ROOT = Path(__file__).resolve().parents[1] / "groundstate"
 LAYERS: list[tuple[str, list[str]]] = [
     ("state and data", ["groundstate", "groundstate.tasks", "groundstate.results", "groundstate.state", "groundstate.deadlines"]),
     ("types", ["groundstate.types"]),
-    ("tools and agents", ["groundstate.tools", "groundstate.agents", "groundstate.domains"]),
+    ("tools and agents", ["groundstate.tools", "groundstate.agents"]),
     ("grading", ["groundstate.grading", "groundstate.judge"]),
-    ("worlds and episodes", ["groundstate.environment", "groundstate.domain", "groundstate.thinkingbox", "groundstate.episode"]),
+    ("worlds and episodes", ["groundstate.environment", "groundstate.domain", "groundstate.domains", "groundstate.thinkingbox",
+                             "groundstate.episode"]),
     ("attempts and analysis", ["groundstate.attempt", "groundstate.lint", "groundstate.metrics", "groundstate.selectors", "groundstate.refs"]),
     ("runs, selection, training, reports", ["groundstate.runner", "groundstate.ray_executor", "groundstate.selection", "groundstate.report",
                                             "groundstate.export", "groundstate.train", "groundstate.quickstart", "groundstate.scaffold"]),

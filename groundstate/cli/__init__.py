@@ -2,7 +2,7 @@
 
 `run` / `probe` (cli.run), `tasks ...` (cli.tasks), `metrics` / `compare` / `report` / `export` (cli.analysis),
 `select` (cli.select), `train` / `merge` / `tiny build` (cli.train), `serve-mcp` (cli.mcp), `quickstart`
-(cli.quickstart). Shared options and option groups are in cli.options, consoles and error exits in cli.common.
+(cli.quickstart), `new domain` (cli.new). Shared options and option groups are in cli.options, consoles and error exits in cli.common.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import threading
 
 import typer
 
-from groundstate.cli import analysis, quickstart, tasks, train
+from groundstate.cli import analysis, new, quickstart, tasks, train
 from groundstate.cli.mcp import serve_mcp
 from groundstate.cli.run import PROBE_HELP, RUN_HELP, attempts_command
 from groundstate.cli.select import select_command
@@ -41,6 +41,7 @@ def _as_interrupt(signum: int, frame: object) -> None:
 
 app.add_typer(tasks.app, name="tasks")
 app.add_typer(train.tiny_app, name="tiny")
+app.add_typer(new.app, name="new")
 app.command("run", help=RUN_HELP)(attempts_command)
 app.command("probe", help=PROBE_HELP)(attempts_command)
 app.command("metrics")(analysis.metrics)

@@ -22,19 +22,15 @@ at run time (a new payee) are computed from the task's own patch: the engine ins
 from __future__ import annotations
 
 import datetime as dt
-import functools
-import importlib.util
 import random
 from pathlib import Path
 from typing import Any, Callable
 
+from groundstate.domains import _kit
+from groundstate.domains._kit import WorldIndex, call, cents, dollars, money, said
+
 HERE = Path(__file__).resolve().parent
 
-# Tables in foreign-key order: patch rows are applied in this order.
-TABLE_ORDER = [
-    "account_holders", "holder_verifications", "banking_accounts", "account_holds", "transfer_payees", "fund_transfers",
-    "banking_cards", "account_ledger", "card_disputes", "banking_notes", "banking_referrals",
-]
 CARD_LIMIT_AUTHORITY = {"standard": 3000, "premier": 6000}
 DISPUTE_WINDOW = FEE_WINDOW = 60
 COURTESY_CAP = {"standard": 1, "premier": 2}
@@ -73,25 +69,6 @@ DISPUTE_OLD = {
 }
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"groundstate_domain_banking_{name}_for_taskgen", HERE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _cents(x: float) -> int:
-    return int(round(x * 100))
-
-
-def _dollars(cents: int) -> float:
-    return round(cents / 100, 2)
-
-
-def money(x: float) -> str:
-    return f"${x:,.2f}"
-
-
 def day_text(d: dt.date | str) -> str:
     d = dt.date.fromisoformat(d) if isinstance(d, str) else d
     return f"{MONTHS[d.month - 1]} {d.day}"
@@ -102,15 +79,6 @@ def fee_text(code: str, amount: float) -> str:
     label = {"overdraft": "overdraft fee", "monthly_service": "monthly service fee", "atm": "out-of-network ATM fee",
              "late_payment": "late payment fee"}[code]
     return f"the {money(amount)} {label}"
-
-
-def call(tool: str, **args: Any) -> dict:
-    return {"tool": tool, "args": args}
-
-
-def said(phrase: str) -> str:
-    """A customer's words quoted inside their context (which speaks to them in the second person)."""
-    return f'(in your words: "{phrase}")'
 
 
 class Book:
@@ -133,11 +101,11 @@ class Book:
     def history(self, acct: dict) -> list[dict]:
         """The account's entries (seed and new, copies) in ledger order with recomputed running balances."""
         seed = self.g.entries.get(acct["id"], [])
-        balance = _cents(acct["balance"]) - sum(_cents(e["amount"]) for e in seed)  # before the first seed entry
+        balance = cents(acct["balance"]) - sum(cents(e["amount"]) for e in seed)  # before the first seed entry
         rows = sorted([dict(e) for e in seed] + [dict(e) for e in self.new.get(acct["id"], [])], key=lambda e: (e["posted_on"], e["id"]))
         for e in rows:
-            balance += _cents(e["amount"])
-            e["balance_after"] = _dollars(balance)
+            balance += cents(e["amount"])
+            e["balance_after"] = dollars(balance)
         return rows
 
     def balance(self, acct: dict) -> float:
@@ -157,42 +125,40 @@ class Book:
             for e in self.history(acct):
                 if e["id"] in new_ids:
                     out.append(("account_ledger", e))
-                elif _cents(e["balance_after"]) != _cents(seed_after[e["id"]]):
+                elif cents(e["balance_after"]) != cents(seed_after[e["id"]]):
                     out.append(("account_ledger", {"id": e["id"], "balance_after": e["balance_after"]}))
-            if _cents(self.balance(acct)) != _cents(acct["balance"]):
+            if cents(self.balance(acct)) != cents(acct["balance"]):
                 out.append(("banking_accounts", {"id": account_id, "balance": self.balance(acct)}))
         return out
 
 
-class Patch:
-    """Rows to upsert for one task, kept in foreign-key order, plus the task's ledger edits."""
+class Patch(_kit.Patch):
+    """Rows to upsert for one task, plus the task's ledger edits (the rows they touch are added by `to_dict`)."""
+
+    order = _kit.table_order(HERE)
 
     def __init__(self, g: "Generator"):
+        super().__init__()
         self.g = g
-        self.tables: dict[str, list[dict[str, Any]]] = {}
         self.book = Book(g)
 
-    def add(self, table: str, row: dict[str, Any]) -> dict[str, Any]:
-        self.tables.setdefault(table, []).append(row)
-        return row
-
     def to_dict(self) -> dict[str, list[dict[str, Any]]]:
-        tables = {t: list(rows) for t, rows in self.tables.items()}
+        edited = _kit.Patch(self.order).extend(self)
         for table, row in self.book.rows():
-            tables.setdefault(table, []).append(row)
-        return {t: tables[t] for t in TABLE_ORDER if t in tables}
+            edited.add(table, row)
+        return edited.to_dict()
 
     def runtime_id(self, table: str) -> int:
         """The id the engine gives the next row a tool inserts into `table` in this task: max(id) + 1."""
         return max([self.g.max_ids[table], *(r["id"] for r in self.tables.get(table, []))]) + 1
 
 
-class Generator:
+class Generator(WorldIndex):
     """Indexes over the seed world plus the sampling, set-up and phrasing helpers the templates share."""
 
     def __init__(self, world: dict[str, list[dict]], today: dt.date, rng: random.Random):
-        self.world, self.today, self.rng = world, today, rng
-        self.seed = _load("seed")
+        super().__init__(world, today, rng)
+        self.seed = _kit.sibling(HERE, "seed")
         self.holders = {h["id"]: h for h in world["account_holders"]}
         self.accounts = {a["id"]: a for a in world["banking_accounts"]}
         self.accounts_of: dict[int, dict[str, dict]] = {}
@@ -217,8 +183,6 @@ class Generator:
                 self.scheduled.setdefault(t["payee_id"], []).append(t)
         self.disputed = {d["entry_id"] for d in world["card_disputes"]}
         self.reversed = {e["related_entry_id"] for e in world["account_ledger"] if e["kind"] == "fee_reversal"}
-        self.max_ids = {t: max((r["id"] for r in rows), default=0) for t, rows in world.items()}
-        self.next_ids = {t: m + 1 for t, m in self.max_ids.items()}
         busy = {r["holder_id"] for r in world["banking_referrals"] if r["status"] == "open"}
         busy |= {self.accounts[h["account_id"]]["holder_id"] for h in world["account_holds"] if h["reason"] == "legal_order" and h["status"] == "active"}
         self.clean = [h for h in world["account_holders"]
@@ -236,12 +200,6 @@ class Generator:
         self.used[h["id"]] = self.used.get(h["id"], 0) + 1
         return h
 
-    def new_id(self, table: str) -> int:
-        """The id for a row a patch inserts (above the seed's, so it never collides with a seed row)."""
-        i = self.next_ids[table]
-        self.next_ids[table] += 1
-        return i
-
     # -- world facts --------------------------------------------------------------------------------
     def acct(self, h: dict, kind: str) -> dict | None:
         return self.accounts_of[h["id"]].get(kind)
@@ -256,14 +214,14 @@ class Generator:
     def held(self, acct: dict, patch: Patch | None = None) -> float:
         rows = [x for x in self.holds.get(acct["id"], []) if x["status"] == "active" and x["release_on"] > self.today.isoformat()]
         rows += [x for x in (patch.tables.get("account_holds", []) if patch else []) if x["account_id"] == acct["id"]]
-        return _dollars(sum(_cents(x["amount"]) for x in rows))
+        return dollars(sum(cents(x["amount"]) for x in rows))
 
     def available(self, acct: dict, patch: Patch) -> float:
-        base = _cents(patch.book.balance(acct)) + (_cents(acct["credit_limit"]) if acct["kind"] == "credit_card" else 0)
-        return _dollars(base - _cents(self.held(acct, patch)))
+        base = cents(patch.book.balance(acct)) + (cents(acct["credit_limit"]) if acct["kind"] == "credit_card" else 0)
+        return dollars(base - cents(self.held(acct, patch)))
 
     def owed(self, acct: dict, patch: Patch) -> float:
-        return _dollars(max(0, -_cents(patch.book.balance(acct))))
+        return dollars(max(0, -cents(patch.book.balance(acct))))
 
     def lowest(self, acct: dict, day: dt.date) -> float:
         """The seed's lowest running balance from `day` on (what an inserted charge must stay under)."""
@@ -300,17 +258,21 @@ class Generator:
         """A mobile check deposit whose amount above $225 is still on hold."""
         day = self.ago(days_ago)
         patch.book.post(acct, day, "deposit", amount, "Mobile check deposit")
-        return patch.add("account_holds", {
-            "id": self.new_id("account_holds"), "account_id": acct["id"], "amount": _dollars(_cents(amount) - _cents(CHECK_HOLD_FREE)),
+        hold = {
+            "id": self.new_id("account_holds"), "account_id": acct["id"], "amount": dollars(cents(amount) - cents(CHECK_HOLD_FREE)),
             "reason": "check_deposit", "placed_on": day.isoformat(), "release_on": (day + dt.timedelta(days=5)).isoformat(), "status": "active",
-        })
+        }
+        patch.add("account_holds", hold)
+        return hold
 
     def scheduled_payment(self, patch: Patch, acct: dict, payee: dict, amount: float, send_on: dt.date) -> dict:
-        return patch.add("fund_transfers", {
+        transfer = {
             "id": self.new_id("fund_transfers"), "from_account_id": acct["id"], "to_account_id": None, "payee_id": payee["id"],
             "amount": amount, "send_on": send_on.isoformat(), "status": "scheduled",
             "created_on": self.ago(self.rng.randint(1, 12)).isoformat(), "cancelled_on": None,
-        })
+        }
+        patch.add("fund_transfers", transfer)
+        return transfer
 
     def free_send_day(self, payee: dict, lo: int, hi: int, taken: set[str] = frozenset()) -> dt.date:
         """A future day with no other payment to this payee scheduled, so the date identifies the payment."""
@@ -362,7 +324,7 @@ class Generator:
         if not fits or most < 100:
             return None
         if self.rng.random() < 0.25:  # now and then an exact amount with cents
-            return _dollars(self.rng.randint(2000, int(min(most, 2000.0) * 100)))
+            return dollars(self.rng.randint(2000, int(min(most, 2000.0) * 100)))
         return self.rng.choice(fits)
 
 
@@ -452,7 +414,7 @@ def t_cancel_scheduled(g: Generator) -> dict:
     chk = g.acct(h, "checking")
     p = g.rng.choice([p for p in g.payees_of[h["id"]] if p["status"] == "active"])
     patch = Patch(g)
-    amount = _dollars(g.rng.randint(4000, 250000))
+    amount = dollars(g.rng.randint(4000, 250000))
     t = g.scheduled_payment(patch, chk, p, amount, g.free_send_day(p, 2, 40))
     who = p["name"] if g.rng.random() < 0.5 or not p["nickname"] else f"my {p['nickname']} payee ({p['name']})"
     return {
@@ -495,7 +457,7 @@ def t_sweep_savings(g: Generator) -> dict:
     h = g.pick(fits)
     chk, sav = g.acct(h, "checking"), g.acct(h, "savings")
     patch = Patch(g)
-    g.check_hold(patch, sav, g.rng.randint(1, 3), _dollars(g.rng.randint(60000, 300000)))
+    g.check_hold(patch, sav, g.rng.randint(1, 3), dollars(g.rng.randint(60000, 300000)))
     amount = g.available(sav, patch)
     return {
         "instruction": f"{g.hello(h)} Please move all the money I can from my savings into my checking account today.",
@@ -546,7 +508,7 @@ def t_duplicate_charge(g: Generator) -> dict:
     h = g.pick(lambda h: g.card(h, kind) is not None and _room(g, h, kind, 25) >= 600)
     c, a = _card_account(g, h, kind)
     merchant, lo, hi = g.rng.choice([m for m in g.seed.MERCHANTS if m[2] <= 250])
-    amount = _dollars(g.rng.randint(int(lo * 100), int(hi * 100)))
+    amount = dollars(g.rng.randint(int(lo * 100), int(hi * 100)))
     day = g.ago(g.rng.randint(2, 25))
     patch = Patch(g)
     g.purchase(patch, a, c, day, merchant, amount)
@@ -614,11 +576,12 @@ def t_repeat_payment(g: Generator) -> dict:
     days = [d for d in range(2, 26) if g.ago(d).isoformat() > last_paid(h, p)]
     day = g.ago(g.rng.choice(days))
     most = min(g.lowest(chk, day) * 0.5, 450.0)
-    amount = _dollars(g.rng.randint(4000, int(most * 100)))
-    t = patch.add("fund_transfers", {
+    amount = dollars(g.rng.randint(4000, int(most * 100)))
+    t = {
         "id": g.new_id("fund_transfers"), "from_account_id": chk["id"], "to_account_id": None, "payee_id": p["id"], "amount": amount,
         "send_on": day.isoformat(), "status": "completed", "created_on": day.isoformat(), "cancelled_on": None,
-    })
+    }
+    patch.add("fund_transfers", t)
     patch.book.post(chk, day, "payment_sent", -amount, f"Payment to {p['name']}", transfer_id=t["id"])
     assert patch.book.lowest_since(chk, day) >= 0 and g.available(chk, patch) >= amount
     return {
@@ -795,7 +758,7 @@ def t_hold_blocks_transfer(g: Generator) -> dict:
     h = g.pick(lambda h: g.acct(h, "savings") is not None and 200 <= g.acct(h, "checking")["balance"] <= 3000)
     chk = g.acct(h, "checking")
     patch = Patch(g)
-    hold = g.check_hold(patch, chk, g.rng.randint(1, 2), _dollars(g.rng.randint(150000, 300000)))
+    hold = g.check_hold(patch, chk, g.rng.randint(1, 2), dollars(g.rng.randint(150000, 300000)))
     available, balance = g.available(chk, patch), patch.book.balance(chk)
     amount = float(round((available + (balance - available) / 2) / 100) * 100)
     assert available < amount <= balance, (available, amount, balance)
@@ -969,7 +932,7 @@ def t_cancel_one_of_two(g: Generator) -> dict:
     chk = g.acct(h, "checking")
     p = g.rng.choice([p for p in g.payees_of[h["id"]] if p["status"] == "active"])
     patch = Patch(g)
-    amount = _dollars(g.rng.randint(5000, 200000))
+    amount = dollars(g.rng.randint(5000, 200000))
     d1 = g.free_send_day(p, 3, 30)
     d2 = g.free_send_day(p, 31, 75, {d1.isoformat()})
     t1, t2 = g.scheduled_payment(patch, chk, p, amount, d1), g.scheduled_payment(patch, chk, p, amount, d2)
@@ -1014,13 +977,13 @@ def t_dispute_one_of_two(g: Generator) -> dict:
     c, a = _card_account(g, h, kind)
     merchant = g.rng.choice(["Bella Cucina", "Blue Harbor Seafood", "Urban Threads", "Northside Hardware", "PetPals Supply"])
     d1, d2 = sorted(g.rng.sample(range(2, 40), 2), reverse=True)
-    right = _dollars(g.rng.randint(2500, 15000))
-    agreed = _dollars(g.rng.randint(2000, 12000))
-    charged = _dollars(_cents(agreed) + g.rng.choice([900, 1800, 2700, 3600, 4500, 1000, 2000]))
+    right = dollars(g.rng.randint(2500, 15000))
+    agreed = dollars(g.rng.randint(2000, 12000))
+    charged = dollars(cents(agreed) + g.rng.choice([900, 1800, 2700, 3600, 4500, 1000, 2000]))
     patch = Patch(g)
     g.purchase(patch, a, c, g.ago(d1), merchant, right)
     wrong = g.purchase(patch, a, c, g.ago(d2), merchant, charged)
-    diff = _dollars(_cents(charged) - _cents(agreed))
+    diff = dollars(cents(charged) - cents(agreed))
     return {
         "instruction": f"{g.hello(h)} At {merchant} I was charged {money(charged)} on {day_text(g.ago(d2))} on my {g.card_text(c)}, but the bill "
                        f"was only {money(agreed)}. The {money(right)} charge there on {day_text(g.ago(d1))} is correct.",
@@ -1045,7 +1008,7 @@ def t_stolen_wallet(g: Generator) -> dict:
     how = g.rng.choice(["my wallet was stolen from my car", "my purse was snatched on the subway", "my wallet was taken from my gym locker"])
     patch = Patch(g)
     (m1, lo1, hi1), (m2, lo2, hi2) = g.rng.sample([m for m in g.seed.MERCHANTS if m[2] >= 100], 2)
-    a1, a2 = _dollars(g.rng.randint(int(lo1 * 100), int(min(hi1, 600) * 100))), _dollars(g.rng.randint(int(lo2 * 100), int(min(hi2, 600) * 100)))
+    a1, a2 = dollars(g.rng.randint(int(lo1 * 100), int(min(hi1, 600) * 100))), dollars(g.rng.randint(int(lo2 * 100), int(min(hi2, 600) * 100)))
     days = g.rng.sample([1, 2], 2)
     e1 = g.purchase(patch, chk, debit, g.ago(days[0]), m1, a1)
     e2 = g.purchase(patch, cc, credit, g.ago(days[1]), m2, a2)
@@ -1079,7 +1042,7 @@ def t_new_payee_and_pay(g: Generator) -> dict:
     routing = g.rng.choice(g.seed.ROUTING_NUMBERS)
     number = g.seed.random_payee_account(g.rng)
     patch = Patch(g)
-    amount = _dollars(g.rng.randint(5000, int(min(g.available(chk, patch) * 0.6, 2500) * 100)))
+    amount = dollars(g.rng.randint(5000, int(min(g.available(chk, patch) * 0.6, 2500) * 100)))
     later = g.rng.random() < 0.5
     send_on = g.ahead(g.rng.randint(3, 30)) if later else g.today
     pid = patch.runtime_id("transfer_payees")
@@ -1107,10 +1070,10 @@ def t_cover_card_payment(g: Generator) -> dict:
     chk, sav, cc = g.acct(h, "checking"), g.acct(h, "savings"), g.acct(h, "credit_card")
     c = g.card(h, "credit")
     patch = Patch(g)
-    spend = g.available(chk, patch) + _dollars(g.rng.randint(20000, 120000)) - g.owed(cc, patch)
+    spend = g.available(chk, patch) + dollars(g.rng.randint(20000, 120000)) - g.owed(cc, patch)
     merchant = g.rng.choice(["Skyway Airlines", "HomeNest Furnishings", "Lumen Electronics"])
     if spend > 0:
-        g.purchase(patch, cc, c, g.ago(g.rng.randint(2, 8)), merchant, _dollars(_cents(spend)))
+        g.purchase(patch, cc, c, g.ago(g.rng.randint(2, 8)), merchant, dollars(cents(spend)))
     owed, have = g.owed(cc, patch), g.available(chk, patch)
     move = float(-(-(owed - have) // 100) * 100 + 100)  # round the shortfall up to the next $100, plus $100
     assert have < owed <= have + move and move <= min(g.available(sav, patch), sav["daily_transfer_limit"]) and owed <= chk["daily_transfer_limit"]
@@ -1138,7 +1101,7 @@ def t_travel_prep(g: Generator) -> dict:
     patch = Patch(g)
     patch.add("banking_cards", {"id": c["id"], "status": "frozen"})
     new = g.rng.choice(_limit_options(c, CARD_LIMIT_AUTHORITY[h["segment"]]))
-    amount = _dollars(g.rng.randint(110000, 260000))
+    amount = dollars(g.rng.randint(110000, 260000))
     send_on = g.free_send_day(rent, 10, 40)
     return {
         "instruction": f"{g.hello(h)} I'm leaving on a long trip. Please unfreeze my {g.card_text(c)}, set its daily limit to ${new:,}, "
@@ -1164,7 +1127,7 @@ def t_fraud_overdraft(g: Generator) -> dict:
     merchant = g.rng.choice(["Lumen Electronics", "Skyway Airlines", "HomeNest Furnishings"])
     before = [e for e in patch.book.history(chk) if e["posted_on"] <= day.isoformat()]
     start = before[-1]["balance_after"] if before else chk["balance"]
-    amount = _dollars(_cents(max(start, 0)) + g.rng.randint(2000, 30000))
+    amount = dollars(cents(max(start, 0)) + g.rng.randint(2000, 30000))
     charge = g.purchase(patch, chk, c, day, merchant, amount)
     fee = g.fee(patch, chk, day, "overdraft", OVERDRAFT_FEE)
     top_up = g.rng.random() < 0.5
@@ -1229,37 +1192,4 @@ TEMPLATES: list[tuple[str, Callable[[Generator], dict], int]] = [
 
 def generate(world: dict[str, list[dict]], today: dt.date, rng: random.Random) -> list[dict]:
     """All banking tasks, in template order, ids `banking-<template>-<nnn>`."""
-    g = Generator(world, today, rng)
-    tasks = []
-    for family, template, count in TEMPLATES:
-        name = template.__name__.removeprefix("t_")
-        for n in range(1, count + 1):
-            body = template(g)
-            patch = body["patch"].to_dict()
-            gold = body["gold"]
-            task = {
-                "id": f"banking-{name.replace('_', '-')}-{n:03d}",
-                "family": family,
-                "template": name,
-                "tags": [*body.get("tags", []), f"calls:{len(gold)}", f"writes:{sum(_is_write(c) for c in gold)}"],
-                "instruction": body["instruction"],
-                "user": body["user"],
-            }
-            if patch:
-                task["patch"] = patch
-            task["gold"] = gold
-            if body.get("checks"):
-                task["checks"] = body["checks"]
-            tasks.append(task)
-    return tasks
-
-
-@functools.cache
-def _write_tools() -> frozenset[str]:
-    """Names of the domain's write tools, read from tools.py so the tags never drift from it."""
-    module = _load("tools")
-    return frozenset(n for n, f in vars(module).items() if getattr(f, "__gs_tool__", {}).get("write"))
-
-
-def _is_write(c: dict) -> bool:
-    return c["tool"] in _write_tools()
+    return _kit.generate(HERE, TEMPLATES, Generator(world, today, rng))

@@ -17,19 +17,15 @@ The task file is written by `groundstate tasks generate --domain helpdesk` (task
 from __future__ import annotations
 
 import datetime as dt
-import functools
-import importlib.util
 import random
 from pathlib import Path
 from typing import Any, Callable
 
+from groundstate.domains import _kit
+from groundstate.domains._kit import WorldIndex, cap, long_date, said
+
 HERE = Path(__file__).resolve().parent
 
-# Tables in foreign-key order: patch rows are applied in this order.
-TABLE_ORDER = [
-    "staff_members", "software_apps", "software_access_requests", "software_access_grants", "hardware_assets",
-    "hardware_handovers", "it_tickets", "oncall_shifts", "oncall_pages", "service_desk_notes",
-]
 SLA_DAYS = {"P1": 0, "P2": 1, "P3": 3, "P4": 7}
 EXEC_BUMP = {"P4": "P3", "P3": "P2", "P2": "P2", "P1": "P1"}
 REFRESH_AGE_DAYS = 1461
@@ -115,49 +111,20 @@ OUTAGES = [  # (category, team, subject, phrase); {office} and {app} are filled 
 ]
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"groundstate_domain_helpdesk_{name}_for_taskgen", HERE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+class Patch(_kit.Patch):
+    order = _kit.table_order(HERE)
 
 
-class Patch:
-    """Rows to upsert for one task, kept in foreign-key order."""
-
-    def __init__(self) -> None:
-        self.tables: dict[str, list[dict[str, Any]]] = {}
-
-    def add(self, table: str, row: dict[str, Any]) -> "Patch":
-        self.tables.setdefault(table, []).append(row)
-        return self
-
-    def to_dict(self) -> dict[str, list[dict[str, Any]]]:
-        return {t: self.tables[t] for t in TABLE_ORDER if t in self.tables}
+def call(tool: str, /, **args: Any) -> dict:
+    """A gold call; arguments given as None are left out, so the tool's default applies."""
+    return _kit.call(tool, **{k: v for k, v in args.items() if v is not None})
 
 
-def call(tool: str, **args: Any) -> dict:
-    return {"tool": tool, "args": {k: v for k, v in args.items() if v is not None}}
-
-
-def said(phrase: str) -> str:
-    """A staff member's words quoted inside their context (which speaks to them in the second person)."""
-    return f'(in your words: "{phrase}")'
-
-
-def long_date(d: dt.date) -> str:
-    return f"{d:%B} {d.day}, {d.year}"
-
-
-def cap(text: str) -> str:
-    return text[0].upper() + text[1:]
-
-
-class Generator:
+class Generator(WorldIndex):
     """Indexes over the seed world plus the sampling and phrasing helpers the templates share."""
 
     def __init__(self, world: dict[str, list[dict]], today: dt.date, rng: random.Random):
-        self.world, self.today, self.rng = world, today, rng
+        super().__init__(world, today, rng)
         self.staff = {s["id"]: s for s in world["staff_members"]}
         self.apps = {a["id"]: a for a in world["software_apps"]}
         self.app_by_name = {a["name"]: a for a in world["software_apps"]}
@@ -182,7 +149,6 @@ class Generator:
             if s["manager_id"] is not None:
                 self.reports.setdefault(s["manager_id"], []).append(s)
         self.max_ticket_id = max(t["id"] for t in world["it_tickets"])
-        self.next_ids = {t: max((r["id"] for r in rows), default=0) + 1 for t, rows in world.items()}
         self.used: set[int] = set()
 
     # -- sampling ---------------------------------------------------------------------------------
@@ -202,12 +168,6 @@ class Generator:
         s = self.rng.choice(fresh or pool)
         self.used.add(s["id"])
         return s
-
-    def new_id(self, table: str) -> int:
-        """The id for a row a patch inserts (above the seed's ids, so it never collides with a seed row)."""
-        i = self.next_ids[table]
-        self.next_ids[table] += 1
-        return i
 
     # -- world facts --------------------------------------------------------------------------------
     def holds(self, s: dict) -> list[dict]:
@@ -977,33 +937,4 @@ TEMPLATES: list[tuple[str, Callable[[Generator], dict], int]] = [
 
 def generate(world: dict[str, list[dict]], today: dt.date, rng: random.Random) -> list[dict]:
     """All helpdesk tasks, in template order, ids `helpdesk-<template>-<nnn>`."""
-    g = Generator(world, today, rng)
-    tasks = []
-    for family, template, count in TEMPLATES:
-        name = template.__name__.removeprefix("t_")
-        for n in range(1, count + 1):
-            body = template(g)
-            patch = body.get("patch")
-            gold = body["gold"]
-            task = {
-                "id": f"helpdesk-{name.replace('_', '-')}-{n:03d}",
-                "family": family,
-                "template": name,
-                "tags": [*body.get("tags", []), f"calls:{len(gold)}", f"writes:{sum(c['tool'] in _write_tools() for c in gold)}"],
-                "instruction": body["instruction"],
-                "user": body["user"],
-            }
-            if patch is not None and patch.to_dict():
-                task["patch"] = patch.to_dict()
-            task["gold"] = gold
-            if body.get("checks"):
-                task["checks"] = body["checks"]
-            tasks.append(task)
-    return tasks
-
-
-@functools.cache
-def _write_tools() -> frozenset[str]:
-    """Names of the domain's write tools, read from tools.py so the tags never drift from it."""
-    module = _load("tools")
-    return frozenset(n for n, f in vars(module).items() if getattr(f, "__gs_tool__", {}).get("write"))
+    return _kit.generate(HERE, TEMPLATES, Generator(world, today, rng))

@@ -18,19 +18,15 @@ The file tasks/hr.yaml is written by `groundstate tasks generate --domain hr` (a
 from __future__ import annotations
 
 import datetime as dt
-import functools
-import importlib.util
 import random
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
+
+from groundstate.domains import _kit
+from groundstate.domains._kit import WorldIndex, call, dollars, money, said
 
 HERE = Path(__file__).resolve().parent
 
-# Tables in foreign-key order: patch rows are applied in this order.
-TABLE_ORDER = [
-    "hr_departments", "salary_bands", "personnel", "leave_balances", "leave_requests", "leave_blackouts",
-    "onboarding_items", "salary_adjustments", "personnel_bank_accounts", "expense_claims", "hr_notes", "hr_escalations",
-]
 NOTICE_DAYS = 14
 RAISE_LIMIT_PERCENT = 10
 EXPENSE_WINDOW_DAYS = 60
@@ -71,32 +67,6 @@ CLOSINGS = ["That's all, thank you!", "No, that's everything. Thanks!", "That's 
 TONES = ["polite and brief", "a little hurried", "friendly and chatty", "precise; answers exactly what is asked"]
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"groundstate_domain_hr_{name}_for_taskgen", HERE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@functools.cache
-def _seed():
-    return _load("seed")
-
-
-@functools.cache
-def _write_tools() -> frozenset[str]:
-    """Names of the domain's write tools, read from tools.py so the tags never drift from it."""
-    return frozenset(n for n, f in vars(_load("tools")).items() if getattr(f, "__gs_tool__", {}).get("write"))
-
-
-def _dollars(cents: int) -> float:
-    return round(cents / 100, 2)
-
-
-def money(x: float) -> str:
-    return f"${x:,.2f}"
-
-
 def day(d: dt.date) -> str:
     """A date as people say it: "Monday, June 15, 2026"."""
     return f"{d:%A}, {d:%B} {d.day}, {d.year}"
@@ -114,35 +84,16 @@ def first_of_month(d: dt.date, months_ahead: int) -> dt.date:
     return dt.date(d.year + m // 12, m % 12 + 1, 1)
 
 
-def call(tool: str, **args: Any) -> dict:
-    return {"tool": tool, "args": args}
+class Patch(_kit.Patch):
+    order = _kit.table_order(HERE)
 
 
-def said(phrase: str) -> str:
-    """A phrase quoted inside the user's context (which speaks to them in the second person)."""
-    return f'(in your words: "{phrase}")'
-
-
-class Patch:
-    """Rows to upsert for one task, kept in foreign-key order."""
-
-    def __init__(self) -> None:
-        self.tables: dict[str, list[dict[str, Any]]] = {}
-
-    def add(self, table: str, row: dict[str, Any]) -> dict[str, Any]:
-        self.tables.setdefault(table, []).append(row)
-        return row
-
-    def to_dict(self) -> dict[str, list[dict[str, Any]]]:
-        return {t: self.tables[t] for t in TABLE_ORDER if t in self.tables}
-
-
-class Generator:
+class Generator(WorldIndex):
     """Indexes over the seed world plus the sampling and phrasing helpers the templates share."""
 
     def __init__(self, world: dict[str, list[dict]], today: dt.date, rng: random.Random):
-        self.world, self.today, self.rng = world, today, rng
-        self.seed = _seed()
+        super().__init__(world, today, rng)
+        self.seed = _kit.sibling(HERE, "seed")
         self.people = {p["id"]: p for p in world["personnel"]}
         self.reports: dict[int, list[dict]] = {}
         for p in world["personnel"]:
@@ -165,7 +116,6 @@ class Generator:
             self.blackouts.setdefault(b["department_id"], []).append(b)
         self.scheduled = {a["personnel_id"] for a in world["salary_adjustments"] if a["status"] == "scheduled"}
         self.escalated = {e["personnel_id"] for e in world["hr_escalations"] if e["status"] == "open"}
-        self.next_ids = {t: max((r["id"] for r in rows), default=0) + 1 for t, rows in world.items()}
         self.used: set[int] = set()
         self.ident: dict[int, str] = {}  # personnel id -> the identifier the caller gave in their opening
 
@@ -236,12 +186,6 @@ class Generator:
         self.claim(p)
         return p
 
-    def new_id(self, table: str) -> int:
-        """The id for a row a patch inserts (above the seed's ids, so it never collides with a seed row)."""
-        i = self.next_ids[table]
-        self.next_ids[table] += 1
-        return i
-
     def future_span(self, p: dict, length: int, lo: int = NOTICE_DAYS + 2, hi: int = 150, monday: bool = True) -> tuple[dt.date, dt.date]:
         """`length` calendar days starting lo..hi days from today (on a Monday unless told otherwise), outside any blackout."""
         for _ in range(500):
@@ -280,27 +224,28 @@ class Generator:
         """Insert a future annual leave request; an approved one also counts in the balance's used days."""
         requested = self.today - dt.timedelta(days=requested_ago)
         days = float(self.days(start, end))
-        row = patch.add("leave_requests", {
+        row = {
             "id": self.new_id("leave_requests"), "personnel_id": p["id"], "leave_type": "annual", "start_date": start.isoformat(),
             "end_date": end.isoformat(), "days": days, "status": status, "requested_on": requested.isoformat(),
             "decided_on": (requested + dt.timedelta(days=1)).isoformat() if status == "approved" else None,
             "decided_by": p["manager_id"] if status == "approved" else None, "cancelled_on": None,
-        })
+        }
+        patch.add("leave_requests", row)
         if status == "approved":
             b = self.balances[(p["id"], "annual")]
-            balance = next((r for r in patch.tables.get("leave_balances", []) if r["id"] == b["id"]), None)
-            if balance is None:
-                balance = patch.add("leave_balances", {"id": b["id"], "used_days": b["used_days"]})
+            balance = patch.get("leave_balances", b["id"]) or patch.set("leave_balances", {"id": b["id"], "used_days": b["used_days"]})
             balance["used_days"] = round(balance["used_days"] + days, 2)
         return row
 
     def expense_claim(self, patch: Patch, p: dict, category: str, amount: float, incurred_ago: int, description: str) -> dict:
         incurred = self.today - dt.timedelta(days=incurred_ago)
-        return patch.add("expense_claims", {
+        claim = {
             "id": self.new_id("expense_claims"), "personnel_id": p["id"], "category": category, "amount": amount,
             "incurred_on": incurred.isoformat(), "description": description, "status": "submitted",
             "submitted_on": (incurred + dt.timedelta(days=self.rng.randint(0, 2))).isoformat(), "decided_on": None, "decided_by": None,
-        })
+        }
+        patch.add("expense_claims", claim)
+        return claim
 
     def checklist(self, patch: Patch, p: dict, pending: list[str]) -> dict[str, dict]:
         """Set a new hire's checklist: exactly the `pending` items open, every other item done by its due date."""
@@ -342,7 +287,7 @@ class Generator:
     def expense_ask(self, category: str | None = None) -> tuple[str, str, float]:
         category = category or self.rng.choice(sorted(EXPENSE_ASKS))
         phrase, lo, hi = self.rng.choice(EXPENSE_ASKS[category])
-        return category, phrase, _dollars(self.rng.randint(lo * 100, hi * 100))
+        return category, phrase, dollars(self.rng.randint(lo * 100, hi * 100))
 
 
 def name(p: dict) -> str:
@@ -637,7 +582,7 @@ def t_expense_not_claimable(g: Generator) -> dict:
     else:
         category = g.rng.choice(sorted(OVER_CAP_ASKS))
         phrase, lo, hi = g.rng.choice(OVER_CAP_ASKS[category])
-        amount = _dollars(g.rng.randint(lo * 100, hi * 100))
+        amount = dollars(g.rng.randint(lo * 100, hi * 100))
         incurred = g.today - dt.timedelta(days=g.rng.randint(3, 30))
         why = f"above the {money(EXPENSE_CAPS[category])} limit for {category}"
         tag = "over_cap"
@@ -655,7 +600,7 @@ def t_expense_not_claimable(g: Generator) -> dict:
 def t_big_expense_approval(g: Generator) -> dict:
     m, (r,) = g.pick_team(1)
     category, what = g.rng.choice(BIG_CLAIMS)
-    amount = _dollars(g.rng.randint(105_000, 240_000))
+    amount = dollars(g.rng.randint(105_000, 240_000))
     patch = Patch()
     claim = g.expense_claim(patch, r, category, amount, g.rng.randint(5, 25), what[0].upper() + what[1:])
     return {
@@ -952,26 +897,4 @@ TEMPLATES: list[tuple[str, Callable[[Generator], dict], int]] = [
 
 def generate(world: dict[str, list[dict]], today: dt.date, rng: random.Random) -> list[dict]:
     """All HR tasks, in template order, ids `hr-<template>-<nnn>`."""
-    g = Generator(world, today, rng)
-    tasks = []
-    for family, template, count in TEMPLATES:
-        name_ = template.__name__.removeprefix("t_")
-        for n in range(1, count + 1):
-            body = template(g)
-            patch = body.get("patch")
-            gold = body["gold"]
-            task = {
-                "id": f"hr-{name_.replace('_', '-')}-{n:03d}",
-                "family": family,
-                "template": name_,
-                "tags": [*body.get("tags", []), f"calls:{len(gold)}", f"writes:{sum(c['tool'] in _write_tools() for c in gold)}"],
-                "instruction": body["instruction"],
-                "user": body["user"],
-            }
-            if patch is not None and patch.to_dict():
-                task["patch"] = patch.to_dict()
-            task["gold"] = gold
-            if body.get("checks"):
-                task["checks"] = body["checks"]
-            tasks.append(task)
-    return tasks
+    return _kit.generate(HERE, TEMPLATES, Generator(world, today, rng))

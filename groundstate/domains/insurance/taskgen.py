@@ -20,19 +20,15 @@ approve a claim before paying it; settle a claim before removing its vehicle).
 from __future__ import annotations
 
 import datetime as dt
-import functools
-import importlib.util
 import random
 from pathlib import Path
 from typing import Any, Callable
 
+from groundstate.domains import _kit
+from groundstate.domains._kit import WorldIndex, call, cents, dollars, long_date, said
+
 HERE = Path(__file__).resolve().parent
 
-# Tables in foreign-key order: patch rows are applied in this order.
-TABLE_ORDER = [
-    "policyholders", "motor_policies", "insured_vehicles", "named_drivers", "policy_endorsements",
-    "motor_claims", "claim_payouts", "insurance_notes", "specialist_referrals",
-]
 AUTHORITY = 5000.00  # the agent's settlement authority (policy.md)
 REPORT_WINDOW = 30  # days from incident to report (policy.md)
 UNDERWRITING_VALUE = 100000  # vehicles worth more go to underwriting (policy.md)
@@ -73,64 +69,21 @@ EXOTIC_CARS = [("Porsche", "911 Turbo S", 2024, 185000), ("Mercedes-Benz", "G 63
                ("Ford", "Mustang", 1967, 48000), ("Chevrolet", "Corvette", 1972, 39000), ("Jaguar", "E-Type", 1969, 95000)]
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"groundstate_domain_insurance_{name}_for_taskgen", HERE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@functools.cache
-def _tools():
-    return _load("tools")
-
-
-def _cents(x: float) -> int:
-    return int(round(x * 100))
-
-
-def _dollars(cents: int) -> float:
-    return round(cents / 100, 2)
-
-
 def money(x: float) -> str:
+    """Whole amounts without cents, as people say them: "$500", "$1,234.50"."""
     return f"${x:,.2f}" if x != int(x) else f"${int(x):,}"
 
 
-def day_text(d: dt.date | str) -> str:
-    d = dt.date.fromisoformat(d) if isinstance(d, str) else d
-    return f"{d:%B} {d.day}, {d.year}"
+class Patch(_kit.Patch):
+    order = _kit.table_order(HERE)
 
 
-def call(tool: str, **args: Any) -> dict:
-    return {"tool": tool, "args": args}
-
-
-def said(phrase: str) -> str:
-    """A user's words quoted inside their context (which speaks to them in the second person)."""
-    return f'(in your words: "{phrase}")'
-
-
-class Patch:
-    """Rows to upsert for one task, kept in foreign-key order."""
-
-    def __init__(self) -> None:
-        self.tables: dict[str, list[dict[str, Any]]] = {}
-
-    def add(self, table: str, row: dict[str, Any]) -> "Patch":
-        self.tables.setdefault(table, []).append(row)
-        return self
-
-    def to_dict(self) -> dict[str, list[dict[str, Any]]]:
-        return {t: self.tables[t] for t in TABLE_ORDER if t in self.tables}
-
-
-class Generator:
+class Generator(WorldIndex):
     """Indexes over the seed world plus the sampling, patching and phrasing helpers the templates share."""
 
     def __init__(self, world: dict[str, list[dict]], today: dt.date, rng: random.Random):
-        self.world, self.today, self.rng = world, today, rng
-        self.tools = _tools()
+        super().__init__(world, today, rng)
+        self.tools = _kit.sibling(HERE, "tools")  # the rules the tools apply (ages, driver loadings), so gold follows them
         self.holders = {h["id"]: h for h in world["policyholders"]}
         self.policies = {p["id"]: p for p in world["motor_policies"]}
         self.vehicles: dict[int, list[dict]] = {}
@@ -139,7 +92,6 @@ class Generator:
         self.drivers: dict[int, list[dict]] = {}
         for d in world["named_drivers"]:
             self.drivers.setdefault(d["policy_id"], []).append(d)
-        self.next_ids = {t: max((r["id"] for r in rows), default=0) + 1 for t, rows in world.items()}
         self.plates = {v["registration"] for v in world["insured_vehicles"]}
         self.licences = {d["licence_number"] for d in world["named_drivers"]}
 
@@ -160,7 +112,6 @@ class Generator:
         ]
         self.used_policies: set[int] = set()
         self.used_holders: set[int] = set()
-        self._turns: dict[str, int] = {}
 
     # -- sampling ---------------------------------------------------------------------------------
     def pick_policy(self, ok: Callable[[dict], bool] = lambda p: True) -> dict:
@@ -173,18 +124,6 @@ class Generator:
         self.used_policies.add(p["id"])
         self.used_holders.add(p["policyholder_id"])
         return p
-
-    def cycle(self, key: str, options: list[str]) -> str:
-        """The next of `options` for `key`, in turn, so that a template's few tasks cover its variants."""
-        i = self._turns.get(key, 0)
-        self._turns[key] = i + 1
-        return options[i % len(options)]
-
-    def new_id(self, table: str) -> int:
-        """The id for a row a patch inserts (above the seed's, so it never collides with a seed row)."""
-        i = self.next_ids[table]
-        self.next_ids[table] += 1
-        return i
 
     # -- world facts --------------------------------------------------------------------------------
     def holder(self, p: dict) -> dict:
@@ -226,7 +165,7 @@ class Generator:
         return 0.0 if (kind == "windscreen" and p["coverage"] == "comprehensive") else p["deductible"]
 
     def payable(self, p: dict, v: dict, kind: str, estimate: float) -> float:
-        return _dollars(_cents(min(estimate, v["vehicle_value"])) - _cents(self.deductible(p, kind)))
+        return dollars(cents(min(estimate, v["vehicle_value"])) - cents(self.deductible(p, kind)))
 
     def ago(self, days: int) -> str:
         return (self.today - dt.timedelta(days=days)).isoformat()
@@ -305,7 +244,7 @@ class Generator:
     # -- phrasing -----------------------------------------------------------------------------------
     def hello(self, h: dict) -> str:
         """An opening that identifies the policyholder by email and date of birth."""
-        dob = day_text(h["date_of_birth"])
+        dob = long_date(h["date_of_birth"])
         return self.rng.choice([
             f"{self.rng.choice(GREETINGS)} this is {h['first_name']} {h['last_name']} ({h['email']}, born {dob}).",
             f"{self.rng.choice(GREETINGS)} I'm {h['first_name']} {h['last_name']}; my email is {h['email']} and my date of birth is {dob}.",
@@ -313,7 +252,7 @@ class Generator:
         ])
 
     def identity(self, h: dict) -> str:
-        return f"Your email is {h['email']} and your date of birth is {day_text(h['date_of_birth'])}."
+        return f"Your email is {h['email']} and your date of birth is {long_date(h['date_of_birth'])}."
 
     def user(self, h: dict, context: str, first: list[str] | None = None, persona: str | None = None) -> dict:
         """The simulated caller: persona, the facts they know, and scripted replies."""
@@ -339,8 +278,8 @@ def driver_args(p: dict, person: dict) -> dict:
 
 
 def driver_text(person: dict) -> str:
-    return (f"{person['first']} {person['last']}, born {day_text(person['dob'])}, licence number {person['licence']}, "
-            f"first licensed on {day_text(person['issued'])}")
+    return (f"{person['first']} {person['last']}, born {long_date(person['dob'])}, licence number {person['licence']}, "
+            f"first licensed on {long_date(person['issued'])}")
 
 
 def vehicle_args(p: dict, car: dict) -> dict:
@@ -390,9 +329,9 @@ def _open_claim(g: Generator, p: dict, kinds: list[str], payable: tuple[float, f
         top = min(top, 1500.0)
         lo = min(lo, top)
     # The payable amount in $5 steps within [lo, top], sometimes with cents; the estimate adds the deductible back.
-    due = _cents(lo) + 500 * rng.randint(0, int((top - lo) // 5))
-    due += rng.choice([0, 0, 45, 80]) if due + 80 <= _cents(top) else 0
-    estimate = _dollars(due + _cents(deductible))
+    due = cents(lo) + 500 * rng.randint(0, int((top - lo) // 5))
+    due += rng.choice([0, 0, 45, 80]) if due + 80 <= cents(top) else 0
+    estimate = dollars(due + cents(deductible))
     row = g.claim_row(p, v, kind, g.ago(ago), g.ago(ago - gap), estimate, driver=driver)
     return row, v, g.payable(p, v, kind, estimate)
 
@@ -495,7 +434,7 @@ def _new_incident(g: Generator, p: dict, kind: str, low: int = 2, high: int = 25
 def _incident_text(g: Generator, h: dict, inc: dict) -> str:
     v, d = inc["vehicle"], inc["driver"]
     car = f"my {v['make']} {v['model']}"
-    when = f"On {day_text(inc['date'])}"
+    when = f"On {long_date(inc['date'])}"
     if inc["kind"] == "collision":
         who = "I was driving" if d["relationship"] == "self" else f"{d['first_name']} (my {NEUTRAL_KIN[d['relationship']]}, a named driver) was driving"
         text = f"{when} {who} {car} and {inc['told']}."
@@ -735,7 +674,7 @@ def t_not_policyholder(g: Generator) -> dict:
     return {
         "instruction": f"Hi, I'm {d['first_name']} {d['last_name']}, a named driver on policy #{p['id']}, which is in my "
                        f"{NEUTRAL_KIN[d['relationship']]} {h['first_name']}'s name. Please {ask}; {h['first_name']} is fine with it.",
-        "user": g.user(h, f"You are {d['first_name']} {d['last_name']}, born {day_text(d['date_of_birth'])}, a named driver on policy #{p['id']} "
+        "user": g.user(h, f"You are {d['first_name']} {d['last_name']}, born {long_date(d['date_of_birth'])}, a named driver on policy #{p['id']} "
                           f"held by {h['first_name']} {h['last_name']}. You want to {ask}. You are not the policyholder and "
                           f"accept a refusal.", persona=persona),
         "gold": [call("get_motor_policy", policy_id=p["id"]),
@@ -859,7 +798,7 @@ def t_file_claim_details(g: Generator) -> dict:
     inc = _new_incident(g, p, kind)
     v = inc["vehicle"]
     what = {"vandalism": "was vandalised", "weather": "was damaged in a storm"}[kind]
-    reply = f"It happened on {day_text(inc['date'])}; the car {inc['told']}. The repair estimate is {money(inc['estimate'])}."
+    reply = f"It happened on {long_date(inc['date'])}; the car {inc['told']}. The repair estimate is {money(inc['estimate'])}."
     return {
         "instruction": f"{g.hello(h)} My {v['make']} {v['model']} {what} while it was parked and I want to claim on policy #{p['id']}.",
         "user": g.user(h, f"{g.identity(h)} You want to claim on policy #{p['id']} for your {v['make']} {v['model']}. When asked, "
@@ -1009,7 +948,7 @@ def t_household_requests(g: Generator) -> dict:
                        f"Also, {text[0].lower()}{text[1:]} I want to claim for that. "
                        f"Last thing: claim #{approved['id']} was approved but not paid yet; please pay it {phrase}.",
         "user": g.user(h, f"{g.identity(h)} On policy #{p['id']}: add your {g.kin(adult)} ({driver_text(adult)}) and your {g.kin(teen)} "
-                          f"({driver_text(teen)}); claim for the {inc['kind']} damage on {day_text(inc['date'])} "
+                          f"({driver_text(teen)}); claim for the {inc['kind']} damage on {long_date(inc['date'])} "
                           f"(estimate {money(inc['estimate'])}); have approved claim #{approved['id']} paid {said(phrase)}. "
                           f"If something must go to another team, you accept that."),
         "patch": Patch().add("motor_claims", approved),
@@ -1083,27 +1022,4 @@ TEMPLATES: list[tuple[str, Callable[[Generator], dict], int]] = [
 
 def generate(world: dict[str, list[dict]], today: dt.date, rng: random.Random) -> list[dict]:
     """All insurance tasks, in template order, ids `insurance-<template>-<nnn>`."""
-    g = Generator(world, today, rng)
-    writes = {n for n, f in vars(g.tools).items() if getattr(f, "__gs_tool__", {}).get("write")}
-    tasks = []
-    for family, template, count in TEMPLATES:
-        name = template.__name__.removeprefix("t_")
-        for n in range(1, count + 1):
-            body = template(g)
-            patch = body.get("patch")
-            gold = body["gold"]
-            task = {
-                "id": f"insurance-{name.replace('_', '-')}-{n:03d}",
-                "family": family,
-                "template": name,
-                "tags": [*body.get("tags", []), f"calls:{len(gold)}", f"writes:{sum(c['tool'] in writes for c in gold)}"],
-                "instruction": body["instruction"],
-                "user": body["user"],
-            }
-            if patch is not None and patch.to_dict():
-                task["patch"] = patch.to_dict()
-            task["gold"] = gold
-            if body.get("checks"):
-                task["checks"] = body["checks"]
-            tasks.append(task)
-    return tasks
+    return _kit.generate(HERE, TEMPLATES, Generator(world, today, rng))

@@ -15,20 +15,15 @@ Rewrite tasks/retail.yaml with:  groundstate tasks generate --domain retail
 from __future__ import annotations
 
 import datetime as dt
-import functools
-import importlib.util
 import random
 from pathlib import Path
 from typing import Any, Callable
 
+from groundstate.domains import _kit
+from groundstate.domains._kit import WorldIndex, call, cents, dollars, money, said
 
 HERE = Path(__file__).resolve().parent
 
-# Tables in foreign-key order: patch rows are applied in this order.
-TABLE_ORDER = [
-    "customers", "addresses", "products", "orders", "order_items", "payments",
-    "returns", "return_items", "refunds", "support_tickets", "notes", "escalations",
-]
 REFUND_LIMIT = 500.00
 RETURN_WINDOW = 30
 # Products that can plausibly become a safety hazard (spark, smoke, overheat).
@@ -61,50 +56,16 @@ TICKET_SUBJECTS = {
 }
 
 
-def _load_seed_module():
-    spec = importlib.util.spec_from_file_location("groundstate_domain_retail_seed_for_taskgen", HERE / "seed.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+class Patch(_kit.Patch):
+    order = _kit.table_order(HERE)
 
 
-def _cents(x: float) -> int:
-    return int(round(x * 100))
-
-
-def _dollars(cents: int) -> float:
-    return round(cents / 100, 2)
-
-
-def _money_text(x: float) -> str:
-    return f"${x:,.2f}"
-
-
-class Patch:
-    """Rows to upsert for one task, kept in foreign-key order."""
-
-    def __init__(self) -> None:
-        self.tables: dict[str, list[dict[str, Any]]] = {}
-
-    def add(self, table: str, row: dict[str, Any]) -> None:
-        self.tables.setdefault(table, []).append(row)
-
-    def extend(self, other: "Patch") -> "Patch":
-        for table, rows in other.tables.items():
-            for r in rows:
-                self.add(table, r)
-        return self
-
-    def to_dict(self) -> dict[str, list[dict[str, Any]]]:
-        return {t: self.tables[t] for t in TABLE_ORDER if t in self.tables}
-
-
-class Generator:
+class Generator(WorldIndex):
     """Indexes over the seed world plus the sampling and phrasing helpers the templates share."""
 
     def __init__(self, world: dict[str, list[dict]], today: dt.date, rng: random.Random):
-        self.world, self.today, self.rng = world, today, rng
-        self.seed = _load_seed_module()
+        super().__init__(world, today, rng)
+        self.seed = _kit.sibling(HERE, "seed")
         self.customers = {c["id"]: c for c in world["customers"]}
         self.products = {p["id"]: p for p in world["products"]}
         self.orders = {o["id"]: o for o in world["orders"]}
@@ -120,7 +81,6 @@ class Generator:
         self.variants: dict[str, list[dict]] = {}
         for p in world["products"]:
             self.variants.setdefault(p["name"], []).append(p)
-        self.next_ids = {t: max((r["id"] for r in rows), default=0) + 1 for t, rows in world.items()}
 
         referenced = {r["order_id"] for r in world["returns"]}
         referenced |= {t["order_id"] for t in world["support_tickets"] if t["order_id"] is not None}
@@ -165,12 +125,6 @@ class Generator:
     def claim(self, order: dict) -> None:
         self.used_orders.add(order["id"])
         self.used_customers.add(order["customer_id"])
-
-    def new_id(self, table: str) -> int:
-        """The id for a row a patch inserts (ids above the seed's, so they never collide with seed rows)."""
-        i = self.next_ids[table]
-        self.next_ids[table] += 1
-        return i
 
     # -- world facts --------------------------------------------------------------------------------
     def customer(self, order: dict) -> dict:
@@ -268,15 +222,6 @@ class Generator:
     def return_reason(self, allowed: list[str] | None = None) -> tuple[str, str]:
         reason = self.rng.choice(allowed or sorted(RETURN_PHRASES))
         return reason, self.rng.choice(RETURN_PHRASES[reason])
-
-
-def call(tool: str, **args: Any) -> dict:
-    return {"tool": tool, "args": args}
-
-
-def said(phrase: str) -> str:
-    """A customer's reason quoted inside their context (which speaks to them in the second person)."""
-    return f'(in your words: "{phrase}")'
 
 
 def units(n: int, noun: str = "unit") -> str:
@@ -434,7 +379,7 @@ def t_saved_address(g: Generator) -> dict:
 def _damage(g: Generator, it: dict) -> tuple[int, float]:
     """How many units arrived damaged and what they cost."""
     n = g.rng.randint(1, it["quantity"])
-    return n, _dollars(n * _cents(it["unit_price"]))
+    return n, dollars(n * cents(it["unit_price"]))
 
 
 def _damage_text(g: Generator, it: dict, n: int) -> str:
@@ -447,13 +392,13 @@ def _damage_text(g: Generator, it: dict, n: int) -> str:
 
 
 def t_damaged_refund(g: Generator) -> dict:
-    o = g.pick_order(lambda o: any(_cents(it["unit_price"]) <= REFUND_LIMIT * 100 for it in g.items[o["id"]]))
+    o = g.pick_order(lambda o: any(cents(it["unit_price"]) <= REFUND_LIMIT * 100 for it in g.items[o["id"]]))
     c = g.customer(o)
-    it = g.rng.choice([it for it in g.items[o["id"]] if _cents(it["unit_price"]) <= REFUND_LIMIT * 100])
+    it = g.rng.choice([it for it in g.items[o["id"]] if cents(it["unit_price"]) <= REFUND_LIMIT * 100])
     n, amount = _damage(g, it)
     while amount > REFUND_LIMIT:  # keep the refund within the agent's limit
         n -= 1
-        amount = _dollars(n * _cents(it["unit_price"]))
+        amount = dollars(n * cents(it["unit_price"]))
     text = _damage_text(g, it, n)
     return {
         "instruction": f"{g.hello(c)} Order #{o['id']} came and {text}. I'd like a refund for the damaged "
@@ -471,8 +416,8 @@ def t_price_adjustment(g: Generator) -> dict:
     c = g.customer(o)
     it = g.rng.choice(g.items[o["id"]])
     p = g.product(it)
-    paid = _cents(it["unit_price"])
-    now = _cents(paid * g.rng.choice([0.7, 0.8, 0.85, 0.9]) / 100)
+    paid = cents(it["unit_price"])
+    now = cents(paid * g.rng.choice([0.7, 0.8, 0.85, 0.9]) / 100)
     diff = (paid - now) * it["quantity"]
     if diff > REFUND_LIMIT * 100:  # keep within the agent's limit: a smaller drop
         now = paid - (REFUND_LIMIT * 100 // it["quantity"]) // 2
@@ -480,16 +425,16 @@ def t_price_adjustment(g: Generator) -> dict:
     status = g.rng.choice(["shipped", "delivered"])
     patch = g.restate(o, status, delivered_ago=g.rng.randint(1, 14) if status == "delivered" else None)
     for v in g.variants[p["name"]]:  # a price drop applies to every variant of the product
-        patch.add("products", {"id": v["id"], "price": _dollars(now)})
+        patch.add("products", {"id": v["id"], "price": dollars(now)})
     when = "just arrived" if status == "delivered" else "is still on its way"
     return {
         "instruction": f"{g.hello(c)} My order #{o['id']} {when}, and I see the {p['name']} is now cheaper on your site than what I paid. "
                        f"Can I get the difference back?",
-        "user": g.user(c, f"Your email is {c['email']}. You paid {_money_text(_dollars(paid))} each for the {p['name']} in order #{o['id']}; "
-                          f"it now sells for {_money_text(_dollars(now))}. You want the difference refunded."),
+        "user": g.user(c, f"Your email is {c['email']}. You paid {money(dollars(paid))} each for the {p['name']} in order #{o['id']}; "
+                          f"it now sells for {money(dollars(now))}. You want the difference refunded."),
         "patch": patch,
         "gold": [call("get_order", order_id=o["id"]), call("search_products", query=p["name"]),
-                 call("issue_refund", payment_id=g.payment(o)["id"], amount=_dollars(diff), reason="price_adjustment")],
+                 call("issue_refund", payment_id=g.payment(o)["id"], amount=dollars(diff), reason="price_adjustment")],
         "tags": ["refund", "price_adjustment", status],
     }
 
@@ -593,21 +538,21 @@ def t_return_final_sale(g: Generator) -> dict:
 
 def t_refund_over_limit(g: Generator) -> dict:
     def big(it: dict) -> bool:
-        return _cents(it["unit_price"]) * it["quantity"] > REFUND_LIMIT * 100
+        return cents(it["unit_price"]) * it["quantity"] > REFUND_LIMIT * 100
 
     o = g.pick_order(lambda o: any(big(it) for it in g.items[o["id"]]))
     c = g.customer(o)
     it = g.rng.choice([it for it in g.items[o["id"]] if big(it)])
-    n = it["quantity"] if _cents(it["unit_price"]) <= REFUND_LIMIT * 100 else g.rng.randint(1, it["quantity"])
-    amount = _dollars(n * _cents(it["unit_price"]))
+    n = it["quantity"] if cents(it["unit_price"]) <= REFUND_LIMIT * 100 else g.rng.randint(1, it["quantity"])
+    amount = dollars(n * cents(it["unit_price"]))
     text = _damage_text(g, it, n)
     return {
         "instruction": f"{g.hello(c)} Order #{o['id']} arrived and {text}. Please refund me for the damage.",
-        "user": g.user(c, f"Your email is {c['email']}. In order #{o['id']}, {text}. You want a refund of {_money_text(amount)}."),
+        "user": g.user(c, f"Your email is {c['email']}. In order #{o['id']}, {text}. You want a refund of {money(amount)}."),
         "patch": g.restate(o, "delivered", delivered_ago=g.rng.randint(1, 20)),
         "gold": [call("find_customer_by_email", email=c["email"]), call("get_order", order_id=o["id"]),
                  call("escalate", customer_id=c["id"], category="refund_approval",
-                      reason=f"Damaged {g.label(it)} in order #{o['id']}: refund of {_money_text(amount)} exceeds the $500 agent limit.",
+                      reason=f"Damaged {g.label(it)} in order #{o['id']}: refund of {money(amount)} exceeds the $500 agent limit.",
                       order_id=o["id"])],
         "checks": [{"sql": refunds_of_order(o["id"]), "expect": [[0]]}],
         "tags": ["refund", "escalation", "over_limit"],
@@ -897,14 +842,14 @@ def t_exchange_and_readdress(g: Generator) -> dict:
 def t_return_and_damage(g: Generator) -> dict:
     def fits(o: dict) -> bool:
         its = g.returnable_items(o)
-        return len(its) >= 2 and any(_cents(it["unit_price"]) <= REFUND_LIMIT * 100 for it in its)
+        return len(its) >= 2 and any(cents(it["unit_price"]) <= REFUND_LIMIT * 100 for it in its)
 
     o = g.pick_order(fits)
     c = g.customer(o)
-    damaged = g.rng.choice([it for it in g.returnable_items(o) if _cents(it["unit_price"]) <= REFUND_LIMIT * 100])
+    damaged = g.rng.choice([it for it in g.returnable_items(o) if cents(it["unit_price"]) <= REFUND_LIMIT * 100])
     back = g.rng.choice([it for it in g.returnable_items(o) if it["id"] != damaged["id"]])
     n = 1
-    amount = _dollars(_cents(damaged["unit_price"]))
+    amount = dollars(cents(damaged["unit_price"]))
     reason, phrase = g.return_reason(["changed_mind", "wrong_size", "not_as_described"])
     text = _damage_text(g, damaged, n)
     qty = back["quantity"]
@@ -1008,39 +953,4 @@ TEMPLATES: list[tuple[str, Callable[[Generator], dict], int]] = [
 
 def generate(world: dict[str, list[dict]], today: dt.date, rng: random.Random) -> list[dict]:
     """All retail tasks, in template order, ids `retail-<template>-<nnn>`."""
-    g = Generator(world, today, rng)
-    tasks = []
-    for family, template, count in TEMPLATES:
-        name = template.__name__.removeprefix("t_")
-        for n in range(1, count + 1):
-            body = template(g)
-            patch = body.get("patch")
-            gold = body["gold"]
-            task = {
-                "id": f"retail-{name.replace('_', '-')}-{n:03d}",
-                "family": family,
-                "template": name,
-                "tags": [*body.get("tags", []), f"calls:{len(gold)}", f"writes:{sum(_is_write(c) for c in gold)}"],
-                "instruction": body["instruction"],
-                "user": body["user"],
-            }
-            if patch is not None and patch.to_dict():
-                task["patch"] = patch.to_dict()
-            task["gold"] = gold
-            if body.get("checks"):
-                task["checks"] = body["checks"]
-            tasks.append(task)
-    return tasks
-
-
-@functools.cache
-def _write_tools() -> frozenset[str]:
-    """Names of the domain's write tools, read from tools.py so the tags never drift from it."""
-    spec = importlib.util.spec_from_file_location("groundstate_domain_retail_tools_for_taskgen", HERE / "tools.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return frozenset(n for n, f in vars(module).items() if getattr(f, "__gs_tool__", {}).get("write"))
-
-
-def _is_write(c: dict) -> bool:
-    return c["tool"] in _write_tools()
+    return _kit.generate(HERE, TEMPLATES, Generator(world, today, rng))

@@ -22,18 +22,15 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import importlib.util
 import random
 from pathlib import Path
 from typing import Any, Callable
 
+from groundstate.domains import _kit
+from groundstate.domains._kit import WorldIndex, call, cap, cents, dollars, long_date, money, said
+
 HERE = Path(__file__).resolve().parent
 
-# Tables in foreign-key order: patch rows are applied in this order.
-TABLE_ORDER = [
-    "travellers", "flights", "bookings", "flight_segments", "travel_credits", "fare_payments",
-    "mileage_entries", "travel_notes", "travel_escalations",
-]
 ELITE = ("gold", "platinum")
 
 CANCEL_PHRASES = {
@@ -57,30 +54,6 @@ TONES = ["polite and brief", "a little impatient", "friendly and chatty", "preci
 UPGRADE_STEPS = {"economy": ["premium", "business"], "premium": ["business"]}
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"groundstate_domain_travel_{name}_for_taskgen", HERE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _cents(x: float) -> int:
-    return int(round(x * 100))
-
-
-def _dollars(cents: int) -> float:
-    return round(cents / 100, 2)
-
-
-def money(x: float) -> str:
-    return f"${x:,.2f}"
-
-
-def day_text(iso: str) -> str:
-    d = dt.date.fromisoformat(iso)
-    return f"{d:%B} {d.day}, {d.year}"
-
-
 def delay_text(minutes: int) -> str:
     h, m = divmod(minutes, 60)
     if h == 0:
@@ -89,25 +62,10 @@ def delay_text(minutes: int) -> str:
     return hours if m == 0 else f"{hours} and {m} minutes"
 
 
-class Patch:
-    """Rows to upsert for one task, kept in foreign-key order; rows with the same id merge."""
+class Patch(_kit.Patch):
+    """Rows to upsert for one task; the templates write them with `set`, so rows with the same id merge."""
 
-    def __init__(self) -> None:
-        self.tables: dict[str, dict[int, dict[str, Any]]] = {}
-
-    def set(self, table: str, row: dict[str, Any]) -> dict[str, Any]:
-        rows = self.tables.setdefault(table, {})
-        if row["id"] in rows:
-            rows[row["id"]].update(row)
-        else:
-            rows[row["id"]] = dict(row)
-        return rows[row["id"]]
-
-    def get(self, table: str, row_id: int) -> dict[str, Any] | None:
-        return self.tables.get(table, {}).get(row_id)
-
-    def to_dict(self) -> dict[str, list[dict[str, Any]]]:
-        return {t: list(self.tables[t].values()) for t in TABLE_ORDER if t in self.tables}
+    order = _kit.table_order(HERE)
 
 
 class Leg:
@@ -125,12 +83,12 @@ class Leg:
         return self.segment["id"]
 
 
-class Generator:
+class Generator(WorldIndex):
     """Indexes over the seed world plus the sampling, patching and phrasing helpers the templates share."""
 
     def __init__(self, world: dict[str, list[dict]], today: dt.date, rng: random.Random):
-        self.world, self.today, self.rng = world, today, rng
-        self.seed = _load("seed")
+        super().__init__(world, today, rng)
+        self.seed = _kit.sibling(HERE, "seed")
         self.rules = self.seed.RULES  # tools.py, as loaded by the seed
         self.travellers = {t["id"]: t for t in world["travellers"]}
         self.flights = {f["id"]: f for f in world["flights"]}
@@ -142,8 +100,6 @@ class Generator:
         for p in world["fare_payments"]:
             self.payments.setdefault(p["booking_id"], []).append(p)
         self.flight_days = {(f["flight_number"], f["departs_on"]) for f in world["flights"]}
-        self.next_ids = {t: max((r["id"] for r in rows), default=0) + 1 for t, rows in world.items()}
-        self.counters: dict[str, int] = {}
 
         referenced = {c["booking_id"] for c in world["travel_credits"] if c["booking_id"] is not None}
         referenced |= {n["booking_id"] for n in world["travel_notes"] if n["booking_id"] is not None}
@@ -163,12 +119,6 @@ class Generator:
         self.used_travellers: set[int] = set()
 
     # -- sampling ---------------------------------------------------------------------------------
-    def nth(self, name: str) -> int:
-        """How many times `name` was asked for before: templates cycle through their cases with it."""
-        n = self.counters.get(name, 0)
-        self.counters[name] = n + 1
-        return n
-
     def trip(self, b: dict) -> str:
         return "round_trip" if len(self.segments[b["id"]]) == 2 else "one_way"
 
@@ -208,12 +158,6 @@ class Generator:
     def claim(self, b: dict) -> None:
         self.used_bookings.add(b["id"])
         self.used_travellers.add(b["traveller_id"])
-
-    def new_id(self, table: str) -> int:
-        """The id for a row a patch inserts (above the seed's, so it never collides with seed rows)."""
-        i = self.next_ids[table]
-        self.next_ids[table] += 1
-        return i
 
     # -- world facts --------------------------------------------------------------------------------
     def traveller(self, b: dict) -> dict:
@@ -275,7 +219,7 @@ class Generator:
             f = self.new_flight(patch, like, lo, hi, status=(statuses or [None, None])[i], delay=(delays or [None, None])[i])
             prev = f
             factor = (drift or [self.rng.choice([0.9, 1.0, 1.0, 1.1])] * 2)[i]
-            paid = _dollars(_cents(self.rules.fare_for(f, cabin, fare_class) * factor))
+            paid = dollars(cents(self.rules.fare_for(f, cabin, fare_class) * factor))
             flown = f["departs_on"] < self.today.isoformat()
             seat = self.seat(cabin) if seated and not flown else None
             legs.append(Leg(seg, f, cabin, paid, seat, "flown" if flown else "active"))
@@ -286,7 +230,7 @@ class Generator:
         patch.set("bookings", {"id": b["id"], "fare_class": fare_class, "booked_on": booked.isoformat(),
                                "status": "completed" if all(leg.status == "flown" for leg in legs) else "confirmed"})
         pay = self.payments[b["id"]][0]
-        patch.set("fare_payments", {"id": pay["id"], "amount": _dollars(sum(_cents(leg.fare_paid) for leg in legs)),
+        patch.set("fare_payments", {"id": pay["id"], "amount": dollars(sum(cents(leg.fare_paid) for leg in legs)),
                                     "posted_on": booked.isoformat()})
         if accrue:
             t = self.traveller(b)
@@ -353,7 +297,7 @@ class Generator:
 
     def flight_text(self, leg: Leg) -> str:
         f = leg.flight
-        return f"flight {f['flight_number']} from {self.city(f['origin'])} to {self.city(f['destination'])} on {day_text(f['departs_on'])}"
+        return f"flight {f['flight_number']} from {self.city(f['origin'])} to {self.city(f['destination'])} on {long_date(f['departs_on'])}"
 
     def cancel_reason(self) -> tuple[str, str]:
         reason = self.rng.choice(sorted(CANCEL_PHRASES))
@@ -366,20 +310,7 @@ class Generator:
 
 @functools.cache
 def _load_cities() -> dict[str, str]:
-    return {code: city for code, (city, _, _) in _load("seed").AIRPORTS.items()}
-
-
-def call(tool: str, **args: Any) -> dict:
-    return {"tool": tool, "args": args}
-
-
-def said(phrase: str) -> str:
-    """A traveller's words quoted inside their context (which speaks to them in the second person)."""
-    return f'(in your words: "{phrase}")'
-
-
-def cap(s: str) -> str:
-    return s[0].upper() + s[1:]
+    return {code: city for code, (city, _, _) in _kit.sibling(HERE, "seed").AIRPORTS.items()}
 
 
 def credits_of_booking(booking_id: int) -> str:
@@ -533,9 +464,9 @@ def t_change_date(g: Generator) -> dict:
     fare = g.rng.choice(["standard", "standard", "flex"])
     legs, leg, new = _change_setup(g, b, patch, fare)
     return {
-        "instruction": f"{g.hello(t)} On booking {b['locator']} I need to move my {g.flight_text(leg)} to {day_text(new['departs_on'])}. "
+        "instruction": f"{g.hello(t)} On booking {b['locator']} I need to move my {g.flight_text(leg)} to {long_date(new['departs_on'])}. "
                        f"Same flight number is fine.",
-        "user": g.user(t, f"You want your {g.flight_text(leg)} (booking {b['locator']}) moved to {day_text(new['departs_on'])}; "
+        "user": g.user(t, f"You want your {g.flight_text(leg)} (booking {b['locator']}) moved to {long_date(new['departs_on'])}; "
                           f"you accept the change fee and any fare difference."),
         "patch": patch,
         "gold": [call("lookup_traveller", email=t["email"]), call("get_booking", locator=b["locator"]),
@@ -579,7 +510,7 @@ def t_extend_credit(g: Generator) -> dict:
     c = g.new_credit(patch, t, amount=float(g.rng.choice([75, 100, 150, 200, 250])),
                      expires_in=-g.rng.randint(1, 25) if expired else g.rng.randint(3, 40))
     new = (dt.date.fromisoformat(c["expires_on"]) + dt.timedelta(days=g.seed.CREDIT_EXTENSION_DAYS)).isoformat()
-    when = f"expired on {day_text(c['expires_on'])}" if expired else f"expires on {day_text(c['expires_on'])}"
+    when = f"expired on {long_date(c['expires_on'])}" if expired else f"expires on {long_date(c['expires_on'])}"
     return {
         "instruction": f"{g.hello(t)} My Meridian travel credit {when} and I haven't had a chance to use it. Could you extend it?",
         "user": g.user(t, f"Your {money(c['amount'])} travel credit {when}; you would like it extended. You don't know its code by heart."),
@@ -631,9 +562,9 @@ def t_change_with_credit(g: Generator) -> dict:
     c = g.new_credit(patch, t, amount=float(g.rng.choice([50, 100, 150, 300])), expires_in=g.rng.randint(60, 300),
                      reason=g.rng.choice(["goodwill", "delay_compensation"]))
     return {
-        "instruction": f"{g.hello(t)} Please move my {g.flight_text(leg)} on booking {b['locator']} to {day_text(new['departs_on'])}, "
+        "instruction": f"{g.hello(t)} Please move my {g.flight_text(leg)} on booking {b['locator']} to {long_date(new['departs_on'])}, "
                        f"and use my travel credit to pay for the change.",
-        "user": g.user(t, f"You want your {g.flight_text(leg)} (booking {b['locator']}) moved to {day_text(new['departs_on'])}, "
+        "user": g.user(t, f"You want your {g.flight_text(leg)} (booking {b['locator']}) moved to {long_date(new['departs_on'])}, "
                           f"paid with your {money(c['amount'])} travel credit as far as it goes (the card for the rest)."),
         "patch": patch,
         "gold": [call("lookup_traveller", email=t["email"]), call("get_traveller_profile", traveller_id=t["id"]),
@@ -689,8 +620,8 @@ def t_change_basic(g: Generator) -> dict:
     leg = legs[0]
     wanted = (dt.date.fromisoformat(leg.flight["departs_on"]) - dt.timedelta(days=g.rng.randint(2, 5))).isoformat()
     return {
-        "instruction": f"{g.hello(t)} Can you move my {g.flight_text(leg)} (booking {b['locator']}) to {day_text(wanted)}? I'll pay the fee.",
-        "user": g.user(t, f"You want your {g.flight_text(leg)} on booking {b['locator']} moved to {day_text(wanted)}. You accept a refusal."),
+        "instruction": f"{g.hello(t)} Can you move my {g.flight_text(leg)} (booking {b['locator']}) to {long_date(wanted)}? I'll pay the fee.",
+        "user": g.user(t, f"You want your {g.flight_text(leg)} on booking {b['locator']} moved to {long_date(wanted)}. You accept a refusal."),
         "patch": patch,
         "gold": [call("lookup_traveller", email=t["email"]), call("get_booking", locator=b["locator"]),
                  _note(t, f"Traveller asked to move flight {leg.flight['flight_number']} on booking {b['locator']} to {wanted}; "
@@ -751,8 +682,8 @@ def t_extend_low_tier(g: Generator) -> dict:
     patch = Patch()
     c = g.new_credit(patch, t, amount=float(g.rng.choice([75, 100, 150])), expires_in=g.rng.randint(2, 30))
     return {
-        "instruction": f"{g.hello(t)} My travel credit expires on {day_text(c['expires_on'])}. Can you push the expiry date back a few months?",
-        "user": g.user(t, f"Your {money(c['amount'])} travel credit expires on {day_text(c['expires_on'])}; you want it extended. You accept a refusal."),
+        "instruction": f"{g.hello(t)} My travel credit expires on {long_date(c['expires_on'])}. Can you push the expiry date back a few months?",
+        "user": g.user(t, f"Your {money(c['amount'])} travel credit expires on {long_date(c['expires_on'])}; you want it extended. You accept a refusal."),
         "patch": patch,
         "gold": [call("lookup_traveller", email=t["email"]), call("get_traveller_profile", traveller_id=t["id"]),
                  _note(t, f"Traveller asked to extend travel credit {c['code']}; refused: extensions are for gold and platinum members only.")],
@@ -862,9 +793,9 @@ def t_cancel_which_booking(g: Generator) -> dict:
     dest = g.city(legs[0].flight["destination"])
     return {
         "instruction": f"{g.hello(t)} I need to cancel one of my trips.",
-        "user": g.user(t, f"You have two upcoming bookings; you want only {a['locator']} (to {dest} on {day_text(legs[0].flight['departs_on'])}) "
+        "user": g.user(t, f"You have two upcoming bookings; you want only {a['locator']} (to {dest} on {long_date(legs[0].flight['departs_on'])}) "
                           f"cancelled {said(phrase)}, settled as {settlement.replace('_', ' ')}. Booking {other['locator']} stays.",
-                       [f"It's booking {a['locator']}, the trip to {dest} on {day_text(legs[0].flight['departs_on'])}. {cap(phrase)}. {s_phrase}"]),
+                       [f"It's booking {a['locator']}, the trip to {dest} on {long_date(legs[0].flight['departs_on'])}. {cap(phrase)}. {s_phrase}"]),
         "patch": patch,
         "gold": [call("lookup_traveller", email=t["email"]), call("get_traveller_profile", traveller_id=t["id"]),
                  call("cancel_booking", locator=a["locator"], reason=reason, settlement=settlement)],
@@ -886,7 +817,7 @@ def t_seat_which(g: Generator) -> dict:
     return {
         "instruction": f"{g.hello(t)} I'd like to choose a seat on booking {b['locator']}.",
         "user": g.user(t, f"On booking {b['locator']} you want seat {seat} on the {which} flight only.",
-                       [f"Seat {seat} on the {which} flight ({leg.flight['flight_number']} on {day_text(leg.flight['departs_on'])}), please. "
+                       [f"Seat {seat} on the {which} flight ({leg.flight['flight_number']} on {long_date(leg.flight['departs_on'])}), please. "
                         f"The other flight can stay as it is."]),
         "patch": patch,
         "gold": [call("get_booking", locator=b["locator"]), call("assign_seat", segment_id=leg.id, seat=seat)],
@@ -904,8 +835,8 @@ def t_change_which_date(g: Generator) -> dict:
     legs, leg, new = _change_setup(g, b, patch, fare)
     return {
         "instruction": f"{g.hello(t)} I need to move my flight on booking {b['locator']} to another day.",
-        "user": g.user(t, f"You want the flight of booking {b['locator']} moved to {day_text(new['departs_on'])}; you accept any fee.",
-                       [f"To {day_text(new['departs_on'])}, please, same route."]),
+        "user": g.user(t, f"You want the flight of booking {b['locator']} moved to {long_date(new['departs_on'])}; you accept any fee.",
+                       [f"To {long_date(new['departs_on'])}, please, same route."]),
         "patch": patch,
         "gold": [call("lookup_traveller", email=t["email"]), call("get_booking", locator=b["locator"]),
                  call("search_flights", origin=leg.flight["origin"], destination=leg.flight["destination"], departs_on=new["departs_on"]),
@@ -1005,9 +936,9 @@ def t_change_cheaper(g: Generator) -> dict:
     fare = g.rng.choice(["standard", "flex"])
     legs, leg, new = _change_setup(g, b, patch, fare, cheaper=True)
     return {
-        "instruction": f"{g.hello(t)} Please move my {g.flight_text(leg)} (booking {b['locator']}) to {day_text(new['departs_on'])}. "
+        "instruction": f"{g.hello(t)} Please move my {g.flight_text(leg)} (booking {b['locator']}) to {long_date(new['departs_on'])}. "
                        f"I noticed that day is even cheaper than what I paid, nice!",
-        "user": g.user(t, f"You want the flight of booking {b['locator']} moved to {day_text(new['departs_on'])}. You noticed the new day is "
+        "user": g.user(t, f"You want the flight of booking {b['locator']} moved to {long_date(new['departs_on'])}. You noticed the new day is "
                           f"cheaper but you do not ask for money back."),
         "patch": patch,
         "gold": [call("lookup_traveller", email=t["email"]), call("get_booking", locator=b["locator"]),
@@ -1029,9 +960,9 @@ def t_change_and_seat(g: Generator) -> dict:
     legs, leg, new = _change_setup(g, b, patch, fare)
     seat = g.seat(leg.cabin, {leg.seat} if leg.seat else set())
     return {
-        "instruction": f"{g.hello(t)} Two things on booking {b['locator']}: move my {g.flight_text(leg)} to {day_text(new['departs_on'])}, "
+        "instruction": f"{g.hello(t)} Two things on booking {b['locator']}: move my {g.flight_text(leg)} to {long_date(new['departs_on'])}, "
                        f"and on that new flight I'd like seat {seat}.",
-        "user": g.user(t, f"On booking {b['locator']}: move the {g.flight_text(leg)} to {day_text(new['departs_on'])} and get seat {seat} on it."),
+        "user": g.user(t, f"On booking {b['locator']}: move the {g.flight_text(leg)} to {long_date(new['departs_on'])} and get seat {seat} on it."),
         "patch": patch,
         "gold": [call("lookup_traveller", email=t["email"]), call("get_booking", locator=b["locator"]),
                  call("search_flights", origin=leg.flight["origin"], destination=leg.flight["destination"], departs_on=new["departs_on"]),
@@ -1130,9 +1061,9 @@ def t_trip_overhaul(g: Generator) -> dict:
     seat_out, seat_back = g.seat("economy"), g.seat("premium")
     return {
         "instruction": f"{g.hello(t)} A few changes to booking {b['locator']}, please. Move my outbound {g.flight_text(out)} to "
-                       f"{day_text(new['departs_on'])} and pay for it with my travel credit, and give me seat {seat_out} on it. "
+                       f"{long_date(new['departs_on'])} and pay for it with my travel credit, and give me seat {seat_out} on it. "
                        f"Then upgrade my return flight to premium with my miles, seat {seat_back} there.",
-        "user": g.user(t, f"On booking {b['locator']}: outbound to {day_text(new['departs_on'])} paid with your travel credit, seat {seat_out}; "
+        "user": g.user(t, f"On booking {b['locator']}: outbound to {long_date(new['departs_on'])} paid with your travel credit, seat {seat_out}; "
                           f"return upgraded to premium with miles, seat {seat_back}."),
         "patch": patch,
         "gold": [call("lookup_traveller", email=t["email"]), call("get_traveller_profile", traveller_id=t["id"]),
@@ -1186,37 +1117,4 @@ TEMPLATES: list[tuple[str, Callable[[Generator], dict], int]] = [
 
 def generate(world: dict[str, list[dict]], today: dt.date, rng: random.Random) -> list[dict]:
     """All travel tasks, in template order, ids `travel-<template>-<nnn>`."""
-    g = Generator(world, today, rng)
-    tasks = []
-    for family, template, count in TEMPLATES:
-        name = template.__name__.removeprefix("t_")
-        for n in range(1, count + 1):
-            body = template(g)
-            patch = body.get("patch")
-            gold = body["gold"]
-            task = {
-                "id": f"travel-{name.replace('_', '-')}-{n:03d}",
-                "family": family,
-                "template": name,
-                "tags": [*body.get("tags", []), f"calls:{len(gold)}", f"writes:{sum(_is_write(c) for c in gold)}"],
-                "instruction": body["instruction"],
-                "user": body["user"],
-            }
-            if patch is not None and patch.to_dict():
-                task["patch"] = patch.to_dict()
-            task["gold"] = gold
-            if body.get("checks"):
-                task["checks"] = body["checks"]
-            tasks.append(task)
-    return tasks
-
-
-@functools.cache
-def _write_tools() -> frozenset[str]:
-    """Names of the domain's write tools, read from tools.py so the tags never drift from it."""
-    module = _load("tools")
-    return frozenset(n for n, f in vars(module).items() if getattr(f, "__gs_tool__", {}).get("write"))
-
-
-def _is_write(c: dict) -> bool:
-    return c["tool"] in _write_tools()
+    return _kit.generate(HERE, TEMPLATES, Generator(world, today, rng))

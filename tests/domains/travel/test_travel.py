@@ -1,10 +1,10 @@
-"""The bundled `travel` benchmark domain: schema, seed, tools, policy-bearing tasks and their generator.
+"""The bundled `travel` benchmark domain: its seed's rules, its tools' rules and its tasks' shape.
 
 Tools run through `Toolset.call` on SQLite sandboxes of the engine (`SqliteBackend`), each test on its
 own copy of the seeded world plus a patch that sets up the situation it needs. The patches are built
 with the task generator's own `restate` (a clean booking moved onto fresh flights), so the tests use
-the same kind of worlds the tasks do. Tasks are checked end to end: gold replays and grades 1, doing
-nothing grades 0, and the generator reproduces the checked-in task file byte for byte.
+the same kind of worlds the tasks do. The checks every domain passes are in
+tests/domains/test_every_domain.py.
 """
 
 from __future__ import annotations
@@ -12,86 +12,33 @@ from __future__ import annotations
 import collections
 import copy
 import datetime as dt
-import importlib.util
-import json
 import random
-import re
-import sqlite3
 from typing import Any
 
 import pytest
+from domain_testing import FAMILIES, open_sandbox
+from domain_testing import Desk as SandboxDesk
 
-from groundstate.grading import grade, replay
-from groundstate.state.sqlite import SqliteBackend
-from groundstate.domain import DOMAINS_DIR, load_domain, render_generated_tasks
-from groundstate.tools import Toolset
-
-TRAVEL = DOMAINS_DIR / "travel"
 INJECTION = "x'); DROP TABLE bookings; --"
-FAMILIES = ("single_write", "multi_step", "lookup_then_act", "policy_refusal", "needs_user_info", "collateral_trap")
 WRITES = {"cancel_booking", "change_flight", "upgrade_cabin", "downgrade_cabin", "assign_seat", "credit_missing_miles",
           "issue_travel_credit", "extend_travel_credit", "add_travel_note", "escalate_travel_case"}
 
 
-def _module(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(f"test_domain_travel_{name}", TRAVEL / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture(scope="module")
+def taskgen(domain_module):
+    return domain_module("taskgen")
 
 
 @pytest.fixture(scope="module")
-def domain():
-    return load_domain("travel")
+def rules(domain_module):
+    return domain_module("tools")
 
 
-@pytest.fixture(scope="module")
-def engine() -> SqliteBackend:
-    return SqliteBackend()
-
-
-@pytest.fixture(scope="module")
-def world(domain) -> dict[str, list[dict]]:
-    return domain.seed_rows()
-
-
-@pytest.fixture(scope="module")
-def taskgen():
-    return _module("taskgen")
-
-
-@pytest.fixture(scope="module")
-def rules():
-    return _module("tools")
-
-
-class Desk:
-    """One sandbox (seed + patch) and the tools called on it the way the engine does, with assertions on the outcome."""
+class Desk(SandboxDesk):
+    """A desk on its own sandbox of the seed plus `patch`."""
 
     def __init__(self, domain, engine, patch: dict | None = None):
-        self.domain = domain
-        self.sandbox = engine.open(engine.prepare(domain, patch or {}))
-        self.db = self.sandbox.connection
-
-    def call(self, name: str, **args: Any):
-        return self.domain.tools.call(self.db, name, args)
-
-    def ok(self, name: str, **args: Any) -> Any:
-        r = self.call(name, **args)
-        assert r.ok, f"{name}{args}: {r.content}"
-        return json.loads(r.content)
-
-    def refused(self, name: str, fragment: str = "", **args: Any) -> str:
-        r = self.call(name, **args)
-        assert not r.ok, f"{name}{args} should have been refused, got {r.content}"
-        assert r.content.startswith("error:") and fragment in r.content, r.content
-        return r.content
-
-    def row(self, sql: str, *params: Any) -> dict | None:
-        return self.db.one(sql, *params)
-
-    def count(self, table: str, where: str = "1 = 1", *params: Any) -> int:
-        return int(self.db.scalar(f"SELECT COUNT(*) AS n FROM {table} WHERE {where}", *params))
+        super().__init__(domain, open_sandbox(domain, engine, patch))
 
 
 class Scene:
@@ -119,49 +66,18 @@ def scene(taskgen, world, domain) -> Scene:
 
 # -- schema and seed --------------------------------------------------------------------------------
 
-def test_schema_is_portable_keyed_and_in_fk_order(domain):
-    conn = sqlite3.connect(":memory:")
-    conn.executescript(domain.schema_sql)
+def test_schema_size(domain):
     assert 6 <= len(domain.tables) <= 9
-    seen: list[str] = []
-    for table in domain.tables:
-        assert domain.primary_keys[table] == ["id"], table
-        for _, col, typ, *_ in conn.execute(f"PRAGMA table_info({table})"):
-            assert typ in ("INTEGER", "TEXT", "REAL"), f"{table}.{col} has non-portable type {typ}"
-        for fk in conn.execute(f"PRAGMA foreign_key_list({table})"):
-            assert fk[2] in seen, f"{table} references {fk[2]}, which is created later"
-        seen.append(table)
-    for word in ("AUTOINCREMENT", "SERIAL", "BOOLEAN", "DATETIME", "INSERT OR", "NOW()"):
-        assert word not in domain.schema_sql.upper()
 
 
-def test_names_are_unique_to_the_domain(domain):
-    """No table or tool name of travel appears in another bundled domain (read from their files, whatever their state)."""
-    for other in sorted(p for p in DOMAINS_DIR.iterdir() if p.name != "travel" and (p / "schema.sql").exists()):
-        tables = set(re.findall(r"CREATE TABLE\s+(\w+)", (other / "schema.sql").read_text(), re.IGNORECASE))
-        tools_src = (other / "tools.py").read_text() if (other / "tools.py").exists() else ""
-        tools = set(re.findall(r"^def\s+(\w+)", tools_src, re.MULTILINE))
-        assert not tables & set(domain.tables), (other.name, tables & set(domain.tables))
-        assert not tools & set(domain.tools.names()), (other.name, tools & set(domain.tools.names()))
-
-
-def test_seed_is_large_complete_and_deterministic(domain, world):
-    seed = _module("seed")
-    assert sum(len(rows) for rows in world.values()) >= 2000
-    assert seed.generate(random.Random(domain.config.seed)) == seed.generate(random.Random(domain.config.seed))
+def test_seed_agrees_with_the_business_date_and_scales(domain, domain_module):
+    seed = domain_module("seed")
     assert seed.TODAY == domain.config.today
-    assert list(world) == domain.tables, "seed tables must come in the schema's foreign-key order"
-    for table, rows in world.items():
-        assert rows, f"{table} has no seed rows"
-        for row in rows:
-            assert list(row) == domain.columns[table], f"{table} row {row.get('id')} lacks or reorders columns"
     small, big = seed.generate(random.Random(1), scale=0.25), seed.generate(random.Random(1), scale=2.0)
     assert len(small["bookings"]) < len(big["bookings"]) and len(small["travellers"]) < len(big["travellers"])
 
 
-def test_seed_follows_the_rules(domain, engine, world, rules):
-    desk = Desk(domain, engine)
-    assert desk.db.raw.execute("PRAGMA foreign_key_check").fetchall() == []
+def test_seed_follows_the_rules(domain, world, rules):
     flights = {f["id"]: f for f in world["flights"]}
     bookings = {b["id"]: b for b in world["bookings"]}
     travellers = {t["id"]: t for t in world["travellers"]}
@@ -189,14 +105,9 @@ def test_seed_follows_the_rules(domain, engine, world, rules):
 # -- tools: shape and safety ------------------------------------------------------------------------
 
 def test_toolset_shape(domain):
-    tools = Toolset.from_module(_module("tools"))
-    assert tools.names() == domain.tools.names()
+    tools = domain.tools
     assert 8 <= len(tools.names()) <= 15
     assert {n for n in tools.names() if tools[n].write} == WRITES
-    for name in tools.names():
-        assert tools[name].description
-        for param, prop in tools[name].json_schema().get("properties", {}).items():
-            assert prop.get("description"), f"{name}.{param} is not documented in the docstring"
 
 
 def test_bad_arguments_and_injection_are_inert(domain, engine, world):
@@ -451,43 +362,10 @@ def test_tasks_load_with_every_family(domain):
     assert len(tasks) >= 60
     families = collections.Counter(t.family for t in tasks)
     assert set(families) == set(FAMILIES) and min(families.values()) >= 6, families
-    assert len({t.template for t in tasks}) >= 8
-    assert len({t.fingerprint() for t in tasks}) == len(tasks), "two tasks have the same patch and gold"
     calls = [len(t.gold) for t in tasks]
     assert min(calls) <= 2 and max(calls) == 8, "difficulty must range from a call or two up to eight"
     for t in tasks:
-        assert t.id.startswith(f"travel-{t.template.replace('_', '-')}-") and t.user.script and t.user.context and t.split == "bench"
-        assert any(c.tool in WRITES for c in t.gold), f"{t.id}: no write, so doing nothing would pass"
-        if t.family == "needs_user_info":
-            assert len(t.user.script) >= 2, f"{t.id}: the script must supply the missing fact"
+        assert t.split == "bench"
         if t.family == "policy_refusal":
             assert t.gold[-1].tool in ("add_travel_note", "escalate_travel_case"), f"{t.id}: a refusal must leave a record"
-        if t.family == "multi_step":
-            assert 3 <= len(t.gold) <= 8
 
-
-def test_every_gold_replays_and_grades(domain, engine):
-    for task in domain.tasks:
-        template = engine.prepare(domain, task.patch)
-        with engine.open(template) as sandbox:
-            assert sandbox.connection.raw.execute("PRAGMA foreign_key_check").fetchall() == [], f"{task.id}: patch breaks a foreign key"
-            results = replay(sandbox, [c.model_dump() for c in task.gold])
-            for i, (ok, content) in enumerate(results):
-                assert ok, f"{task.id}: gold[{i}] {task.gold[i].tool} failed: {content}"
-            verdict = grade(task, sandbox)
-            assert verdict.reward == 1, f"{task.id}: {verdict.reasons}"
-        with engine.open(template) as noop:
-            assert grade(task, noop).reward == 0, f"{task.id}: doing nothing passes"
-
-
-def test_generator_reproduces_the_task_file(domain):
-    path, text = render_generated_tasks(domain)
-    assert path == TRAVEL / "tasks" / "travel.yaml"
-    assert text == path.read_text(encoding="utf-8"), "tasks/travel.yaml is stale: run  groundstate tasks generate --domain travel"
-
-
-def test_generator_is_deterministic_and_leaves_the_world_alone(domain, world, taskgen):
-    before = copy.deepcopy(world)
-    first = taskgen.generate(world, domain.config.today, random.Random(domain.config.seed))
-    assert world == before, "the generator modified the seed world"
-    assert taskgen.generate(world, domain.config.today, random.Random(domain.config.seed)) == first

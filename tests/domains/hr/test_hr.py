@@ -1,91 +1,22 @@
-"""The bundled `hr` benchmark domain: schema, seed, tools, policy-bearing tasks and their generator.
+"""The bundled `hr` benchmark domain: its seed's invariants, its tools' rules and its tasks' shape.
 
 Tools run through `Toolset.call` on SQLite sandboxes of the engine (`SqliteBackend`), each test on its
-own copy of the seeded world (plus a patch where a test needs a particular situation). Tasks are
-checked end to end: gold replays and grades 1, doing nothing grades 0, and the generator reproduces
-the checked-in task file byte for byte.
+own copy of the seeded world (plus a patch where a test needs a particular situation). The checks every
+domain passes are in tests/domains/test_every_domain.py.
 """
 
 from __future__ import annotations
 
 import collections
 import datetime as dt
-import importlib.util
 import json
 import random
 import re
-import sqlite3
-from typing import Any
 
 import pytest
+from domain_testing import FAMILIES, Desk, open_sandbox
 
-from groundstate.grading import grade, replay
-from groundstate.state.sqlite import SqliteBackend
-from groundstate.domain import DOMAINS_DIR, bundled_domains, load_domain, render_generated_tasks
-from groundstate.tools import Toolset
-
-HR = DOMAINS_DIR / "hr"
 INJECTION = "x'); DROP TABLE personnel; --"
-FAMILIES = ("single_write", "multi_step", "lookup_then_act", "policy_refusal", "needs_user_info", "collateral_trap")
-
-
-def _module(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(f"test_domain_hr_{name}", HR / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def domain():
-    return load_domain("hr")
-
-
-@pytest.fixture(scope="module")
-def engine() -> SqliteBackend:
-    return SqliteBackend()
-
-
-@pytest.fixture(scope="module")
-def world(domain) -> dict[str, list[dict]]:
-    return domain.seed_rows()
-
-
-def open_sandbox(domain, engine, patch: dict | None = None):
-    return engine.open(engine.prepare(domain, patch or {}))
-
-
-@pytest.fixture
-def sb(domain, engine):
-    sandbox = open_sandbox(domain, engine)
-    yield sandbox
-    sandbox.close()
-
-
-class Desk:
-    """Calls tools on one sandbox the way the engine does, with assertions on the outcome."""
-
-    def __init__(self, domain, sandbox):
-        self.domain, self.db = domain, sandbox.connection
-
-    def call(self, name: str, **args: Any):
-        return self.domain.tools.call(self.db, name, args)
-
-    def ok(self, name: str, **args: Any) -> Any:
-        r = self.call(name, **args)
-        assert r.ok, f"{name}{args}: {r.content}"
-        return json.loads(r.content)
-
-    def refused(self, name: str, fragment: str = "", **args: Any) -> str:
-        r = self.call(name, **args)
-        assert not r.ok, f"{name}{args} should have been refused, got {r.content}"
-        assert r.content.startswith("error:") and fragment in r.content, r.content
-        return r.content
-
-
-@pytest.fixture
-def desk(domain, sb) -> Desk:
-    return Desk(domain, sb)
 
 
 # -- helpers over the seeded world ---------------------------------------------------------------------
@@ -115,47 +46,17 @@ def _new_hire(db) -> dict:
 
 # -- schema and seed -------------------------------------------------------------------------------------
 
-def test_schema_is_portable_and_keyed(domain):
-    conn = sqlite3.connect(":memory:")
-    conn.executescript(domain.schema_sql)
+def test_schema_size(domain):
     assert 6 <= len(domain.tables) <= 12
-    for table in domain.tables:
-        assert domain.primary_keys[table] == ["id"], table
-        for _, col, typ, *_ in conn.execute(f"PRAGMA table_info({table})"):
-            assert typ in ("INTEGER", "TEXT", "REAL"), f"{table}.{col} has non-portable type {typ}"
-    for word in ("AUTOINCREMENT", "SERIAL", "BOOLEAN", "DATETIME", "INSERT OR", "NOW()"):
-        assert word not in domain.schema_sql.upper()
 
 
-def test_names_are_unique_to_the_domain(domain):
-    """No table or tool name of hr is used by another bundled domain (generic names are prefixed)."""
-    for other in bundled_domains():
-        if other == "hr":
-            continue
-        try:
-            d = load_domain(other)
-        except Exception:  # a domain still being written by someone else: nothing to compare yet
-            continue
-        assert not set(domain.tables) & set(d.tables), other
-        assert not set(domain.tools.names()) & set(d.tools.names()), other
-
-
-def test_seed_is_large_complete_and_deterministic(domain, world):
-    seed = _module("seed")
-    assert sum(len(rows) for rows in world.values()) >= 2000
-    assert seed.generate(random.Random(domain.config.seed)) == seed.generate(random.Random(domain.config.seed))
-    assert list(world) == domain.tables, "seed tables must come in the schema's foreign-key order"
-    for table, rows in world.items():
-        assert rows, f"{table} has no seed rows"
-        for row in rows:
-            assert list(row) == domain.columns[table], f"{table} row {row.get('id')} lacks or reorders columns"
+def test_seed_scales(world, domain_module):
+    seed = domain_module("seed")
     small, big = seed.generate(random.Random(1), scale=0.25), seed.generate(random.Random(1), scale=2.0)
     assert len(small["personnel"]) < len(world["personnel"]) < len(big["personnel"])
 
 
-def test_seed_is_consistent(domain, world, sb):
-    db = sb.connection
-    assert db.raw.execute("PRAGMA foreign_key_check").fetchall() == []
+def test_seed_is_consistent(domain, world):
     today = domain.config.today.isoformat()
     # Used days are exactly the approved leave of the year; salaries sit in their bands.
     for b in world["leave_balances"]:
@@ -174,8 +75,8 @@ def test_seed_is_consistent(domain, world, sb):
     assert set(active.values()) == {1} and len(active) == len(world["personnel"])
 
 
-def test_holidays_agree_across_files(domain):
-    tools, seed = _module("tools"), _module("seed")
+def test_holidays_agree_across_files(domain, domain_module):
+    tools, seed = domain_module("tools"), domain_module("seed")
     assert tools.HOLIDAYS == seed.HOLIDAYS
     listed = re.search(r"Company holidays in 2026: (.*?)\.", domain.policy.replace("\n", " ")).group(1)
     days = {dt.datetime.strptime(f"{d.strip()} 2026", "%b %d %Y").date() for d in listed.replace(" and ", ", ").split(",")}
@@ -186,16 +87,12 @@ def test_holidays_agree_across_files(domain):
 # -- tools: shape and reads --------------------------------------------------------------------------------
 
 def test_toolset_shape(domain):
-    tools = Toolset.from_module(_module("tools"))
-    assert tools.names() == domain.tools.names()
+    tools = domain.tools
     assert 8 <= len(tools.names()) <= 15
     writes = {n for n in tools.names() if tools[n].write}
     assert writes == {"submit_leave_request", "decide_leave_request", "cancel_leave_request", "update_onboarding_item",
                       "schedule_salary_adjustment", "update_payroll_bank_account", "submit_expense_claim", "review_expense_claim",
                       "add_hr_note", "escalate_hr_case"}
-    for name in tools.names():
-        for param, prop in tools[name].json_schema().get("properties", {}).items():
-            assert prop.get("description"), f"{name}.{param} is not documented in the docstring"
 
 
 def test_bad_arguments_and_injection_are_inert(desk):
@@ -372,42 +269,5 @@ def test_tasks_load_with_every_family(domain):
     families = collections.Counter(t.family for t in tasks)
     for family in FAMILIES:
         assert families[family] >= 6, families
-    assert len({t.template for t in tasks}) >= 8
-    assert len({t.fingerprint() for t in tasks}) == len(tasks), "two tasks have the same patch and gold"
-    writes = {n for n in domain.tools.names() if domain.tools[n].write}
     assert max(len(t.gold) for t in tasks) >= 8 and min(len(t.gold) for t in tasks) <= 2
-    for t in tasks:
-        assert t.id.startswith("hr-") and t.user.script and t.user.context
-        assert any(c.tool in writes for c in t.gold), f"{t.id}: a task without a write passes by doing nothing"
-        if t.family == "needs_user_info":
-            assert len(t.user.script) >= 2, f"{t.id}: the script must supply the missing fact"
-        if t.family == "multi_step":
-            assert 3 <= len(t.gold) <= 8, t.id
 
-
-def test_every_gold_replays_and_grades(domain, engine):
-    for task in domain.tasks:
-        template = engine.prepare(domain, task.patch)
-        with engine.open(template) as sandbox:
-            assert sandbox.connection.raw.execute("PRAGMA foreign_key_check").fetchall() == [], f"{task.id}: patch breaks a foreign key"
-            results = replay(sandbox, [c.model_dump() for c in task.gold])
-            for i, (ok, content) in enumerate(results):
-                assert ok, f"{task.id}: gold[{i}] {task.gold[i].tool} failed: {content}"
-            verdict = grade(task, sandbox)
-            assert verdict.reward == 1, f"{task.id}: {verdict.reasons}"
-        with engine.open(template) as sandbox:
-            assert grade(task, sandbox).reward == 0, f"{task.id}: doing nothing passes"
-
-
-def test_generator_reproduces_the_task_file(domain):
-    path, text = render_generated_tasks(domain)
-    assert path == HR / "tasks" / "hr.yaml"
-    assert text == path.read_text(encoding="utf-8"), "tasks/hr.yaml is stale: run  groundstate tasks generate --domain hr"
-
-
-def test_generator_is_deterministic_and_leaves_the_world_alone(domain, world):
-    taskgen = _module("taskgen")
-    snapshot = json.dumps(world, sort_keys=True)
-    a = taskgen.generate(world, domain.config.today, random.Random(7))
-    b = taskgen.generate(world, domain.config.today, random.Random(7))
-    assert a == b and json.dumps(world, sort_keys=True) == snapshot

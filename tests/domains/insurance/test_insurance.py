@@ -1,93 +1,25 @@
-"""The bundled `insurance` benchmark domain: schema, seed, tools, policy-bearing tasks and their generator.
+"""The bundled `insurance` benchmark domain: its seed's invariants, its tools' rules and its tasks' shape.
 
 Tools run through `Toolset.call` on SQLite sandboxes of the engine (`SqliteBackend`), each test on its
-own copy of the seeded world (plus a patch where a test needs a particular situation). Tasks are
-checked end to end: gold replays and grades 1, doing nothing grades 0, and the generator reproduces
-the checked-in task file byte for byte.
+own copy of the seeded world (plus a patch where a test needs a particular situation). The checks every
+domain passes are in tests/domains/test_every_domain.py.
 """
 
 from __future__ import annotations
 
 import collections
 import datetime as dt
-import importlib.util
-import json
 import random
 import re
-import sqlite3
-from typing import Any
 
 import pytest
+from domain_testing import FAMILIES, Desk, open_sandbox
 
-from groundstate.grading import grade, replay
-from groundstate.state.sqlite import SqliteBackend
-from groundstate.domain import DOMAINS_DIR, load_domain, render_generated_tasks
-from groundstate.tools import Toolset
+from groundstate.domain import load_domain
 
-INSURANCE = DOMAINS_DIR / "insurance"
 INJECTION = "x'); DROP TABLE motor_claims; --"
-FAMILIES = ("single_write", "multi_step", "lookup_then_act", "policy_refusal", "needs_user_info", "collateral_trap")
 WRITES = {"add_named_driver", "remove_named_driver", "add_insured_vehicle", "remove_insured_vehicle", "change_policy_cover",
           "file_motor_claim", "approve_motor_claim", "deny_motor_claim", "pay_motor_claim", "add_insurance_note", "refer_to_specialist"}
-
-
-def _module(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(f"test_domain_insurance_{name}", INSURANCE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def domain():
-    return load_domain("insurance")
-
-
-@pytest.fixture(scope="module")
-def engine() -> SqliteBackend:
-    return SqliteBackend()
-
-
-@pytest.fixture(scope="module")
-def world(domain) -> dict[str, list[dict]]:
-    return domain.seed_rows()
-
-
-def open_sandbox(domain, engine, patch: dict | None = None):
-    return engine.open(engine.prepare(domain, patch or {}))
-
-
-@pytest.fixture
-def sb(domain, engine):
-    sandbox = open_sandbox(domain, engine)
-    yield sandbox
-    sandbox.close()
-
-
-class Desk:
-    """Calls tools on one sandbox the way the engine does, with assertions on the outcome."""
-
-    def __init__(self, domain, sandbox):
-        self.domain, self.db = domain, sandbox.connection
-
-    def call(self, name: str, **args: Any):
-        return self.domain.tools.call(self.db, name, args)
-
-    def ok(self, name: str, **args: Any) -> Any:
-        r = self.call(name, **args)
-        assert r.ok, f"{name}{args}: {r.content}"
-        return json.loads(r.content)
-
-    def refused(self, name: str, fragment: str = "", **args: Any) -> str:
-        r = self.call(name, **args)
-        assert not r.ok, f"{name}{args} should have been refused, got {r.content}"
-        assert r.content.startswith("error:") and fragment in r.content, r.content
-        return r.content
-
-
-@pytest.fixture
-def desk(domain, sb) -> Desk:
-    return Desk(domain, sb)
 
 
 def _ago(domain, days: int) -> str:
@@ -127,56 +59,25 @@ def _premium_matches_parts(db, policy_id: int) -> bool:
 
 # -- schema and seed --------------------------------------------------------------------------------
 
-def test_schema_is_portable_keyed_and_in_fk_order(domain):
-    conn = sqlite3.connect(":memory:")
-    conn.executescript(domain.schema_sql)
+def test_schema_and_toolset_sizes(domain):
     assert 6 <= len(domain.tables) <= 9
-    seen: set[str] = set()
-    for table in domain.tables:
-        assert domain.primary_keys[table] == ["id"], table
-        for _, col, typ, *_ in conn.execute(f"PRAGMA table_info({table})"):
-            assert typ in ("INTEGER", "TEXT", "REAL"), f"{table}.{col} has non-portable type {typ}"
-        for ref in conn.execute(f"PRAGMA foreign_key_list({table})"):
-            assert ref[2] in seen, f"{table} references {ref[2]}, which is created after it"
-        seen.add(table)
-    for word in ("AUTOINCREMENT", "SERIAL", "BOOLEAN", "DATETIME", "INSERT OR", "NOW("):
-        assert word not in domain.schema_sql.upper()
+    # Counted from the files themselves too, as they are written.
+    tables = set(re.findall(r"CREATE TABLE (\w+)", (domain.path / "schema.sql").read_text()))
+    tools = set(re.findall(r"@tool(?:\(write=True\))?\s*\ndef (\w+)", (domain.path / "tools.py").read_text()))
+    assert len(tools) == 15 and len(tables) == 9
 
 
-def test_names_are_unique_to_the_domain():
-    """No table or tool name of this domain appears in another bundled domain (read from the files, not loaded)."""
-    mine_tables = set(re.findall(r"CREATE TABLE (\w+)", (INSURANCE / "schema.sql").read_text()))
-    mine_tools = set(re.findall(r"@tool(?:\(write=True\))?\s*\ndef (\w+)", (INSURANCE / "tools.py").read_text()))
-    assert len(mine_tools) == 15 and len(mine_tables) == 9
-    for other in DOMAINS_DIR.iterdir():
-        if other == INSURANCE or not (other / "schema.sql").exists():
-            continue
-        tables = set(re.findall(r"CREATE TABLE (\w+)", (other / "schema.sql").read_text()))
-        tools = set(re.findall(r"@tool(?:\(write=True\))?\s*\ndef (\w+)", (other / "tools.py").read_text())) if (other / "tools.py").exists() else set()
-        assert not (tables & mine_tables), f"{other.name} reuses tables {tables & mine_tables}"
-        assert not (tools & mine_tools), f"{other.name} reuses tools {tools & mine_tools}"
-
-
-def test_seed_is_large_complete_and_deterministic(domain, world):
-    seed = _module("seed")
-    assert sum(len(rows) for rows in world.values()) >= 2000
-    assert seed.generate(random.Random(domain.config.seed)) == seed.generate(random.Random(domain.config.seed))
-    assert list(world) == domain.tables, "seed tables must come in the schema's foreign-key order"
-    for table, rows in world.items():
-        assert rows, f"{table} has no seed rows"
-        for row in rows:
-            assert list(row) == domain.columns[table], f"{table} row {row.get('id')} lacks or reorders columns"
+def test_seed_dates_agree_with_today(domain, world):
     today = domain.config.today.isoformat()
     assert all(c["reported_on"] <= today and c["incident_date"] <= c["reported_on"] for c in world["motor_claims"])
     assert all(p["status"] != "active" or p["start_date"] <= today <= p["end_date"] for p in world["motor_policies"])
 
 
-def test_seed_scale_foreign_keys_and_premiums(domain, world, sb):
-    seed = _module("seed")
+def test_seed_scale_and_premiums(world, sb, domain_module):
+    seed = domain_module("seed")
     small, big = seed.generate(random.Random(1), scale=0.25), seed.generate(random.Random(1), scale=2.0)
     assert len(small["motor_policies"]) < len(world["motor_policies"]) < len(big["motor_policies"])
     db = sb.connection
-    assert db.raw.execute("PRAGMA foreign_key_check").fetchall() == []
     # A policy's premium is always the sum of its parts, as the tools keep it.
     assert all(_premium_matches_parts(db, p["id"]) for p in world["motor_policies"])
 
@@ -184,13 +85,9 @@ def test_seed_scale_foreign_keys_and_premiums(domain, world, sb):
 # -- tools: shape and safety ------------------------------------------------------------------------
 
 def test_toolset_shape(domain):
-    tools = Toolset.from_module(_module("tools"))
-    assert tools.names() == domain.tools.names()
+    tools = domain.tools
     assert 8 <= len(tools.names()) <= 15
     assert {n for n in tools.names() if tools[n].write} == WRITES
-    for name in tools.names():
-        for param, prop in tools[name].json_schema().get("properties", {}).items():
-            assert prop.get("description"), f"{name}.{param} is not documented in the docstring"
 
 
 def test_bad_arguments_and_injection_are_inert(domain, world, desk):
@@ -224,12 +121,12 @@ def test_identification_and_profile(world, desk):
     desk.refused("get_policyholder", "no policyholder", policyholder_id=10**6)
 
 
-def test_get_motor_policy_and_claim(domain, world, desk):
+def test_get_motor_policy_and_claim(domain, world, desk, domain_module):
     p = _policy(world)
     view = desk.ok("get_motor_policy", policy_id=p["id"])
     assert view["policyholder_id"] == p["policyholder_id"] and view["vehicles"] and view["drivers"]
     me = next(d for d in view["drivers"] if d["relationship"] == "self")
-    assert me["age"] == _module("tools").years_between(dt.date.fromisoformat(me["date_of_birth"]), domain.config.today)
+    assert me["age"] == domain_module("tools").years_between(dt.date.fromisoformat(me["date_of_birth"]), domain.config.today)
     c = next(c for c in world["motor_claims"] if c["status"] == "paid")
     claim = desk.ok("get_motor_claim", claim_id=c["id"])
     assert claim["payouts"] and claim["days_from_incident_to_report"] == (
@@ -273,14 +170,14 @@ def test_add_and_remove_named_driver(domain, world, desk):
 CAR = dict(registration="9ZZZ001", make="Kia", model="Niro", model_year=2024, vehicle_value=26000.0, usage="commute")
 
 
-def test_add_replace_and_remove_vehicles(domain, world, desk):
+def test_add_replace_and_remove_vehicles(domain, world, desk, domain_module):
     p = _policy(world, vehicles=1)
     (old,) = _vehicles(world, p["id"])
     desk.refused("remove_insured_vehicle", "only vehicle", vehicle_id=old["id"])
     out = desk.ok("add_insured_vehicle", policy_id=p["id"], **{**CAR, "registration": " 9zzz 001 "})
     db = desk.db
     row = db.one("SELECT registration, annual_premium, usage FROM insured_vehicles WHERE id = ?", out["vehicle_id"])
-    tools = _module("tools")
+    tools = domain_module("tools")
     assert row == {"registration": "9ZZZ001", "usage": "commute",
                    "annual_premium": tools.vehicle_premium(p["coverage"], p["deductible"], 26000.0, "commute")}
     desk.refused("add_insured_vehicle", "already covered", policy_id=p["id"], **CAR)
@@ -404,34 +301,10 @@ def test_tasks_load_with_every_family(domain):
     assert len(tasks) >= 60
     families = collections.Counter(t.family for t in tasks)
     assert set(families) == set(FAMILIES) and all(families[f] >= 6 for f in FAMILIES), families
-    assert len({t.template for t in tasks}) >= 8
-    assert len({t.fingerprint() for t in tasks}) == len(tasks), "two tasks have the same patch and gold"
     calls = {len(t.gold) for t in tasks}
     assert min(calls) == 1 and max(calls) >= 8, "difficulty must range from one call to eight"
     for t in tasks:
-        assert t.id.startswith(f"insurance-{t.template.replace('_', '-')}-") and t.split == "bench"
-        assert t.user.script and t.user.context and t.user.persona
-        assert any(c.tool in WRITES for c in t.gold), f"{t.id}: no write, so doing nothing would pass"
-        if t.family == "needs_user_info":
-            assert len(t.user.script) >= 2, f"{t.id}: the script must supply the missing fact"
+        assert t.split == "bench"
         if t.family == "policy_refusal":
             assert {c.tool for c in t.gold} & {"add_insurance_note", "refer_to_specialist", "deny_motor_claim"}, t.id
 
-
-def test_every_gold_grades_1_and_doing_nothing_grades_0(domain, engine):
-    for task in domain.tasks:
-        template = engine.prepare(domain, task.patch)
-        with engine.open(template) as sandbox:
-            assert sandbox.connection.raw.execute("PRAGMA foreign_key_check").fetchall() == [], f"{task.id}: patch breaks a foreign key"
-            results = replay(sandbox, [c.model_dump() for c in task.gold])
-            assert all(ok for ok, _ in results), f"{task.id}: {[r for ok, r in results if not ok]}"
-            verdict = grade(task, sandbox)
-            assert verdict.reward == 1, f"{task.id}: {verdict.reasons}"
-        with engine.open(template) as sandbox:
-            assert grade(task, sandbox).reward == 0, f"{task.id}: doing nothing passes"
-
-
-def test_generator_reproduces_the_task_file(domain):
-    path, text = render_generated_tasks(domain)
-    assert path == INSURANCE / "tasks" / "insurance.yaml"
-    assert text == path.read_text(encoding="utf-8"), "tasks/insurance.yaml is stale: run  groundstate tasks generate --domain insurance"

@@ -1,66 +1,22 @@
-"""The bundled `helpdesk` domain: schema, seed, tools, tasks and their generator.
+"""The bundled `helpdesk` domain: its seed's invariants, its tools' rules and its tasks' shape.
 
-Tools run through `Toolset.call` on engine SQLite sandboxes (`SqliteBackend().open(prepare(domain, patch))`),
-so refusals are checked exactly as an agent sees them and partial writes are rolled back by the engine.
+Tools run through `Toolset.call` on engine SQLite sandboxes (the shared `sb` fixture), so refusals are
+checked exactly as an agent sees them and partial writes are rolled back by the engine. The checks every
+domain passes are in tests/domains/test_every_domain.py.
 """
 
 from __future__ import annotations
 
 import collections
 import datetime as dt
-import importlib.util
 import json
 import random
 import re
-import sqlite3
 from typing import Any
 
-import pytest
+from domain_testing import FAMILIES
 
-from groundstate.grading import grade, replay
-from groundstate.state.sqlite import SqliteBackend
-from groundstate.domain import DOMAINS_DIR, bundled_domains, load_domain, render_generated_tasks
-
-HELPDESK = DOMAINS_DIR / "helpdesk"
 INJECTION = "x'); DROP TABLE staff_members; --"
-FAMILIES = ("single_write", "multi_step", "lookup_then_act", "policy_refusal", "needs_user_info", "collateral_trap")
-
-
-def _module(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(f"test_helpdesk_{name}", HELPDESK / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def domain():
-    return load_domain("helpdesk")
-
-
-@pytest.fixture(scope="module")
-def backend():
-    return SqliteBackend()
-
-
-@pytest.fixture
-def open_sandbox(domain, backend):
-    """Factory of sandboxes (seed + optional patch), closed at the end of the test."""
-    opened = []
-
-    def make(patch: dict | None = None):
-        sb = backend.open(backend.prepare(domain, patch or {}))
-        opened.append(sb)
-        return sb
-
-    yield make
-    for sb in opened:
-        sb.close()
-
-
-@pytest.fixture
-def sb(open_sandbox):
-    return open_sandbox()
 
 
 def call(domain, sb, name: str, **args: Any):
@@ -102,50 +58,19 @@ def active_staff(sb, where: str = "1 = 1", *params: Any) -> dict:
 
 # -- schema and seed ----------------------------------------------------------------------------------
 
-def test_schema_is_portable_and_keyed(domain):
-    conn = sqlite3.connect(":memory:")
-    conn.executescript(domain.schema_sql)
+def test_schema_size(domain):
     assert 6 <= len(domain.tables) <= 10
-    for table in domain.tables:
-        assert domain.primary_keys[table] == ["id"], table
-        for _, col, typ, *_ in conn.execute(f"PRAGMA table_info({table})"):
-            assert typ in ("INTEGER", "TEXT", "REAL"), f"{table}.{col} has non-portable type {typ}"
-    for word in ("AUTOINCREMENT", "SERIAL", "BOOLEAN", "DATETIME", "INSERT OR"):
-        assert not re.search(rf"\b{word}\b", domain.schema_sql.upper()), word
 
 
-def test_names_are_unique_to_the_domain(domain):
-    """No table or tool name is shared with another bundled domain (those that load)."""
-    for other in bundled_domains():
-        if other == "helpdesk":
-            continue
-        try:
-            d = load_domain(other)
-        except Exception:  # a sibling domain under construction is not this test's business
-            continue
-        assert not set(domain.tables) & set(d.tables), f"tables shared with {other}"
-        assert not set(domain.tools.names()) & set(d.tools.names()), f"tools shared with {other}"
+def test_seed_agrees_with_the_business_date(domain, domain_module):
+    assert domain_module("seed").TODAY == domain.config.today
 
 
-def test_seed_is_large_complete_and_deterministic(domain):
-    seed = _module("seed")
-    rows = domain.seed_rows()
-    assert sum(len(r) for r in rows.values()) >= 2000
-    assert seed.generate(random.Random(domain.config.seed)) == seed.generate(random.Random(domain.config.seed))
-    assert list(rows) == domain.tables, "seed tables must come in the schema's foreign-key order"
-    for table, table_rows in rows.items():
-        assert table_rows, f"{table} has no seed rows"
-        for row in table_rows:
-            assert list(row) == domain.columns[table], f"{table} row {row.get('id')} lacks or reorders columns"
-    assert seed.TODAY == domain.config.today
-
-
-def test_seed_scale_and_foreign_keys(domain, sb):
-    seed = _module("seed")
+def test_seed_scale_and_invariants(domain, sb, domain_module):
+    seed = domain_module("seed")
     small, big = seed.generate(random.Random(1), scale=0.25), seed.generate(random.Random(1), scale=2.0)
     for table in ("staff_members", "software_access_grants", "hardware_assets", "it_tickets"):
         assert len(small[table]) < len(big[table]), table
-    assert sb.connection.raw.execute("PRAGMA foreign_key_check").fetchall() == []
     # Every active staff member has exactly one laptop, and today has an on-call engineer per team.
     assert scalar(sb, "SELECT COUNT(*) FROM staff_members s WHERE employment_status = 'active' AND (SELECT COUNT(*) FROM "
                       "hardware_assets a WHERE a.assigned_to = s.id AND a.kind = 'laptop') <> 1") == 0
@@ -160,10 +85,7 @@ def test_toolset_shape(domain):
     writes = {n for n in tools.names() if tools[n].write}
     assert writes == {"open_it_ticket", "update_it_ticket", "page_oncall", "request_software_access", "grant_software_access",
                       "revoke_software_access", "lend_hardware", "replace_hardware", "reset_credential", "add_desk_note"}
-    for name in tools.names():
-        for param, prop in tools[name].json_schema().get("properties", {}).items():
-            assert prop.get("description"), f"{name}.{param} is not documented in the docstring"
-    source = (HELPDESK / "tools.py").read_text()
+    source = (domain.path / "tools.py").read_text()
     assert not re.search(r"(query|one|scalar|execute)\(f\"[^\"]*\{(?!placeholders)", source), "values must be bound, not formatted into SQL"
 
 
@@ -397,33 +319,6 @@ def test_tasks_load_with_every_family(domain):
     families = collections.Counter(t.family for t in tasks)
     for family in FAMILIES:
         assert families[family] >= 15, families
-    assert len({t.template for t in tasks}) >= 8
-    assert len({t.fingerprint() for t in tasks}) == len(tasks), "two tasks have the same patch and gold"
-    writes = {n for n in domain.tools.names() if domain.tools[n].write}
     calls = [len(t.gold) for t in tasks]
     assert min(calls) == 1 and max(calls) == 8
-    for t in tasks:
-        assert t.id.startswith(f"helpdesk-{t.template.replace('_', '-')}-") and t.user.script and t.user.context
-        assert any(c.tool in writes for c in t.gold), f"{t.id}: no write, so doing nothing would pass"
-        if t.family == "needs_user_info":
-            assert len(t.user.script) >= 2, f"{t.id}: the script must supply the missing fact"
 
-
-def test_every_gold_replays_and_grades(domain, backend):
-    for task in domain.tasks:
-        template = backend.prepare(domain, task.patch)
-        with backend.open(template) as sandbox:
-            assert sandbox.connection.raw.execute("PRAGMA foreign_key_check").fetchall() == [], f"{task.id}: patch breaks a foreign key"
-            results = replay(sandbox, [c.model_dump() for c in task.gold])
-            failed = [(i, r) for i, (good, r) in enumerate(results) if not good]
-            assert not failed, f"{task.id}: gold call failed: {failed[0]}"
-            verdict = grade(task, sandbox)
-            assert verdict.reward == 1, f"{task.id}: {verdict.reasons}"
-        with backend.open(template) as sandbox:
-            assert grade(task, sandbox).reward == 0, f"{task.id}: doing nothing passes"
-
-
-def test_generator_reproduces_the_task_file(domain):
-    path, text = render_generated_tasks(domain)
-    assert path == HELPDESK / "tasks" / "helpdesk.yaml"
-    assert text == path.read_text(encoding="utf-8"), "tasks/helpdesk.yaml is stale: run  groundstate tasks generate --domain helpdesk"

@@ -1,51 +1,23 @@
-"""The bundled `banking` domain: schema, seed, tools, policy-bearing tasks and their generator.
+"""The bundled `banking` domain: its seed's ledger, its tools' rules and its tasks' shape.
 
 Tools run through `Toolset.call` on SQLite sandboxes of the engine (`SqliteBackend`), each test on its
-own copy of the seeded world (plus a patch where a test needs a particular situation). Tasks are
-checked end to end: gold replays and grades 1, doing nothing grades 0, and the generator reproduces
-the checked-in task file byte for byte.
+own copy of the seeded world (plus a patch where a test needs a particular situation). The checks
+every domain passes (portable schema, deterministic seed, gold passes and doing nothing fails, the
+generator reproduces the task file) are in tests/domains/test_every_domain.py.
 """
 
 from __future__ import annotations
 
 import collections
-import importlib.util
 import json
 import random
 import re
 from typing import Any
 
 import pytest
+from domain_testing import FAMILIES, open_sandbox
 
-from groundstate.grading import grade, replay
-from groundstate.state.sqlite import SqliteBackend
-from groundstate.domain import DOMAINS_DIR, bundled_domains, load_domain, render_generated_tasks
-
-BANKING = DOMAINS_DIR / "banking"
 INJECTION = "x'); DROP TABLE banking_accounts; --"
-FAMILIES = ("single_write", "multi_step", "lookup_then_act", "policy_refusal", "needs_user_info", "collateral_trap")
-
-
-def _module(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(f"test_domain_banking_{name}", BANKING / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def domain():
-    return load_domain("banking")
-
-
-@pytest.fixture(scope="module")
-def engine() -> SqliteBackend:
-    return SqliteBackend()
-
-
-@pytest.fixture(scope="module")
-def world(domain) -> dict[str, list[dict]]:
-    return domain.seed_rows()
 
 
 @pytest.fixture(scope="module")
@@ -69,10 +41,6 @@ def facts(world) -> dict[str, Any]:
     premier = next(h for h in world["account_holders"] if h["segment"] == "premier" and full(h))
     other = next(h for h in world["account_holders"] if h["id"] not in (standard["id"], premier["id"]))
     return {"standard": standard, "premier": premier, "other": other, "accounts": accounts, "cards": cards, "world": world}
-
-
-def sandbox(domain, engine, patch: dict | None = None):
-    return engine.open(engine.prepare(domain, patch or {}))
 
 
 def call(domain, sb, tool: str, **args: Any):
@@ -106,14 +74,8 @@ def balance(sb, account_id: int) -> float:
 
 # -- seed and schema ---------------------------------------------------------------------------------
 
-def test_seed_is_large_deterministic_consistent_and_scales(domain, world, engine):
-    seed = _module("seed")
-    assert sum(len(rows) for rows in world.values()) >= 2000
-    assert list(world) == domain.tables, "the seed lists tables in the schema's (foreign-key) order"
-    assert seed.generate(random.Random(domain.config.seed)) == world
-    for table, rows in world.items():
-        assert rows, f"{table} is empty"
-        assert all(list(r) == domain.columns[table] for r in rows), f"{table}: every row has every column, in order"
+def test_seed_scales_and_its_ledger_is_consistent(domain, world, domain_module):
+    seed = domain_module("seed")
     small = seed.generate(random.Random(domain.config.seed), scale=0.25)
     assert len(small["account_holders"]) == len(world["account_holders"]) // 4
     # The simulated ledger is a true running balance that ends at each account's balance.
@@ -124,22 +86,14 @@ def test_seed_is_large_deterministic_consistent_and_scales(domain, world, engine
         running[e["account_id"]] = e["balance_after"]
     for a in world["banking_accounts"]:
         assert running.get(a["id"], a["balance"]) == a["balance"], a
-    with sandbox(domain, engine) as sb:
-        assert sb.connection.raw.execute("PRAGMA foreign_key_check").fetchall() == []
 
 
-def test_schema_is_portable_and_names_are_the_domains_own(domain):
-    sql = (BANKING / "schema.sql").read_text()
+def test_schema_uses_the_three_types_and_no_date_type(domain):
+    sql = (domain.path / "schema.sql").read_text()
     types = set(re.findall(r"^[ \t]+\w+[ \t]+([A-Z]+)", sql, re.M))
     assert types == {"INTEGER", "TEXT", "REAL"}, types
     assert not re.search(r"AUTOINCREMENT|SERIAL|BOOLEAN|TIMESTAMP|DATE\b", sql)
-    assert len(domain.tables) >= 5 and all(pk == ["id"] for pk in domain.primary_keys.values())
-    for other in bundled_domains():
-        if other == "banking":
-            continue
-        d = load_domain(other)
-        assert not set(domain.tables) & set(d.tables), f"tables shared with {other}"
-        assert not set(domain.tools.names()) & set(d.tools.names()), f"tools shared with {other}"
+    assert len(domain.tables) >= 5
     assert 8 <= len(domain.tools.names()) <= 15
 
 
@@ -148,7 +102,7 @@ def test_schema_is_portable_and_names_are_the_domains_own(domain):
 def test_identity_verification_gates_every_tool(domain, engine, facts):
     h, other = facts["standard"], facts["other"]
     chk = facts["accounts"][h["id"]]["checking"]
-    with sandbox(domain, engine) as sb:
+    with open_sandbox(domain, engine) as sb:
         refused(domain, sb, "get_account_holder", "not passed identity verification", holder_id=h["id"])
         refused(domain, sb, "verify_account_holder", "no account holder", email=INJECTION, date_of_birth=h["date_of_birth"], ssn_last4="1234")
         refused(domain, sb, "verify_account_holder", "YYYY-MM-DD", email=h["email"], date_of_birth="03/09/1984", ssn_last4=h["ssn_last4"])
@@ -178,7 +132,7 @@ def test_transfers_between_accounts(domain, engine, facts):
     patch = {"account_holds": [{"id": 9001, "account_id": sav["id"], "amount": 100.0, "reason": "check_deposit",
                                 "placed_on": "2026-05-19", "release_on": "2026-05-24", "status": "active"}],
              "banking_accounts": [{"id": sav["id"], "balance": 600.0}]}
-    with sandbox(domain, engine, patch) as sb:
+    with open_sandbox(domain, engine, patch) as sb:
         verify(domain, sb, h)
         out = ok(domain, sb, "transfer_between_accounts", from_account_id=sav["id"], to_account_id=chk["id"], amount=250.5)
         assert out["status"] == "completed" and balance(sb, sav["id"]) == 349.5 and balance(sb, chk["id"]) == round(chk["balance"] + 250.5, 2)
@@ -207,7 +161,7 @@ def test_payees_and_payments(domain, engine, facts):
     h = facts["standard"]
     chk, sav = facts["accounts"][h["id"]]["checking"], facts["accounts"][h["id"]]["savings"]
     today = domain.config.today
-    with sandbox(domain, engine) as sb:
+    with open_sandbox(domain, engine) as sb:
         verify(domain, sb, h)
         refused(domain, sb, "add_payee", "not a valid nine-digit ABA", holder_id=h["id"], name="Corner Dental", routing_number="021000022",
                 account_number="12345678")
@@ -244,7 +198,7 @@ def test_cards(domain, engine, facts):
     debit = active_card(facts, facts["accounts"][h["id"]]["checking"])
     credit = active_card(facts, facts["accounts"][h["id"]]["credit_card"])
     chk = facts["accounts"][h["id"]]["checking"]
-    with sandbox(domain, engine) as sb:
+    with open_sandbox(domain, engine) as sb:
         verify(domain, sb, h)
         assert ok(domain, sb, "set_card_freeze", card_id=debit["id"], frozen=True)["status"] == "frozen"
         refused(domain, sb, "set_card_freeze", "already frozen", card_id=debit["id"], frozen=True)
@@ -263,7 +217,7 @@ def test_cards(domain, engine, facts):
         refused(domain, sb, "set_card_freeze", "blocked permanently", card_id=debit["id"], frozen=False)
         refused(domain, sb, "set_card_freeze", "not passed identity verification",
                 card_id=active_card(facts, facts["accounts"][p["id"]]["checking"])["id"], frozen=True)
-    with sandbox(domain, engine) as sb:  # premier holders get expedited delivery free
+    with open_sandbox(domain, engine) as sb:  # premier holders get expedited delivery free
         verify(domain, sb, p)
         card = active_card(facts, facts["accounts"][p["id"]]["credit_card"])
         out = ok(domain, sb, "replace_card", card_id=card["id"], reason="damaged", delivery="expedited")
@@ -282,7 +236,7 @@ def test_disputes_and_fee_reversals(domain, engine, facts):
 
     patch = {"account_ledger": [entry(90001, chk, "card_purchase", -80.0, debit), entry(90002, cc, "card_purchase", -40.0, credit),
                                 entry(90003, chk, "fee", -35.0, fee_code="overdraft"), entry(90004, chk, "deposit", 100.0)]}
-    with sandbox(domain, engine, patch) as sb:
+    with open_sandbox(domain, engine, patch) as sb:
         verify(domain, sb, h)
         before = balance(sb, chk["id"])
         d = ok(domain, sb, "open_card_dispute", entry_id=90001, reason="duplicate_charge", amount=80.0, provisional_credit=True)
@@ -306,7 +260,7 @@ def test_disputes_and_fee_reversals(domain, engine, facts):
 def test_notes_and_referrals(domain, engine, facts):
     h, other = facts["standard"], facts["other"]
     chk = facts["accounts"][h["id"]]["checking"]
-    with sandbox(domain, engine) as sb:
+    with open_sandbox(domain, engine) as sb:
         verify(domain, sb, h)
         n = ok(domain, sb, "add_banking_note", holder_id=h["id"], body=INJECTION, account_id=chk["id"])
         assert sb.connection.one("SELECT body, account_id FROM banking_notes WHERE id = ?", n["note_id"]) == {"body": INJECTION, "account_id": chk["id"]}
@@ -329,32 +283,8 @@ def test_tasks_load_with_every_family(domain):
     assert len(tasks) >= 150
     families = collections.Counter(t.family for t in tasks)
     assert all(families[f] >= 15 for f in FAMILIES), families
-    assert len({t.template for t in tasks}) >= 8
-    assert len({t.fingerprint() for t in tasks}) == len(tasks), "two tasks have the same patch and gold"
     calls = {len(t.gold) for t in tasks}
     assert min(calls) == 1 and max(calls) == 8
     for t in tasks:
-        assert t.id.startswith("banking-") and t.user.script and t.user.context
         assert t.gold[0].tool == "verify_account_holder", t.id
-        if t.family == "needs_user_info":
-            assert len(t.user.script) >= 2, f"{t.id}: the script must supply the missing fact"
 
-
-def test_every_gold_replays_grades_one_and_noop_grades_zero(domain, engine):
-    for task in domain.tasks:
-        template = engine.prepare(domain, task.patch)
-        with engine.open(template) as sb:
-            assert sb.connection.raw.execute("PRAGMA foreign_key_check").fetchall() == [], f"{task.id}: patch breaks a foreign key"
-            results = replay(sb, [c.model_dump() for c in task.gold])
-            failed = [(i, r) for i, (good, r) in enumerate(results) if not good]
-            assert not failed, f"{task.id}: gold call failed: {failed[0]}"
-            verdict = grade(task, sb)
-            assert verdict.reward == 1, f"{task.id}: {verdict.reasons}"
-        with engine.open(template) as sb:
-            assert grade(task, sb).reward == 0, f"{task.id}: doing nothing passes"
-
-
-def test_generator_reproduces_the_task_file(domain):
-    path, text = render_generated_tasks(domain)
-    assert path == BANKING / "tasks" / "banking.yaml"
-    assert path.read_text(encoding="utf-8") == text, "tasks/banking.yaml is stale: run  groundstate tasks generate --domain banking"
