@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 VERL_VENV ?= .venv-verl
 VERL_PY := $(VERL_VENV)/bin/python
 
-.PHONY: install dev quickstart test test-verl verl-env bench clean
+.PHONY: install dev quickstart test lint test-verl verl-env bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -22,9 +22,13 @@ dev: $(PY)
 quickstart: install
 	$(VENV)/bin/groundstate quickstart
 
-test: dev
+test: dev lint
 	$(PY) -m pytest -q
 	$(MAKE) test-verl
+
+lint: dev
+	$(VENV)/bin/ruff check groundstate tests benchmarks
+	$(VENV)/bin/ruff format --check groundstate tests benchmarks
 
 $(VERL_PY):
 	$(PYTHON) -m venv $(VERL_VENV)
@@ -36,7 +40,7 @@ verl-env: $(VERL_PY)
 	$(VERL_PY) -m pip install -q -e ".[hf,openai,verl]" "pytest>=8" "pytest-timeout>=2.3"
 
 test-verl: verl-env
-	$(VERL_PY) -m pytest -q tests/verl_engine tests/test_verl_recipe.py
+	$(VERL_PY) -m pytest -q tests/integrations/verl tests/integrations/test_verl_recipe.py
 
 bench: dev
 	$(PY) benchmarks/bench.py

@@ -41,10 +41,10 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from groundstate.domain import Domain  # noqa: E402
 from groundstate.grading import Grader, replay  # noqa: E402
 from groundstate.state.changes import canon_value  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
-from groundstate.domain import Domain  # noqa: E402
 
 SHOP = ROOT / "tests" / "fixtures" / "shop"
 RESULTS_JSON = ROOT / "benchmarks" / "results.json"
@@ -318,8 +318,9 @@ def bench_mcp(quick: bool) -> None:
 
     async def mcp_stdio_once() -> None:
         with open(errpath, "a") as errlog:
-            async with McpToolset.stdio(sys.executable, ["-m", "groundstate.cli.mcp", "--domain", str(SHOP), "--task", task.id],
-                                        cwd=str(ROOT), errlog=errlog) as ts:
+            async with McpToolset.stdio(
+                sys.executable, ["-m", "groundstate.cli.mcp", "--domain", str(SHOP), "--task", task.id], cwd=str(ROOT), errlog=errlog
+            ) as ts:
                 for c in gold:
                     assert (await ts.acall(c["tool"], c["args"])).ok
 
@@ -343,8 +344,8 @@ def bench_mcp(quick: bool) -> None:
 
 
 def _worker(share_ids: list[str], k: int, path: str, barrier, queue) -> None:
-    from groundstate.runner import RunConfig, run
     from groundstate.domain import iter_tasks
+    from groundstate.runner import RunConfig, run
 
     wanted = set(share_ids)
     tasks = [(t, d) for t, d in iter_tasks() if t.id in wanted]
@@ -386,9 +387,9 @@ def bench_workers(quick: bool, tmp: Path) -> None:
 # -- 4. benchmark-scale run -----------------------------------------------------------------------
 def bench_scale(quick: bool, tmp: Path) -> None:
     from groundstate import metrics
+    from groundstate.domain import iter_tasks
     from groundstate.results import read_records
     from groundstate.runner import RunConfig, run
-    from groundstate.domain import iter_tasks
 
     t_load, all_tasks = timed(iter_tasks)
     R["bundled_tasks"] = len(all_tasks)
@@ -465,12 +466,22 @@ def rows_table(sizes: list[str]) -> list[tuple[str, ...]]:
         out.append(("  SQLite open+close per attempt", fmt(f"sqlite_open_ms_{label}", " ms"), f"sqlite_open_ms_{label}"))
         out.append(("  SQLite memory per open sandbox", fmt(f"sqlite_sandbox_kib_{label}", " KiB"), f"sqlite_sandbox_kib_{label}"))
         out.append(("  PostgreSQL pooled open+close", fmt(f"postgres_open_ms_{label}", " ms"), f"postgres_open_ms_{label}"))
-        out.append(("  PostgreSQL first clone (CREATE DATABASE … TEMPLATE)", fmt(f"postgres_first_clone_ms_{label}", " ms"), f"postgres_first_clone_ms_{label}"))
-        out.append(("  PostgreSQL template build (seed + patch)", fmt(f"postgres_template_build_s_{label}", " s"), f"postgres_template_build_s_{label}"))
+        out.append(
+            (
+                "  PostgreSQL first clone (CREATE DATABASE … TEMPLATE)",
+                fmt(f"postgres_first_clone_ms_{label}", " ms"),
+                f"postgres_first_clone_ms_{label}",
+            )
+        )
+        out.append(
+            ("  PostgreSQL template build (seed + patch)", fmt(f"postgres_template_build_s_{label}", " s"), f"postgres_template_build_s_{label}")
+        )
         for be, name in (("sqlite", "SQLite"), ("postgres", "PostgreSQL")):
             out.append((f"  {name} grade (groundstate, golden cached)", fmt(f"{be}_grade_ms_{label}", " ms"), f"{be}_grade_ms_{label}"))
             out.append((f"  {name} grade (full-dump baseline)", fmt(f"{be}_full_dump_ms_{label}", " ms"), f"{be}_full_dump_ms_{label}"))
-            out.append((f"  {name} speedup vs full dump", fmt(f"{be}_grade_speedup_vs_full_dump_{label}", "×"), f"{be}_grade_speedup_vs_full_dump_{label}"))
+            out.append(
+                (f"  {name} speedup vs full dump", fmt(f"{be}_grade_speedup_vs_full_dump_{label}", "×"), f"{be}_grade_speedup_vs_full_dump_{label}")
+            )
     out.append(("episode throughput (shop-multi, 5 gold calls, graded)", "", ""))
     for key, label, unit in (
         ("attempt_ms_inprocess_tools", "  in-process tools, per attempt", " ms"),
@@ -506,7 +517,9 @@ def targets() -> list[tuple[str, str, str]]:
         ("10,140-attempt scripted run < 60 s", f"{sk} s" if sk is not None else "-", check(None if sk is None else sk < 60)),
     ]
     pg100, pg1 = R.get("postgres_grade_speedup_vs_full_dump_100k"), R.get("postgres_grade_speedup_vs_full_dump_1k")
-    out.append(("PostgreSQL grading at 100k ≥ 100× faster than full dump", f"{pg100}×" if pg100 else "-", check(None if pg100 is None else pg100 >= 100)))
+    out.append(
+        ("PostgreSQL grading at 100k ≥ 100× faster than full dump", f"{pg100}×" if pg100 else "-", check(None if pg100 is None else pg100 >= 100))
+    )
     out.append(("PostgreSQL grading at 1k not slower than full dump", f"{pg1}×" if pg1 else "-", check(None if pg1 is None else pg1 >= 1)))
     return out
 
@@ -547,18 +560,19 @@ def write_markdown(sizes: list[str], meta: dict[str, Any]) -> None:
         f"SQLite memory per open sandbox: RSS growth over {R.get('sqlite_sandbox_kib_10k_sandboxes', 100)} open sandboxes "
         "(10 for the 1M world), divided by their number, each run in a fresh process after the template is built; "
         "open+close latency is timed in a tight loop after 5 warm-up opens; template sizes (serialized database): "
-        + ", ".join(f"{lb} {R[f'sqlite_template_mib_{lb}']} MiB" for lb in sizes if f"sqlite_template_mib_{lb}" in R) + ".",
+        + ", ".join(f"{lb} {R[f'sqlite_template_mib_{lb}']} MiB" for lb in sizes if f"sqlite_template_mib_{lb}" in R)
+        + ".",
         f"MCP stdio: each attempt spawns `python -m groundstate.cli.mcp --domain tests/fixtures/shop --task shop-multi` "
         f"(the server builds the template, serves the 5 calls and grades the session at its end; "
         f"{R.get('mcp_stdio_attempts_graded_reward_1', '?')}/{R.get('mcp_stdio_attempts', '?')} graded reward=1); the wall time "
-        "includes interpreter start, imports and template build. \"MCP in-process\" is the SDK's in-process client against "
+        'includes interpreter start, imports and template build. "MCP in-process" is the SDK\'s in-process client against '
         "`build_server(..., sandbox=...)` per attempt (no process, no pipe). A reused stdio session is not measured: over "
         "stdio the connection is the session, so one sandbox would be shared by attempts.",
         f"Worker throughput: 507 bundled tasks × k = {R.get('runner_workers_attempts', 0) // 507}, split by task across "
         "spawned worker processes, each running `runner.run` with its own SQLite backend into its own results file; timed "
         "from a barrier after imports to the last worker's end (template builds included).",
         f"Benchmark-scale run: the first 507 of the {R.get('bundled_tasks', '?')} bundled tasks (`iter_tasks()`), "
-        "`runner.run(..., RunConfig(agent=\"scripted:gold\", k=20))` on a fresh `SqliteBackend()`, results written to a JSONL "
+        '`runner.run(..., RunConfig(agent="scripted:gold", k=20))` on a fresh `SqliteBackend()`, results written to a JSONL '
         f"file ({R.get('scale_results_mib', '?')} MiB); every attempt passed. Loading the task files is not included.",
     ]
     lines += [f"- {e}" for e in extra + NOTES]
@@ -567,7 +581,7 @@ def write_markdown(sizes: list[str], meta: dict[str, Any]) -> None:
     text = RESULTS_MD.read_text() if RESULTS_MD.exists() else "# Measured results\n"
     if SECTION_START in text:
         head = text[: text.index(SECTION_START)]
-        tail = text[text.index(SECTION_END) + len(SECTION_END):].lstrip("\n") if SECTION_END in text else ""
+        tail = text[text.index(SECTION_END) + len(SECTION_END) :].lstrip("\n") if SECTION_END in text else ""
         text = head + section + tail
     else:
         text = text.rstrip("\n") + "\n\n" + section
@@ -611,9 +625,13 @@ def main() -> None:
     log(f"machine: {meta}")
     with tempfile.TemporaryDirectory(prefix="gs_bench_") as tmp:
         phases: dict[str, str] = {}
-        for name, fn in (("open", lambda: bench_open(sizes, args.quick)), ("grading", lambda: bench_grading(sizes, args.quick)),
-                         ("mcp", lambda: bench_mcp(args.quick)), ("workers", lambda: bench_workers(args.quick, Path(tmp))),
-                         ("scale", lambda: bench_scale(args.quick, Path(tmp)))):
+        for name, fn in (
+            ("open", lambda: bench_open(sizes, args.quick)),
+            ("grading", lambda: bench_grading(sizes, args.quick)),
+            ("mcp", lambda: bench_mcp(args.quick)),
+            ("workers", lambda: bench_workers(args.quick, Path(tmp))),
+            ("scale", lambda: bench_scale(args.quick, Path(tmp))),
+        ):
             fn()
             phases[name] = loadavg().split()[0]
         meta["load_1min_after_each_phase"] = ", ".join(f"{k} {v}" for k, v in phases.items())

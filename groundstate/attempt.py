@@ -27,7 +27,7 @@ from groundstate.episode import run_episode
 from groundstate.state.base import Backend
 from groundstate.state.changes import ChangeSet
 from groundstate.tasks import Task, TaskFileError
-from groundstate.types import Agent, Domain, EpisodeLimits, Environment, Judge, Trajectory, UserSimulator, Verdict, system_error
+from groundstate.types import Agent, Domain, Environment, EpisodeLimits, Judge, Trajectory, UserSimulator, Verdict, system_error
 
 
 def prepare_domains(domains: Iterable[Domain], backend: Backend) -> None:
@@ -59,8 +59,17 @@ class Outcome:
     changes: ChangeSet | None = None  # the final change set, where asked for and the environment has one
 
 
-async def play(task: Task, domain: Domain, agent: Agent, user: UserSimulator | None, limits: EpisodeLimits = EpisodeLimits(), *,
-               backend: Backend, judge: Judge | None = None, keep_changes: bool = False) -> Outcome:
+async def play(
+    task: Task,
+    domain: Domain,
+    agent: Agent,
+    user: UserSimulator | None,
+    limits: EpisodeLimits = EpisodeLimits(),
+    *,
+    backend: Backend,
+    judge: Judge | None = None,
+    keep_changes: bool = False,
+) -> Outcome:
     """Open the task's environment, run the episode, grade it and close the environment, whatever happens.
 
     `limits` are the episode's (see `groundstate.episode`) and the grading bound; `keep_changes` also returns the

@@ -18,8 +18,9 @@ class GradingTimeout(RuntimeError):
     """Grading ran past its bound (`--grade-timeout`): a system error, never the agent's failure."""
 
 
-async def within(awaitable: Awaitable[T], seconds: float | None, error: Callable[[], BaseException],
-                 on_timeout: Callable[[], None] | None = None) -> T:
+async def within(
+    awaitable: Awaitable[T], seconds: float | None, error: Callable[[], BaseException], on_timeout: Callable[[], None] | None = None
+) -> T:
     """Await `awaitable`; after `seconds` (None: no bound) cancel it, call `on_timeout` and raise `error()`.
 
     Only the bound's own expiry becomes `error()`: a `TimeoutError` raised by the awaitable itself passes through.

@@ -45,7 +45,6 @@ class DomainConfig(_Strict):
     json_columns: dict[str, list[str]] = Field(default_factory=dict)  # canonicalised as JSON
 
 
-
 def _read_domain_file(path: Path) -> str:
     """The text of a required domain file; `TaskFileError` naming it when it is missing or unreadable."""
     try:
@@ -103,8 +102,7 @@ class Domain:
         self._seed_module = _import_file(self.path / "seed.py", f"groundstate_domain_{self.name}_seed")
         self.columns, self.primary_keys = _introspect_schema(self.schema_sql, self.path / "schema.sql")
         self.column_types = {  # declared type of every column, upper case ("INTEGER", "REAL", "TEXT", ...)
-            t: {r[1]: (r[2] or "").upper() for r in _schema_connection(self.schema_sql).execute(f"PRAGMA table_info({t})")}
-            for t in self.columns
+            t: {r[1]: (r[2] or "").upper() for r in _schema_connection(self.schema_sql).execute(f"PRAGMA table_info({t})")} for t in self.columns
         }
         for kind in ("volatile", "free_text", "json_columns"):
             for table, cols in getattr(self.config, kind).items():
@@ -260,23 +258,41 @@ class Domain:
             try:
                 _schema_connection(self.schema_sql).execute("EXPLAIN " + check.sql)
             except sqlite3.Error as e:
-                raise TaskFileError(path, f"check query does not compile against the schema as one read-only query (no writes, "
-                                          f"settings, schema changes, attachments or extensions): {e}", task_id, f"checks[{j}].sql") from None
+                raise TaskFileError(
+                    path,
+                    f"check query does not compile against the schema as one read-only query (no writes, "
+                    f"settings, schema changes, attachments or extensions): {e}",
+                    task_id,
+                    f"checks[{j}].sql",
+                ) from None
             nested = _comment_nested_at(check.sql)
             if nested is not None:
-                raise TaskFileError(path, f"a block comment holds another '/*' (character {nested}): SQLite ends the comment at the "
-                                          f"first '*/' and PostgreSQL does not, so the two would not run the same query",
-                                    task_id, f"checks[{j}].sql")
+                raise TaskFileError(
+                    path,
+                    f"a block comment holds another '/*' (character {nested}): SQLite ends the comment at the "
+                    f"first '*/' and PostgreSQL does not, so the two would not run the same query",
+                    task_id,
+                    f"checks[{j}].sql",
+                )
             prefixed = _prefixed_literal_at(check.sql)
             if prefixed is not None:
-                raise TaskFileError(path, f"a prefixed string literal (character {prefixed}): E'…', X'…', B'…', N'…' and U&'…' "
-                                          f"read differently in SQLite and PostgreSQL (a backslash escapes a quote only in "
-                                          f"PostgreSQL's E'…'); separate the name from the string", task_id, f"checks[{j}].sql")
+                raise TaskFileError(
+                    path,
+                    f"a prefixed string literal (character {prefixed}): E'…', X'…', B'…', N'…' and U&'…' "
+                    f"read differently in SQLite and PostgreSQL (a backslash escapes a quote only in "
+                    f"PostgreSQL's E'…'); separate the name from the string",
+                    task_id,
+                    f"checks[{j}].sql",
+                )
             quoted = _sqlite_only_quote_at(check.sql)
             if quoted is not None:
-                raise TaskFileError(path, f"a name quoted with a backtick or a bracket (character {quoted}): only SQLite reads "
-                                          f"them as quotes (PostgreSQL: an operator, a subscript); quote names with \"…\"",
-                                    task_id, f"checks[{j}].sql")
+                raise TaskFileError(
+                    path,
+                    f"a name quoted with a backtick or a bracket (character {quoted}): only SQLite reads "
+                    f'them as quotes (PostgreSQL: an operator, a subscript); quote names with "…"',
+                    task_id,
+                    f"checks[{j}].sql",
+                )
         return task
 
     def task(self, task_id: str) -> Task:

@@ -43,12 +43,14 @@ class SqlEnvironment:
         The golden state (cached per task) is computed before the attempt takes its sandbox: replaying gold needs
         a sandbox of its own, and an attempt that held one while waiting for another could deadlock a bounded
         pool (every slot held by an attempt waiting to grade). It is grading, so it runs under the grading bound,
-        in a thread so that the bound can fire (a replay past it finishes there, unawaited).
+        in a thread so that the bound can fire (a replay past it finishes there, unawaited); once cached, it costs
+        nothing and no thread.
         """
         grader = grader_for(backend)
         offload = backend.name != "sqlite"  # PostgreSQL calls block on the network: keep them off the event loop
         template = await asyncio.to_thread(backend.prepare, domain, task.patch) if offload else backend.prepare(domain, task.patch)
-        await bounded(asyncio.to_thread(grader.golden, task, template), limits.grade_timeout, f"the golden replay of {task.id}")
+        if grader.cached(task, template) is None:
+            await bounded(asyncio.to_thread(grader.golden, task, template), limits.grade_timeout, f"the golden replay of {task.id}")
         sandbox = await asyncio.to_thread(backend.open, template) if offload else backend.open(template)
         return cls(task, sandbox, limits, grader)
 
@@ -66,9 +68,12 @@ class SqlEnvironment:
     async def call_tool(self, name: str, arguments: Any) -> ToolResult:
         timeout = self.limits.timeout
         if timeout is not None:
-            result = await within(in_daemon_thread(self._call, name, arguments), timeout,
-                                  lambda: EpisodeHang(f"tool {name} did not return within the attempt time limit ({timeout:g} s)"),
-                                  on_timeout=self.sandbox.interrupt)  # a tool stuck in a query: ask the database to abandon it
+            result = await within(
+                in_daemon_thread(self._call, name, arguments),
+                timeout,
+                lambda: EpisodeHang(f"tool {name} did not return within the attempt time limit ({timeout:g} s)"),
+                on_timeout=self.sandbox.interrupt,
+            )  # a tool stuck in a query: ask the database to abandon it
         elif self.offload:
             result = await asyncio.to_thread(self._call, name, arguments)
         else:

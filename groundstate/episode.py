@@ -31,7 +31,7 @@ from typing import Any
 
 from groundstate.agents.base import valid_text, well_formed
 from groundstate.deadlines import within
-from groundstate.types import Agent, EpisodeHang, EpisodeLimits, Environment, Trajectory, UserSimulator
+from groundstate.types import Agent, Environment, EpisodeHang, EpisodeLimits, Trajectory, UserSimulator
 
 
 def truncate_result(content: str, max_chars: int | None) -> str:
@@ -41,8 +41,7 @@ def truncate_result(content: str, max_chars: int | None) -> str:
     return content[:max_chars] + f"\n…[truncated: showing {max_chars} of {len(content)} characters]"
 
 
-async def run_episode(env: Environment, agent: Agent, user: UserSimulator | None = None,
-                      limits: EpisodeLimits = EpisodeLimits()) -> Trajectory:
+async def run_episode(env: Environment, agent: Agent, user: UserSimulator | None = None, limits: EpisodeLimits = EpisodeLimits()) -> Trajectory:
     """Run one attempt against `env` to its end and return the trajectory. Tool failures are results, never exceptions.
 
     Raises `EpisodeHang` when a tool or the user simulator hangs, and whatever else the environment raises for
@@ -102,7 +101,9 @@ async def run_episode(env: Environment, agent: Agent, user: UserSimulator | None
                 if stop is not None:
                     # answer every call id so the conversation stays well-formed for chat templates and training
                     limit = {"max_tokens": "token limit", "max_tool_calls": "tool-call limit", "timeout": "time limit"}[stop]
-                    messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": f"error: {limit} reached; call not executed"})
+                    messages.append(
+                        {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": f"error: {limit} reached; call not executed"}
+                    )
                     continue
                 calls_made += 1
                 ok, content, write = await run_call(call)
@@ -124,8 +125,9 @@ async def run_episode(env: Environment, agent: Agent, user: UserSimulator | None
             break
         reply = None
         if user is not None:
-            reply = await within(user.reply(messages), timeout,
-                                 lambda: EpisodeHang(f"the user simulator did not return within the attempt time limit ({timeout:g} s)"))
+            reply = await within(
+                user.reply(messages), timeout, lambda: EpisodeHang(f"the user simulator did not return within the attempt time limit ({timeout:g} s)")
+            )
         if reply is None:
             traj.finish_reason = "user_done"
             break

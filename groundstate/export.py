@@ -27,8 +27,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from groundstate.results import AttemptRecord, latest_per_key
 from groundstate.domain import DOMAINS_DIR, Domain, bundled_domains, load_domain
+from groundstate.results import AttemptRecord, latest_per_key
 
 FORMATS = ("hf-dataset", "parquet", "sft-jsonl")
 
@@ -98,7 +98,9 @@ class _ToolSchemas:
         return self._by_name[name]
 
 
-def to_examples(records: Iterable[AttemptRecord], passed_only: bool = False, domains: Iterable[str | Path | Domain] = ()) -> tuple[list[dict[str, Any]], ExportCounts]:
+def to_examples(
+    records: Iterable[AttemptRecord], passed_only: bool = False, domains: Iterable[str | Path | Domain] = ()
+) -> tuple[list[dict[str, Any]], ExportCounts]:
     """Records to training examples (in the records' order) and the counts of what was kept and skipped.
 
     `domains` are the domain folders (or loaded domains) to take tool schemas from besides the bundled ones
@@ -172,8 +174,9 @@ def _dataset(examples: list[dict[str, Any]]):
     return Dataset.from_list(rows, features=Features(columns))
 
 
-def export(records: Iterable[AttemptRecord], fmt: str, out_dir: Path | str, passed_only: bool = False,
-           domains: Iterable[str | Path | Domain] = ()) -> Path:
+def export(
+    records: Iterable[AttemptRecord], fmt: str, out_dir: Path | str, passed_only: bool = False, domains: Iterable[str | Path | Domain] = ()
+) -> Path:
     """Write one training example per attempt of `records` in `fmt` under `out_dir`; returns the data's path.
 
     The counts (exported, skipped system errors, ...) are written to `out_dir/export.json`.

@@ -40,11 +40,15 @@ class Grader:
         self._golden: dict[tuple[str, str], ChangeSet] = {}
         self._lock = threading.Lock()
 
+    def cached(self, task: Task, template: Template) -> ChangeSet | None:
+        """The task's golden change set if it was computed already, else None."""
+        with self._lock:
+            return self._golden.get((template.key, task.fingerprint()))
+
     def golden(self, task: Task, template: Template) -> ChangeSet:
         """The raw golden change set of a task: its gold calls replayed on a fresh sandbox."""
         key = (template.key, task.fingerprint())
-        with self._lock:
-            cached = self._golden.get(key)
+        cached = self.cached(task, template)
         if cached is not None:
             return cached
         with self.backend.open(template) as sandbox:
@@ -75,8 +79,13 @@ class Grader:
                 if got != want:
                     reasons.append(f"check {i} failed: {check.sql!r} returned {got}, expected {want}")
             state_reward = 0 if reasons else 1
-            verdict = Verdict(reward=state_reward, reasons=reasons or ["final state matches the golden state"], diff=rows,
-                              state_reward=state_reward, changes=actual_raw.counts())
+            verdict = Verdict(
+                reward=state_reward,
+                reasons=reasons or ["final state matches the golden state"],
+                diff=rows,
+                state_reward=state_reward,
+                changes=actual_raw.counts(),
+            )
         except Exception as e:  # the grader or the database failed: not the agent's fault
             return system_error(f"grader failed: {type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}")
         return with_rubrics(task, trajectory, verdict, judge)

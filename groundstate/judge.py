@@ -32,8 +32,8 @@ from groundstate.agents.openai_compat import (
     sync_client,
     with_retries_sync,
 )
-from groundstate.types import Verdict, system_error
 from groundstate.tasks import Task
+from groundstate.types import Verdict, system_error
 
 OPEN, CLOSE = "<<<REPLY", "REPLY>>>"
 
@@ -92,10 +92,7 @@ def _is_gap(c: str) -> bool:
 def _escape_run(run: str) -> str:
     """Every angle-like character as an HTML entity; spaces kept; invisible characters and marks dropped."""
     return "".join(
-        (_ENTITY.get(c) or f"&#x{ord(c):x};") if angle_weight(c)
-        else c if c == "\t" or unicodedata.category(c) == "Zs"
-        else ""
-        for c in run
+        (_ENTITY.get(c) or f"&#x{ord(c):x};") if angle_weight(c) else c if c == "\t" or unicodedata.category(c) == "Zs" else "" for c in run
     )
 
 
@@ -161,8 +158,17 @@ class Judge:
     yes/no is re-asked up to `max_invalid` times with a reminder, then fails the judge.
     """
 
-    def __init__(self, spec: str, votes: int = 1, *, max_invalid: int = 2, max_tokens: int | None = None,
-                 retry: RetryPolicy | None = None, timeout: float = 120.0, client: Any = None):
+    def __init__(
+        self,
+        spec: str,
+        votes: int = 1,
+        *,
+        max_invalid: int = 2,
+        max_tokens: int | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: float = 120.0,
+        client: Any = None,
+    ):
         if votes < 1:
             raise ValueError("votes must be at least 1")
         self.spec = spec

@@ -77,8 +77,7 @@ class LintReport:
             "mutant_kill_rate": killed / counted if counted else 1.0,
             "problems": [f"{t.task_id}: {p}" for t in self.tasks for p in t.problems],
             "survivors": [
-                {"task_id": t.task_id, "mutant": m.description, "reason": m.reason}
-                for t in self.tasks for m in t.mutants if m.outcome == "survived"
+                {"task_id": t.task_id, "mutant": m.description, "reason": m.reason} for t in self.tasks for m in t.mutants if m.outcome == "survived"
             ],
         }
 

@@ -99,8 +99,10 @@ class Coverage:
         if self.system_errors:
             out.append(f"{len(self.system_errors)} system errors, e.g. {self.system_errors[:5]} (retry them with `groundstate run ... --repair`)")
         if self.foreign_task_set:
-            out.append("the file's tasks are not the run's selected task set (a task's records are gone, or records of a "
-                       "task the run did not select were added)")
+            out.append(
+                "the file's tasks are not the run's selected task set (a task's records are gone, or records of a "
+                "task the run did not select were added)"
+            )
         if self.unequal:
             out.append(f"{len(self.unequal)} tasks without exactly n={self.n} clean attempts, e.g. {dict(list(self.unequal.items())[:5])}")
         return out
@@ -139,8 +141,9 @@ def coverage(records: list[AttemptRecord]) -> Coverage:
     # is invisible to the per-task rules above
     selected = {r.run.tasks for r in records if r.run is not None}
     foreign = len(selected) == 1 and selected != {task_set_hash(list(counts))}
-    return Coverage(not (missing_count or duplicated or errors or unequal or foreign), n, missing, duplicated, errors, unequal,
-                    missing_count, foreign)
+    return Coverage(
+        not (missing_count or duplicated or errors or unequal or foreign), n, missing, duplicated, errors, unequal, missing_count, foreign
+    )
 
 
 def _missing_below(attempts: set[int], n: int) -> Iterator[int]:
@@ -158,7 +161,9 @@ def parse_ks(text: str) -> list[int]:
     for part in text.split(","):
         part = part.strip()
         if not (part.isascii() and part.isdigit()) or len(part) > 9 or int(part) < 1:  # ² and 5,000 digits are digits to isdigit
-            raise ValueError(f"--k {text!r}: {part!r} is not a whole number from 1 to 999999999 (give one k or several, comma-separated, e.g. 1,5,20)")
+            raise ValueError(
+                f"--k {text!r}: {part!r} is not a whole number from 1 to 999999999 (give one k or several, comma-separated, e.g. 1,5,20)"
+            )
         ks.append(int(part))
     return sorted(set(ks))
 
@@ -225,7 +230,9 @@ def _aggregates(tasks: list[TaskCounts], k: int) -> dict[str, float]:
     }
 
 
-def bootstrap(tasks: list[TaskCounts], k: int, reps: int = 2000, seed: int = 0, level: float = 0.95, n_run: int | None = None) -> dict[str, list[float]]:
+def bootstrap(
+    tasks: list[TaskCounts], k: int, reps: int = 2000, seed: int = 0, level: float = 0.95, n_run: int | None = None
+) -> dict[str, list[float]]:
     """Percentile intervals of each aggregate, resampling tasks with replacement (Observed: solved in all `n_run` attempts, default k)."""
     if not tasks:
         return {}
@@ -243,7 +250,9 @@ def bootstrap(tasks: list[TaskCounts], k: int, reps: int = 2000, seed: int = 0, 
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # a resample of only k-less tasks has no value
             samples = np.nanmean(values[idx], axis=1) if not np.all(np.isnan(values)) else np.full(reps, np.nan)
-        out[name] = [float(np.nanquantile(samples, a)), float(np.nanquantile(samples, 1 - a))] if not np.all(np.isnan(samples)) else [float("nan")] * 2
+        out[name] = (
+            [float(np.nanquantile(samples, a)), float(np.nanquantile(samples, 1 - a))] if not np.all(np.isnan(samples)) else [float("nan")] * 2
+        )
     return out
 
 
@@ -259,8 +268,14 @@ def solved_every_time(t: TaskCounts, n: int) -> bool:
     return t.n == n and t.c == n
 
 
-def compute(records: list[AttemptRecord], k: Iterable[int] | int | None = None, prices: dict[str, dict[str, float]] | None = None,
-            allow_incomplete: bool = False, by: str | None = "domain", bootstrap_reps: int = 2000) -> dict[str, Any]:
+def compute(
+    records: list[AttemptRecord],
+    k: Iterable[int] | int | None = None,
+    prices: dict[str, dict[str, float]] | None = None,
+    allow_incomplete: bool = False,
+    by: str | None = "domain",
+    bootstrap_reps: int = 2000,
+) -> dict[str, Any]:
     """All figures of `groundstate metrics --json`. `k`: one or more k <= n (default n); the top-level pass@k
     figures are for the largest, `at_k` holds each. Raises ValueError on records of several runs, on a k
     outside 1..n, and on incomplete coverage unless allowed."""
@@ -285,8 +300,12 @@ def compute(records: list[AttemptRecord], k: Iterable[int] | int | None = None, 
     for j in ks:
         a = _aggregates(judged, j)
         iv = bootstrap(judged, j, reps=bootstrap_reps, n_run=n_run) if bootstrap_reps else {}
-        at_k[str(j)] = {"pass_at_k": a["pass_at_k"], "pass_hat_k": a["pass_hat_k"], "pass_hat_k_plugin": a["pass_hat_k_plugin"],
-                        "intervals": {m: iv[m] for m in ("pass_at_k", "pass_hat_k") if m in iv}}
+        at_k[str(j)] = {
+            "pass_at_k": a["pass_at_k"],
+            "pass_hat_k": a["pass_hat_k"],
+            "pass_hat_k_plugin": a["pass_hat_k_plugin"],
+            "intervals": {m: iv[m] for m in ("pass_at_k", "pass_hat_k") if m in iv},
+        }
     out: dict[str, Any] = {
         "tasks": len(counts),
         "n": n_run,
@@ -318,8 +337,17 @@ def compute(records: list[AttemptRecord], k: Iterable[int] | int | None = None, 
         "cost_per_dependable_task": (cost / kk) if cost is not None and kk > 0 else None,
         "cost_per_dependable_task_note": None if kk > 0 else f"undefined: no task was solved {n_run}/{n_run}",
         "per_task": [
-            {"task_id": t.task_id, "domain": t.domain, "family": t.family, "n": t.n, "c": t.c, "system_errors": t.system_errors,
-             "unjudged": t.unjudged, "rate": t.c / t.n if t.n else None, "jeffreys_95": list(jeffreys_interval(t.n, t.c)) if t.n else None}
+            {
+                "task_id": t.task_id,
+                "domain": t.domain,
+                "family": t.family,
+                "n": t.n,
+                "c": t.c,
+                "system_errors": t.system_errors,
+                "unjudged": t.unjudged,
+                "rate": t.c / t.n if t.n else None,
+                "jeffreys_95": list(jeffreys_interval(t.n, t.c)) if t.n else None,
+            }
             for t in sorted(counts.values(), key=lambda t: t.task_id)
         ],
     }
@@ -330,8 +358,12 @@ def compute(records: list[AttemptRecord], k: Iterable[int] | int | None = None, 
         for t in judged:
             groups[str(getattr(t, group))].append(t)
         out[f"by_{group}"] = {
-            g: {"tasks": len(ts), **_aggregates(ts, k), "observed_k_of_k": sum(1 for t in ts if solved_every_time(t, n_run)),
-                "solved_at_least_once": sum(1 for t in ts if t.c > 0)}
+            g: {
+                "tasks": len(ts),
+                **_aggregates(ts, k),
+                "observed_k_of_k": sum(1 for t in ts if solved_every_time(t, n_run)),
+                "solved_at_least_once": sum(1 for t in ts if t.c > 0),
+            }
             for g, ts in sorted(groups.items())
         }
     return out
@@ -351,15 +383,25 @@ def left_out(bc: dict[str, TaskCounts], cc: dict[str, TaskCounts]) -> dict[str, 
         elif tid not in bc:
             out[tid] = "only in the candidate run"
         else:
-            why = [f"no clean attempt in the {name} run ({t.system_errors} system errors, {t.unjudged} unjudged)"
-                   for name, t in (("base", bc[tid]), ("candidate", cc[tid])) if t.n == 0]
+            why = [
+                f"no clean attempt in the {name} run ({t.system_errors} system errors, {t.unjudged} unjudged)"
+                for name, t in (("base", bc[tid]), ("candidate", cc[tid]))
+                if t.n == 0
+            ]
             if why:
                 out[tid] = "; ".join(why)
     return out
 
 
-def compare(base: list[AttemptRecord], cand: list[AttemptRecord], k: int | None = None, prices: dict | None = None,
-            reps: int = 2000, seed: int = 0, allow_incomplete: bool = False) -> dict[str, Any]:
+def compare(
+    base: list[AttemptRecord],
+    cand: list[AttemptRecord],
+    k: int | None = None,
+    prices: dict | None = None,
+    reps: int = 2000,
+    seed: int = 0,
+    allow_incomplete: bool = False,
+) -> dict[str, Any]:
     """Lift of each metric on the shared tasks, with paired bootstrap intervals and P(lift > 0); task transitions; cost change.
 
     Each run must be one complete run, by `compute`'s rule (`allow_incomplete` compares anyway); `k` defaults to
@@ -401,9 +443,13 @@ def compare(base: list[AttemptRecord], cand: list[AttemptRecord], k: int | None 
     for m in pb:
         d = pc[m] - pb[m]
         samples = d[idx].mean(axis=1)
-        lifts[m] = {"base": float(pb[m].mean()), "candidate": float(pc[m].mean()), "lift": float(d.mean()),
-                    "ci_95": [float(np.quantile(samples, 0.025)), float(np.quantile(samples, 0.975))],
-                    "p_lift_positive": float((samples > 0).mean())}
+        lifts[m] = {
+            "base": float(pb[m].mean()),
+            "candidate": float(pc[m].mean()),
+            "lift": float(d.mean()),
+            "ci_95": [float(np.quantile(samples, 0.025)), float(np.quantile(samples, 0.975))],
+            "p_lift_positive": float((samples > 0).mean()),
+        }
     transitions: dict[str, dict[str, int]] = {a: {z: 0 for z in ("never", "sometimes", "always")} for a in ("never", "sometimes", "always")}
     for x, y in zip(b, c):
         transitions[category(x.n, x.c)][category(y.n, y.c)] += 1
@@ -424,8 +470,12 @@ def compare(base: list[AttemptRecord], cand: list[AttemptRecord], k: int | None 
         "n": runs,
         "k": k,
         "metrics": lifts,
-        "observed_k_of_k": {"base": int(pb["observed_k_of_k_rate"].sum()), "candidate": int(pc["observed_k_of_k_rate"].sum()),
-                            "moved_in": into_kk, "fell_out": out_kk},
+        "observed_k_of_k": {
+            "base": int(pb["observed_k_of_k_rate"].sum()),
+            "candidate": int(pc["observed_k_of_k_rate"].sum()),
+            "moved_in": into_kk,
+            "fell_out": out_kk,
+        },
         "transitions": transitions,
         "cost_usd": {**costs, "change": (costs["candidate"] - costs["base"]) if None not in costs.values() else None},
     }

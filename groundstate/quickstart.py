@@ -4,8 +4,13 @@ Stages: a scripted sanity check of every bundled task → build the tiny base (t
 Qwen2, supervised warm-start on fresh kiosk demonstrations, stopped at an imperfect base) → probe the
 kiosk pool (n = 4) → select (Jeffreys bands, benchmark excluded; validation = unseen instances of seen
 templates, `--group-by none`) → evaluate the base on validation (k = 8) → GRPO with TRL → evaluate the
-trained checkpoint the same way → compare and report → evaluate both on the out-of-distribution
-benchmark (travel, insurance, hr), reported whatever it shows.
+trained checkpoint the same way → compare and report → evaluate both on a fixed sample of the
+out-of-distribution benchmark (travel, insurance, hr), reported whatever it shows.
+
+The last stage is the method's last step, not a claim of this model: a 0.5M-parameter model learns the kiosk tools
+in its warm-up and its prompt carries no tool schemas, so it cannot call a benchmark tool it has never seen (0% is
+what it can show, and a sample shows it as well as all 206 tasks would). Transfer needs a pretrained model that
+reads tool schemas: `groundstate train --model <checkpoint>` on the pool, then `groundstate run --tasks bench`.
 """
 
 from __future__ import annotations
@@ -16,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from groundstate.domain import iter_tasks
 from groundstate.metrics import compare, compute
 from groundstate.results import read_records
 from groundstate.runner import RunConfig, run
 from groundstate.selectors import select_tasks
-from groundstate.domain import iter_tasks
 from groundstate.state.sqlite import SqliteBackend
 from groundstate.types import EpisodeLimits
 
@@ -36,8 +41,9 @@ class QuickstartConfig:
     probe_n: int = 4
     eval_k: int = 8
     ood_k: int = 4
+    ood_per_domain: int = 8  # tasks of each benchmark domain in the out-of-distribution sample (templates in turn)
     test_fraction: float = 0.25
-    grpo_steps: int = 100
+    grpo_steps: int = 50  # profiled: the lift came by step 50 (pass@1 75.4% there, 75.7% at 100), at half the stage's time
     group_size: int = 8
     tasks_per_step: int = 8
     lr: float = 2e-4  # 1e-3 collapsed the tiny policy within 15 steps under TRL's token-normalised loss; 1e-4 and 3e-4 were stable
@@ -53,6 +59,9 @@ def run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None] 
     from groundstate.train.tiny import build_tiny_policy
     from groundstate.train.trl_engine import TrainConfig, train_trl
 
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # a bar per model load and checkpoint write buries the stage lines
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     seconds: dict[str, float] = {}
@@ -80,8 +89,12 @@ def run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None] 
         if (base / "groundstate.json").exists():
             log(f"  reusing {base}")
         else:
-            info = build_tiny_policy(base, "kiosk", sft=SftConfig(demonstrations=cfg.sft_demonstrations, max_steps=cfg.sft_max_steps,
-                                                                    target_pass_at_1=cfg.sft_target, seed=cfg.seed), log=log)
+            info = build_tiny_policy(
+                base,
+                "kiosk",
+                sft=SftConfig(demonstrations=cfg.sft_demonstrations, max_steps=cfg.sft_max_steps, target_pass_at_1=cfg.sft_target, seed=cfg.seed),
+                log=log,
+            )
             log(f"  base built: {info['parameters'] / 1e6:.2f}M parameters, {info['sft']['steps']} SFT steps")
 
     pool = select_tasks("kiosk")
@@ -89,19 +102,30 @@ def run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None] 
         pool = pool[: cfg.max_pool]
     sampling = {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_tokens": 64}
     with stage("probe", f"probe the pool: {len(pool)} tasks × n={cfg.probe_n}"):
-        run(pool, RunConfig(agent=f"hf:{base}", k=cfg.probe_n, seed=cfg.seed, sampling=sampling, concurrency=256,
-                           limits=EpisodeLimits(max_turns=6)), backend, out / "probes.jsonl")
+        run(
+            pool,
+            RunConfig(agent=f"hf:{base}", k=cfg.probe_n, seed=cfg.seed, sampling=sampling, concurrency=256, limits=EpisodeLimits(max_turns=6)),
+            backend,
+            out / "probes.jsonl",
+        )
 
     with stage("select", "select the training pool (benchmark excluded; validation = unseen instances of seen templates)"):
         exclude = build_exclude_set(["bench"])
-        result = select(read_records(out / "probes.jsonl"), {t.id: t for t, _ in pool}, exclude,
-                        params=SelectionParams(group_by="none", test_fraction=cfg.test_fraction, seed=42 + cfg.seed,
-                                               min_clean_runs=min(3, cfg.probe_n), keep_bands=cfg.bands))
+        result = select(
+            read_records(out / "probes.jsonl"),
+            {t.id: t for t, _ in pool},
+            exclude,
+            params=SelectionParams(
+                group_by="none", test_fraction=cfg.test_fraction, seed=42 + cfg.seed, min_clean_runs=min(3, cfg.probe_n), keep_bands=cfg.bands
+            ),
+        )
         result.write(out / "selection")
         train_ids, val_ids = result.train, result.val
         if not train_ids or not val_ids:
-            raise RuntimeError(f"selection left {len(train_ids)} training and {len(val_ids)} validation tasks: probe more tasks or runs "
-                               f"(see {out / 'selection' / 'selection.jsonl'})")
+            raise RuntimeError(
+                f"selection left {len(train_ids)} training and {len(val_ids)} validation tasks: probe more tasks or runs "
+                f"(see {out / 'selection' / 'selection.jsonl'})"
+            )
         log(f"  bands: {result.counts()}")
         log(f"  train {len(train_ids)} tasks, validation {len(val_ids)} tasks (--group-by none: held-out instances of seen templates)")
     by_id = {t.id: (t, d) for t, d in pool}
@@ -109,22 +133,38 @@ def run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None] 
     val_pairs = [by_id[i] for i in val_ids]
 
     def evaluate(model_dir: Path, pairs, k: int, path: Path) -> dict[str, Any]:
-        run(pairs, RunConfig(agent=f"hf:{model_dir}", k=k, seed=cfg.seed + 1000, sampling=sampling, concurrency=256,
-                             limits=EpisodeLimits(max_turns=6)), backend, path)
+        run(
+            pairs,
+            RunConfig(agent=f"hf:{model_dir}", k=k, seed=cfg.seed + 1000, sampling=sampling, concurrency=256, limits=EpisodeLimits(max_turns=6)),
+            backend,
+            path,
+        )
         return compute(read_records(path), prices={str(model_dir): NOTIONAL_PRICE}, bootstrap_reps=1000)
 
     with stage("eval_base", f"evaluate the base on validation: {len(val_pairs)} tasks × k={cfg.eval_k}"):
         base_m = evaluate(base, val_pairs, cfg.eval_k, out / "eval" / "base_val.jsonl")
 
     with stage("grpo", f"GRPO (TRL): {cfg.grpo_steps} steps × {cfg.tasks_per_step} tasks × G={cfg.group_size}"):
-        tcfg = TrainConfig(group_size=cfg.group_size, tasks_per_step=cfg.tasks_per_step, steps=cfg.grpo_steps, lr=cfg.lr,
-                           save_steps=max(1, cfg.grpo_steps // 2), seed=cfg.seed, max_new_tokens=64, max_context=768, max_turns=6)
+        tcfg = TrainConfig(
+            group_size=cfg.group_size,
+            tasks_per_step=cfg.tasks_per_step,
+            steps=cfg.grpo_steps,
+            lr=cfg.lr,
+            save_steps=max(1, cfg.grpo_steps // 2),
+            seed=cfg.seed,
+            max_new_tokens=64,
+            max_context=768,
+            max_turns=6,
+            gradient_checkpointing=False,
+        )  # 0.5M parameters: memory is no concern, recomputing costs a fifth of a step
         last = {"t": time.perf_counter()}
 
         def on_step(row: dict[str, Any]) -> None:
             if row["step"] == 1 or row["step"] % 10 == 0:
-                log(f"  step {row['step']}: sampled reward {row['sampled_reward']:.2f}, informative groups {row['informative']}/{row['groups']} "
-                    f"(refilled {row['refill_groups']}), {time.perf_counter() - last['t']:.1f} s")
+                log(
+                    f"  step {row['step']}: sampled reward {row['sampled_reward']:.2f}, informative groups {row['informative']}/{row['groups']} "
+                    f"(refilled {row['refill_groups']}), {time.perf_counter() - last['t']:.1f} s"
+                )
                 last["t"] = time.perf_counter()
 
         trained = train_trl(str(base), train_pairs, backend, out / "grpo", tcfg, on_step=on_step)
@@ -137,24 +177,66 @@ def run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None] 
 
         cmp = compare(read_records(out / "eval" / "base_val.jsonl"), read_records(out / "eval" / "trained_val.jsonl"))
         (out / "compare.json").write_text(json.dumps(cmp, indent=1))
-        write_report(read_records(out / "eval" / "trained_val.jsonl"), out / "report.html", "quickstart: trained vs base (validation)",
-                     baseline=read_records(out / "eval" / "base_val.jsonl"))
+        write_report(
+            read_records(out / "eval" / "trained_val.jsonl"),
+            out / "report.html",
+            "quickstart: trained vs base (validation)",
+            baseline=read_records(out / "eval" / "base_val.jsonl"),
+        )
 
     base_ood = trained_ood = None
     if cfg.ood:
-        bench = select_tasks("bench")
-        with stage("ood", f"out-of-distribution benchmark: {len(bench)} tasks × k={cfg.ood_k}, base and trained"):
+        bench = ood_sample(select_tasks("bench"), cfg.ood_per_domain)
+        with stage(
+            "ood",
+            f"out-of-distribution benchmark, a fixed sample: {len(bench)} tasks × k={cfg.ood_k}, base and trained "
+            "(a 0.5M model without tool schemas in its prompt cannot call tools it has never seen: expect 0%)",
+        ):
             base_ood = evaluate(base, bench, cfg.ood_k, out / "eval" / "base_bench.jsonl")
             trained_ood = evaluate(trained, bench, cfg.ood_k, out / "eval" / "trained_bench.jsonl")
 
-    strip = lambda m: None if m is None else {k: v for k, v in m.items() if k != "per_task"}  # noqa: E731
-    summary = {"base": strip(base_m), "trained": strip(trained_m), "base_ood": strip(base_ood), "trained_ood": strip(trained_ood),
-               "compare": cmp, "stage_seconds": seconds, "notional_price_usd_per_million_tokens": NOTIONAL_PRICE,
-               "train_tasks": len(train_pairs), "val_tasks": len(val_pairs), "checkpoint": str(trained),
-               "paths": {"base": str(base), "trained": str(trained), "probes": str(out / "probes.jsonl"), "selection": str(out / "selection"),
-                         "eval": str(out / "eval"), "report": str(out / "report.html"), "grpo_metrics": str(out / "grpo" / "metrics.jsonl")}}
+    def strip(m):
+        return None if m is None else {k: v for k, v in m.items() if k != "per_task"}
+
+    summary = {
+        "base": strip(base_m),
+        "trained": strip(trained_m),
+        "base_ood": strip(base_ood),
+        "trained_ood": strip(trained_ood),
+        "compare": cmp,
+        "stage_seconds": seconds,
+        "notional_price_usd_per_million_tokens": NOTIONAL_PRICE,
+        "train_tasks": len(train_pairs),
+        "val_tasks": len(val_pairs),
+        "checkpoint": str(trained),
+        "paths": {
+            "base": str(base),
+            "trained": str(trained),
+            "probes": str(out / "probes.jsonl"),
+            "selection": str(out / "selection"),
+            "eval": str(out / "eval"),
+            "report": str(out / "report.html"),
+            "grpo_metrics": str(out / "grpo" / "metrics.jsonl"),
+        },
+    }
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     return summary
+
+
+def ood_sample(pairs: list, per_domain: int) -> list:
+    """A fixed sample of a benchmark: `per_domain` tasks of each domain, taking each template's tasks in turn (in id order)."""
+    by_domain: dict[str, dict[str, list]] = {}
+    for t, d in sorted(pairs, key=lambda p: p[0].id):
+        by_domain.setdefault(t.domain, {}).setdefault(t.template or t.id, []).append((t, d))
+    out = []
+    for templates in by_domain.values():
+        queues, taken = list(templates.values()), 0
+        while taken < per_domain and any(queues):
+            for q in queues:
+                if q and taken < per_domain:
+                    out.append(q.pop(0))
+                    taken += 1
+    return out
 
 
 class _Timer:

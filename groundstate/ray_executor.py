@@ -134,8 +134,14 @@ class RayExecutor:
     `actor_options`: Ray options for each actor (e.g. `{"num_gpus": 0.5}` for local models; default 1 CPU).
     """
 
-    def __init__(self, backend: Backend, address: str | None = None, num_cpus: int | None = None,
-                 actor_options: dict[str, Any] | None = None, worker_cls: type = AttemptWorker):
+    def __init__(
+        self,
+        backend: Backend,
+        address: str | None = None,
+        num_cpus: int | None = None,
+        actor_options: dict[str, Any] | None = None,
+        worker_cls: type = AttemptWorker,
+    ):
         self.backend_spec = backend.spec()
         self.address, self.num_cpus, self.actor_options, self.worker_cls = address, num_cpus, actor_options, worker_cls
 
@@ -154,17 +160,29 @@ class RayExecutor:
             _drive(ray, todo, cfg, self.backend_spec, self.num_cpus, self.actor_options, self.worker_cls, record, failed)
 
 
-def _drive(ray: Any, todo: list[Planned], cfg: RunConfig, backend_spec: tuple[str, str | None], num_cpus: int | None,
-           actor_options: dict[str, Any] | None, worker_cls: type, record: RecordSink, failed: Callable[[str, int, str], AttemptRecord]) -> None:
+def _drive(
+    ray: Any,
+    todo: list[Planned],
+    cfg: RunConfig,
+    backend_spec: tuple[str, str | None],
+    num_cpus: int | None,
+    actor_options: dict[str, Any] | None,
+    worker_cls: type,
+    record: RecordSink,
+    failed: Callable[[str, int, str], AttemptRecord],
+) -> None:
     """Feed batches to the actors, two queued per actor so none waits on the driver, and record each batch as it returns."""
     actors_n = max(1, min(num_cpus or int(ray.cluster_resources().get("CPU", 1)), len(todo)))
     in_flight = max(1, math.ceil(cfg.concurrency / actors_n))
     batch = max(1, min(in_flight, math.ceil(len(todo) / (actors_n * 2))))
     refs = {id(d): d.ref() for _, d, _ in todo}
     items = [(t.id, refs[id(d)], a, t.fingerprint(), d.content_hash) for t, d, a in todo]
-    pending = deque(items[i:i + batch] for i in range(0, len(items), batch))
+    pending = deque(items[i : i + batch] for i in range(0, len(items), batch))
     Actor = ray.remote(worker_cls).options(**({"num_cpus": 1} | (actor_options or {})))
-    spawn = lambda: Actor.remote(backend_spec, cfg, in_flight)  # noqa: E731
+
+    def spawn():
+        return Actor.remote(backend_spec, cfg, in_flight)
+
     actors: list[Any] = [spawn() for _ in range(actors_n)]
     replacements_left = 2 * actors_n + 2  # a worker that cannot even start (bad DSN, missing package) must not spin forever
     inflight: dict[Any, tuple[int, Any, list[Item]]] = {}
@@ -206,8 +224,12 @@ def _drive(ray: Any, todo: list[Planned], cfg: RunConfig, backend_spec: tuple[st
         try:  # drop pooled sandbox databases before the processes go (a busy PostgreSQL takes seconds per DROP)
             ray.get([a.close.remote() for a in live], timeout=CLOSE_TIMEOUT_S)
         except Exception as e:  # noqa: BLE001 - the results are safe; only cleanup is left
-            warnings.warn(f"Ray workers did not close cleanly ({_first_line(e)}): sandbox databases may be left; "
-                          "PostgresBackend.cleanup_stale() on their machines drops them", RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                f"Ray workers did not close cleanly ({_first_line(e)}): sandbox databases may be left; "
+                "PostgresBackend.cleanup_stale() on their machines drops them",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         for a in live:
             with contextlib.suppress(Exception):
                 ray.kill(a)

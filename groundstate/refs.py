@@ -20,6 +20,7 @@ from groundstate.tasks import Task
 from groundstate.thinkingbox.domain import TB_REF
 from groundstate.types import Domain
 
+
 class TaskResolver:
     """Resolves `(domain reference, task id)` in this process, loading each domain (or ThinkingBox source) once."""
 
@@ -35,7 +36,7 @@ class TaskResolver:
                 if cases is None:
                     cases = self._tb[ref] = _load_thinkingbox(ref)
             if task_id not in cases:
-                raise KeyError(f"task {task_id!r} is not among the ThinkingBox cases of {ref[len(TB_REF):]}")
+                raise KeyError(f"task {task_id!r} is not among the ThinkingBox cases of {ref[len(TB_REF) :]}")
             return cases[task_id]
         with self._lock:
             domain = self._domains.get(ref)
@@ -47,7 +48,7 @@ class TaskResolver:
 def _load_thinkingbox(ref: str) -> dict[str, tuple[Task, Domain]]:
     from groundstate.thinkingbox import configure_servers, load_thinkingbox
 
-    spec = json.loads(ref[len(TB_REF):])
+    spec = json.loads(ref[len(TB_REF) :])
     pairs = load_thinkingbox(spec["dataset"], spec["test_list"], agent=spec["agent"], allow_python=spec["allow_python"])
     configure_servers(pairs, spec["servers"], spec["no_sources"])
     return {t.id: (t, d) for t, d in pairs}

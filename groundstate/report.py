@@ -105,28 +105,47 @@ def _render(records: list[AttemptRecord], title: str, baseline: list[AttemptReco
     m = compute(records, allow_incomplete=allow_incomplete, bootstrap_reps=1000)
     k = m["k"]
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{CSS}</style></head><body>"]
-    parts.append(f"<h1>{html.escape(title)}</h1><div class='muted'>{m['tasks']} tasks × k = {k} · {m['attempts']} attempts · "
-                 f"{m['system_errors']} system errors · {m['unjudged']} unjudged · finish reasons: "
-                 + html.escape(", ".join(f"{name} {n}" for name, n in m["finish_reasons"].items())) + "</div>")
+    parts.append(
+        f"<h1>{html.escape(title)}</h1><div class='muted'>{m['tasks']} tasks × k = {k} · {m['attempts']} attempts · "
+        f"{m['system_errors']} system errors · {m['unjudged']} unjudged · finish reasons: "
+        + html.escape(", ".join(f"{name} {n}" for name, n in m["finish_reasons"].items()))
+        + "</div>"
+    )
     iv = m.get("intervals", {})
-    ci = lambda n: f"[{_pct(iv[n][0])}, {_pct(iv[n][1])}]" if n in iv else ""  # noqa: E731
-    rows = [("pass@1", _pct(m["pass_at_1"]), ci("pass_at_1")), (f"pass@{k}", _pct(m["pass_at_k"]), ci("pass_at_k")),
-            (f"pass^{k} (unbiased)", _pct(m["pass_hat_k"]), ci("pass_hat_k")), (f"pass^{k} (plug-in)", _pct(m["pass_hat_k_plugin"]), ""),
-            (f"Observed {k}/{k}", f"{m['observed_k_of_k']} ({_pct(m['observed_k_of_k_rate'])})", ci("observed_k_of_k_rate")),
-            ("solved at least once", str(m["solved_at_least_once"]), ""),
-            ("cost (USD)", "—" if m["cost_usd"] is None else f"{m['cost_usd']:.4f}", ""),
-            ("cost per dependable task", "—" if m["cost_per_dependable_task"] is None else f"{m['cost_per_dependable_task']:.4f}", m["cost_per_dependable_task_note"] or "")]
-    parts.append("<h2>Metrics</h2><table><tr><th>metric</th><th>value</th><th>95% CI / note</th></tr>"
-                 + "".join(f"<tr><td>{a}</td><td>{b}</td><td class='muted'>{c}</td></tr>" for a, b, c in rows) + "</table>")
+
+    def ci(n):
+        return f"[{_pct(iv[n][0])}, {_pct(iv[n][1])}]" if n in iv else ""
+
+    rows = [
+        ("pass@1", _pct(m["pass_at_1"]), ci("pass_at_1")),
+        (f"pass@{k}", _pct(m["pass_at_k"]), ci("pass_at_k")),
+        (f"pass^{k} (unbiased)", _pct(m["pass_hat_k"]), ci("pass_hat_k")),
+        (f"pass^{k} (plug-in)", _pct(m["pass_hat_k_plugin"]), ""),
+        (f"Observed {k}/{k}", f"{m['observed_k_of_k']} ({_pct(m['observed_k_of_k_rate'])})", ci("observed_k_of_k_rate")),
+        ("solved at least once", str(m["solved_at_least_once"]), ""),
+        ("cost (USD)", "—" if m["cost_usd"] is None else f"{m['cost_usd']:.4f}", ""),
+        (
+            "cost per dependable task",
+            "—" if m["cost_per_dependable_task"] is None else f"{m['cost_per_dependable_task']:.4f}",
+            m["cost_per_dependable_task_note"] or "",
+        ),
+    ]
+    parts.append(
+        "<h2>Metrics</h2><table><tr><th>metric</th><th>value</th><th>95% CI / note</th></tr>"
+        + "".join(f"<tr><td>{a}</td><td>{b}</td><td class='muted'>{c}</td></tr>" for a, b, c in rows)
+        + "</table>"
+    )
     # the success grid: tasks sorted by pass rate, one cell per attempt
     by_task: dict[str, dict[int, AttemptRecord]] = {}
     for r in latest_per_key(records).values():
         by_task.setdefault(r.task_id, {})[r.attempt] = r
     rate = {t.task_id: (t.c / t.n if t.n else -1) for t in task_counts(records).values()}
     order = sorted(by_task, key=lambda t: (-rate[t], t))
-    parts.append(f"<h2>Success grid</h2><div class='muted'>green pass · red fail (links to the verdict) · grey system error · "
-                 f"yellow unjudged; tasks sorted by pass rate</div><div class='grid' id='success-grid' "
-                 f"style='grid-template-columns:260px 48px repeat({k},16px)'>")
+    parts.append(
+        f"<h2>Success grid</h2><div class='muted'>green pass · red fail (links to the verdict) · grey system error · "
+        f"yellow unjudged; tasks sorted by pass rate</div><div class='grid' id='success-grid' "
+        f"style='grid-template-columns:260px 48px repeat({k},16px)'>"
+    )
     for tid in order:
         cnt = task_counts(by_task[tid].values())[tid]
         parts.append(f"<div class='tid' title='{html.escape(tid)}'>{html.escape(tid)}</div><div class='muted'>{cnt.c}/{cnt.n}</div>")
@@ -143,19 +162,29 @@ def _render(records: list[AttemptRecord], title: str, baseline: list[AttemptReco
     parts.append("</div>")
     if baseline is not None:
         c = compare(baseline, records, allow_incomplete=True, reps=1000)
-        parts.append(f"<h2>Against the baseline ({c['shared_tasks']} shared tasks)</h2><table><tr><th>metric</th><th>baseline</th>"
-                     "<th>this run</th><th>lift</th><th>95% CI</th><th>P(lift &gt; 0)</th></tr>"
-                     + "".join(f"<tr><td>{n}</td><td>{_pct(v['base'])}</td><td>{_pct(v['candidate'])}</td><td>{v['lift']:+.1%}</td>"
-                               f"<td>[{v['ci_95'][0]:+.1%}, {v['ci_95'][1]:+.1%}]</td><td>{v['p_lift_positive']:.3f}</td></tr>"
-                               for n, v in c["metrics"].items()) + "</table>")
+        parts.append(
+            f"<h2>Against the baseline ({c['shared_tasks']} shared tasks)</h2><table><tr><th>metric</th><th>baseline</th>"
+            "<th>this run</th><th>lift</th><th>95% CI</th><th>P(lift &gt; 0)</th></tr>"
+            + "".join(
+                f"<tr><td>{n}</td><td>{_pct(v['base'])}</td><td>{_pct(v['candidate'])}</td><td>{v['lift']:+.1%}</td>"
+                f"<td>[{v['ci_95'][0]:+.1%}, {v['ci_95'][1]:+.1%}]</td><td>{v['p_lift_positive']:.3f}</td></tr>"
+                for n, v in c["metrics"].items()
+            )
+            + "</table>"
+        )
         kk = c["observed_k_of_k"]
         parts.append(f"<p>Observed k/k: {kk['base']} → {kk['candidate']} (moved in {kk['moved_in']}, fell out {kk['fell_out']}).</p>")
         names = {"base": "the baseline", "candidate": "this run"}
-        parts += [f"<p class='incomplete'>{names[n]} is incomplete, compared anyway: {html.escape('; '.join(problems))}</p>"
-                  for n, problems in c["incomplete"].items()]
+        parts += [
+            f"<p class='incomplete'>{names[n]} is incomplete, compared anyway: {html.escape('; '.join(problems))}</p>"
+            for n, problems in c["incomplete"].items()
+        ]
         if c["left_out"]:
-            parts.append(f"<p>{len(c['left_out'])} tasks left out of the comparison:</p><ul id='left-out'>"
-                         + "".join(f"<li>{html.escape(r['task_id'])}: {html.escape(r['reason'])}</li>" for r in c["left_out"]) + "</ul>")
+            parts.append(
+                f"<p>{len(c['left_out'])} tasks left out of the comparison:</p><ul id='left-out'>"
+                + "".join(f"<li>{html.escape(r['task_id'])}: {html.escape(r['reason'])}</li>" for r in c["left_out"])
+                + "</ul>"
+            )
         parts.append(f"<div class='plots'><img alt='transitions' src='{_transition_plot(c)}'></div>")
     parts.append("<h2>Plots</h2><div class='plots'>" + "".join(f"<img alt='plot' src='{p}'>" for p in _plots(records, m)) + "</div>")
     parts.append("<h2>Failing attempts</h2>")
@@ -165,10 +194,14 @@ def _render(records: list[AttemptRecord], title: str, baseline: list[AttemptReco
                 continue
             v = r.verdict or {}
             reason = r.system_error or "; ".join(v.get("reasons", [])[:2])
-            parts.append(f"<details id='{_anchor(tid, a)}'><summary><b>{html.escape(tid)}</b> attempt {a} — {html.escape(str(reason))[:200]}</summary>"
-                         f"<div>verdict diff</div><pre>{html.escape(json.dumps(v.get('diff', []), indent=1, default=str))}</pre>"
-                         f"<div>trajectory</div><pre>{html.escape(json.dumps((r.trajectory or {}).get('messages', []), indent=1, default=str)[:20000])}</pre></details>")
-    parts.append("<script>document.querySelectorAll('a.cell').forEach(a=>a.addEventListener('click',()=>{const d=document.getElementById(a.getAttribute('href').slice(1));if(d)d.open=true;}));</script>")
+            parts.append(
+                f"<details id='{_anchor(tid, a)}'><summary><b>{html.escape(tid)}</b> attempt {a} — {html.escape(str(reason))[:200]}</summary>"
+                f"<div>verdict diff</div><pre>{html.escape(json.dumps(v.get('diff', []), indent=1, default=str))}</pre>"
+                f"<div>trajectory</div><pre>{html.escape(json.dumps((r.trajectory or {}).get('messages', []), indent=1, default=str)[:20000])}</pre></details>"
+            )
+    parts.append(
+        "<script>document.querySelectorAll('a.cell').forEach(a=>a.addEventListener('click',()=>{const d=document.getElementById(a.getAttribute('href').slice(1));if(d)d.open=true;}));</script>"
+    )
     parts.append("</body></html>")
     return "".join(parts)
 

@@ -198,8 +198,7 @@ def check_one_run(records: list[AttemptRecord], source: str = "the records") -> 
         diff = ""
         if first is not None and second is not None:
             diff = " — they differ in " + ", ".join(first.differences(second))
-        raise RecordError(f"{source} mixes {len(runs)} runs: {parts}{diff}. Figures over a blend of runs mean nothing: "
-                          "keep one run per results file")
+        raise RecordError(f"{source} mixes {len(runs)} runs: {parts}{diff}. Figures over a blend of runs mean nothing: keep one run per results file")
 
 
 def validate_record(data: Any, where: str, line: str | None = None) -> AttemptRecord:
@@ -267,7 +266,7 @@ def repair_file_tail(path: Path) -> None:
             chunk = f.read(step)
             newline = chunk.rfind(b"\n")
             if newline >= 0:
-                tail, pos = chunk[newline + 1:] + tail, pos + newline + 1
+                tail, pos = chunk[newline + 1 :] + tail, pos + newline + 1
                 break
             tail = chunk + tail
         if not tail:
@@ -363,8 +362,9 @@ class ResultsInUseError(RuntimeError):
     """Another writer holds the results file: two runs appending to one file (and rewriting it) lose records."""
 
     def __init__(self, path: Path, holder: str):
-        super().__init__(f"results file {path} is in use by another run ({holder or 'holder unknown'}); "
-                         "wait for it to finish, or write to another file")
+        super().__init__(
+            f"results file {path} is in use by another run ({holder or 'holder unknown'}); wait for it to finish, or write to another file"
+        )
         self.path = path
         self.holder = holder
 
@@ -497,7 +497,7 @@ class ResultsWriter:
         assert self._fd is not None
         view = memoryview(data)
         while view:
-            view = view[os.write(self._fd, view):]
+            view = view[os.write(self._fd, view) :]
 
     def write(self, record: AttemptRecord) -> None:
         if self._failed is not None:

@@ -36,8 +36,17 @@ from typing import Any, Callable, Protocol
 from groundstate import __version__
 from groundstate.agents import AgentSource, make_user
 from groundstate.attempt import play, prepare_domains
-from groundstate.results import (RECORD_VERSION, AttemptRecord, ResultsWriteError, ResultsWriter, RunIdentity, latest_per_key,
-                                 read_records, repair_file_tail, task_set_hash)
+from groundstate.results import (
+    RECORD_VERSION,
+    AttemptRecord,
+    ResultsWriteError,
+    ResultsWriter,
+    RunIdentity,
+    latest_per_key,
+    read_records,
+    repair_file_tail,
+    task_set_hash,
+)
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
 from groundstate.types import Agent, Domain, EpisodeLimits, Judge, Trajectory, Verdict, system_error
@@ -92,18 +101,37 @@ class Executor(Protocol):
 def run_identity(cfg: RunConfig, tasks: list[tuple[Task, Domain]]) -> RunIdentity:
     """The identity every record of this run carries (see `RunIdentity`)."""
     lim = cfg.limits
-    limits = {"max_turns": lim.max_turns, "max_tool_calls": lim.max_tool_calls, "attempt_timeout": lim.timeout,
-              "max_result_chars": lim.max_result_chars, "max_attempt_tokens": lim.max_tokens}
-    return RunIdentity(agent=cfg.agent, user=cfg.user, judge=cfg.judge, seed=cfg.seed, sampling=dict(cfg.sampling),
-                       limits=limits, tasks=task_set_hash([t.id for t, _ in tasks]))
+    limits = {
+        "max_turns": lim.max_turns,
+        "max_tool_calls": lim.max_tool_calls,
+        "attempt_timeout": lim.timeout,
+        "max_result_chars": lim.max_result_chars,
+        "max_attempt_tokens": lim.max_tokens,
+    }
+    return RunIdentity(
+        agent=cfg.agent,
+        user=cfg.user,
+        judge=cfg.judge,
+        seed=cfg.seed,
+        sampling=dict(cfg.sampling),
+        limits=limits,
+        tasks=task_set_hash([t.id for t, _ in tasks]),
+    )
 
 
 def task_fingerprint(task: Task, domain: Domain) -> str:
     """The version of a task as an attempt meets it: everything of the task that the agent sees or the grader uses
     (instruction, user, patch, gold, checks, rubrics, limits), its domain's content and the domain's system prompt (the
     policy the agent is told to follow); not tags or grouping labels."""
-    body = json.dumps({"task": task.model_dump(mode="json", exclude={"tags", "family", "template", "split"}), "domain": domain.content_hash,
-                       "system_prompt": domain.system_prompt()}, sort_keys=True, default=str)
+    body = json.dumps(
+        {
+            "task": task.model_dump(mode="json", exclude={"tags", "family", "template", "split"}),
+            "domain": domain.content_hash,
+            "system_prompt": domain.system_prompt(),
+        },
+        sort_keys=True,
+        default=str,
+    )
     return hashlib.sha256(body.encode()).hexdigest()[:16]
 
 
@@ -116,7 +144,9 @@ def task_list_hash(tasks: list[tuple[Task, Domain]]) -> str:
 
 def _git_revision() -> str | None:
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=Path(__file__).parent).stdout.strip() or None
+        return (
+            subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=Path(__file__).parent).stdout.strip() or None
+        )
     except (OSError, subprocess.SubprocessError):
         return None
 
@@ -215,26 +245,28 @@ async def run_attempt(task: Task, domain: Domain, attempt: int, backend: Backend
 
 def make_record(task: Task, attempt: int, cfg: RunConfig, verdict: Verdict, traj: Trajectory | None, timings: dict[str, float]) -> AttemptRecord:
     """The record of one attempt, before the run stamps its identity (`stamp`)."""
-    return AttemptRecord.model_validate({
-        "task_id": task.id,
-        "attempt": attempt,
-        "domain": task.domain,
-        "split": task.split,
-        "family": task.family,
-        "template": task.template,
-        "reward": verdict.reward,
-        "system_error": verdict.system_error,
-        "unjudged": verdict.unjudged,
-        "finish_reason": traj.finish_reason if traj is not None else None,
-        "agent": cfg.agent,
-        "model": model_name(cfg.agent),
-        "user": cfg.user,
-        "seed": cfg.seed,
-        "usage": traj.usage.to_json() if traj is not None else {"input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0},
-        "verdict": verdict.to_json(),
-        "trajectory": traj.to_json() if traj is not None else None,
-        "timings": {k: round(v, 6) for k, v in timings.items()},
-    })
+    return AttemptRecord.model_validate(
+        {
+            "task_id": task.id,
+            "attempt": attempt,
+            "domain": task.domain,
+            "split": task.split,
+            "family": task.family,
+            "template": task.template,
+            "reward": verdict.reward,
+            "system_error": verdict.system_error,
+            "unjudged": verdict.unjudged,
+            "finish_reason": traj.finish_reason if traj is not None else None,
+            "agent": cfg.agent,
+            "model": model_name(cfg.agent),
+            "user": cfg.user,
+            "seed": cfg.seed,
+            "usage": traj.usage.to_json() if traj is not None else {"input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0},
+            "verdict": verdict.to_json(),
+            "trajectory": traj.to_json() if traj is not None else None,
+            "timings": {k: round(v, 6) for k, v in timings.items()},
+        }
+    )
 
 
 def stamp(record: AttemptRecord, identity: RunIdentity, fingerprint: str) -> AttemptRecord:
@@ -269,15 +301,18 @@ def plan(tasks: list[tuple[Task, Domain]], k: int, existing: list[AttemptRecord]
     return todo, kept
 
 
-def resume(tasks: list[tuple[Task, Domain]], cfg: RunConfig, existing: list[AttemptRecord], repair: bool = False,
-           rerun_changed: bool = False) -> Resume:
+def resume(
+    tasks: list[tuple[Task, Domain]], cfg: RunConfig, existing: list[AttemptRecord], repair: bool = False, rerun_changed: bool = False
+) -> Resume:
     """`plan` for this run after checking that `existing` records are its own (`ResumeRefused` otherwise)."""
     if not existing:
         return Resume(*plan(tasks, cfg.k, existing, repair), [])
     legacy = [r for r in existing if r.run is None]
     if legacy:
-        raise ResumeRefused(f"{len(legacy)} of the file's {len(existing)} records carry no run identity (written by an older groundstate or "
-                            "another tool), so this run cannot tell whether they are its own: write to a new --out")
+        raise ResumeRefused(
+            f"{len(legacy)} of the file's {len(existing)} records carry no run identity (written by an older groundstate or "
+            "another tool), so this run cannot tell whether they are its own: write to a new --out"
+        )
     identity = run_identity(cfg, tasks)
     others: dict[str, RunIdentity] = {}
     for r in existing:
@@ -285,20 +320,25 @@ def resume(tasks: list[tuple[Task, Domain]], cfg: RunConfig, existing: list[Atte
             others.setdefault(r.run.id, r.run)
     if others:
         what = "; ".join(", ".join(o.differences(identity)) for o in others.values())
-        raise ResumeRefused(f"the file holds another run's records ({what}): resuming would mix two runs; write to a new --out "
-                            "or re-run with the file's settings")
+        raise ResumeRefused(
+            f"the file holds another run's records ({what}): resuming would mix two runs; write to a new --out or re-run with the file's settings"
+        )
     beyond = max(r.attempt for r in existing) + 1
     if beyond > cfg.k:
-        raise ResumeRefused(f"the file holds {beyond} attempts per task, more than this run's k={cfg.k}: re-run with --k {beyond} "
-                            "(a larger k adds attempts), or write to a new --out")
+        raise ResumeRefused(
+            f"the file holds {beyond} attempts per task, more than this run's k={cfg.k}: re-run with --k {beyond} "
+            "(a larger k adds attempts), or write to a new --out"
+        )
     fingerprints = {t.id: task_fingerprint(t, d) for t, d in tasks}
     changed = sorted({r.task_id for r in existing if r.task_fingerprint != fingerprints.get(r.task_id)})
     notes = []
     if changed:
         if not rerun_changed:
-            raise ResumeRefused(f"{len(changed)} tasks changed since their attempts were recorded ({', '.join(changed[:5])}"
-                                f"{' ...' if len(changed) > 5 else ''}): their old verdicts are not this task's; "
-                                "--rerun-changed drops them and runs those attempts again")
+            raise ResumeRefused(
+                f"{len(changed)} tasks changed since their attempts were recorded ({', '.join(changed[:5])}"
+                f"{' ...' if len(changed) > 5 else ''}): their old verdicts are not this task's; "
+                "--rerun-changed drops them and runs those attempts again"
+            )
         dropped = [r for r in existing if r.task_id in set(changed)]
         existing = [r for r in existing if r.task_id not in set(changed)]
         notes.append(f"{len(changed)} changed tasks: their {len(dropped)} old records were dropped and their attempts run again")
@@ -307,14 +347,23 @@ def resume(tasks: list[tuple[Task, Domain]], cfg: RunConfig, existing: list[Atte
         counts[r.key] = counts.get(r.key, 0) + 1
     twice = sorted(key for key, n in counts.items() if n > 1)
     if twice:
-        notes.append(f"{len(twice)} keys were recorded more than once (e.g. {twice[:3]}): the last clean record of each was kept, "
-                     "the others were removed from the file")
+        notes.append(
+            f"{len(twice)} keys were recorded more than once (e.g. {twice[:3]}): the last clean record of each was kept, "
+            "the others were removed from the file"
+        )
     todo, kept = plan(tasks, cfg.k, existing, repair)
     return Resume(todo, kept, notes)
 
 
-def take_results_file(path: Path, tasks: list[tuple[Task, Domain]], cfg: RunConfig, backend: Backend, repair: bool,
-                      rerun_changed: bool = False, manifest_extra: dict[str, Any] | None = None) -> tuple[ResultsWriter, Resume, Path]:
+def take_results_file(
+    path: Path,
+    tasks: list[tuple[Task, Domain]],
+    cfg: RunConfig,
+    backend: Backend,
+    repair: bool,
+    rerun_changed: bool = False,
+    manifest_extra: dict[str, Any] | None = None,
+) -> tuple[ResultsWriter, Resume, Path]:
     """Become the results file's one writer, then decide what to resume (`resume`), repair the file's tail, drop
     what the run replaces and write the manifest: the writer, the resume plan and the manifest's path.
 
@@ -382,9 +431,18 @@ class LocalExecutor:
             raise
 
 
-def run(tasks: list[tuple[Task, Domain]], cfg: RunConfig, backend: Backend, results_path: Path, repair: bool = False,
-        on_result: RecordSink | None = None, rerun_changed: bool = False, *, executor: Executor | None = None,
-        on_plan: Callable[[int, int], None] | None = None) -> RunSummary:
+def run(
+    tasks: list[tuple[Task, Domain]],
+    cfg: RunConfig,
+    backend: Backend,
+    results_path: Path,
+    repair: bool = False,
+    on_result: RecordSink | None = None,
+    rerun_changed: bool = False,
+    *,
+    executor: Executor | None = None,
+    on_plan: Callable[[int, int], None] | None = None,
+) -> RunSummary:
     """Run (or resume) tasks × k attempts into `results_path` (see the module docstring).
 
     `executor` runs the attempts (default: `LocalExecutor(backend)`); `backend` also names the run's backend in the
@@ -416,8 +474,19 @@ def run(tasks: list[tuple[Task, Domain]], cfg: RunConfig, backend: Backend, resu
             executor.execute(resumed.todo, cfg, record)
     finally:
         writer.close()
-    return RunSummary(results_path, manifest, planned, planned - len(resumed.todo), len(resumed.todo), tally["pass"], tally["fail"],
-                      tally["system_error"], tally["unjudged"], time.perf_counter() - start, resumed.notes)
+    return RunSummary(
+        results_path,
+        manifest,
+        planned,
+        planned - len(resumed.todo),
+        len(resumed.todo),
+        tally["pass"],
+        tally["fail"],
+        tally["system_error"],
+        tally["unjudged"],
+        time.perf_counter() - start,
+        resumed.notes,
+    )
 
 
 def progress_status(tally: dict[str, int]) -> str:

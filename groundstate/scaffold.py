@@ -242,8 +242,9 @@ def new_domain(parent_dir: Path, name: str) -> Path:
     empty (nothing is overwritten). The folder is left as it was found if writing it fails.
     """
     if not NAME_PATTERN.match(name):
-        raise ValueError(f"domain name {name!r}: use lower-case letters, digits and underscores, starting with a letter "
-                         f"(it prefixes the table and tool names)")
+        raise ValueError(
+            f"domain name {name!r}: use lower-case letters, digits and underscores, starting with a letter (it prefixes the table and tool names)"
+        )
     folder = Path(parent_dir) / name
     existed = folder.exists()
     if existed and (not folder.is_dir() or any(folder.iterdir())):

@@ -47,6 +47,7 @@ GROUP_BY = ("template", "family", "domain", "none")
 
 # -- posterior, band and signal ---------------------------------------------------------------------
 
+
 def posterior(n: int, c: int) -> tuple[float, float]:
     """Jeffreys posterior Beta(a, b) of a success rate after c successes in n clean runs."""
     if n < 0 or not 0 <= c <= n:
@@ -142,7 +143,7 @@ def shingles(text: str, k: int = 3) -> set[str]:
     words = normalise_instruction(text).split()
     if len(words) < k:
         return {" ".join(words)} if words else set()
-    return {" ".join(words[i:i + k]) for i in range(len(words) - k + 1)}
+    return {" ".join(words[i : i + k]) for i in range(len(words) - k + 1)}
 
 
 def jaccard(a: set[str], b: set[str]) -> float:
@@ -155,13 +156,14 @@ def lsh_params(threshold: float, num_perm: int = 128, miss: float = 1e-6) -> tup
     best = (num_perm, 1)
     for r in range(1, num_perm + 1):
         b = num_perm // r
-        if (1 - threshold ** r) ** b <= miss:
+        if (1 - threshold**r) ** b <= miss:
             best = (b, r)
     return best
 
 
-def near_duplicates(candidates: Mapping[str, str], references: Mapping[str, str], threshold: float = 0.7,
-                    num_perm: int = 128, seed: int = 1, method: str = "auto") -> dict[str, list[tuple[str, float]]]:
+def near_duplicates(
+    candidates: Mapping[str, str], references: Mapping[str, str], threshold: float = 0.7, num_perm: int = 128, seed: int = 1, method: str = "auto"
+) -> dict[str, list[tuple[str, float]]]:
     """Candidate id → [(reference id, Jaccard)] for instructions with word-3-shingle Jaccard ≥ threshold.
 
     `minhash`: MinHash LSH (datasketch, fixed seed, so deterministic) proposes pairs, banded so that a pair at
@@ -238,8 +240,9 @@ class ExcludeSet:
         return _sha(canonical_json({"ids": sorted(self.ids), "fingerprints": fps}))
 
 
-def content_matches(candidates: Mapping[str, Task], exclude: ExcludeSet, threshold: float = 0.7,
-                    num_perm: int = 128) -> dict[str, list[dict[str, Any]]]:
+def content_matches(
+    candidates: Mapping[str, Task], exclude: ExcludeSet, threshold: float = 0.7, num_perm: int = 128
+) -> dict[str, list[dict[str, Any]]]:
     """Candidate id → matches against the exclude set, each {rule, task_id[, jaccard]}, strongest rule first.
 
     Rules: `id` (the same id), `patch_gold` (identical data patch and gold calls), `instruction` (identical
@@ -252,8 +255,7 @@ def content_matches(candidates: Mapping[str, Task], exclude: ExcludeSet, thresho
         if fp.patch_gold is not None:
             by_pg[fp.patch_gold].append(t.id)
         by_instr[fp.instruction].append(t.id)
-    near = near_duplicates({i: t.instruction for i, t in candidates.items()}, {t.id: t.instruction for t in exclude.tasks},
-                           threshold, num_perm)
+    near = near_duplicates({i: t.instruction for i, t in candidates.items()}, {t.id: t.instruction for t in exclude.tasks}, threshold, num_perm)
     out: dict[str, list[dict[str, Any]]] = {}
     for cid, task in candidates.items():
         fp = fingerprint(task)
@@ -270,6 +272,7 @@ def content_matches(candidates: Mapping[str, Task], exclude: ExcludeSet, thresho
 
 
 # -- split ------------------------------------------------------------------------------------------
+
 
 def _seeded(seed: int, key: str) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}\x00{key}".encode()).digest()[:8], "big")
@@ -314,6 +317,7 @@ def split(items: Sequence[SplitItem], test_fraction: float = 0.2, seed: int = 42
 
 
 # -- selection --------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class SelectionParams:
@@ -392,19 +396,38 @@ class SelectionResult:
         for i, b in enumerate(BANDS):
             rows = [r for r in self.rows if r["band"] == b and r["decision"] != "insufficient_runs"]
             d = Counter(r["decision"] for r in rows)
-            out.append({"band": b, "interval": [cuts[i], cuts[i + 1]], "tasks": len(rows), "train": d["train"], "val": d["val"],
-                        "set_aside": len(rows) - d["train"] - d["val"], "kept_band": b in self.params.keep_bands})
+            out.append(
+                {
+                    "band": b,
+                    "interval": [cuts[i], cuts[i + 1]],
+                    "tasks": len(rows),
+                    "train": d["train"],
+                    "val": d["val"],
+                    "set_aside": len(rows) - d["train"] - d["val"],
+                    "kept_band": b in self.params.keep_bands,
+                }
+            )
         return out
 
     def summary(self) -> dict[str, Any]:
         c = self.counts()
-        return {**c, "train": c["decisions"]["train"], "val": c["decisions"]["val"], "histogram": self.histogram(),
-                "parameters": _params_json(self.params), "notes": self.notes}
+        return {
+            **c,
+            "train": c["decisions"]["train"],
+            "val": c["decisions"]["val"],
+            "histogram": self.histogram(),
+            "parameters": _params_json(self.params),
+            "notes": self.notes,
+        }
 
     def render(self) -> dict[str, bytes]:
         """The output files' bytes, by name."""
-        header = lambda side, n: (f"# {side} split from `groundstate select` (seed {self.params.seed}, group by "  # noqa: E731
-                                  f"{self.params.group_by}): {n} tasks; usable as --tasks\n")
+
+        def header(side: str, n: int) -> str:
+            return (
+                f"# {side} split from `groundstate select` (seed {self.params.seed}, group by {self.params.group_by}): {n} tasks; usable as --tasks\n"
+            )
+
         files = {
             "train.yaml": (header("train", len(self.train)) + yaml.safe_dump(self.train, default_flow_style=False)).encode(),
             "val.yaml": (header("validation", len(self.val)) + yaml.safe_dump(self.val, default_flow_style=False)).encode(),
@@ -442,9 +465,14 @@ def _r(x: float) -> float:
     return round(float(x), 6)
 
 
-def select(probe_records: Iterable[AttemptRecord], tasks: Mapping[str, Task] | None = None, exclude: ExcludeSet | None = None,
-           reference_records: Iterable[AttemptRecord] | None = None, params: SelectionParams | None = None,
-           inputs: dict[str, Any] | None = None) -> SelectionResult:
+def select(
+    probe_records: Iterable[AttemptRecord],
+    tasks: Mapping[str, Task] | None = None,
+    exclude: ExcludeSet | None = None,
+    reference_records: Iterable[AttemptRecord] | None = None,
+    params: SelectionParams | None = None,
+    inputs: dict[str, Any] | None = None,
+) -> SelectionResult:
     """Band, score, filter and split the tasks of a probe run.
 
     `tasks` maps task ids to their definitions (template, family, instruction, patch, gold); probe tasks
@@ -482,20 +510,29 @@ def select(probe_records: Iterable[AttemptRecord], tasks: Mapping[str, Task] | N
     for tid in sorted(counts):
         tc = counts[tid]
         task = resolved.get(tid)
-        meta = ({"domain": task.domain, "family": task.family, "template": task.template} if task is not None
-                else meta_from_records.get(tid, {}))
+        meta = {"domain": task.domain, "family": task.family, "template": task.template} if task is not None else meta_from_records.get(tid, {})
         masses = band_masses(tc.n, tc.c, params.edges)
         band = max(BANDS, key=lambda b: (masses[b], -BANDS.index(b)))
         sig = signal(tc.n, tc.c)
         group, fallback = _group_key(params.group_by, tid, meta)
         row: dict[str, Any] = {
-            "task_id": tid, "domain": meta.get("domain"), "family": meta.get("family"), "template": meta.get("template"),
-            "group": group, "group_fallback": fallback,
-            "clean_runs": tc.n, "successes": tc.c, "system_errors": tc.system_errors, "unjudged": tc.unjudged,
+            "task_id": tid,
+            "domain": meta.get("domain"),
+            "family": meta.get("family"),
+            "template": meta.get("template"),
+            "group": group,
+            "group_fallback": fallback,
+            "clean_runs": tc.n,
+            "successes": tc.c,
+            "system_errors": tc.system_errors,
+            "unjudged": tc.unjudged,
             "rate": _r(tc.c / tc.n) if tc.n else None,
             "jeffreys_95": [_r(x) for x in jeffreys_interval(tc.n, tc.c)] if tc.n else None,
-            "band": band, "band_masses": {b: _r(v) for b, v in masses.items()}, "signal": _r(sig),
-            "resolved": task is not None, "content_checked": task is not None,
+            "band": band,
+            "band_masses": {b: _r(v) for b, v in masses.items()},
+            "signal": _r(sig),
+            "resolved": task is not None,
+            "content_checked": task is not None,
             "exclusions": matches.get(tid, []),
         }
         if ref_counts is not None:
@@ -512,16 +549,20 @@ def select(probe_records: Iterable[AttemptRecord], tasks: Mapping[str, Task] | N
         if row["decision"] == "eligible":
             side = sides[row["task_id"]]
             row["decision"] = side
-            row["reason"] = (f"{row['band']} (posterior mass {row['band_masses'][row['band']]:.2f}), signal {row['signal']:.3f}; "
-                             f"{'validation' if side == 'val' else 'train'} side with its group {row['group']}" + row["reason"])
+            row["reason"] = (
+                f"{row['band']} (posterior mass {row['band_masses'][row['band']]:.2f}), signal {row['signal']:.3f}; "
+                f"{'validation' if side == 'val' else 'train'} side with its group {row['group']}" + row["reason"]
+            )
 
     notes = []
     if duplicates:
         notes.append(f"{duplicates} repeated (task, attempt) records in the probe file were collapsed (last clean record kept)")
     unresolved = [r["task_id"] for r in rows if not r["resolved"]]
     if unresolved:
-        notes.append(f"{len(unresolved)} probe tasks have no loadable definition (e.g. {', '.join(unresolved[:3])}): banded from their "
-                     "records, checked against the exclude set by id only, not by content")
+        notes.append(
+            f"{len(unresolved)} probe tasks have no loadable definition (e.g. {', '.join(unresolved[:3])}): banded from their "
+            "records, checked against the exclude set by id only, not by content"
+        )
     if not exclude.ids:
         notes.append("no exclude set given: nothing was checked for benchmark overlap (use --exclude bench)")
     if params.group_by != "none":
@@ -530,19 +571,29 @@ def select(probe_records: Iterable[AttemptRecord], tasks: Mapping[str, Task] | N
             notes.append(f"{len(fb)} selected tasks have no {params.group_by} and were split as their own groups")
     insufficient = [r["task_id"] for r in rows if r["decision"] == "insufficient_runs"]
     if insufficient:
-        notes.append(f"{len(insufficient)} tasks have fewer than {params.min_clean_runs} clean runs (e.g. "
-                     f"{', '.join(insufficient[:3])}): re-run the probe to resume them")
-    return SelectionResult(rows, params, {**(inputs or {}), "exclude_set_sha256": exclude.digest(), "exclude_ids": len(exclude.ids),
-                                          "exclude_tasks_content_checked": len(exclude.tasks),
-                                          "near_duplicate_method": near_duplicate_method()}, notes)
+        notes.append(
+            f"{len(insufficient)} tasks have fewer than {params.min_clean_runs} clean runs (e.g. "
+            f"{', '.join(insufficient[:3])}): re-run the probe to resume them"
+        )
+    return SelectionResult(
+        rows,
+        params,
+        {
+            **(inputs or {}),
+            "exclude_set_sha256": exclude.digest(),
+            "exclude_ids": len(exclude.ids),
+            "exclude_tasks_content_checked": len(exclude.tasks),
+            "near_duplicate_method": near_duplicate_method(),
+        },
+        notes,
+    )
 
 
 _RULE_TEXT = {
     "id": "same task id as excluded task {task_id}",
     "patch_gold": "same data patch and gold solution as excluded task {task_id} (rule patch_gold)",
     "instruction": "same normalised instruction as excluded task {task_id} (rule instruction)",
-    "near_duplicate_instruction": "instruction near-duplicate of excluded task {task_id} (rule near_duplicate_instruction, "
-                                  "Jaccard {jaccard:.2f})",
+    "near_duplicate_instruction": "instruction near-duplicate of excluded task {task_id} (rule near_duplicate_instruction, Jaccard {jaccard:.2f})",
 }
 
 
@@ -555,8 +606,9 @@ def _decide(row: dict[str, Any], p: SelectionParams, gated: bool) -> tuple[str, 
     if p.require_content_check and not row["content_checked"]:
         return "excluded", "task definition not found, so it could not be content-checked against the exclude set (--require-content-check)"
     if row["clean_runs"] < p.min_clean_runs:
-        return "insufficient_runs", (f"{row['clean_runs']} clean runs < {p.min_clean_runs} "
-                                     f"({row['system_errors']} system errors, {row['unjudged']} unjudged not counted)")
+        return "insufficient_runs", (
+            f"{row['clean_runs']} clean runs < {p.min_clean_runs} ({row['system_errors']} system errors, {row['unjudged']} unjudged not counted)"
+        )
     if gated:
         ref = row["reference"]
         if ref["clean_runs"] == 0:
@@ -566,8 +618,10 @@ def _decide(row: dict[str, Any], p: SelectionParams, gated: bool) -> tuple[str, 
         if ref["successes"] == 0:
             return "failed_reference_gate", f"the reference never solved it (0/{ref['clean_runs']} clean runs)"
     if row["band"] not in p.keep_bands:
-        return "dropped_band", (f"band {row['band']} (posterior mass {row['band_masses'][row['band']]:.2f}, "
-                                f"{row['successes']}/{row['clean_runs']}) not in kept bands {','.join(p.keep_bands)}")
+        return "dropped_band", (
+            f"band {row['band']} (posterior mass {row['band_masses'][row['band']]:.2f}, "
+            f"{row['successes']}/{row['clean_runs']}) not in kept bands {','.join(p.keep_bands)}"
+        )
     if row["signal"] < p.min_signal:
         return "dropped_signal", f"signal {row['signal']:.4f} < minimum {p.min_signal}"
     suffix = "" if row["content_checked"] else "; not content-checked (task definition not found)"
@@ -575,6 +629,7 @@ def _decide(row: dict[str, Any], p: SelectionParams, gated: bool) -> tuple[str, 
 
 
 # -- files --------------------------------------------------------------------------------------------
+
 
 def file_sha256(path: Path | str) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
@@ -602,8 +657,8 @@ def _split_domain_paths(domain_paths: Sequence[str]) -> tuple[list[str], list[st
 def task_universe(domain_paths: Sequence[str] = ()) -> dict[str, Task]:
     """Every task of the bundled domains and of the given domain folders or `thinkingbox:` datasets (an id found
     in a given path wins), so that probed tasks can be checked against the benchmark by content, not only by id."""
-    from groundstate.selectors import select_tasks
     from groundstate.domain import bundled_domains, iter_tasks
+    from groundstate.selectors import select_tasks
 
     folders, tb = _split_domain_paths(domain_paths)
     out: dict[str, Task] = {}
@@ -615,11 +670,12 @@ def task_universe(domain_paths: Sequence[str] = ()) -> dict[str, Task]:
     return out
 
 
-def build_exclude_set(selectors: Sequence[str] = (), id_lists: Sequence[Path | str] = (), domain_paths: Sequence[str] = (),
-                      universe: Mapping[str, Task] | None = None) -> ExcludeSet:
+def build_exclude_set(
+    selectors: Sequence[str] = (), id_lists: Sequence[Path | str] = (), domain_paths: Sequence[str] = (), universe: Mapping[str, Task] | None = None
+) -> ExcludeSet:
     """Resolve `--exclude SELECTOR` with select_tasks and `--exclude-list FILE` id lists (unknown ids are id-checked only)."""
-    from groundstate.selectors import select_tasks
     from groundstate.domain import bundled_domains
+    from groundstate.selectors import select_tasks
 
     ex = ExcludeSet()
     folders, _ = _split_domain_paths(domain_paths)
@@ -634,9 +690,15 @@ def build_exclude_set(selectors: Sequence[str] = (), id_lists: Sequence[Path | s
     return ex
 
 
-def select_files(probes: Path | str, *, exclude: Sequence[str] = (), exclude_lists: Sequence[Path | str] = (),
-                 reference: Path | str | None = None, domain_paths: Sequence[str] = (),
-                 params: SelectionParams | None = None) -> SelectionResult:
+def select_files(
+    probes: Path | str,
+    *,
+    exclude: Sequence[str] = (),
+    exclude_lists: Sequence[Path | str] = (),
+    reference: Path | str | None = None,
+    domain_paths: Sequence[str] = (),
+    params: SelectionParams | None = None,
+) -> SelectionResult:
     """`select` over files: reads the probe (and reference) results, resolves task definitions and the exclude set.
 
     Each results file must hold one run (`results.check_one_run`); a blend is a ValueError naming the file."""
@@ -662,7 +724,28 @@ def select_files(probes: Path | str, *, exclude: Sequence[str] = (), exclude_lis
 
 
 __all__ = [
-    "BANDS", "DEFAULT_EDGES", "DECISIONS", "ExcludeSet", "Fingerprint", "SelectionParams", "SelectionResult", "SplitItem",
-    "band_masses", "band_of", "build_exclude_set", "content_matches", "fingerprint", "lsh_params", "near_duplicate_method", "near_duplicates", "normalise_instruction",
-    "posterior", "select", "select_files", "shingles", "signal", "split", "task_universe",
+    "BANDS",
+    "DEFAULT_EDGES",
+    "DECISIONS",
+    "ExcludeSet",
+    "Fingerprint",
+    "SelectionParams",
+    "SelectionResult",
+    "SplitItem",
+    "band_masses",
+    "band_of",
+    "build_exclude_set",
+    "content_matches",
+    "fingerprint",
+    "lsh_params",
+    "near_duplicate_method",
+    "near_duplicates",
+    "normalise_instruction",
+    "posterior",
+    "select",
+    "select_files",
+    "shingles",
+    "signal",
+    "split",
+    "task_universe",
 ]

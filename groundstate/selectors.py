@@ -11,12 +11,13 @@ from __future__ import annotations
 import fnmatch
 from pathlib import Path
 
-from groundstate.tasks import Task, TaskFileError, read_data_file
 from groundstate.domain import Domain, bundled_domains, iter_tasks, load_domain
+from groundstate.tasks import Task, TaskFileError, read_data_file
 
 
-def select_tasks(selector: str, domains: list[str] | None = None, *, tb_servers: Path | str | None = None,
-                 tb_no_sources: bool = False) -> list[tuple[Task, Domain]]:
+def select_tasks(
+    selector: str, domains: list[str] | None = None, *, tb_servers: Path | str | None = None, tb_no_sources: bool = False
+) -> list[tuple[Task, Domain]]:
     """Resolve a selector to (task, domain) pairs; raises ValueError naming what matched nothing.
 
     ThinkingBox domains among the result get `tb_servers` and `tb_no_sources` (drop the init configuration's
@@ -40,8 +41,10 @@ def select_tasks(selector: str, domains: list[str] | None = None, *, tb_servers:
             t0, d0, source = chosen[t.id]
             if t0 != t or d0.name != d.name or d0.content_hash != d.content_hash:  # the same task selected twice is fine
                 where = "twice by" if source == part else f"by {source!r} and by"
-                raise ValueError(f"task id {t.id!r} is defined differently {where} {part!r} (domain {d0.name} and domain {d.name}"
-                                 f"{', different definitions' if t0 != t else ', different domain files'}): select only one of them")
+                raise ValueError(
+                    f"task id {t.id!r} is defined differently {where} {part!r} (domain {d0.name} and domain {d.name}"
+                    f"{', different definitions' if t0 != t else ', different domain files'}): select only one of them"
+                )
     pairs = [(t, d) for t, d, _ in chosen.values()]
     if any(p.strip().startswith("thinkingbox:") for p in selector.split(",")):
         from groundstate.thinkingbox import configure_servers

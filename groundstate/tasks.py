@@ -16,6 +16,7 @@ import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+
 class TaskFileError(ValueError):
     """A task or domain file is malformed; the message names the file, the task and the field."""
 
@@ -173,5 +174,3 @@ def read_data_file(path: Path | str) -> Any:
         raise TaskFileError(path, f"not valid YAML: {e}") from None
     except RecursionError:
         raise TaskFileError(path, f"not valid YAML: nested deeper than {MAX_NESTING} levels") from None
-
-

@@ -25,6 +25,7 @@ FINISH_REASONS = ("agent_done", "user_done", "max_turns", "max_tool_calls", "max
 
 # -- what agents emit ---------------------------------------------------------------------------------------
 
+
 @dataclass
 class Usage:
     """Tokens billed for agent turns, as the endpoint reported them."""
@@ -76,6 +77,7 @@ class UserSimulator(Protocol):
 
 
 # -- what tools return and episodes record --------------------------------------------------------------------
+
 
 @dataclass
 class ToolResult:
@@ -149,6 +151,7 @@ class Judge(Protocol):
 
 # -- limits and failures of an attempt ----------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class EpisodeLimits:
     """What one attempt may do. A limit reached ends the episode with a finish reason and the state is graded.
@@ -191,6 +194,7 @@ class SandboxLost(RuntimeError):
 
 
 # -- worlds ---------------------------------------------------------------------------------------------------
+
 
 class ToolDescription(Protocol):
     """What the scripted agents and lint's mutants read of one tool: may it write, and its parameters' types."""

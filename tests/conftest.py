@@ -4,9 +4,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from groundstate.domain import Domain
 from groundstate.state.postgres import PostgresBackend, default_dsn
 from groundstate.state.sqlite import SqliteBackend
-from groundstate.domain import Domain
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -20,6 +20,14 @@ def _pg_available() -> bool:
 
 
 PG_AVAILABLE = _pg_available()
+
+
+@pytest.fixture(scope="module")
+def tb(tmp_path_factory) -> dict[str, Path]:
+    """A ThinkingBox-format dataset directory, test lists and servers files (tests/tb_standin.py), per module."""
+    from tb_standin import write_dataset
+
+    return write_dataset(tmp_path_factory.mktemp("tb"))
 
 
 @pytest.fixture(scope="session")

@@ -41,11 +41,16 @@ def _usage(usage: tuple[int, int] | tuple[int, int, int] | None) -> dict[str, An
 
 
 def completion(message: dict[str, Any], finish_reason: str, usage=None) -> Reply:
-    return Reply(body={
-        "id": "chatcmpl-stub", "object": "chat.completion", "created": 0, "model": "stub",
-        "choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish_reason}],
-        "usage": _usage(usage),
-    })
+    return Reply(
+        body={
+            "id": "chatcmpl-stub",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "stub",
+            "choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish_reason}],
+            "usage": _usage(usage),
+        }
+    )
 
 
 def text(content: str | None, *, reasoning_content: str | None = None, usage=None, finish_reason: str = "stop") -> Reply:
@@ -58,11 +63,17 @@ def text(content: str | None, *, reasoning_content: str | None = None, usage=Non
 
 def tool_calls(*calls: tuple[str, dict[str, Any] | str], content: str | None = None, reasoning_content: str | None = None, usage=None) -> Reply:
     """An assistant message calling tools; a string argument is sent verbatim (e.g. malformed JSON)."""
-    message: dict[str, Any] = {"content": content, "tool_calls": [
-        {"id": f"call_{i}_{name}", "type": "function",
-         "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
-        for i, (name, args) in enumerate(calls)
-    ]}
+    message: dict[str, Any] = {
+        "content": content,
+        "tool_calls": [
+            {
+                "id": f"call_{i}_{name}",
+                "type": "function",
+                "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)},
+            }
+            for i, (name, args) in enumerate(calls)
+        ],
+    }
     if reasoning_content is not None:
         message["reasoning_content"] = reasoning_content
     return completion(message, "tool_calls", usage)

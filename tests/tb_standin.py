@@ -1,14 +1,21 @@
 """A ThinkingBox-format dataset written on demand, served by the stand-in MCP server of tests/fixtures/thinkingbox.
 
 `write_dataset(root)` writes the dataset (agent, scenario, two test files), its test lists and servers files,
-and returns their paths by name; the ThinkingBox bridge tests and the behaviour record share it.
+and returns their paths by name (the `tb` fixture of tests/conftest.py); `tb_pairs` selects its cases and `tb_play`
+plays one attempt. The ThinkingBox bridge tests, the grading hardening tests and the behaviour record share them.
 """
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import yaml
+
+from groundstate.agents.scripted import ScriptedUser
+from groundstate.attempt import play
+from groundstate.selectors import select_tasks
+from groundstate.state import make_backend
 
 SERVER = Path(__file__).parent / "fixtures" / "thinkingbox" / "server.py"
 FRAMEWORK = Path(__file__).parent / "fixtures" / "thinkingbox" / "framework"  # a stand-in for ThinkingBox's test worker
@@ -27,8 +34,11 @@ SCENARIO = {
             "data_patch": {"accounts": [{"id": "A1", "owner": "Alice", "balance": 100}, {"id": "A2", "owner": "Bob", "balance": 20}]},
         }
     },
-    "tools": [{"name": "get_account"}, {"name": "transfer", "override_arg_description": {"amount": "Whole currency units."}},
-              {"name": "create_ticket", "override_description": "Open a support ticket (for lost or stolen cards too)."}],
+    "tools": [
+        {"name": "get_account"},
+        {"name": "transfer", "override_arg_description": {"amount": "Whole currency units."}},
+        {"name": "create_ticket", "override_description": "Open a support ticket (for lost or stolen cards too)."},
+    ],
     "bot_instructions": "Current date: 2026-01-01",
 }
 
@@ -56,7 +66,9 @@ def validate_rubrics_yesno(x: TestContext, judge: Judge):
         assert judge.text_yesno(x.response, rubric), f"Rubric yesno failed: {rubric}"
 '''
 
-GROUP1 = HELPERS + '''
+GROUP1 = (
+    HELPERS
+    + '''
 
 def test_transfer(x: TestContext, judge: Judge):
     """!
@@ -102,8 +114,11 @@ def test_later(x: TestContext, judge: Judge):
     """
     validate_database(x)
 '''
+)
 
-CUSTOM = HELPERS + '''
+CUSTOM = (
+    HELPERS
+    + '''
 
 def test_custom_check(x: TestContext, judge: Judge):
     """!
@@ -131,7 +146,7 @@ def test_custom_broken(x: TestContext, judge: Judge):
     """
     x.effects["no_such_server"]
 '''
-
+)
 
 
 def write_dataset(root: Path) -> dict[str, Path]:
@@ -145,21 +160,33 @@ def write_dataset(root: Path) -> dict[str, Path]:
     (ds / "test_case" / "standin_bank").mkdir(parents=True)
     (ds / "test_case" / "standin_bank" / "standin_bank_group1.py").write_text(GROUP1)
     (ds / "test_case" / "standin_bank_custom.py").write_text(CUSTOM)
-    lists = {"main": ["standin_bank_group1.py:test_transfer", "standin_bank_group1.py:test_ticket"],
-             "transfer": ["standin_bank_group1.py:test_transfer"], "custom": ["standin_bank_custom.py:test_custom_check"]}
+    lists = {
+        "main": ["standin_bank_group1.py:test_transfer", "standin_bank_group1.py:test_ticket"],
+        "transfer": ["standin_bank_group1.py:test_transfer"],
+        "custom": ["standin_bank_custom.py:test_custom_check"],
+    }
     out = {"dataset": ds, "root": root}
     for name, items in lists.items():
         out[f"list_{name}"] = root / f"{name}.yaml"
         out[f"list_{name}"].write_text(yaml.safe_dump(items))
     out["pids"] = root / "pids"
     out["pids"].mkdir()
-    for name, extra in {"ok": {}, "crash_start": {"TB_STANDIN_CRASH": "start"},
-                        "crash_transfer": {"TB_STANDIN_CRASH": "tool:transfer"}}.items():
+    for name, extra in {"ok": {}, "crash_start": {"TB_STANDIN_CRASH": "start"}, "crash_transfer": {"TB_STANDIN_CRASH": "tool:transfer"}}.items():
         env = {"TB_STANDIN_PID_DIR": str(out["pids"]), "TB_STANDIN_NO_TYPESENSE": "1", **extra}
-        servers = {"use_internal_servers": True,
-                   "servers": {"standin_bank": {"type": "mcp-process", "command": ["{python}", str(SERVER)], "env": env}}}
+        servers = {
+            "use_internal_servers": True,
+            "servers": {"standin_bank": {"type": "mcp-process", "command": ["{python}", str(SERVER)], "env": env}},
+        }
         out[f"servers_{name}"] = root / f"servers_{name}.yaml"
         out[f"servers_{name}"].write_text(yaml.safe_dump(servers))
     return out
 
 
+def tb_pairs(tb: dict[str, Path], which: str = "main", servers: str = "ok", no_sources: bool = True):
+    """The (task, domain) pairs of one test list of the dataset, with one of its servers files."""
+    return select_tasks(f"thinkingbox:{tb['dataset']}::{tb['list_' + which]}", tb_servers=tb[f"servers_{servers}"], tb_no_sources=no_sources)
+
+
+def tb_play(task, domain, agent, judge=None):
+    """One attempt through `groundstate.attempt.play`, without a user."""
+    return asyncio.run(play(task, domain, agent, ScriptedUser([]), backend=make_backend("sqlite"), judge=judge))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from groundstate.agents.scripted import ScriptedAgent, ScriptedUser, make_scripted_agent
+from groundstate.agents.scripted import ScriptedAgent, ScriptedUser, attempt_seed, make_scripted_agent
 from groundstate.tasks import Task
 from groundstate.types import Agent, Domain, UserSimulator
 
@@ -39,13 +39,16 @@ class AgentSource:
             if self.kind == "hf":
                 from groundstate.agents.local import BatchedPolicy, SamplingParams
 
-                self._shared = BatchedPolicy.from_pretrained(self.spec.removeprefix("hf:"), SamplingParams.from_options(self.sampling),
-                                                             seed=self.seed)
+                self._shared = BatchedPolicy.from_pretrained(
+                    self.spec.removeprefix("hf:"), SamplingParams.from_options(self.sampling), seed=self.seed
+                )
             else:
                 from groundstate.agents.openai_compat import make_openai_agent
 
                 self._shared = make_openai_agent(self.spec, self.sampling)
-        return self._shared.agent() if self.kind == "hf" else self._shared
+        if self.kind == "hf":  # the attempt's own random stream: its samples do not depend on which attempts ran beside it
+            return self._shared.agent(seed=attempt_seed(task.id, attempt, self.seed))
+        return self._shared
 
 
 def make_agent(spec: str, task: Task, domain: Domain, attempt: int = 0, seed: int = 0, sampling: dict[str, Any] | None = None) -> Agent:

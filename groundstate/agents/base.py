@@ -12,7 +12,6 @@ import re
 
 from groundstate.types import AgentTurn, ToolCallRequest
 
-
 # Surrogate code points never pair up inside a Python str read from JSON (json.loads joins escaped pairs), so
 # any one left is lone: it cannot be encoded as UTF-8, i.e. sent to an endpoint, shown to a judge or written.
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -31,8 +30,10 @@ def _well_formed_call(call: ToolCallRequest) -> ToolCallRequest:
         clean_id, clean_error = valid_text(call.id), valid_text(call.parse_error) if call.parse_error else None
         return dataclasses.replace(call, id=clean_id, parse_error=clean_error)
     name = valid_text(call.name)
-    problem = (f"the tool call's {' and '.join(invalid)} {'is' if invalid == ['name'] else 'are'} not valid Unicode "
-               f"(a lone surrogate, shown here as {REPLACEMENT}); the call was not run")
+    problem = (
+        f"the tool call's {' and '.join(invalid)} {'is' if invalid == ['name'] else 'are'} not valid Unicode "
+        f"(a lone surrogate, shown here as {REPLACEMENT}); the call was not run"
+    )
     return ToolCallRequest(valid_text(call.id), name, valid_text(raw), parse_error=problem)
 
 
@@ -45,5 +46,6 @@ def well_formed(turn: AgentTurn) -> AgentTurn:
     gets a `parse_error`, which the episode answers with an error message the model sees.
     """
     extra = {k: valid_text(v) if isinstance(v, str) else v for k, v in turn.extra.items()}
-    return dataclasses.replace(turn, text=valid_text(turn.text) if turn.text is not None else None,
-                               tool_calls=[_well_formed_call(c) for c in turn.tool_calls], extra=extra)
+    return dataclasses.replace(
+        turn, text=valid_text(turn.text) if turn.text is not None else None, tool_calls=[_well_formed_call(c) for c in turn.tool_calls], extra=extra
+    )

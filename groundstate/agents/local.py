@@ -9,7 +9,11 @@ rendering extends the rendering of any of its prefixes).
 
 Generation is batched across episodes: requests that arrive while the model is busy are generated
 together on the next pass (left-padded), which is what makes hundreds of multi-turn rollouts per
-minute possible on a CPU.
+minute possible on a CPU. Which requests share a pass depends on timing (threads finish when they finish), so
+nothing an episode samples may depend on it: every episode draws from its own random stream (seeded by the
+attempt, or by the order episodes were created in), and its token budget is its own context's, not the batch's.
+An episode's samples are therefore the same whichever episodes it was batched with, up to the last bit of
+floating point (different padding can round logits differently; a sample flips only on an exact tie).
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ from typing import Any
 
 from groundstate.agents.toolcall_format import parse_response
 from groundstate.types import AgentTurn, Usage
-
 
 PROMPT_FLAGS = "groundstate.json"
 
@@ -49,8 +52,12 @@ class SamplingParams:
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> "SamplingParams":
         """From a run's sampling options (`temperature`, `top_p`, `top_k`, `max_tokens`; unset ones keep their defaults)."""
-        return cls(temperature=options.get("temperature", cls.temperature), top_p=options.get("top_p", cls.top_p),
-                   top_k=options.get("top_k", cls.top_k), max_new_tokens=options.get("max_tokens", cls.max_new_tokens))
+        return cls(
+            temperature=options.get("temperature", cls.temperature),
+            top_p=options.get("top_p", cls.top_p),
+            top_k=options.get("top_k", cls.top_k),
+            max_new_tokens=options.get("max_tokens", cls.max_new_tokens),
+        )
 
 
 class ChatCodec:
@@ -67,8 +74,12 @@ class ChatCodec:
         return [{**m, "content": m.get("content") or ""} for m in msgs]
 
     def render(self, conversation: list[dict[str, Any]], tools: list[dict[str, Any]] | None, generation_prompt: bool) -> str:
-        return self.tok.apply_chat_template(self._messages(conversation), tools=(tools or None) if self.tools_in_prompt else None,
-                                            add_generation_prompt=generation_prompt, tokenize=False)
+        return self.tok.apply_chat_template(
+            self._messages(conversation),
+            tools=(tools or None) if self.tools_in_prompt else None,
+            add_generation_prompt=generation_prompt,
+            tokenize=False,
+        )
 
     def encode(self, text: str) -> list[int]:
         return list(self.tok(text, add_special_tokens=False)["input_ids"])
@@ -87,22 +98,90 @@ class ChatCodec:
         if not b.startswith(a):
             raise ValueError("the chat template is not prefix-preserving; token-exact training needs one that is")
         cut = a.rfind(self.eos_text)
-        tail = a[cut + len(self.eos_text):] if cut >= 0 else ""
-        text = ("" if ended else self.eos_text) + tail + b[len(a):]
+        tail = a[cut + len(self.eos_text) :] if cut >= 0 else ""
+        text = ("" if ended else self.eos_text) + tail + b[len(a) :]
         return self.encode(text)
 
 
 @dataclass
 class _Request:
     ids: list[int]
+    rng: Any  # the episode's torch.Generator
     future: asyncio.Future
+
+
+class _RowSampler:
+    """A logits processor that samples each row's next token from the row's own random stream, under the sampling
+    distribution (temperature, top-k, top-p: transformers' own warpers), and forces it; it records the tokens and their
+    log-probs, and stops a row at its end-of-sequence token or its own token budget.
+
+    Greedy `generate` with this processor samples from the same distribution as `do_sample=True`, except that one row's
+    draws never depend on the other rows of the batch: each row takes a block of `max_new_tokens` uniforms from its
+    generator per pass (however many it uses), and inverts its distribution's CDF at them, all rows at once."""
+
+    def __init__(self, s: SamplingParams, generators: list[Any], rooms: list[int], eos_id: int, pad_id: int):
+        import torch
+        from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+        self.warpers = [TemperatureLogitsWarper(s.temperature)]
+        if s.top_k:
+            self.warpers.append(TopKLogitsWarper(s.top_k))
+        if s.top_p < 1.0:
+            self.warpers.append(TopPLogitsWarper(s.top_p))
+        # 1 - U(0, 1) is in (0, 1]: the inverse CDF never lands on a token of probability 0
+        self.uniforms = 1.0 - torch.stack([torch.rand(s.max_new_tokens, generator=g, dtype=torch.float64) for g in generators])
+        self.rooms = torch.tensor(rooms)
+        self.eos_id, self.pad_id = eos_id, pad_id
+        self.done = torch.zeros(len(generators), dtype=torch.bool)
+        self.steps: list[tuple[Any, Any, Any]] = []  # per step: (tokens, their log-probs, rows that were still going)
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        warped = scores.float()
+        for w in self.warpers:
+            warped = w(input_ids, warped)
+        logp = torch.log_softmax(warped, -1)
+        cdf = logp.exp().double().cumsum(-1)
+        t = len(self.steps)
+        u = self.uniforms[:, t : t + 1] * cdf[:, -1:]
+        tok = torch.searchsorted(cdf, u).clamp_(max=scores.shape[-1] - 1).squeeze(1)
+        going = ~self.done
+        self.steps.append((tok, logp.gather(1, tok[:, None]).squeeze(1), going))
+        self.done = self.done | (tok == self.eos_id) | (t + 1 >= self.rooms)
+        forced = torch.full_like(scores, float("-inf"))
+        forced[torch.arange(len(tok)), torch.where(going, tok, self.pad_id)] = 0.0
+        return forced
+
+    @property
+    def results(self) -> list[tuple[list[int], list[float]]]:
+        """Per row: the tokens it sampled and their log-probs."""
+        import torch
+
+        if not self.steps:
+            return [([], []) for _ in range(len(self.done))]
+        toks, lps, going = (torch.stack(x, 1) for x in zip(*self.steps))  # B × T each
+        out = []
+        for row_t, row_lp, row_go in zip(toks.tolist(), lps.tolist(), going.tolist()):
+            n = sum(row_go)  # a row goes on, step after step, until it stops
+            out.append((row_t[:n], row_lp[:n]))
+        return out
 
 
 class BatchedPolicy:
     """A Hugging Face causal LM shared by concurrent episodes; `agent()` gives one episode its handle."""
 
-    def __init__(self, model: Any, tokenizer: Any, sampling: SamplingParams | None = None, *, tools_in_prompt: bool = True,
-                 system_in_prompt: bool = True, max_batch: int = 64, seed: int = 0):
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        sampling: SamplingParams | None = None,
+        *,
+        tools_in_prompt: bool = True,
+        system_in_prompt: bool = True,
+        max_batch: int = 64,
+        seed: int = 0,
+    ):
         self.model = model
         self.tok = tokenizer
         self.sampling = sampling or SamplingParams()
@@ -112,7 +191,7 @@ class BatchedPolicy:
         self._queue: list[_Request] = []
         self._running = False
         self._lock = threading.Lock()
-        self._calls = 0
+        self._agents = 0
         self.eos_id = tokenizer.eos_token_id
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
         self.generated_tokens = 0
@@ -128,13 +207,22 @@ class BatchedPolicy:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
         return cls(model, tok, sampling, **{**prompt_flags(path), **kw})
 
-    def agent(self) -> "EpisodeAgent":
-        return EpisodeAgent(self)
+    def agent(self, seed: int | None = None) -> "EpisodeAgent":
+        """One episode's handle. Its random stream is seeded by `seed` (e.g. the attempt's: task, index and run seed), or,
+        without one, by this policy's seed and the number of episodes created before it (GRPO's rollouts, which
+        start in a fixed order)."""
+        import torch
 
-    async def generate(self, ids: list[int]) -> tuple[list[int], list[float], bool]:
-        """Sample one turn after `ids`: (token ids, their log-probs under the sampling distribution, ended with eos)."""
+        if seed is None:
+            seed = self.seed * 1_000_003 + self._agents
+        self._agents += 1
+        return EpisodeAgent(self, rng=torch.Generator().manual_seed(seed % 2**63))
+
+    async def generate(self, ids: list[int], rng: Any) -> tuple[list[int], list[float], bool]:
+        """Sample one turn after `ids` from the episode's stream `rng`: (token ids, their log-probs under the sampling
+        distribution, ended with eos)."""
         fut = asyncio.get_running_loop().create_future()
-        self._queue.append(_Request(ids, fut))
+        self._queue.append(_Request(ids, rng, fut))
         if not self._running:
             self._running = True
             asyncio.get_running_loop().create_task(self._drain())
@@ -144,9 +232,9 @@ class BatchedPolicy:
         try:
             while self._queue:
                 await asyncio.sleep(0)  # let every episode that is ready submit its request first
-                batch, self._queue = self._queue[: self.max_batch], self._queue[self.max_batch:]
+                batch, self._queue = self._queue[: self.max_batch], self._queue[self.max_batch :]
                 try:
-                    results = await asyncio.to_thread(self._generate_batch, [r.ids for r in batch])
+                    results = await asyncio.to_thread(self._generate_batch, [r.ids for r in batch], [r.rng for r in batch])
                 except Exception as e:  # noqa: BLE001 - every waiting episode must hear about it
                     for r in batch:
                         if not r.future.done():
@@ -158,43 +246,53 @@ class BatchedPolicy:
         finally:
             self._running = False
 
-    def _generate_batch(self, batch: list[list[int]]) -> list[tuple[list[int], list[float], bool]]:
+    def _generate_batch(self, batch: list[list[int]], generators: list[Any] | None = None) -> list[tuple[list[int], list[float], bool]]:
+        """One left-padded pass over `batch`: per row (token ids, log-probs, ended with eos). Each row may add up to
+        `max_new_tokens`, and no more than its own context leaves of `max_context`; rows sample from their own
+        `generators` (greedy decoding, temperature 0, needs none)."""
         import torch
 
         s = self.sampling
         with self._lock, torch.inference_mode():
-            self._calls += 1
             self.batches += 1
             width = max(len(x) for x in batch)
             input_ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
             mask = torch.zeros((len(batch), width), dtype=torch.long)
             for i, x in enumerate(batch):
-                input_ids[i, width - len(x):] = torch.tensor(x)
-                mask[i, width - len(x):] = 1
-            room = min(s.max_new_tokens, max(1, s.max_context - width))
-            greedy = s.temperature == 0
-            torch.manual_seed(self.seed * 1_000_003 + self._calls)
-            kwargs = dict(do_sample=not greedy, max_new_tokens=room, eos_token_id=self.eos_id, pad_token_id=self.pad_id,
-                          return_dict_in_generate=True, output_scores=True)
-            if not greedy:
-                kwargs.update(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k)
+                input_ids[i, width - len(x) :] = torch.tensor(x)
+                mask[i, width - len(x) :] = 1
+            rooms = [min(s.max_new_tokens, max(1, s.max_context - len(x))) for x in batch]
+            kwargs: dict[str, Any] = dict(
+                do_sample=False,
+                max_new_tokens=max(rooms),
+                eos_token_id=self.eos_id,
+                pad_token_id=self.pad_id,
+                temperature=None,
+                top_p=None,
+                top_k=None,
+            )
+            if s.temperature == 0:
+                out = self.model.generate(input_ids=input_ids, attention_mask=mask, return_dict_in_generate=True, output_scores=True, **kwargs)
+                new = out.sequences[:, width:]
+                logps = torch.stack([torch.log_softmax(sc.float(), -1) for sc in out.scores], 1)  # B × T × V
+                results = []
+                for i in range(len(batch)):
+                    ids, lps, ended = [], [], False
+                    for t in range(min(new.shape[1], rooms[i])):
+                        tok = int(new[i, t])
+                        ids.append(tok)
+                        lps.append(float(logps[i, t, tok]))
+                        if tok == self.eos_id:
+                            ended = True
+                            break
+                    results.append((ids, lps, ended))
             else:
-                kwargs.update(temperature=None, top_p=None, top_k=None)
-            out = self.model.generate(input_ids=input_ids, attention_mask=mask, **kwargs)
-            new = out.sequences[:, width:]
-            logps = torch.stack([torch.log_softmax(sc.float(), -1) for sc in out.scores], 1)  # B × T × V
-            results = []
-            for i in range(len(batch)):
-                ids, lps, ended = [], [], False
-                for t in range(new.shape[1]):
-                    tok = int(new[i, t])
-                    ids.append(tok)
-                    lps.append(float(logps[i, t, tok]))
-                    if tok == self.eos_id:
-                        ended = True
-                        break
-                self.generated_tokens += len(ids)
-                results.append((ids, lps, ended))
+                if generators is None:
+                    raise ValueError("sampling at a temperature above 0 needs each row's generator")
+                sampler = _RowSampler(s, generators, rooms, self.eos_id, self.pad_id)
+                self.model.generate(input_ids=input_ids, attention_mask=mask, logits_processor=[sampler], **kwargs)
+                results = [(ids, lps, bool(ids) and ids[-1] == self.eos_id) for ids, lps in sampler.results]
+            self.generated_tokens += sum(len(ids) for ids, _, _ in results)
             return results
 
 
@@ -203,6 +301,7 @@ class EpisodeAgent:
     """One episode's view of the policy: an `Agent` that also records its token-exact sequence."""
 
     policy: BatchedPolicy
+    rng: Any = None  # the episode's own random stream (a torch.Generator; `BatchedPolicy.agent` makes it)
     prompt_ids: list[int] = field(default_factory=list)
     completion_ids: list[int] = field(default_factory=list)  # sampled and observation tokens after the prompt
     env_mask: list[int] = field(default_factory=list)  # 1 = sampled by the policy (trained), 0 = observation
@@ -222,7 +321,7 @@ class EpisodeAgent:
         if len(context) >= s.max_context - 1:
             self.truncated = True
             return AgentTurn(text=None, done=True, extra={"truncated": True})
-        ids, lps, ended = await self.policy.generate(context)
+        ids, lps, ended = await self.policy.generate(context, self.rng)
         self._extend(ids, [1] * len(ids), lps)
         self._ended = ended
         self._seen = len(conversation)

@@ -27,8 +27,8 @@ from typing import Any, Awaitable, Callable, TypeVar
 import openai
 from openai import AsyncOpenAI, OpenAI
 
-from groundstate.types import AgentTurn, ToolCallRequest, Usage
 from groundstate.tasks import Task
+from groundstate.types import AgentTurn, ToolCallRequest, Usage
 
 T = TypeVar("T")
 
@@ -133,8 +133,9 @@ def env_retry_policy() -> RetryPolicy:
     base = RetryPolicy()
     retries = os.environ.get("GROUNDSTATE_ENDPOINT_RETRIES")
     delay = os.environ.get("GROUNDSTATE_ENDPOINT_RETRY_DELAY")
-    return RetryPolicy(max_retries=int(retries) if retries else base.max_retries,
-                       base_delay=float(delay) if delay else base.base_delay, max_delay=base.max_delay)
+    return RetryPolicy(
+        max_retries=int(retries) if retries else base.max_retries, base_delay=float(delay) if delay else base.base_delay, max_delay=base.max_delay
+    )
 
 
 def env_timeout(default: float) -> float:
@@ -165,8 +166,9 @@ def _endpoint_error(error: openai.OpenAIError, endpoint: str, what: str, attempt
     status = getattr(error, "status_code", None)
     transient = is_transient(error)
     how = f"gave up after {attempts} attempt(s)" if transient else "non-transient error"
-    return EndpointError(f"{what} on {endpoint}: {how}: {type(error).__name__}: {error}",
-                         endpoint=endpoint, status=status, attempts=attempts, transient=transient)
+    return EndpointError(
+        f"{what} on {endpoint}: {how}: {type(error).__name__}: {error}", endpoint=endpoint, status=status, attempts=attempts, transient=transient
+    )
 
 
 async def with_retries(call: Callable[[], Awaitable[T]], policy: RetryPolicy, endpoint: str, what: str = "chat completion") -> T:
@@ -209,9 +211,9 @@ def split_reasoning(content: str | None) -> tuple[str | None, str | None]:
     if "</think>" in content:
         m = _THINK.match(content)
         if m:
-            return content[m.end():] or None, m.group(1).strip() or None
+            return content[m.end() :] or None, m.group(1).strip() or None
     if content.lstrip().startswith("<think>"):
-        return None, content.lstrip()[len("<think>"):].strip() or None
+        return None, content.lstrip()[len("<think>") :].strip() or None
     return content, None
 
 
@@ -246,8 +248,11 @@ def to_api_messages(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if m.get("tool_calls"):
                 msg["content"] = m.get("content") or None  # the API's form for "tool calls only"
                 msg["tool_calls"] = [
-                    {"id": tc["id"], "type": "function",
-                     "function": {"name": tc["function"]["name"], "arguments": _api_arguments(tc["function"]["arguments"])}}
+                    {
+                        "id": tc["id"],
+                        "type": "function",
+                        "function": {"name": tc["function"]["name"], "arguments": _api_arguments(tc["function"]["arguments"])},
+                    }
                     for tc in m["tool_calls"]
                 ]
             out.append(msg)
@@ -335,8 +340,16 @@ class OpenAIAgent:
     Transient failures are retried per `retry`; then, or on any other failure, `EndpointError`.
     """
 
-    def __init__(self, model: str, base_url: str | None = None, sampling: dict[str, Any] | None = None, *,
-                 retry: RetryPolicy | None = None, timeout: float | None = None, client: AsyncOpenAI | None = None):
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        sampling: dict[str, Any] | None = None,
+        *,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+        client: AsyncOpenAI | None = None,
+    ):
         self.model, self.base_url = model, base_url
         self.sampling, self.extra_body = split_sampling(sampling)
         self.retry = retry or env_retry_policy()
@@ -435,8 +448,17 @@ class OpenAIUser:
     Endpoint failures raise `EndpointError` as for the agent.
     """
 
-    def __init__(self, model: str, task: Task, base_url: str | None = None, sampling: dict[str, Any] | None = None, *,
-                 retry: RetryPolicy | None = None, timeout: float | None = None, client: AsyncOpenAI | None = None):
+    def __init__(
+        self,
+        model: str,
+        task: Task,
+        base_url: str | None = None,
+        sampling: dict[str, Any] | None = None,
+        *,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+        client: AsyncOpenAI | None = None,
+    ):
         self.model, self.base_url = model, base_url
         # temperature 0 by default: a steadier customer makes attempts of one task differ by the agent, not the user
         self.sampling, self.extra_body = split_sampling({"temperature": 0.0, **(sampling or {})})

@@ -66,5 +66,3 @@ def make_scripted_agent(spec: str, task: Task, domain: Domain, attempt: int = 0,
         rng = random.Random(attempt_seed(task.id, attempt, seed))
         return ScriptedAgent(corrupt(gold, domain.tools, p, rng), name=f"scripted:noisy:{p}")
     raise ValueError(f"unknown agent spec {spec!r}: use scripted:gold, scripted:noop or scripted:noisy:P")
-
-

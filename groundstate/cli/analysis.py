@@ -24,7 +24,9 @@ def _fmt(x, pct=True):
 
 def metrics(
     results: Path = typer.Argument(..., help="Results JSONL of a run."),
-    k: Optional[str] = typer.Option(None, "--k", help="k for pass@k / pass^k: one or more, comma-separated (e.g. 1,5,20), each at most n, the attempts per task (default: n)."),
+    k: Optional[str] = typer.Option(
+        None, "--k", help="k for pass@k / pass^k: one or more, comma-separated (e.g. 1,5,20), each at most n, the attempts per task (default: n)."
+    ),
     prices: Optional[Path] = typer.Option(None, "--prices", help="YAML price table overriding the bundled one."),
     by: str = typer.Option("domain", "--by", help="Breakdown: domain (family is always included in --json)."),
     allow_incomplete: bool = typer.Option(False, "--allow-incomplete", help="Compute despite missing, duplicated or system-error keys."),
@@ -53,7 +55,10 @@ def metrics(
     table.add_column("metric")
     table.add_column("value")
     table.add_column("95% CI (bootstrap over tasks)")
-    ci = lambda iv, name: "—" if name not in iv else f"[{_fmt(iv[name][0])}, {_fmt(iv[name][1])}]"  # noqa: E731
+
+    def ci(iv, name):
+        return "—" if name not in iv else f"[{_fmt(iv[name][0])}, {_fmt(iv[name][1])}]"
+
     table.add_row("pass@1", _fmt(m["pass_at_1"]), ci(iv, "pass_at_1"))
     for k_, at in m["at_k"].items():
         table.add_row(f"pass@{k_} (unbiased)", _fmt(at["pass_at_k"]), ci(at["intervals"], "pass_at_k"))
@@ -65,8 +70,11 @@ def metrics(
     table.add_row("system errors", str(m["system_errors"]), "excluded from the rates")
     table.add_row("unjudged (rubric, no judge)", str(m["unjudged"]), "counted apart")
     table.add_row("cost (USD)", "—" if m["cost_usd"] is None else f"{m['cost_usd']:.4f}", "")
-    table.add_row("cost per dependable task", "—" if m["cost_per_dependable_task"] is None else f"{m['cost_per_dependable_task']:.4f}",
-                  m["cost_per_dependable_task_note"] or "")
+    table.add_row(
+        "cost per dependable task",
+        "—" if m["cost_per_dependable_task"] is None else f"{m['cost_per_dependable_task']:.4f}",
+        m["cost_per_dependable_task_note"] or "",
+    )
     out.print(table)
     group = m.get(f"by_{by}", {})
     if group:
@@ -110,7 +118,14 @@ def compare(
     for col in ("metric", "base", "candidate", "lift", "95% CI", "P(lift > 0)"):
         t.add_column(col)
     for name, v in c["metrics"].items():
-        t.add_row(name, _fmt(v["base"]), _fmt(v["candidate"]), f"{v['lift']:+.2%}", f"[{v['ci_95'][0]:+.2%}, {v['ci_95'][1]:+.2%}]", f"{v['p_lift_positive']:.3f}")
+        t.add_row(
+            name,
+            _fmt(v["base"]),
+            _fmt(v["candidate"]),
+            f"{v['lift']:+.2%}",
+            f"[{v['ci_95'][0]:+.2%}, {v['ci_95'][1]:+.2%}]",
+            f"{v['p_lift_positive']:.3f}",
+        )
     out.print(t)
     tr = Table(title="task transitions (rows: base, columns: candidate)")
     tr.add_column("base \\ candidate")
@@ -148,8 +163,9 @@ def export_command(
     fmt: str = typer.Option(..., "--format", help="hf-dataset (datasets.save_to_disk), parquet or sft-jsonl."),
     out_dir: Path = opts.folder_out(..., "--out", help="Output folder."),
     passed_only: bool = typer.Option(False, "--passed-only", help="Keep only attempts with reward 1."),
-    domain: Optional[list[Path]] = typer.Option(None, "--domain", "-d",
-                                                help="Domain folder to take tool schemas from, for domains that are not bundled (repeatable)."),
+    domain: Optional[list[Path]] = typer.Option(
+        None, "--domain", "-d", help="Domain folder to take tool schemas from, for domains that are not bundled (repeatable)."
+    ),
 ) -> None:
     """Turn a run's trajectories into chat training data (messages with tool calls, tools, reward); system errors are skipped."""
     from groundstate.export import FORMATS, to_examples, write_examples
@@ -164,12 +180,22 @@ def export_command(
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
     path = write_examples(examples, fmt, out_dir, {"source": str(results), "passed_only": passed_only, "counts": asdict(counts)})
-    skipped = [f"{n} {label}" for n, label in ((counts.system_errors, "system errors"), (counts.not_passed, "not passed"),
-               (counts.duplicates, "superseded duplicates"), (counts.no_trajectory, "without a trajectory")) if n]
+    skipped = [
+        f"{n} {label}"
+        for n, label in (
+            (counts.system_errors, "system errors"),
+            (counts.not_passed, "not passed"),
+            (counts.duplicates, "superseded duplicates"),
+            (counts.no_trajectory, "without a trajectory"),
+        )
+        if n
+    ]
     out.print(f"{counts.exported} examples exported from {counts.records} records" + (f" (skipped: {', '.join(skipped)})" if skipped else ""))
     if counts.without_tools:
-        console.print(f"[yellow]{counts.without_tools} examples have no tools column:[/yellow] their domain is not bundled; name its folder "
-                      "with --domain DIR (a folder named in a record is never loaded: that would run its code)")
+        console.print(
+            f"[yellow]{counts.without_tools} examples have no tools column:[/yellow] their domain is not bundled; name its folder "
+            "with --domain DIR (a folder named in a record is never loaded: that would run its code)"
+        )
     if counts.unparsed_arguments:
         console.print(f"{counts.unparsed_arguments} tool calls keep their arguments as a raw string (not valid JSON objects)")
     console.print(f"{fmt} written to {path}\ncounts written to {Path(out_dir) / 'export.json'}")

@@ -35,8 +35,11 @@ def grade_hook(task: "Task") -> Callable[["Sandbox"], None]:
 
     def hook(sandbox: "Sandbox") -> None:
         v = grade(task, sandbox)
-        print(f"[groundstate mcp] session {next(counter)} ended: task {task.id} reward={v.reward} "
-              f"({'; '.join(v.reasons)[:300]})", file=sys.stderr, flush=True)
+        print(
+            f"[groundstate mcp] session {next(counter)} ended: task {task.id} reward={v.reward} ({'; '.join(v.reasons)[:300]})",
+            file=sys.stderr,
+            flush=True,
+        )
 
     return hook
 
@@ -47,20 +50,35 @@ def serve_mcp(
     transport: str = typer.Option("stdio", "--transport", help="stdio (one session on stdin/stdout) or http (streamable HTTP)."),
     host: str = typer.Option("127.0.0.1", "--host", help="HTTP: address to bind (loopback only unless --allow-remote)."),
     port: int = number(DEFAULT_PORT, "--port", lo=1, hi=65535, help="HTTP: port to listen on."),
-    token: Optional[str] = typer.Option(None, "--token", envvar="GROUNDSTATE_MCP_TOKEN",
-                                        help="HTTP: bearer token clients must send (default: a random one, printed to stderr). "
-                                             "Prefer the GROUNDSTATE_MCP_TOKEN variable: command lines are visible to other users."),
+    token: Optional[str] = typer.Option(
+        None,
+        "--token",
+        envvar="GROUNDSTATE_MCP_TOKEN",
+        help="HTTP: bearer token clients must send (default: a random one, printed to stderr). "
+        "Prefer the GROUNDSTATE_MCP_TOKEN variable: command lines are visible to other users.",
+    ),
     backend: str = typer.Option("sqlite", "--backend", help="sqlite (embedded default) or postgres."),
-    pg_dsn: Optional[str] = typer.Option(None, "--pg-dsn", help="PostgreSQL DSN (default: $GROUNDSTATE_PG_DSN or postgresql://postgres@127.0.0.1:5432/postgres)."),
+    pg_dsn: Optional[str] = typer.Option(
+        None, "--pg-dsn", help="PostgreSQL DSN (default: $GROUNDSTATE_PG_DSN or postgresql://postgres@127.0.0.1:5432/postgres)."
+    ),
     allow_remote: bool = typer.Option(False, "--allow-remote", help="HTTP: allow binding a non-loopback address (put TLS in front of it)."),
-    max_sessions: int = count(DEFAULT_MAX_SESSIONS, "--max-sessions",
-                                     help="Sessions that may hold a sandbox (a database clone) at once."),
-    session_wait: float = number(DEFAULT_SESSION_WAIT, "--session-wait", lo=0.0,
-                                       help="Seconds a session's first tool call waits for a free sandbox before it is answered with an error."),
-    idle_timeout: float = number(DEFAULT_IDLE_TIMEOUT, "--idle-timeout", lo=0.0, lo_open=True,
-                                       help="HTTP: seconds without a request after which a session's sandbox is graded and closed."),
-    max_pending: int = count(DEFAULT_MAX_PENDING, "--max-pending",
-                                    help="stdio: requests served at once; more are answered with an error until answers are read."),
+    max_sessions: int = count(DEFAULT_MAX_SESSIONS, "--max-sessions", help="Sessions that may hold a sandbox (a database clone) at once."),
+    session_wait: float = number(
+        DEFAULT_SESSION_WAIT,
+        "--session-wait",
+        lo=0.0,
+        help="Seconds a session's first tool call waits for a free sandbox before it is answered with an error.",
+    ),
+    idle_timeout: float = number(
+        DEFAULT_IDLE_TIMEOUT,
+        "--idle-timeout",
+        lo=0.0,
+        lo_open=True,
+        help="HTTP: seconds without a request after which a session's sandbox is graded and closed.",
+    ),
+    max_pending: int = count(
+        DEFAULT_MAX_PENDING, "--max-pending", help="stdio: requests served at once; more are answered with an error until answers are read."
+    ),
 ) -> None:
     """Serve a domain's tools over MCP, one isolated database sandbox per MCP session.
 
@@ -98,9 +116,21 @@ def serve_mcp(
         print(f"error: --backend: {e}", file=sys.stderr)
         raise typer.Exit(2) from None
     try:
-        serve(d, t, transport, host, port, token, backend=be, allow_remote=allow_remote, idle_timeout=idle_timeout,
-              on_session_end=grade_hook(t) if t is not None else None, max_sessions=max_sessions, session_wait=session_wait,
-              max_pending=max_pending)
+        serve(
+            d,
+            t,
+            transport,
+            host,
+            port,
+            token,
+            backend=be,
+            allow_remote=allow_remote,
+            idle_timeout=idle_timeout,
+            on_session_end=grade_hook(t) if t is not None else None,
+            max_sessions=max_sessions,
+            session_wait=session_wait,
+            max_pending=max_pending,
+        )
     finally:
         be.close()
 

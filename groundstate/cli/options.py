@@ -61,10 +61,13 @@ def folder_out(default: Any, *decls: str, **kw: Any) -> Any:
 Backend = typer.Option("sqlite", "--backend", help="sqlite (embedded default) or postgres.")
 PgDsn = typer.Option(None, "--pg-dsn", help="PostgreSQL DSN (default: $GROUNDSTATE_PG_DSN or postgresql://postgres@127.0.0.1:5432/postgres).")
 TbServers = typer.Option(None, "--tb-servers", help="ThinkingBox servers.yaml: how to start the MCP servers of thinkingbox: tasks.")
-TbNoSources = typer.Option(False, "--tb-no-sources", help="ThinkingBox tasks: drop the init configuration's knowledge-base `sources` (no Typesense needed).")
+TbNoSources = typer.Option(
+    False, "--tb-no-sources", help="ThinkingBox tasks: drop the init configuration's knowledge-base `sources` (no Typesense needed)."
+)
 
 
 # -- what an attempt may do, shared by `run` and `probe` -----------------------------------------------------
+
 
 def temperature(help: str = "Sampling temperature (0: greedy).") -> Any:
     return number(None, "--temperature", lo=0.0, help=help)
@@ -75,16 +78,29 @@ TopK = count(None, "--top-k", lo=0, help="Top-k sampling (where the server accep
 MaxTokens = count(None, "--max-tokens", help="Max new tokens per agent turn.")
 MaxTurns = count(None, "--max-turns", help="Override the tasks' agent-turn limit.")
 Concurrency = count(8, "--concurrency", "-c", help="Attempts in flight.")
-AttemptTimeout = number(None, "--attempt-timeout", lo=0.0, lo_open=True,
-                        help="Wall-clock seconds per attempt; the agent running out ends it with finish reason timeout (graded), "
-                             "a hung tool is a system error.")
-GradeTimeout = number(None, "--grade-timeout", lo=0.0, lo_open=True,
-                      help="Wall-clock seconds to grade an attempt (golden replay, state comparison, checks, rubric judge; "
-                           "ThinkingBox effects and test functions; default 300); running out is a system error.")
-MaxResultChars = count(None, "--max-result-chars", help="Characters of a tool result shown to the agent "
-                                                        "(the rest is cut with a visible marker; the trajectory keeps all).")
-MaxAttemptTokens = count(None, "--max-attempt-tokens", help="Agent tokens (input + output) per attempt; "
-                                                            "crossing it ends the attempt with finish reason max_tokens.")
+AttemptTimeout = number(
+    None,
+    "--attempt-timeout",
+    lo=0.0,
+    lo_open=True,
+    help="Wall-clock seconds per attempt; the agent running out ends it with finish reason timeout (graded), a hung tool is a system error.",
+)
+GradeTimeout = number(
+    None,
+    "--grade-timeout",
+    lo=0.0,
+    lo_open=True,
+    help="Wall-clock seconds to grade an attempt (golden replay, state comparison, checks, rubric judge; "
+    "ThinkingBox effects and test functions; default 300); running out is a system error.",
+)
+MaxResultChars = count(
+    None,
+    "--max-result-chars",
+    help="Characters of a tool result shown to the agent (the rest is cut with a visible marker; the trajectory keeps all).",
+)
+MaxAttemptTokens = count(
+    None, "--max-attempt-tokens", help="Agent tokens (input + output) per attempt; crossing it ends the attempt with finish reason max_tokens."
+)
 RayCpus = count(None, "--ray-cpus", help="With --ray: number of actors (and CPUs of a local instance).")
 
 
@@ -94,8 +110,14 @@ def sampling(temperature: float | None, top_p: float | None, top_k: int | None, 
     return {k: v for k, v in given.items() if v is not None}
 
 
-def limits(max_turns: int | None, attempt_timeout: float | None, grade_timeout: float | None, max_result_chars: int | None,
-           max_attempt_tokens: int | None) -> EpisodeLimits:
+def limits(
+    max_turns: int | None, attempt_timeout: float | None, grade_timeout: float | None, max_result_chars: int | None, max_attempt_tokens: int | None
+) -> EpisodeLimits:
     """The attempt's limits from the options of the limits group (an unset grading bound keeps its default)."""
-    return EpisodeLimits(max_turns=max_turns, timeout=attempt_timeout, max_result_chars=max_result_chars, max_tokens=max_attempt_tokens,
-                         grade_timeout=DEFAULT_GRADE_TIMEOUT_S if grade_timeout is None else grade_timeout)
+    return EpisodeLimits(
+        max_turns=max_turns,
+        timeout=attempt_timeout,
+        max_result_chars=max_result_chars,
+        max_tokens=max_attempt_tokens,
+        grade_timeout=DEFAULT_GRADE_TIMEOUT_S if grade_timeout is None else grade_timeout,
+    )

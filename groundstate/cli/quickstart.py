@@ -11,6 +11,7 @@ from rich.table import Table
 
 from groundstate.cli import options as opts
 from groundstate.cli.common import console, fail, out
+from groundstate.quickstart import QuickstartConfig
 
 
 def _fmt(x, pct=True):
@@ -22,13 +23,13 @@ def _fmt(x, pct=True):
 def quickstart(
     out_dir: Path = opts.folder_out(Path("runs/quickstart"), "--out", help="Where every artefact goes."),
     seed: int = typer.Option(0),
-    grpo_steps: int = opts.count(100, "--grpo-steps"),
-    sft_max_steps: int = opts.count(1500, "--sft-max-steps"),
+    grpo_steps: int = opts.count(QuickstartConfig.grpo_steps, "--grpo-steps"),
+    sft_max_steps: int = opts.count(QuickstartConfig.sft_max_steps, "--sft-max-steps"),
     max_pool: Optional[int] = opts.count(None, "--max-pool", help="Use only the first N pool tasks (a reduced run)."),
     ood: bool = typer.Option(True, "--ood/--no-ood", help="Also evaluate on the out-of-distribution benchmark."),
 ) -> None:
     """The offline end-to-end demo: tiny base → probe → select → evaluate → GRPO → evaluate → compare, report."""
-    from groundstate.quickstart import QuickstartConfig, run_quickstart
+    from groundstate.quickstart import run_quickstart
 
     cfg = QuickstartConfig(seed=seed, grpo_steps=grpo_steps, sft_max_steps=sft_max_steps, max_pool=max_pool, ood=ood)
     t0 = time.perf_counter()
@@ -46,7 +47,10 @@ def quickstart(
         t = Table(title=title)
         for col in ("metric", "base", "trained"):
             t.add_column(col)
-        money = lambda x: "undefined (no task solved k/k)" if x is None else f"${x:.5f}"  # noqa: E731
+
+        def money(x):
+            return "undefined (no task solved k/k)" if x is None else f"${x:.5f}"
+
         t.add_row("pass@1", _fmt(base["pass_at_1"]), _fmt(trained["pass_at_1"]))
         t.add_row(f"pass@{k_}", _fmt(base["pass_at_k"]), _fmt(trained["pass_at_k"]))
         t.add_row(f"pass^{k_}", _fmt(base["pass_hat_k"]), _fmt(trained["pass_hat_k"]))
@@ -57,7 +61,9 @@ def quickstart(
     out.print(before_after(f"held-out validation ({s['val_tasks']} tasks × k={s['base']['k']}): base vs GRPO-trained", s["base"], s["trained"]))
     out.print(f"cost at a notional ${price['input']}/M input and ${price['output']}/M output tokens")
     if s["base_ood"]:
-        out.print(before_after(f"out-of-distribution benchmark ({s['base_ood']['tasks']} tasks × k={s['base_ood']['k']})", s["base_ood"], s["trained_ood"]))
+        out.print(
+            before_after(f"out-of-distribution benchmark ({s['base_ood']['tasks']} tasks × k={s['base_ood']['k']})", s["base_ood"], s["trained_ood"])
+        )
     out.print("stage seconds: " + ", ".join(f"{k_} {v}" for k_, v in s["stage_seconds"].items()) + f"; total {time.perf_counter() - t0:.0f} s")
     for name, path in s["paths"].items():
         console.print(f"{name}: {path}")

@@ -20,16 +20,26 @@ PROBE_HELP = "Probe candidate tasks: N attempts each with the policy to be train
 def attempts_command(
     ctx: typer.Context,
     agent: str = typer.Option(..., "--agent", help="scripted:gold|noop|noisy:P, openai:MODEL[@URL] or hf:PATH."),
-    tasks: Optional[str] = typer.Option(None, "--tasks", help="pool, bench, all, a domain name or folder, a YAML list of ids, or a glob; "
-                                        "comma-separated (default: bench for run, pool for probe)."),
+    tasks: Optional[str] = typer.Option(
+        None,
+        "--tasks",
+        help="pool, bench, all, a domain name or folder, a YAML list of ids, or a glob; comma-separated (default: bench for run, pool for probe).",
+    ),
     k: Optional[int] = opts.count(None, "--k", "--n", hi=MAX_ATTEMPTS, help="Attempts per task (default: 1 for run, 8 for probe)."),
     user: str = typer.Option("scripted", "--user", help="scripted or openai:MODEL[@URL]."),
     judge: Optional[str] = typer.Option(None, "--judge", help="openai:MODEL[@URL] for reply rubrics (without: rubric tasks are unjudged)."),
-    out_path: Optional[Path] = opts.file_out(None, "--out", help="Results JSONL (default: runs/<agent>_<tasks>_k<k>/results.jsonl, probes: "
-                                             "runs/probe_<agent>_<tasks>_n<N>/probes.jsonl). Re-running resumes it."),
+    out_path: Optional[Path] = opts.file_out(
+        None,
+        "--out",
+        help="Results JSONL (default: runs/<agent>_<tasks>_k<k>/results.jsonl, probes: "
+        "runs/probe_<agent>_<tasks>_n<N>/probes.jsonl). Re-running resumes it.",
+    ),
     repair: bool = typer.Option(False, "--repair", help="Retry only the attempts that ended in a system error."),
-    rerun_changed: bool = typer.Option(False, "--rerun-changed", help="Resuming: run again the attempts of tasks that changed since they "
-                                       "were recorded (without it, such a file is refused)."),
+    rerun_changed: bool = typer.Option(
+        False,
+        "--rerun-changed",
+        help="Resuming: run again the attempts of tasks that changed since they were recorded (without it, such a file is refused).",
+    ),
     concurrency: int = opts.Concurrency,
     seed: int = typer.Option(0, help="Seed for scripted noise and sampling."),
     temperature: Optional[float] = opts.temperature("Sampling temperature (probe at the temperature you will train at; 0: greedy)."),
@@ -43,8 +53,9 @@ def attempts_command(
     max_attempt_tokens: Optional[int] = opts.MaxAttemptTokens,
     backend: str = opts.Backend,
     pg_dsn: Optional[str] = opts.PgDsn,
-    ray_address: Optional[str] = typer.Option(None, "--ray", help="Run attempts on Ray actors: local (a private instance), auto (the running "
-                                              "cluster), HOST:PORT or ray://HOST:10001."),
+    ray_address: Optional[str] = typer.Option(
+        None, "--ray", help="Run attempts on Ray actors: local (a private instance), auto (the running cluster), HOST:PORT or ray://HOST:10001."
+    ),
     ray_cpus: Optional[int] = opts.RayCpus,
     tb_servers: Optional[Path] = opts.TbServers,
     tb_no_sources: bool = opts.TbNoSources,
@@ -59,9 +70,16 @@ def attempts_command(
     tasks = tasks or ("pool" if probe else "bench")
     k = k or (8 if probe else 1)
     pairs = select(tasks, tb_servers, tb_no_sources)
-    cfg = RunConfig(agent=agent, user=user, judge=judge, k=k, concurrency=concurrency, seed=seed,
-                    sampling=opts.sampling(temperature, top_p, top_k, max_tokens),
-                    limits=opts.limits(max_turns, attempt_timeout, grade_timeout, max_result_chars, max_attempt_tokens))
+    cfg = RunConfig(
+        agent=agent,
+        user=user,
+        judge=judge,
+        k=k,
+        concurrency=concurrency,
+        seed=seed,
+        sampling=opts.sampling(temperature, top_p, top_k, max_tokens),
+        limits=opts.limits(max_turns, attempt_timeout, grade_timeout, max_result_chars, max_attempt_tokens),
+    )
     if out_path is not None:
         path = out_path
     elif probe:
@@ -93,8 +111,17 @@ def attempts_command(
             bar_progress.update(bar, advance=1, status=progress_status(tally))
 
         try:
-            summary = run(pairs, cfg, be, path, repair, on_result, rerun_changed, executor=executor,
-                          on_plan=lambda planned, done: bar_progress.update(bar, total=planned, completed=done))
+            summary = run(
+                pairs,
+                cfg,
+                be,
+                path,
+                repair,
+                on_result,
+                rerun_changed,
+                executor=executor,
+                on_plan=lambda planned, done: bar_progress.update(bar, total=planned, completed=done),
+            )
         except ResultsInUseError as e:  # another run writes this file: one writer per results file
             bar_progress.stop()
             fail(f"{e}\nnothing was run or written.", 3)
@@ -103,21 +130,28 @@ def attempts_command(
             fail(str(e))
         except ResultsWriteError as e:  # disk full, read-only file or folder: stop, keeping every record already written
             bar_progress.stop()
-            fail(f"{e}\nthe {noun} stopped; every record written before the error is intact. "
-                 "Free space or fix permissions, then re-run the same command to finish it.", 3)
+            fail(
+                f"{e}\nthe {noun} stopped; every record written before the error is intact. "
+                "Free space or fix permissions, then re-run the same command to finish it.",
+                3,
+            )
         except (RecordError, ResumeRefused) as e:  # a results line that is not a record, or another run's file
             bar_progress.stop()
             fail(f"{e}\nnothing was {'probed' if probe else 'run'} or written.")
         finally:
             be.close()
     where = f" on {len(pairs)} tasks × n={k}" if probe else ""
-    out.print(f"{summary.ran} attempts run ({summary.skipped} already done){where} in {summary.seconds:.1f} s: "
-              f"{summary.passed} passed, {summary.failed} failed, {summary.system_errors} system errors, {summary.unjudged} unjudged")
+    out.print(
+        f"{summary.ran} attempts run ({summary.skipped} already done){where} in {summary.seconds:.1f} s: "
+        f"{summary.passed} passed, {summary.failed} failed, {summary.system_errors} system errors, {summary.unjudged} unjudged"
+    )
     for note in summary.notes:
         console.print(f"[yellow]note:[/yellow] {escape(note)}")
     console.print(f"{'probes' if probe else 'results'} written to {summary.path}\nmanifest written to {summary.manifest}")
     if summary.system_errors:
-        console.print(f"[yellow]{summary.system_errors} system errors:[/yellow] re-run with --repair to retry them"
-                      + (" (they are not counted as runs)" if probe else ""))
+        console.print(
+            f"[yellow]{summary.system_errors} system errors:[/yellow] re-run with --repair to retry them"
+            + (" (they are not counted as runs)" if probe else "")
+        )
     if probe:
         console.print(f"next: groundstate select {summary.path} --out-dir {summary.path.parent / 'selection'} --exclude bench")

@@ -24,20 +24,36 @@ def _floats(text: str, what: str) -> tuple[float, ...]:
 def select_command(
     probes: Path = typer.Argument(..., help="Probe results JSONL (from `groundstate probe` or any run)."),
     out_dir: Path = opts.folder_out(..., "--out-dir", help="Where to write train.yaml, val.yaml, selection.jsonl and manifest.json."),
-    exclude: Optional[list[str]] = typer.Option(None, "--exclude", help="Tasks never to train on, as a task selector (e.g. bench); repeatable. Checked by id and by content."),
+    exclude: Optional[list[str]] = typer.Option(
+        None, "--exclude", help="Tasks never to train on, as a task selector (e.g. bench); repeatable. Checked by id and by content."
+    ),
     exclude_list: Optional[list[Path]] = typer.Option(None, "--exclude-list", help="YAML list of task ids never to train on; repeatable."),
-    reference: Optional[Path] = typer.Option(None, "--reference", help="Results JSONL of a stronger reference policy: keep only tasks it solved at least once."),
+    reference: Optional[Path] = typer.Option(
+        None, "--reference", help="Results JSONL of a stronger reference policy: keep only tasks it solved at least once."
+    ),
     reference_min_runs: int = opts.count(1, "--reference-min-runs", help="Clean reference runs a task needs to pass the reference gate."),
     bands: str = typer.Option("hard,medium,easy", "--bands", help="Difficulty bands to keep (of too_hard, hard, medium, easy, too_easy)."),
     band_edges: str = typer.Option("0.08,0.40,0.60,0.90", "--band-edges", help="The four success-rate edges between the five bands."),
     min_clean_runs: int = opts.count(3, "--min-clean-runs", help="Clean runs (system errors and unjudged excluded) a task needs to be judged."),
-    min_signal: float = opts.number(0.0, "--min-signal", lo=0.0, hi=0.25, help="Minimum learning signal: the posterior mean of p(1-p), at most 0.25."),
-    near_dup_threshold: float = opts.number(0.7, "--near-dup-threshold", lo=0.01, hi=1.0, help="Instruction word-3-shingle Jaccard at or above which a task is a near-duplicate of an excluded one."),
+    min_signal: float = opts.number(
+        0.0, "--min-signal", lo=0.0, hi=0.25, help="Minimum learning signal: the posterior mean of p(1-p), at most 0.25."
+    ),
+    near_dup_threshold: float = opts.number(
+        0.7,
+        "--near-dup-threshold",
+        lo=0.01,
+        hi=1.0,
+        help="Instruction word-3-shingle Jaccard at or above which a task is a near-duplicate of an excluded one.",
+    ),
     group_by: str = typer.Option("template", "--group-by", help="Keep groups on one side of the split: template, family, domain or none."),
     test_fraction: float = opts.number(0.2, "--test-fraction", lo=0.0, hi=1.0, help="Share of each band's tasks held out for validation."),
     seed: int = typer.Option(42, "--seed", help="Seed of the split (a seeded hash; bands do not depend on it)."),
-    domain_path: Optional[list[str]] = typer.Option(None, "--domain-path", help="Extra domain folder, or thinkingbox:DIR[::LIST], whose task definitions to load for content checks (repeatable)."),
-    require_content_check: bool = typer.Option(False, "--require-content-check", help="Exclude probe tasks whose definition cannot be loaded (so cannot be content-checked)."),
+    domain_path: Optional[list[str]] = typer.Option(
+        None, "--domain-path", help="Extra domain folder, or thinkingbox:DIR[::LIST], whose task definitions to load for content checks (repeatable)."
+    ),
+    require_content_check: bool = typer.Option(
+        False, "--require-content-check", help="Exclude probe tasks whose definition cannot be loaded (so cannot be content-checked)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary on stdout."),
 ) -> None:
     """Select a training pool from probe runs: difficulty bands, learning signal, benchmark exclusion, grouped train/val split."""
@@ -47,16 +63,25 @@ def select_command(
         console.print(f"[red]error:[/red] {probes}: no such results file")
         raise typer.Exit(2)
     try:
-        params = SelectionParams(edges=_floats(band_edges, "--band-edges"), keep_bands=tuple(b.strip() for b in bands.split(",") if b.strip()),
-                                 min_clean_runs=min_clean_runs, min_signal=min_signal, reference_min_runs=reference_min_runs,
-                                 near_dup_threshold=near_dup_threshold, group_by=group_by, test_fraction=test_fraction, seed=seed,
-                                 require_content_check=require_content_check)
+        params = SelectionParams(
+            edges=_floats(band_edges, "--band-edges"),
+            keep_bands=tuple(b.strip() for b in bands.split(",") if b.strip()),
+            min_clean_runs=min_clean_runs,
+            min_signal=min_signal,
+            reference_min_runs=reference_min_runs,
+            near_dup_threshold=near_dup_threshold,
+            group_by=group_by,
+            test_fraction=test_fraction,
+            seed=seed,
+            require_content_check=require_content_check,
+        )
     except ValueError as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
     try:
-        result = select_files(probes, exclude=exclude or [], exclude_lists=exclude_list or [], reference=reference,
-                              domain_paths=domain_path or [], params=params)
+        result = select_files(
+            probes, exclude=exclude or [], exclude_lists=exclude_list or [], reference=reference, domain_paths=domain_path or [], params=params
+        )
     except (ValueError, TaskFileError, KeyError, OSError) as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None

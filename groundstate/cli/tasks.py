@@ -57,15 +57,23 @@ def tasks_lint(
         for col in ("task", "gold", "no-op", "mutants killed", "equivalent", "problems"):
             table.add_column(col)
         for t in report.tasks:
-            table.add_row(t.task_id, "pass" if t.gold_pass else "[red]FAIL[/red]", "fail" if t.noop_fail else "[red]PASS[/red]",
-                          f"{t.killed}/{t.counted}", str(len(t.mutants) - t.counted), "; ".join(t.problems)[:80])
+            table.add_row(
+                t.task_id,
+                "pass" if t.gold_pass else "[red]FAIL[/red]",
+                "fail" if t.noop_fail else "[red]PASS[/red]",
+                f"{t.killed}/{t.counted}",
+                str(len(t.mutants) - t.counted),
+                "; ".join(t.problems)[:80],
+            )
         out.print(table)
         for s in summary["survivors"]:
             out.print(f"[yellow]survivor[/yellow] {s['task_id']}: {s['mutant']} — {s['reason']}")
         n = summary["tasks"]
-        out.print(f"{n} tasks on {be.name}: gold pass {summary['gold_pass']}/{n}, no-op fail {summary['noop_fail']}/{n}, "
-                  f"mutants killed {summary['mutants_killed']}/{summary['mutants']} ({summary['mutant_kill_rate']:.1%}), "
-                  f"{summary['mutants_equivalent']} equivalent")
+        out.print(
+            f"{n} tasks on {be.name}: gold pass {summary['gold_pass']}/{n}, no-op fail {summary['noop_fail']}/{n}, "
+            f"mutants killed {summary['mutants_killed']}/{summary['mutants']} ({summary['mutant_kill_rate']:.1%}), "
+            f"{summary['mutants_equivalent']} equivalent"
+        )
     if out_file:
         console.print(f"report written to {out_file}")
     if not report.ok:
@@ -109,8 +117,20 @@ def tasks_list(
     """Tasks with their domain, split, family and template; counts per domain, family and split."""
     pairs = [(t, d) for t, d in select(tasks, run=False) if split is None or t.split == split] if tasks else load_domains(domain, split)
     if as_json:
-        out.print_json(data=[{"id": t.id, "domain": t.domain, "split": t.split, "family": t.family, "template": t.template,
-                              "gold_calls": len(t.gold), "tags": t.tags} for t, _ in pairs])
+        out.print_json(
+            data=[
+                {
+                    "id": t.id,
+                    "domain": t.domain,
+                    "split": t.split,
+                    "family": t.family,
+                    "template": t.template,
+                    "gold_calls": len(t.gold),
+                    "tags": t.tags,
+                }
+                for t, _ in pairs
+            ]
+        )
         return
     counts: dict[tuple[str, str, str], int] = {}
     for t, _ in pairs:

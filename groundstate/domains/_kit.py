@@ -30,6 +30,7 @@ MAX_DRAWS = 50  # draws of one task before a template is declared unable to yiel
 
 # -- the domain -----------------------------------------------------------------------------------------
 
+
 def domain_of(folder: Path | str) -> Any:
     """The loaded `Domain` of a domain folder: a bundled domain by its name (the loader's cache then serves
     the instance the caller loaded already), any other folder by its path.
@@ -71,6 +72,7 @@ def sibling(folder: Path | str, name: str) -> ModuleType:
 
 
 # -- task parts ----------------------------------------------------------------------------------------
+
 
 def call(tool: str, /, **args: Any) -> dict[str, Any]:
     """One step of a gold solution: a tool and its arguments."""
@@ -158,6 +160,7 @@ class WorldIndex:
 
 # -- the driver ----------------------------------------------------------------------------------------
 
+
 def task_id(domain: str, template: str, n: int) -> str:
     """`<domain>-<template with dashes>-<nnn>`: the id of a template's n-th task (n from 1)."""
     return f"{domain}-{template.replace('_', '-')}-{n:03d}"
@@ -209,11 +212,13 @@ def _draw(template: Callable[[Any], dict], index: WorldIndex, seen: set[str]) ->
         if body["instruction"] not in seen:
             seen.add(body["instruction"])
             return body
-    raise RuntimeError(f"template {template.__name__} drew {MAX_DRAWS} instructions that earlier tasks already have: "
-                       "lower its count or give it more to vary")
+    raise RuntimeError(
+        f"template {template.__name__} drew {MAX_DRAWS} instructions that earlier tasks already have: lower its count or give it more to vary"
+    )
 
 
 # -- text ----------------------------------------------------------------------------------------------
+
 
 def said(phrase: str) -> str:
     """A user's own words quoted inside their context (which speaks to them in the second person)."""
@@ -232,6 +237,7 @@ def long_date(d: dt.date | str) -> str:
 
 
 # -- money: amounts are computed in whole cents, so sums and differences are exact ----------------------
+
 
 def cents(x: float) -> int:
     return int(round(x * 100))

@@ -8,20 +8,19 @@ change log, so the grader's cost follows the rows changed, not the size of the d
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import hashlib
 import json
 import threading
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-import datetime as dt
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Protocol
 
 from groundstate.state.capture import LOG_TABLE
 from groundstate.state.changes import ChangeSet, Normaliser, RowChange, canon_value
 from groundstate.state.db import Db, check_identifier
-
 
 
 class WorldTools(Protocol):

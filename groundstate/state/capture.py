@@ -43,10 +43,10 @@ def postgres_triggers(table: str, columns: list[str], pk: list[str]) -> list[str
         f"""CREATE FUNCTION _gs_{table}_fn() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF TG_OP IN ('UPDATE', 'DELETE') THEN
-    INSERT INTO {LOG_TABLE} VALUES ('{table}', {key('OLD')}, to_jsonb(OLD)::text) ON CONFLICT DO NOTHING;
+    INSERT INTO {LOG_TABLE} VALUES ('{table}', {key("OLD")}, to_jsonb(OLD)::text) ON CONFLICT DO NOTHING;
   END IF;
   IF TG_OP IN ('INSERT', 'UPDATE') THEN
-    INSERT INTO {LOG_TABLE} VALUES ('{table}', {key('NEW')}, NULL) ON CONFLICT DO NOTHING;
+    INSERT INTO {LOG_TABLE} VALUES ('{table}', {key("NEW")}, NULL) ON CONFLICT DO NOTHING;
   END IF;
   RETURN NULL;
 END $$""",

@@ -53,7 +53,9 @@ class Normaliser:
 
     @classmethod
     def from_config(cls, volatile: dict, free_text: dict, json_columns: dict) -> "Normaliser":
-        fz = lambda d: {t: frozenset(c) for t, c in d.items()}  # noqa: E731
+        def fz(d):
+            return {t: frozenset(c) for t, c in d.items()}
+
         return cls(fz(volatile), fz(free_text), fz(json_columns))
 
     def canon_row(self, table: str, row: Row | None) -> Row | None:

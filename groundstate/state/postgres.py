@@ -241,9 +241,7 @@ class PostgresBackend(Backend):
 
     def _ready(self, dbname: str) -> bool:
         """A template is usable once it was built to the end (marked by its database comment)."""
-        rows = self._admin_execute(
-            "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s", (dbname,)
-        )
+        rows = self._admin_execute("SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s", (dbname,))
         return bool(rows) and rows[0][0] == "groundstate:ready"
 
     def _build(self, dbname: str, template: str | None, fill) -> None:
@@ -381,8 +379,12 @@ class PostgresBackend(Backend):
                 with self._connect(dbname) as owner:
                     grant_rows(owner, login)
             conn = self.connect(dbname)
-            seqs = {name: value for name, value in conn.execute(
-                "SELECT schemaname || '.' || sequencename, last_value FROM pg_sequences WHERE schemaname = 'public'").fetchall()}
+            seqs = {
+                name: value
+                for name, value in conn.execute(
+                    "SELECT schemaname || '.' || sequencename, last_value FROM pg_sequences WHERE schemaname = 'public'"
+                ).fetchall()
+            }
         except BaseException:  # e.g. the server restarted between CREATE DATABASE and here: no clone may leak
             if conn is not None:
                 conn.close()

@@ -16,8 +16,19 @@ from groundstate.thinkingbox.dataset import TbDataset, load_thinkingbox
 from groundstate.thinkingbox.domain import TbDomain
 from groundstate.thinkingbox.servers import ServerSpec, load_servers
 
-__all__ = ["ServerSpec", "TbCase", "TbDataset", "TbDomain", "configure_servers", "deep_merge", "load_servers", "load_thinkingbox",
-           "merge_init", "parse_selector", "require_servers"]
+__all__ = [
+    "ServerSpec",
+    "TbCase",
+    "TbDataset",
+    "TbDomain",
+    "configure_servers",
+    "deep_merge",
+    "load_servers",
+    "load_thinkingbox",
+    "merge_init",
+    "parse_selector",
+    "require_servers",
+]
 
 SELECTOR_PREFIX = "thinkingbox:"
 

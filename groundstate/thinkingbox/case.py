@@ -32,6 +32,7 @@ class TbCase:
 
 # -- merging ---------------------------------------------------------------------------------------
 
+
 def deep_merge(a: Any, b: Any) -> Any:
     """ThinkingBox's recursive merge: mappings merge key by key (b wins), lists concatenate, else b replaces a."""
     if isinstance(a, dict) and isinstance(b, dict):

@@ -32,8 +32,18 @@ from groundstate.tasks import Limits, Task, TaskFileError, ToolCall, UserSpec, p
 from groundstate.thinkingbox.case import TbCase, merge_init
 from groundstate.thinkingbox.domain import TbDomain
 
-CONFIG_FIELDS = ("scenario", "query", "user_context", "max_user_sim_turns", "max_agent_sim_turns", "bot_instructions",
-                 "history", "init", "format_query", "tags")
+CONFIG_FIELDS = (
+    "scenario",
+    "query",
+    "user_context",
+    "max_user_sim_turns",
+    "max_agent_sim_turns",
+    "bot_instructions",
+    "history",
+    "init",
+    "format_query",
+    "tags",
+)
 DEFAULT_AGENT = "think"
 RESERVED_PREFIX = "__reserved__"
 # The benchmark's checks: a test body made only of calls to these module helpers (recognised by what they read)
@@ -42,6 +52,7 @@ YESNO_HELPER = "validate_rubrics_yesno"
 
 
 # -- parsing test files with ast -------------------------------------------------------------------
+
 
 @dataclass
 class _TestFunction:
@@ -146,9 +157,12 @@ def _parse_file_cached(path: Path, mtime_ns: int) -> _ParsedFile:
     misplaced = _misplaced_tests(tree)
     if misplaced:
         name, line, why = misplaced[0]
-        raise TaskFileError(path, f"test {name} (line {line}) {why}: ThinkingBox collects only plain module-level `def` test "
-                            "functions, so the bridge cannot grade it as ThinkingBox would; make it one or remove its `!` YAML",
-                            f"{path.name}:{name}")
+        raise TaskFileError(
+            path,
+            f"test {name} (line {line}) {why}: ThinkingBox collects only plain module-level `def` test "
+            "functions, so the bridge cannot grade it as ThinkingBox would; make it one or remove its `!` YAML",
+            f"{path.name}:{name}",
+        )
     parsed.bindings = _module_bindings(tree)
     parsed.runs_code = _module_code(tree)
     module_cfg: dict[str, Any] = {}
@@ -204,8 +218,11 @@ def _module_code(tree: ast.Module) -> str | None:
             continue
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.decorator_list:
             continue
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Constant) and all(
-                isinstance(t, ast.Name) for t in (node.targets if isinstance(node, ast.Assign) else [node.target])):
+        if (
+            isinstance(node, (ast.Assign, ast.AnnAssign))
+            and isinstance(node.value, ast.Constant)
+            and all(isinstance(t, ast.Name) for t in (node.targets if isinstance(node, ast.Assign) else [node.target]))
+        ):
             continue
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
@@ -217,9 +234,16 @@ def _module_code(tree: ast.Module) -> str | None:
 
 def _effects_key(node: ast.AST, x: str, key: str) -> bool:
     """Whether `node` is `x.effects[<server>][key]`."""
-    return (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value == key
-            and isinstance(node.value, ast.Subscript) and isinstance(node.value.value, ast.Attribute)
-            and node.value.value.attr == "effects" and isinstance(node.value.value.value, ast.Name) and node.value.value.value.id == x)
+    return (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.slice, ast.Constant)
+        and node.slice.value == key
+        and isinstance(node.value, ast.Subscript)
+        and isinstance(node.value.value, ast.Attribute)
+        and node.value.value.attr == "effects"
+        and isinstance(node.value.value.value, ast.Name)
+        and node.value.value.value.id == x
+    )
 
 
 def _body(fn: ast.FunctionDef) -> list[ast.stmt]:
@@ -231,8 +255,27 @@ def _body(fn: ast.FunctionDef) -> list[ast.stmt]:
 
 
 # Inside the failing branch of the hash check: what could skip its `assert False` (or loop without end) is not the benchmark's
-_ESCAPES = (ast.Return, ast.Try, ast.Raise, ast.While, ast.With, ast.AsyncWith, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
-            ast.Lambda, ast.Global, ast.Nonlocal, ast.Delete, ast.Yield, ast.YieldFrom, ast.Await, ast.Break, ast.Continue, ast.NamedExpr)
+_ESCAPES = (
+    ast.Return,
+    ast.Try,
+    ast.Raise,
+    ast.While,
+    ast.With,
+    ast.AsyncWith,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.Lambda,
+    ast.Global,
+    ast.Nonlocal,
+    ast.Delete,
+    ast.Yield,
+    ast.YieldFrom,
+    ast.Await,
+    ast.Break,
+    ast.Continue,
+    ast.NamedExpr,
+)
 
 
 def _is_hash_helper(fn: ast.FunctionDef) -> bool:
@@ -252,10 +295,17 @@ def _is_hash_helper(fn: ast.FunctionDef) -> bool:
             return False
         names[key] = b.targets[0].id
     check = body[2]
-    if not (isinstance(check, ast.If) and not check.orelse and isinstance(check.test, ast.Compare) and len(check.test.ops) == 1
-            and isinstance(check.test.ops[0], ast.NotEq) and isinstance(check.test.left, ast.Name)
-            and isinstance(check.test.comparators[0], ast.Name)
-            and {check.test.left.id, check.test.comparators[0].id} == set(names.values()) and len(set(names.values())) == 2):
+    if not (
+        isinstance(check, ast.If)
+        and not check.orelse
+        and isinstance(check.test, ast.Compare)
+        and len(check.test.ops) == 1
+        and isinstance(check.test.ops[0], ast.NotEq)
+        and isinstance(check.test.left, ast.Name)
+        and isinstance(check.test.comparators[0], ast.Name)
+        and {check.test.left.id, check.test.comparators[0].id} == set(names.values())
+        and len(set(names.values())) == 2
+    ):
         return False
     last = check.body[-1]
     if not (isinstance(last, ast.Assert) and isinstance(last.test, ast.Constant) and last.test.value is False):
@@ -274,21 +324,50 @@ def _is_yesno_helper(fn: ast.FunctionDef) -> bool:
     if len(body) != 2 or not (isinstance(body[0], ast.Assign) and len(body[0].targets) == 1 and isinstance(body[0].targets[0], ast.Name)):
         return False
     get = body[0].value
-    if not (isinstance(get, ast.Call) and isinstance(get.func, ast.Attribute) and get.func.attr == "get" and not get.keywords
-            and isinstance(get.func.value, ast.Subscript) and isinstance(get.func.value.value, ast.Attribute)
-            and get.func.value.value.attr == "effects" and isinstance(get.func.value.value.value, ast.Name) and get.func.value.value.value.id == x
-            and len(get.args) == 2 and isinstance(get.args[0], ast.Constant) and get.args[0].value == "rubrics_yesno"
-            and isinstance(get.args[1], ast.List) and not get.args[1].elts):
+    if not (
+        isinstance(get, ast.Call)
+        and isinstance(get.func, ast.Attribute)
+        and get.func.attr == "get"
+        and not get.keywords
+        and isinstance(get.func.value, ast.Subscript)
+        and isinstance(get.func.value.value, ast.Attribute)
+        and get.func.value.value.attr == "effects"
+        and isinstance(get.func.value.value.value, ast.Name)
+        and get.func.value.value.value.id == x
+        and len(get.args) == 2
+        and isinstance(get.args[0], ast.Constant)
+        and get.args[0].value == "rubrics_yesno"
+        and isinstance(get.args[1], ast.List)
+        and not get.args[1].elts
+    ):
         return False
     loop = body[1]
-    if not (isinstance(loop, ast.For) and not loop.orelse and isinstance(loop.target, ast.Name) and isinstance(loop.iter, ast.Name)
-            and loop.iter.id == body[0].targets[0].id and len(loop.body) == 1 and isinstance(loop.body[0], ast.Assert)):
+    if not (
+        isinstance(loop, ast.For)
+        and not loop.orelse
+        and isinstance(loop.target, ast.Name)
+        and isinstance(loop.iter, ast.Name)
+        and loop.iter.id == body[0].targets[0].id
+        and len(loop.body) == 1
+        and isinstance(loop.body[0], ast.Assert)
+    ):
         return False
     ask = loop.body[0].test
-    return (isinstance(ask, ast.Call) and isinstance(ask.func, ast.Attribute) and ask.func.attr == "text_yesno" and not ask.keywords
-            and isinstance(ask.func.value, ast.Name) and ask.func.value.id == judge and len(ask.args) == 2
-            and isinstance(ask.args[0], ast.Attribute) and ask.args[0].attr == "response" and isinstance(ask.args[0].value, ast.Name)
-            and ask.args[0].value.id == x and isinstance(ask.args[1], ast.Name) and ask.args[1].id == loop.target.id)
+    return (
+        isinstance(ask, ast.Call)
+        and isinstance(ask.func, ast.Attribute)
+        and ask.func.attr == "text_yesno"
+        and not ask.keywords
+        and isinstance(ask.func.value, ast.Name)
+        and ask.func.value.id == judge
+        and len(ask.args) == 2
+        and isinstance(ask.args[0], ast.Attribute)
+        and ask.args[0].attr == "response"
+        and isinstance(ask.args[0].value, ast.Name)
+        and ask.args[0].value.id == x
+        and isinstance(ask.args[1], ast.Name)
+        and ask.args[1].id == loop.target.id
+    )
 
 
 _HELPER_SHAPES = {HASH_HELPER: _is_hash_helper, YESNO_HELPER: _is_yesno_helper}
@@ -313,8 +392,14 @@ def classify_check(parsed: _ParsedFile, fn: _TestFunction) -> tuple[str, bool, s
         if helper is None or name not in _HELPER_SHAPES:
             return "python", False, f"{name} (line {stmt.lineno}) is not a benchmark helper"
         if not _HELPER_SHAPES[name](helper):
-            return "python", False, (f"helper {name} (line {helper.lineno}) is not written as the benchmark's "
-                                     f"{'hash comparison' if name == HASH_HELPER else 'yes/no rubric check'}: it may check something else")
+            return (
+                "python",
+                False,
+                (
+                    f"helper {name} (line {helper.lineno}) is not written as the benchmark's "
+                    f"{'hash comparison' if name == HASH_HELPER else 'yes/no rubric check'}: it may check something else"
+                ),
+            )
         called.append(name)
     if HASH_HELPER not in called:
         return "python", False, f"it does not call {HASH_HELPER}"
@@ -324,6 +409,7 @@ def classify_check(parsed: _ParsedFile, fn: _TestFunction) -> tuple[str, bool, s
 
 
 # -- scenarios and agents ----------------------------------------------------------------------------
+
 
 class _ToolRef(pydantic.BaseModel):
     """A scenario tool (ThinkingBox's `ToolDefOverride`): description overrides apply; behaviour overrides are refused."""
@@ -362,6 +448,7 @@ def _validated(model: type[pydantic.BaseModel], path: Path, raw: Any) -> Any:
 
 # -- the dataset -----------------------------------------------------------------------------------
 
+
 class TbDataset:
     """One ThinkingBox dataset directory: its scenarios, agent prompt and test files."""
 
@@ -372,7 +459,9 @@ class TbDataset:
                 raise TaskFileError(self.root, f"not a ThinkingBox dataset directory: it has no {sub}/ folder")
         self.agent_path = self.root / "agent" / f"{agent}.yaml"
         if not self.agent_path.resolve().is_relative_to((self.root / "agent").resolve()):  # refused unread, as test files are
-            raise TaskFileError(self.agent_path, f"resolves outside {self.root / 'agent'}: the agent file must lie inside the dataset's agent/ folder")
+            raise TaskFileError(
+                self.agent_path, f"resolves outside {self.root / 'agent'}: the agent file must lie inside the dataset's agent/ folder"
+            )
         if not self.agent_path.is_file():
             raise TaskFileError(self.agent_path, f"agent {agent!r} not found (a dataset holds agent/<name>.yaml)")
         self.agent = _validated(_Agent, self.agent_path, read_data_file(self.agent_path))
@@ -479,8 +568,9 @@ def _str_field(value: Any, path: Path, uid: str, name: str, required: bool = Fal
     return value
 
 
-def hydrate(dataset: TbDataset, parsed: _ParsedFile, fn: _TestFunction, domains: dict[tuple[str, str], TbDomain],
-            allow_python: bool) -> tuple[Task, TbDomain] | None:
+def hydrate(
+    dataset: TbDataset, parsed: _ParsedFile, fn: _TestFunction, domains: dict[tuple[str, str], TbDomain], allow_python: bool
+) -> tuple[Task, TbDomain] | None:
     """One test case as (Task, its TbDomain); None for a case tagged `skip` (here or in its scenario)."""
     path, cfg = parsed.path, fn.config
     uid = f"{path.name}:{fn.name}"
@@ -502,8 +592,12 @@ def hydrate(dataset: TbDataset, parsed: _ParsedFile, fn: _TestFunction, domains:
         raise TaskFileError(path, "init must map server names to mappings", uid, "init")
     merged = merge_init({k: v or {} for k, v in scenario.world_state.items()}, init)
     if not merged:  # no server would start, no effects would come back: a free pass for every agent
-        raise TaskFileError(path, f"neither scenario {scenario_name!r} (world_state) nor the test (init) names a server: "
-                            "the case has no final state to check", uid, "init")
+        raise TaskFileError(
+            path,
+            f"neither scenario {scenario_name!r} (world_state) nor the test (init) names a server: the case has no final state to check",
+            uid,
+            "init",
+        )
 
     gold: list[ToolCall] = []
     patch: dict[str, list[dict[str, Any]]] = {}
@@ -528,12 +622,15 @@ def hydrate(dataset: TbDataset, parsed: _ParsedFile, fn: _TestFunction, domains:
 
     check, uses_yesno, why = classify_check(parsed, fn)
     if check == "python" and not allow_python:
-        raise TaskFileError(path, f"its checks are arbitrary Python ({why}), which only the ThinkingBox framework can run: "
-                            "install `thinkingbox` in this environment, or leave the case out with a test list", uid)
+        raise TaskFileError(
+            path,
+            f"its checks are arbitrary Python ({why}), which only the ThinkingBox framework can run: "
+            "install `thinkingbox` in this environment, or leave the case out with a test list",
+            uid,
+        )
     fixtures = [a.arg for a in fn.node.args.args + fn.node.args.kwonlyargs if a.arg not in ("x", "judge")]
     if fixtures:
-        raise TaskFileError(path, f"the test function takes ThinkingBox fixtures ({', '.join(fixtures)}), which the bridge "
-                            "does not provide", uid)
+        raise TaskFileError(path, f"the test function takes ThinkingBox fixtures ({', '.join(fixtures)}), which the bridge does not provide", uid)
     tool_names = tuple(t.name for t in scenario.tools if not t.name.startswith(RESERVED_PREFIX))
     prompt = _system_prompt(dataset, scenario, bot_instructions)
     key = (scenario_name, prompt)
@@ -541,21 +638,36 @@ def hydrate(dataset: TbDataset, parsed: _ParsedFile, fn: _TestFunction, domains:
         domains[key] = TbDomain(dataset.scenario_path(scenario_name), scenario_name, prompt, tool_names)
     domain = domains[key]
     try:
-        task = Task(id=uid, domain=scenario_name, instruction=query, user=UserSpec(persona=user_context), patch=patch, gold=gold,
-                    rubrics=rubrics if uses_yesno else [], tags=tags, family=scenario_name, template=path.stem,
-                    limits=_limits(cfg, len(gold), path, uid))
+        task = Task(
+            id=uid,
+            domain=scenario_name,
+            instruction=query,
+            user=UserSpec(persona=user_context),
+            patch=patch,
+            gold=gold,
+            rubrics=rubrics if uses_yesno else [],
+            tags=tags,
+            family=scenario_name,
+            template=path.stem,
+            limits=_limits(cfg, len(gold), path, uid),
+        )
     except pydantic.ValidationError as e:
         err = e.errors()[0]
         raise TaskFileError(path, err["msg"], uid, ".".join(str(x) for x in err["loc"])) from None
-    overrides = {t.name: (t.override_description, t.override_arg_description or {}) for t in scenario.tools
-                 if t.override_description is not None or t.override_arg_description}
-    domain.cases[uid] = TbCase(uid, path, fn.name, scenario_name, merged, tool_names, overrides, check,
-                               _test_code(parsed, fn) if check == "python" else "")
+    overrides = {
+        t.name: (t.override_description, t.override_arg_description or {})
+        for t in scenario.tools
+        if t.override_description is not None or t.override_arg_description
+    }
+    domain.cases[uid] = TbCase(
+        uid, path, fn.name, scenario_name, merged, tool_names, overrides, check, _test_code(parsed, fn) if check == "python" else ""
+    )
     return task, domain
 
 
-def load_thinkingbox(dataset_dir: Path | str, test_list: Path | str | None = None, *, agent: str = DEFAULT_AGENT,
-                     allow_python: bool | None = None) -> list[tuple[Task, TbDomain]]:
+def load_thinkingbox(
+    dataset_dir: Path | str, test_list: Path | str | None = None, *, agent: str = DEFAULT_AGENT, allow_python: bool | None = None
+) -> list[tuple[Task, TbDomain]]:
     """Hydrate a dataset's cases (all of them, or those of a test list, in its order) into (Task, TbDomain) pairs.
 
     Cases tagged `skip` are left out (a test list naming one is an error). Cases whose checks are arbitrary
@@ -595,14 +707,21 @@ def load_thinkingbox(dataset_dir: Path | str, test_list: Path | str | None = Non
             if pair is None:
                 raise TaskFileError(list_path, f"test case {filename}:{test} is tagged skip", field=f"[{i}]")
             if pair[0].id in seen and seen[pair[0].id][0] != parsed.path:
-                raise TaskFileError(list_path, f"entry {filename}:{test} and entry {seen[pair[0].id][1]} are two cases with the same "
-                                    f"id {pair[0].id} ({parsed.path} and {seen[pair[0].id][0]}): rename one of the files", field=f"[{i}]")
+                raise TaskFileError(
+                    list_path,
+                    f"entry {filename}:{test} and entry {seen[pair[0].id][1]} are two cases with the same "
+                    f"id {pair[0].id} ({parsed.path} and {seen[pair[0].id][0]}): rename one of the files",
+                    field=f"[{i}]",
+                )
             if pair[0].id not in seen:
                 seen[pair[0].id] = (parsed.path, f"{filename}:{test}")
                 out.append(pair)
-    source = {"dataset": str(dataset.root), "test_list": str(Path(test_list).resolve()) if test_list is not None else None,
-              "agent": agent, "allow_python": allow_python}
+    source = {
+        "dataset": str(dataset.root),
+        "test_list": str(Path(test_list).resolve()) if test_list is not None else None,
+        "agent": agent,
+        "allow_python": allow_python,
+    }
     for d in domains.values():
         d.source = source
     return out
-

@@ -31,8 +31,8 @@ from groundstate.deadlines import within
 from groundstate.tasks import Task
 from groundstate.thinkingbox.case import TbCase
 from groundstate.thinkingbox.servers import ServerSpec
-from groundstate.types import EpisodeHang, EpisodeLimits, Judge, ToolResult, Trajectory, Verdict
 from groundstate.tools.mcp_client import McpToolset, McpToolsetError
+from groundstate.types import EpisodeHang, EpisodeLimits, Judge, ToolResult, Trajectory, Verdict
 
 INIT_TOOL = "__reserved__init"
 EFFECTS_TOOL = "__reserved__geteffects"
@@ -85,8 +85,12 @@ class ScenarioToolset:
     with the tail of its stderr (`logs`), for the attempt to end as a system error.
     """
 
-    def __init__(self, routes: dict[str, tuple[str, McpToolset]], logs: dict[str, TextIO] | None = None,
-                 overrides: dict[str, tuple[str | None, dict[str, str]]] | None = None):
+    def __init__(
+        self,
+        routes: dict[str, tuple[str, McpToolset]],
+        logs: dict[str, TextIO] | None = None,
+        overrides: dict[str, tuple[str | None, dict[str, str]]] | None = None,
+    ):
         self.routes = routes
         self.logs = logs or {}
         self.overrides = overrides or {}
@@ -124,8 +128,16 @@ class TbEnvironment:
     A tool call that alone outlasts the attempt's time limit (`limits.timeout`) ends the attempt with `EpisodeHang`.
     """
 
-    def __init__(self, task: Task, case: TbCase, servers: dict[str, ServerSpec], servers_file: Path | None, no_sources: bool,
-                 system_prompt: str, limits: EpisodeLimits = EpisodeLimits()):
+    def __init__(
+        self,
+        task: Task,
+        case: TbCase,
+        servers: dict[str, ServerSpec],
+        servers_file: Path | None,
+        no_sources: bool,
+        system_prompt: str,
+        limits: EpisodeLimits = EpisodeLimits(),
+    ):
         self.task, self.case, self.limits = task, case, limits
         self.specs, self.servers_file, self.no_sources, self.system_prompt = servers, servers_file, no_sources, system_prompt
         self.servers: dict[str, McpToolset] = {}
@@ -135,8 +147,16 @@ class TbEnvironment:
         self._stack = contextlib.AsyncExitStack()
 
     @classmethod
-    async def open(cls, task: Task, case: TbCase, servers: dict[str, ServerSpec], servers_file: Path | None, no_sources: bool,
-                   system_prompt: str, limits: EpisodeLimits = EpisodeLimits()) -> "TbEnvironment":
+    async def open(
+        cls,
+        task: Task,
+        case: TbCase,
+        servers: dict[str, ServerSpec],
+        servers_file: Path | None,
+        no_sources: bool,
+        system_prompt: str,
+        limits: EpisodeLimits = EpisodeLimits(),
+    ) -> "TbEnvironment":
         """Start the case's servers (from `servers`, read from `servers_file`) and initialise them; closed again on failure."""
         env = cls(task, case, servers, servers_file, no_sources, system_prompt, limits)
         try:
@@ -150,20 +170,31 @@ class TbEnvironment:
         specs = self.specs
         missing = [s for s in self.case.init if s not in specs]
         if missing:
-            raise TbServerError(f"scenario {self.case.scenario} needs server(s) {', '.join(missing)}, which "
-                                f"{self.servers_file} does not define (it has: {', '.join(specs)})")
+            raise TbServerError(
+                f"scenario {self.case.scenario} needs server(s) {', '.join(missing)}, which "
+                f"{self.servers_file} does not define (it has: {', '.join(specs)})"
+            )
         for name in self.case.init:
             spec = specs[name]
             log = self._stack.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace"))
             self.logs[name] = log
             try:
-                self.servers[name] = await self._stack.enter_async_context(McpToolset.stdio(
-                    spec.command[0], spec.command[1:], spec.env, cwd=spec.cwd, errlog=log,
-                    read_timeout_seconds=spec.call_timeout, startup_timeout=spec.startup_timeout))
+                self.servers[name] = await self._stack.enter_async_context(
+                    McpToolset.stdio(
+                        spec.command[0],
+                        spec.command[1:],
+                        spec.env,
+                        cwd=spec.cwd,
+                        errlog=log,
+                        read_timeout_seconds=spec.call_timeout,
+                        startup_timeout=spec.startup_timeout,
+                    )
+                )
             except Exception as e:  # noqa: BLE001 - any failure to start is the server's, reported with its stderr
                 cause = _root_cause(e)
-                raise TbServerError(f"server {name!r} did not start ({' '.join(spec.command)}): {type(cause).__name__}: {cause}\n"
-                                    f"stderr: {_tail(log) or '(empty)'}") from None
+                raise TbServerError(
+                    f"server {name!r} did not start ({' '.join(spec.command)}): {type(cause).__name__}: {cause}\nstderr: {_tail(log) or '(empty)'}"
+                ) from None
             server = self.servers[name]
             for reserved in (INIT_TOOL, EFFECTS_TOOL):
                 if reserved not in server:
@@ -197,8 +228,11 @@ class TbEnvironment:
 
     async def call_tool(self, name: str, arguments: Any) -> ToolResult:
         timeout = self.limits.timeout
-        return await within(self.toolset.acall(name, arguments), timeout,
-                            lambda: EpisodeHang(f"tool {name} did not return within the attempt time limit ({timeout:g} s)"))
+        return await within(
+            self.toolset.acall(name, arguments),
+            timeout,
+            lambda: EpisodeHang(f"tool {name} did not return within the attempt time limit ({timeout:g} s)"),
+        )
 
     async def grade(self, trajectory: Trajectory | None, judge: Judge | None = None) -> Verdict:
         from groundstate.thinkingbox.grading import grade_case

@@ -28,15 +28,21 @@ import signal
 import sys
 from typing import Any
 
-from groundstate.types import Verdict, system_error
 from groundstate.tasks import Task
 from groundstate.thinkingbox.case import TbCase
+from groundstate.types import Verdict, system_error
 
 WORKER = "thinkingbox.cli.testscript_worker"
 # Handed to the worker when no judge is configured, for tests that never call it (the worker needs a
 # configuration to build its Judge object); a call would find nothing listening on the discard port.
-UNREACHABLE_JUDGE = {"type": "aoai", "deployment": "no-judge-configured", "endpoint_url": "http://127.0.0.1:9/v1/chat/completions",
-                     "temperature": 0.0, "max_completion_tokens": 16, "timeout": 5.0}
+UNREACHABLE_JUDGE = {
+    "type": "aoai",
+    "deployment": "no-judge-configured",
+    "endpoint_url": "http://127.0.0.1:9/v1/chat/completions",
+    "temperature": 0.0,
+    "max_completion_tokens": 16,
+    "timeout": 5.0,
+}
 
 
 def uses_judge(case: TbCase) -> bool:
@@ -51,8 +57,16 @@ def uses_judge(case: TbCase) -> bool:
 def judge_config(judge: Any) -> dict[str, Any]:
     """ThinkingBox's OpenAI-compatible judge configuration for a groundstate `Judge` (`openai:MODEL[@URL]`)."""
     base = (judge.base_url or "https://api.openai.com/v1").rstrip("/")
-    cfg: dict[str, Any] = {"type": "aoai", "deployment": judge.model, "endpoint_url": f"{base}/chat/completions",
-                           "is_reasoning": False, "temperature": 0.0, "seed": 42, "max_completion_tokens": 128, "timeout": 120.0}
+    cfg: dict[str, Any] = {
+        "type": "aoai",
+        "deployment": judge.model,
+        "endpoint_url": f"{base}/chat/completions",
+        "is_reasoning": False,
+        "temperature": 0.0,
+        "seed": 42,
+        "max_completion_tokens": 128,
+        "timeout": 120.0,
+    }
     if os.environ.get("OPENAI_API_KEY"):
         cfg["credential"] = {"type": "api-key", "api_key": os.environ["OPENAI_API_KEY"]}
     return cfg
@@ -79,23 +93,35 @@ def test_context(trajectory: Any, effects: dict[str, Any], init_results: dict[st
             messages.append(response)
             if m["tool_call_id"] in calls:
                 pairs.append({"tool_call": calls[m["tool_call_id"]], "tool_response": response})
-    return {"response": trajectory.final_reply or "", "effects": effects, "init_result": init_results,
-            "messages": messages, "tool_calls": pairs}
+    return {"response": trajectory.final_reply or "", "effects": effects, "init_result": init_results, "messages": messages, "tool_calls": pairs}
 
 
-async def run_test_function(task: Task, case: TbCase, effects: dict[str, Any], init_results: dict[str, Any], trajectory: Any,
-                            judge: Any = None) -> Verdict:
+async def run_test_function(
+    task: Task, case: TbCase, effects: dict[str, Any], init_results: dict[str, Any], trajectory: Any, judge: Any = None
+) -> Verdict:
     """The verdict of the case's own test function on this attempt (see the module docstring)."""
     needs_judge = uses_judge(case)
     if needs_judge and judge is None:
-        return Verdict(reward=None, unjudged=True,
-                       reasons=[f"the test function of {case.uid} calls the judge: unjudged without --judge openai:MODEL[@URL]"])
-    request = {"code": case.test_code, "judge_config": judge_config(judge) if judge is not None else UNREACHABLE_JUDGE,
-               "judge_type": "legacy", "test_context": test_context(trajectory, effects, init_results), "fixtures_config": {},
-               "test_uid": case.uid}
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", WORKER, stdin=asyncio.subprocess.PIPE,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                                                start_new_session=True)
+        return Verdict(
+            reward=None, unjudged=True, reasons=[f"the test function of {case.uid} calls the judge: unjudged without --judge openai:MODEL[@URL]"]
+        )
+    request = {
+        "code": case.test_code,
+        "judge_config": judge_config(judge) if judge is not None else UNREACHABLE_JUDGE,
+        "judge_type": "legacy",
+        "test_context": test_context(trajectory, effects, init_results),
+        "fixtures_config": {},
+        "test_uid": case.uid,
+    }
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        WORKER,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         stdout, stderr = await proc.communicate(json.dumps(request, default=str).encode())
     finally:
@@ -105,10 +131,11 @@ async def run_test_function(task: Task, case: TbCase, effects: dict[str, Any], i
             await proc.wait()
     pos = stdout.rfind(b"\0")
     if pos == -1:
-        return system_error(f"ThinkingBox's test worker returned no result for {case.uid} (exit {proc.returncode}): "
-                            f"{stderr.decode(errors='replace')[-1500:]}")
+        return system_error(
+            f"ThinkingBox's test worker returned no result for {case.uid} (exit {proc.returncode}): {stderr.decode(errors='replace')[-1500:]}"
+        )
     try:
-        result = json.loads(stdout[pos + 1:])
+        result = json.loads(stdout[pos + 1 :])
     except json.JSONDecodeError as e:
         return system_error(f"ThinkingBox's test worker returned malformed JSON for {case.uid}: {e}")
     where = f"line {result.get('lineno', -1)}: {result.get('line_content', '').strip()}"
@@ -118,8 +145,10 @@ async def run_test_function(task: Task, case: TbCase, effects: dict[str, Any], i
         return Verdict(reward=0, state_reward=0, reasons=[f"test function failed at {where}", str(result.get("tb", ""))[-1500:]])
     reward = result.get("reward")
     if result.get("result") is not True or not _is_exactly(reward, 0, 1):
-        return system_error(f"the test function of {case.uid} returned reward {reward!r} (result {result.get('result')!r}): "
-                            "only 1 (or True) passes and 0 (or False) fails; anything else cannot be scored")
+        return system_error(
+            f"the test function of {case.uid} returned reward {reward!r} (result {result.get('result')!r}): "
+            "only 1 (or True) passes and 0 (or False) fails; anything else cannot be scored"
+        )
     if reward == 0:
         return Verdict(reward=0, state_reward=0, reasons=[f"the test function of {case.uid} returned reward {reward!r}"])
     return Verdict(reward=1, state_reward=1, reasons=[f"the test function of {case.uid} passed"])

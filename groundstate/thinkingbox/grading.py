@@ -20,10 +20,9 @@ import re
 from typing import Any
 
 from groundstate.grading import with_rubrics
-from groundstate.types import Verdict, system_error
 from groundstate.tasks import Task
 from groundstate.thinkingbox.case import TbCase
-
+from groundstate.types import Verdict, system_error
 
 MAX_DIFF_ITEMS = 200  # per server, in the verdict (and so in every results record); the count is always reported
 
@@ -46,26 +45,37 @@ def hash_verdict(effects: dict[str, dict[str, Any]]) -> Verdict:
     for server, eff in effects.items():
         missing = [k for k in ("result_db_hash", "golden_db_hash") if not isinstance(eff.get(k), str)]
         if missing:
-            return system_error(f"server {server!r} returned effects without {' and '.join(missing)}: "
-                                "it does not follow the benchmark's hash convention")
+            return system_error(
+                f"server {server!r} returned effects without {' and '.join(missing)}: it does not follow the benchmark's hash convention"
+            )
         malformed = [f"{k}={eff[k][:80]!r}" for k in ("result_db_hash", "golden_db_hash") if not HASH_PATTERN.fullmatch(eff[k])]
         if malformed:
-            return system_error(f"server {server!r} returned malformed effects ({', '.join(malformed)}): a database hash "
-                                "must be a non-empty digest of at most 512 characters [0-9A-Za-z+/=_:.-]")
+            return system_error(
+                f"server {server!r} returned malformed effects ({', '.join(malformed)}): a database hash "
+                "must be a non-empty digest of at most 512 characters [0-9A-Za-z+/=_:.-]"
+            )
         if eff["result_db_hash"] != eff["golden_db_hash"]:
             items = eff.get("diff") if isinstance(eff.get("diff"), list) else []
             shown = "" if len(items) <= MAX_DIFF_ITEMS else f", the first {MAX_DIFF_ITEMS} in the diff"
-            reasons.append(f"{server}: database hash {eff['result_db_hash'][:12]} differs from the golden hash "
-                           f"{eff['golden_db_hash'][:12]} ({len(items)} difference(s){shown})")
-            diff += [{"server": server, **item} if isinstance(item, dict) else {"server": server, "item": item}
-                     for item in items[:MAX_DIFF_ITEMS]]
+            reasons.append(
+                f"{server}: database hash {eff['result_db_hash'][:12]} differs from the golden hash "
+                f"{eff['golden_db_hash'][:12]} ({len(items)} difference(s){shown})"
+            )
+            diff += [{"server": server, **item} if isinstance(item, dict) else {"server": server, "item": item} for item in items[:MAX_DIFF_ITEMS]]
     state_reward = 0 if reasons else 1
-    return Verdict(reward=state_reward, reasons=reasons or ["final database hash equals the golden hash on every server"],
-                   diff=diff, state_reward=state_reward)
+    return Verdict(
+        reward=state_reward, reasons=reasons or ["final database hash equals the golden hash on every server"], diff=diff, state_reward=state_reward
+    )
 
 
-async def grade_case(task: Task, case: TbCase, effects: dict[str, dict[str, Any]], trajectory: Any, judge: Any = None,
-                     init_results: dict[str, dict[str, Any]] | None = None) -> Verdict:
+async def grade_case(
+    task: Task,
+    case: TbCase,
+    effects: dict[str, dict[str, Any]],
+    trajectory: Any,
+    judge: Any = None,
+    init_results: dict[str, dict[str, Any]] | None = None,
+) -> Verdict:
     """The verdict of one attempt of a case, from its servers' effects and (for rubric cases) its final reply."""
     if case.check == "python":
         from groundstate.thinkingbox.framework import run_test_function

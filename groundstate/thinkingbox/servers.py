@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
 from groundstate.tasks import TaskFileError, read_data_file
 
 DEFAULT_STARTUP_TIMEOUT_S = 30.0  # spawn + initialize + tools/list; the benchmark's servers take 3-4 s
@@ -58,8 +57,9 @@ def _spec(path: Path, name: str, raw: Any) -> ServerSpec:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
             raise TaskFileError(path, f"must be a positive number of seconds, got {value!r}", field=f"{where}.{key}")
         bounds[key] = float(value)
-    return ServerSpec(name, tuple(c.replace("{python}", sys.executable) for c in command),
-                      {k: str(v) for k, v in env.items()}, str(path.parent), **bounds)
+    return ServerSpec(
+        name, tuple(c.replace("{python}", sys.executable) for c in command), {k: str(v) for k, v in env.items()}, str(path.parent), **bounds
+    )
 
 
 def load_servers(path: Path | str) -> dict[str, ServerSpec]:

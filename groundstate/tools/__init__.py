@@ -10,6 +10,8 @@ up front, so a call has the same outcome on SQLite and PostgreSQL.
 
 from __future__ import annotations
 
+import copy
+import functools
 import inspect
 import json
 import math
@@ -140,6 +142,12 @@ class ToolSpec:
         return cls(fn.__name__, description, fn, model, bool(meta["write"]), params)
 
     def json_schema(self) -> dict[str, Any]:
+        """The arguments' JSON schema (a fresh copy: callers may edit it)."""
+        return copy.deepcopy(self._schema)
+
+    @functools.cached_property
+    def _schema(self) -> dict[str, Any]:
+        # pydantic builds a schema in milliseconds, and every episode asks for its tools': build it once per tool
         schema = self.args_model.model_json_schema()
         schema.pop("title", None)
         for prop in schema.get("properties", {}).values():
@@ -169,9 +177,7 @@ class ToolSpec:
         try:
             parsed = self.args_model.model_validate(arguments)
         except pydantic.ValidationError as e:
-            problems = "; ".join(
-                f"{'.'.join(str(x) for x in err['loc']) or '(arguments)'}: {err['msg']}" for err in e.errors()
-            )
+            problems = "; ".join(f"{'.'.join(str(x) for x in err['loc']) or '(arguments)'}: {err['msg']}" for err in e.errors())
             raise ToolError(f"invalid arguments for {self.name}: {problems}") from None
         return {k: getattr(parsed, k) for k in self.args_model.model_fields}
 
@@ -226,8 +232,10 @@ def _result(name: str, value: Any) -> Any:
     if inspect.isawaitable(value) or inspect.isgenerator(value) or inspect.isasyncgen(value):
         if inspect.iscoroutine(value) or inspect.isgenerator(value):
             value.close()  # never run: no "was never awaited" warning
-        raise TypeError(f"tool {name} returned a {type(value).__name__} instead of its result, so its work never ran: "
-                        "a tool must be a plain `def` that does its work and returns the result")
+        raise TypeError(
+            f"tool {name} returned a {type(value).__name__} instead of its result, so its work never ran: "
+            "a tool must be a plain `def` that does its work and returns the result"
+        )
     return value
 
 
@@ -243,11 +251,7 @@ class Toolset:
 
     @classmethod
     def from_module(cls, module: Any) -> "Toolset":
-        fns = [
-            obj
-            for name, obj in vars(module).items()
-            if callable(obj) and hasattr(obj, "__gs_tool__") and not name.startswith("_")
-        ]
+        fns = [obj for name, obj in vars(module).items() if callable(obj) and hasattr(obj, "__gs_tool__") and not name.startswith("_")]
         return cls([ToolSpec.from_function(f) for f in fns])
 
     def __contains__(self, name: str) -> bool:

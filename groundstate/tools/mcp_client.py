@@ -25,8 +25,8 @@ from mcp import Client, MCPError, StdioServerParameters, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
-from groundstate.types import ToolResult
 from groundstate.tools.stdio_transport import StdoutNoise, stdio_transport
+from groundstate.types import ToolResult
 
 __all__ = ["McpToolset", "McpToolsetError"]
 
@@ -49,8 +49,15 @@ class McpToolset:
     # -- connecting ----------------------------------------------------------------------------
     @classmethod
     @contextlib.asynccontextmanager
-    async def connect(cls, target: Any, *, mode: str = "auto", read_timeout_seconds: float | None = None,
-                      startup_timeout: float | None = None, noise: StdoutNoise | None = None) -> AsyncIterator["McpToolset"]:
+    async def connect(
+        cls,
+        target: Any,
+        *,
+        mode: str = "auto",
+        read_timeout_seconds: float | None = None,
+        startup_timeout: float | None = None,
+        noise: StdoutNoise | None = None,
+    ) -> AsyncIterator["McpToolset"]:
         """Connect through anything `mcp.Client` accepts (a transport, a URL, `StdioServerParameters`, a server object).
 
         `startup_timeout` bounds the whole start-up — connecting, the initialize handshake and tools/list — on its
@@ -66,8 +73,9 @@ class McpToolset:
                 if not scope.expired():
                     raise
                 extra = f"; {noise.summary()}" if noise is not None and noise.lines else ""
-                raise McpToolsetError(f"the MCP server did not finish start-up (initialize, tools/list) within its "
-                                      f"start-up bound of {startup_timeout:g} s{extra}") from None
+                raise McpToolsetError(
+                    f"the MCP server did not finish start-up (initialize, tools/list) within its start-up bound of {startup_timeout:g} s{extra}"
+                ) from None
             yield toolset
 
     @classmethod
@@ -92,8 +100,9 @@ class McpToolset:
         """
         params = StdioServerParameters(command=command, args=list(args), env=env, cwd=cwd)
         noise = StdoutNoise()
-        async with cls.connect(stdio_transport(params, errlog, noise), mode=mode, read_timeout_seconds=read_timeout_seconds,
-                               startup_timeout=startup_timeout, noise=noise) as toolset:
+        async with cls.connect(
+            stdio_transport(params, errlog, noise), mode=mode, read_timeout_seconds=read_timeout_seconds, startup_timeout=startup_timeout, noise=noise
+        ) as toolset:
             yield toolset
 
     @classmethod
@@ -119,8 +128,7 @@ class McpToolset:
         if token:
             all_headers["Authorization"] = f"Bearer {token}"
         async with httpx2.AsyncClient(headers=all_headers, timeout=httpx2.Timeout(timeout, read=read_timeout)) as http:
-            async with cls.connect(streamable_http_client(url, http_client=http), mode=mode,
-                                   read_timeout_seconds=read_timeout_seconds) as toolset:
+            async with cls.connect(streamable_http_client(url, http_client=http), mode=mode, read_timeout_seconds=read_timeout_seconds) as toolset:
                 yield toolset
 
     @classmethod

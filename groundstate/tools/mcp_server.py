@@ -51,8 +51,8 @@ from mcp.server.auth.settings import AuthSettings
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
-from groundstate.types import ToolResult
 from groundstate.tools.mcp_stdio import DEFAULT_MAX_PENDING, MAX_NESTING, stdio_streams
+from groundstate.types import ToolResult
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -215,8 +215,7 @@ class SessionSandboxes:
                 entry.sandbox = await self._run(self.backend.open, self.template)
         except Exception as e:
             self._release_slot(entry)
-            raise MCPError(code=INTERNAL_ERROR, message=f"could not open a sandbox: {type(e).__name__}: {e}",
-                           data=INFRA_ERROR_DATA) from e
+            raise MCPError(code=INTERNAL_ERROR, message=f"could not open a sandbox: {type(e).__name__}: {e}", data=INFRA_ERROR_DATA) from e
         self.opened += 1
 
     def _release_slot(self, entry: _Entry) -> None:
@@ -244,8 +243,7 @@ class SessionSandboxes:
                     try:
                         await self._open(entry)
                     except MCPError as e:
-                        print(f"[groundstate mcp] a session ended without tool calls and could not be graded: {e}",
-                              file=sys.stderr, flush=True)
+                        print(f"[groundstate mcp] a session ended without tool calls and could not be graded: {e}", file=sys.stderr, flush=True)
                 try:
                     if entry.sandbox is not None and entry.owned:
                         await self._run(self._finish, entry.sandbox)
@@ -347,8 +345,9 @@ def build_server(
     connection_is_session = sessions is None  # stream connections: the lifespan is entered once per session
     if sessions is None:
         template = sandbox.template if sandbox is not None else backend.prepare(domain, task.patch if task else {})
-        sessions = SessionSandboxes(domain, backend, template, on_session_end=on_session_end, sandbox=sandbox,
-                                    max_sessions=max_sessions, session_wait=session_wait)
+        sessions = SessionSandboxes(
+            domain, backend, template, on_session_end=on_session_end, sandbox=sandbox, max_sessions=max_sessions, session_wait=session_wait
+        )
     registry = sessions
     tools = [
         types.Tool(
@@ -388,8 +387,9 @@ def build_server(
             arguments = params.arguments if params.arguments is not None else {}
             result = await registry.call(key, params.name, arguments, owner=ctx.lifespan_context)
         except SessionEnded:
-            raise MCPError(code=INVALID_REQUEST, message="this MCP session has ended and its sandbox is closed; start a new session",
-                           data=INFRA_ERROR_DATA) from None
+            raise MCPError(
+                code=INVALID_REQUEST, message="this MCP session has ended and its sandbox is closed; start a new session", data=INFRA_ERROR_DATA
+            ) from None
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=result.content)],
             is_error=not result.ok,
@@ -524,8 +524,15 @@ def build_http_app(
     check_host(host, allow_remote)
     if not token:
         raise ValueError("an HTTP MCP server needs a bearer token")
-    sessions = SessionSandboxes(domain, backend, backend.prepare(domain, task.patch if task else {}), on_session_end=on_session_end,
-                                idle_timeout=idle_timeout, max_sessions=max_sessions, session_wait=session_wait)
+    sessions = SessionSandboxes(
+        domain,
+        backend,
+        backend.prepare(domain, task.patch if task else {}),
+        on_session_end=on_session_end,
+        idle_timeout=idle_timeout,
+        max_sessions=max_sessions,
+        session_wait=session_wait,
+    )
     server = build_server(domain, backend, task, sessions=sessions)
     base = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
     app = server.streamable_http_app(
@@ -603,7 +610,8 @@ async def serve_async(
     try:
         if transport == "stdio":
             server = await anyio.to_thread.run_sync(
-                lambda: build_server(d, be, t, on_session_end=hook, max_sessions=max_sessions, session_wait=session_wait))
+                lambda: build_server(d, be, t, on_session_end=hook, max_sessions=max_sessions, session_wait=session_wait)
+            )
             await _stdio(server, max_pending)
         elif transport == "http":
             import uvicorn
@@ -613,16 +621,30 @@ async def serve_async(
                 token = secrets.token_urlsafe(32)
                 print(f"[groundstate mcp] bearer token: {token}", file=sys.stderr)
             app = await anyio.to_thread.run_sync(
-                lambda: build_http_app(d, be, t, token=token, host=host, port=port, path=path, idle_timeout=idle_timeout,
-                                       on_session_end=hook, allow_remote=allow_remote, max_sessions=max_sessions,
-                                       session_wait=session_wait)
+                lambda: build_http_app(
+                    d,
+                    be,
+                    t,
+                    token=token,
+                    host=host,
+                    port=port,
+                    path=path,
+                    idle_timeout=idle_timeout,
+                    on_session_end=hook,
+                    allow_remote=allow_remote,
+                    max_sessions=max_sessions,
+                    session_wait=session_wait,
+                )
             )
             shown = f"[{host}]" if ":" in host else host
-            print(f"[groundstate mcp] serving {d.name}{' task ' + t.id if t else ''} at http://{shown}:{port}{path} "
-                  "(send Authorization: Bearer <token>)", file=sys.stderr, flush=True)
+            print(
+                f"[groundstate mcp] serving {d.name}{' task ' + t.id if t else ''} at http://{shown}:{port}{path} "
+                "(send Authorization: Bearer <token>)",
+                file=sys.stderr,
+                flush=True,
+            )
             # Without a graceful-shutdown limit uvicorn waits forever for the clients' open event streams.
-            config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
-                                    timeout_graceful_shutdown=SHUTDOWN_GRACE)
+            config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=SHUTDOWN_GRACE)
             await _run_uvicorn(uvicorn.Server(config))
         else:
             raise ValueError(f"unknown transport {transport!r}: use stdio or http")
@@ -661,6 +683,21 @@ def serve(
     """
     if transport == "http":
         check_host(host, allow_remote)
-    anyio.run(lambda: serve_async(domain, task, transport, host, port, token, backend=backend, allow_remote=allow_remote,
-                                  path=path, idle_timeout=idle_timeout, on_session_end=on_session_end,
-                                  max_sessions=max_sessions, session_wait=session_wait, max_pending=max_pending))
+    anyio.run(
+        lambda: serve_async(
+            domain,
+            task,
+            transport,
+            host,
+            port,
+            token,
+            backend=backend,
+            allow_remote=allow_remote,
+            path=path,
+            idle_timeout=idle_timeout,
+            on_session_end=on_session_end,
+            max_sessions=max_sessions,
+            session_wait=session_wait,
+            max_pending=max_pending,
+        )
+    )

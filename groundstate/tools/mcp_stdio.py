@@ -34,8 +34,7 @@ import mcp_types
 import pydantic
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
-from mcp_types import (INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError, JSONRPCRequest,
-                       JSONRPCResponse, RequestId)
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError, JSONRPCRequest, JSONRPCResponse, RequestId
 
 __all__ = ["DEFAULT_MAX_PENDING", "MAX_FRAME", "MAX_NESTING", "stdio_streams"]
 
@@ -63,7 +62,7 @@ def _scan(text: str) -> tuple[int, RequestId | None]:
         elif depth == 1 and token.startswith('"') and previous in ("{", ","):
             key = token
         elif depth == 1 and token == ":" and key == '"id"':
-            rest = text[m.end():]
+            rest = text[m.end() :]
             start = m.end() + len(rest) - len(rest.lstrip())
             if start < len(text) and (text[start] == '"' or text[start] in "-0123456789"):
                 with contextlib.suppress(ValueError):  # a string or number decodes without recursion
@@ -127,8 +126,11 @@ async def _bounded(lines: Any, write_stream: Any, max_pending: int) -> AsyncIter
             async for line in lines:
                 try:
                     if isinstance(line, _TooLong):
-                        raise _Refused(_refusal(_scan(line.head)[1], INVALID_REQUEST,
-                                                f"frame longer than {MAX_FRAME} characters; this server reads no longer ones"))
+                        raise _Refused(
+                            _refusal(
+                                _scan(line.head)[1], INVALID_REQUEST, f"frame longer than {MAX_FRAME} characters; this server reads no longer ones"
+                            )
+                        )
                     item = _parse(line)
                 except _Refused as refused:
                     await write_stream.send(refused.answer)
@@ -138,9 +140,14 @@ async def _bounded(lines: Any, write_stream: Any, max_pending: int) -> AsyncIter
                 message = item.message
                 if isinstance(message, JSONRPCRequest):
                     if pending.total() >= max_pending:
-                        await write_stream.send(_refusal(
-                            message.id, INTERNAL_ERROR, f"too many requests in flight: {max_pending} are still "
-                            "unanswered on this connection; read their answers before sending more"))
+                        await write_stream.send(
+                            _refusal(
+                                message.id,
+                                INTERNAL_ERROR,
+                                f"too many requests in flight: {max_pending} are still "
+                                "unanswered on this connection; read their answers before sending more",
+                            )
+                        )
                         continue
                     pending[message.id] += 1
 

@@ -57,13 +57,15 @@ class StdoutNoise:
 
 
 @asynccontextmanager
-async def stdio_transport(params: StdioServerParameters, errlog: TextIO | None = None,
-                          noise: StdoutNoise | None = None) -> AsyncIterator[tuple[anyio.abc.ObjectReceiveStream, anyio.abc.ObjectSendStream]]:
+async def stdio_transport(
+    params: StdioServerParameters, errlog: TextIO | None = None, noise: StdoutNoise | None = None
+) -> AsyncIterator[tuple[anyio.abc.ObjectReceiveStream, anyio.abc.ObjectSendStream]]:
     """Start `params.command` in a new session and yield the (read, write) message streams `mcp.Client` takes."""
     noise = noise if noise is not None else StdoutNoise()
     errlog = errlog if errlog is not None else sys.stderr
-    process = await anyio.open_process([params.command, *params.args], env=get_default_environment() | (params.env or {}),
-                                       cwd=params.cwd, stderr=errlog, start_new_session=True)
+    process = await anyio.open_process(
+        [params.command, *params.args], env=get_default_environment() | (params.env or {}), cwd=params.cwd, stderr=errlog, start_new_session=True
+    )
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
 

@@ -42,9 +42,16 @@ class Rollout:
     truncated: bool = False
 
     def summary(self) -> dict[str, Any]:
-        return {"task_id": self.task_id, "reward": self.reward, "system_error": self.system_error, "finish_reason": self.finish_reason,
-                "truncated": self.truncated, "tool_calls": [{"name": c["name"], "arguments": c["arguments"], "ok": c["ok"]} for c in self.tool_calls],
-                "completion_tokens": len(self.completion_ids), "model_tokens": sum(self.env_mask)}
+        return {
+            "task_id": self.task_id,
+            "reward": self.reward,
+            "system_error": self.system_error,
+            "finish_reason": self.finish_reason,
+            "truncated": self.truncated,
+            "tool_calls": [{"name": c["name"], "arguments": c["arguments"], "ok": c["ok"]} for c in self.tool_calls],
+            "completion_tokens": len(self.completion_ids),
+            "model_tokens": sum(self.env_mask),
+        }
 
 
 def is_informative(group: list[Rollout]) -> bool:
@@ -52,8 +59,9 @@ def is_informative(group: list[Rollout]) -> bool:
     return all(r.system_error is None for r in group) and len({r.reward for r in group}) > 1
 
 
-async def rollout(task: Task, domain: Domain, policy: BatchedPolicy, backend: Backend, user_spec: str = "scripted",
-                  limits: EpisodeLimits = EpisodeLimits()) -> Rollout:
+async def rollout(
+    task: Task, domain: Domain, policy: BatchedPolicy, backend: Backend, user_spec: str = "scripted", limits: EpisodeLimits = EpisodeLimits()
+) -> Rollout:
     """One rollout through the same attempt path as evaluation (`groundstate.attempt.play`)."""
     agent = policy.agent()
     out = await play(task, domain, agent, make_user(user_spec, task), limits, backend=backend)
@@ -62,8 +70,18 @@ async def rollout(task: Task, domain: Domain, policy: BatchedPolicy, backend: Ba
         return Rollout(task.id, None, v.system_error, agent.prompt_ids, agent.completion_ids, agent.env_mask, agent.logprobs)
     traj = out.trajectory
     reward = None if v.reward is None else float(v.reward)
-    return Rollout(task.id, reward, None, agent.prompt_ids, agent.completion_ids, agent.env_mask, agent.logprobs,
-                   traj.tool_calls, traj.finish_reason, agent.truncated)
+    return Rollout(
+        task.id,
+        reward,
+        None,
+        agent.prompt_ids,
+        agent.completion_ids,
+        agent.env_mask,
+        agent.logprobs,
+        traj.tool_calls,
+        traj.finish_reason,
+        agent.truncated,
+    )
 
 
 @dataclass
@@ -85,8 +103,17 @@ class StepStats:
 class GroupSampler:
     """Runs the groups of one step and refills the uninformative ones from the pool, within a bound."""
 
-    def __init__(self, pool: list[tuple[Task, Domain]], policy: BatchedPolicy, backend: Backend, group_size: int,
-                 refill_ratio: float = 1.0, seed: int = 0, user_spec: str = "scripted", limits: EpisodeLimits = EpisodeLimits()):
+    def __init__(
+        self,
+        pool: list[tuple[Task, Domain]],
+        policy: BatchedPolicy,
+        backend: Backend,
+        group_size: int,
+        refill_ratio: float = 1.0,
+        seed: int = 0,
+        user_spec: str = "scripted",
+        limits: EpisodeLimits = EpisodeLimits(),
+    ):
         self.pool = pool
         self.policy, self.backend = policy, backend
         self.G = group_size
@@ -95,9 +122,8 @@ class GroupSampler:
         self.user_spec, self.limits = user_spec, limits
 
     async def _groups(self, tasks: list[tuple[Task, Domain]]) -> list[list[Rollout]]:
-        flat = await asyncio.gather(*(rollout(t, d, self.policy, self.backend, self.user_spec, self.limits)
-                                      for t, d in tasks for _ in range(self.G)))
-        return [list(flat[i * self.G:(i + 1) * self.G]) for i in range(len(tasks))]
+        flat = await asyncio.gather(*(rollout(t, d, self.policy, self.backend, self.user_spec, self.limits) for t, d in tasks for _ in range(self.G)))
+        return [list(flat[i * self.G : (i + 1) * self.G]) for i in range(len(tasks))]
 
     async def step(self, tasks: list[tuple[Task, Domain]]) -> tuple[list[list[Rollout]], StepStats]:
         groups = await self._groups(tasks)

@@ -25,9 +25,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from groundstate.agents.local import ChatCodec
 from groundstate.agents.scripted import ScriptedAgent
 from groundstate.agents.toolcall_format import render_tool_call
-from groundstate.agents.local import ChatCodec
 from groundstate.domain import Domain
 from groundstate.environment import SqlEnvironment
 from groundstate.episode import run_episode
@@ -81,8 +81,17 @@ def fresh_tasks(domain: Domain, n: int, seed: int, prefix: str) -> list[Task]:
         for inst in gen.instances(domain.seed_rows(), domain.config.today, rng, n):
             if inst["instruction"] in known or len(out) >= n:
                 continue
-            out.append(Task(id=f"{prefix}-{len(out)}", domain=domain.name, instruction=inst["instruction"], gold=inst["gold"],
-                            family=inst.get("family", "unspecified"), template=inst.get("template"), split=domain.config.split))
+            out.append(
+                Task(
+                    id=f"{prefix}-{len(out)}",
+                    domain=domain.name,
+                    instruction=inst["instruction"],
+                    gold=inst["gold"],
+                    family=inst.get("family", "unspecified"),
+                    template=inst.get("template"),
+                    split=domain.config.split,
+                )
+            )
     return out
 
 
@@ -95,7 +104,7 @@ def _corrupt(task: Task, domain: Domain, rng: random.Random) -> list[dict[str, A
     spec = domain.tools[calls[i]["tool"]]
     names = [n for n in calls[i]["args"] if alternative(spec.params.get(n), calls[i]["args"][n]) is not None and n not in ("body",)]
     if not names:
-        return calls[:i] + calls[i + 1:]
+        return calls[:i] + calls[i + 1 :]
     name = rng.choice(names)
     calls[i] = {**calls[i], "args": {**calls[i]["args"], name: alternative(spec.params.get(name), calls[i]["args"][name])}}
     return calls
@@ -157,11 +166,20 @@ def build_dataset(domain: Domain, codec: ChatCodec, cfg: SftConfig) -> tuple[lis
     return rows, {"demonstrations": len(rows), "corruption_rate_by_template": rates, "max_tokens": max(len(r["input_ids"]) for r in rows)}
 
 
-def pass_at_1(model: Any, tokenizer: Any, domain: Domain, tasks: list[Task], flags: dict[str, bool], seed: int = 0,
-              temperature: float = 1.0, max_turns: int = 6, max_context: int = 768) -> float:
+def pass_at_1(
+    model: Any,
+    tokenizer: Any,
+    domain: Domain,
+    tasks: list[Task],
+    flags: dict[str, bool],
+    seed: int = 0,
+    temperature: float = 1.0,
+    max_turns: int = 6,
+    max_context: int = 768,
+) -> float:
     """Share of tasks solved by one sampled attempt each, through the real episode loop and grader."""
-    from groundstate.train.grpo import rollout
     from groundstate.agents.local import BatchedPolicy, SamplingParams
+    from groundstate.train.grpo import rollout
 
     policy = BatchedPolicy(model, tokenizer, SamplingParams(temperature=temperature, max_new_tokens=64, max_context=max_context), seed=seed, **flags)
     backend = SqliteBackend()
@@ -178,8 +196,9 @@ def pass_at_1(model: Any, tokenizer: Any, domain: Domain, tasks: list[Task], fla
     return sum(r.reward == 1.0 for r in rs) / len(rs)
 
 
-def train_sft(model: Any, tokenizer: Any, domain: Domain, out_dir: Path, cfg: SftConfig, flags: dict[str, bool],
-              log: Callable[[str], None] = print) -> dict[str, Any]:
+def train_sft(
+    model: Any, tokenizer: Any, domain: Domain, out_dir: Path, cfg: SftConfig, flags: dict[str, bool], log: Callable[[str], None] = print
+) -> dict[str, Any]:
     """Warm-start `model` in place with TRL's SFTTrainer; stops at `cfg.target_pass_at_1` (or `max_steps`)."""
     import torch
     from datasets import Dataset
@@ -189,8 +208,10 @@ def train_sft(model: Any, tokenizer: Any, domain: Domain, out_dir: Path, cfg: Sf
     codec = ChatCodec(tokenizer, **flags)
     t0 = time.perf_counter()
     rows, info = build_dataset(domain, codec, cfg)
-    log(f"  {info['demonstrations']} demonstrations rendered in {time.perf_counter() - t0:.1f} s "
-        f"(corrupted share by template: {info['corruption_rate_by_template']})")
+    log(
+        f"  {info['demonstrations']} demonstrations rendered in {time.perf_counter() - t0:.1f} s "
+        f"(corrupted share by template: {info['corruption_rate_by_template']})"
+    )
     val = fresh_tasks(domain, cfg.eval_tasks, cfg.seed + 3, "sft-val")
     history: list[dict[str, Any]] = []
 
@@ -206,10 +227,23 @@ def train_sft(model: Any, tokenizer: Any, domain: Domain, out_dir: Path, cfg: Sf
                 control.should_training_stop = True
 
     args = SFTConfig(
-        output_dir=str(out_dir / "sft"), per_device_train_batch_size=cfg.batch_size, learning_rate=cfg.lr, lr_scheduler_type="constant_with_warmup",
-        warmup_steps=cfg.warmup_steps, max_grad_norm=1.0,
-        max_steps=cfg.max_steps, logging_steps=10, save_strategy="no", report_to=[], seed=cfg.seed, use_cpu=not torch.cuda.is_available(),
-        bf16=False, max_length=None, dataloader_num_workers=0, disable_tqdm=True, assistant_only_loss=False,
+        output_dir=str(out_dir / "sft"),
+        per_device_train_batch_size=cfg.batch_size,
+        learning_rate=cfg.lr,
+        lr_scheduler_type="constant_with_warmup",
+        warmup_steps=cfg.warmup_steps,
+        max_grad_norm=1.0,
+        max_steps=cfg.max_steps,
+        logging_steps=10,
+        save_strategy="no",
+        report_to=[],
+        seed=cfg.seed,
+        use_cpu=not torch.cuda.is_available(),
+        bf16=False,
+        max_length=None,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+        assistant_only_loss=False,
     )
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer, callbacks=[StopAtTarget()])
     from transformers.trainer_callback import PrinterCallback
@@ -217,5 +251,10 @@ def train_sft(model: Any, tokenizer: Any, domain: Domain, out_dir: Path, cfg: Sf
     trainer.remove_callback(PrinterCallback)  # our own progress lines instead of raw log dicts
     trainer.train()
     model.eval()
-    return {**info, "config": {k: v for k, v in asdict(cfg).items() if k != "history"}, "history": history,
-            "steps": trainer.state.global_step, "seconds": round(time.perf_counter() - t0, 1)}
+    return {
+        **info,
+        "config": {k: v for k, v in asdict(cfg).items() if k != "history"},
+        "history": history,
+        "steps": trainer.state.global_step,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }

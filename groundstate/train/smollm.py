@@ -101,11 +101,22 @@ def convert_smollm2(cache_dir: str | Path, log: Callable[[str], None] = print) -
     try:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        (tmp / "groundstate-source.json").write_text(json.dumps({
-            "base": BASE_NAME, "package": GGUF_DISTRIBUTION, "package_version": _package_version(), "license": "Apache-2.0",
-            "gguf": GGUF_FILE, "gguf_bytes": gguf.stat().st_size, "weights": "Q4_1 dequantized to float32",
-            "parameters": params, "seconds": round(time.perf_counter() - t0, 1),
-        }, indent=1))
+        (tmp / "groundstate-source.json").write_text(
+            json.dumps(
+                {
+                    "base": BASE_NAME,
+                    "package": GGUF_DISTRIBUTION,
+                    "package_version": _package_version(),
+                    "license": "Apache-2.0",
+                    "gguf": GGUF_FILE,
+                    "gguf_bytes": gguf.stat().st_size,
+                    "weights": "Q4_1 dequantized to float32",
+                    "parameters": params,
+                    "seconds": round(time.perf_counter() - t0, 1),
+                },
+                indent=1,
+            )
+        )
         if cache_dir.exists() and not (cache_dir / "config.json").exists():
             shutil.rmtree(cache_dir)  # an earlier, unfinished directory
         try:
@@ -185,12 +196,16 @@ class _StepTimer:
     def close(self) -> dict[str, Any]:
         self._handle.remove()
         gaps = [b - a for a, b in zip(self.stamps, self.stamps[1:])]
-        return {"median_s": round(statistics.median(gaps), 2) if gaps else None, "first_s": round(gaps[0], 2) if gaps else None,
-                "measured": len(gaps)}
+        return {
+            "median_s": round(statistics.median(gaps), 2) if gaps else None,
+            "first_s": round(gaps[0], 2) if gaps else None,
+            "measured": len(gaps),
+        }
 
 
-def build_from_smollm2(out_dir: str | Path, domain_name: str = "kiosk", *, sft: Any = None, cache_dir: str | Path | None = None,
-                       log: Callable[[str], None] = print) -> dict[str, Any]:
+def build_from_smollm2(
+    out_dir: str | Path, domain_name: str = "kiosk", *, sft: Any = None, cache_dir: str | Path | None = None, log: Callable[[str], None] = print
+) -> dict[str, Any]:
     """`groundstate tiny build --from smollm2`: SmolLM2-135M-Instruct, groundstate's chat template, a short
     supervised warm-start on the pool domain, saved as a Hugging Face directory (`hf:DIR`).
 
@@ -200,8 +215,8 @@ def build_from_smollm2(out_dir: str | Path, domain_name: str = "kiosk", *, sft: 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from groundstate.domain import load_domain
     from groundstate.agents.local import PROMPT_FLAGS, ChatCodec
+    from groundstate.domain import load_domain
     from groundstate.train.sft import train_sft
 
     t0 = time.perf_counter()
@@ -213,19 +228,31 @@ def build_from_smollm2(out_dir: str | Path, domain_name: str = "kiosk", *, sft: 
     model = prepare_model(AutoModelForCausalLM.from_pretrained(cache, dtype=torch.float32), tokenizer)
     params = sum(p.numel() for p in model.parameters())
     prompt = len(ChatCodec(tokenizer, **FLAGS).prompt_ids([{"role": "user", "content": domain.tasks[0].instruction}], domain.tools.openai_schemas()))
-    log(f"  base: {BASE_NAME}, {params / 1e6:.1f}M parameters, vocabulary {len(tokenizer)}; prompt with tool schemas {prompt} tokens; "
-        f"torch threads {torch.get_num_threads()}")
+    log(
+        f"  base: {BASE_NAME}, {params / 1e6:.1f}M parameters, vocabulary {len(tokenizer)}; prompt with tool schemas {prompt} tokens; "
+        f"torch threads {torch.get_num_threads()}"
+    )
     timer = _StepTimer(model)
     try:
         report = train_sft(model.train(), tokenizer, domain, out_dir, cfg, dict(FLAGS), log=log)
     finally:
         step = timer.close()
-    log(f"  SFT: {report['steps']} steps, median step {step['median_s']} s (batch {cfg.batch_size}, longest demonstration {report['max_tokens']} tokens)")
+    log(
+        f"  SFT: {report['steps']} steps, median step {step['median_s']} s (batch {cfg.batch_size}, longest demonstration {report['max_tokens']} tokens)"
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
-    info = {**FLAGS, "domain": domain_name, "base": BASE_NAME, "base_source": f"{GGUF_DISTRIBUTION}=={_package_version()} ({GGUF_FILE}, dequantized to float32)",
-            "parameters": params, "vocab": len(tokenizer), "prompt_tokens": prompt, "sft": {**report, "step_seconds": step},
-            "seconds": round(time.perf_counter() - t0, 1)}
+    info = {
+        **FLAGS,
+        "domain": domain_name,
+        "base": BASE_NAME,
+        "base_source": f"{GGUF_DISTRIBUTION}=={_package_version()} ({GGUF_FILE}, dequantized to float32)",
+        "parameters": params,
+        "vocab": len(tokenizer),
+        "prompt_tokens": prompt,
+        "sft": {**report, "step_seconds": step},
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
     (out_dir / PROMPT_FLAGS).write_text(json.dumps(info, indent=1, default=str))
     return info

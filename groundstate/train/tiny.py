@@ -65,7 +65,9 @@ def build_tokenizer(texts: Iterable[str], vocab_size: int = 1024):
     return fast
 
 
-def build_model(tokenizer, hidden: int = 128, layers: int = 3, heads: int = 4, kv_heads: int = 2, ffn: int = 256, seed: int = 0, max_positions: int = 8192):
+def build_model(
+    tokenizer, hidden: int = 128, layers: int = 3, heads: int = 4, kv_heads: int = 2, ffn: int = 256, seed: int = 0, max_positions: int = 8192
+):
     """A randomly initialised Qwen2 causal LM sized for `tokenizer`, tied embeddings, float32, eval mode.
 
     Stops at `<|im_end|>` or `<|endoftext|>`. The global torch RNG is left as it was.
@@ -120,15 +122,16 @@ def domain_corpus(domain: Any, repeat: int = 20) -> list[str]:
     return texts * repeat
 
 
-def build_tiny_policy(out_dir: str | Path, domain_name: str = "kiosk", *, vocab_size: int = 512, sft: Any = None,
-                      log: Any = print, **model_kw: Any) -> dict[str, Any]:
+def build_tiny_policy(
+    out_dir: str | Path, domain_name: str = "kiosk", *, vocab_size: int = 512, sft: Any = None, log: Any = print, **model_kw: Any
+) -> dict[str, Any]:
     """`groundstate tiny build`: tokenizer + tiny Qwen2 + supervised warm-start on the pool domain, saved as a
     Hugging Face directory (`hf:DIR`). The prompt omits tool schemas and the policy text: the tiny model
     learns its tools from the demonstrations (recorded in `groundstate.json`). Nothing is downloaded."""
     import time
 
-    from groundstate.domain import load_domain
     from groundstate.agents.local import PROMPT_FLAGS, ChatCodec
+    from groundstate.domain import load_domain
     from groundstate.train.sft import SftConfig, fresh_tasks, train_sft
 
     t0 = time.perf_counter()
@@ -149,7 +152,13 @@ def build_tiny_policy(out_dir: str | Path, domain_name: str = "kiosk", *, vocab_
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
-    info = {**flags, "domain": domain_name, "parameters": params, "vocab": len(tokenizer), "sft": report,
-            "seconds": round(time.perf_counter() - t0, 1)}
+    info = {
+        **flags,
+        "domain": domain_name,
+        "parameters": params,
+        "vocab": len(tokenizer),
+        "sft": report,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
     (out_dir / PROMPT_FLAGS).write_text(json.dumps(info, indent=1, default=str))
     return info

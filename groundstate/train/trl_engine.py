@@ -18,12 +18,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from groundstate.agents.local import PROMPT_FLAGS, BatchedPolicy, SamplingParams, prompt_flags
+from groundstate.domain import Domain
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
-from groundstate.domain import Domain
 from groundstate.train.grpo import GroupSampler
 from groundstate.types import EpisodeLimits
-from groundstate.agents.local import PROMPT_FLAGS, BatchedPolicy, SamplingParams, prompt_flags
 
 
 @dataclass
@@ -49,6 +49,7 @@ class TrainConfig:
     save_steps: int = 25
     seed: int = 0
     use_vllm: bool = False
+    gradient_checkpointing: bool = True  # TRL's default: recompute activations in the backward pass to save memory
     val_k: int = 8  # attempts per task of the validation run after training (`groundstate train --val`)
 
 
@@ -57,8 +58,15 @@ def _write_jsonl(path: Path, row: dict[str, Any]) -> None:
         f.write(json.dumps(row, default=str) + "\n")
 
 
-def train_trl(model_path: str, train: list[tuple[Task, Domain]], backend: Backend, out_dir: Path, cfg: TrainConfig,
-              on_step: Callable[[dict[str, Any]], None] | None = None, policy_cls: type[BatchedPolicy] = BatchedPolicy) -> Path:
+def train_trl(
+    model_path: str,
+    train: list[tuple[Task, Domain]],
+    backend: Backend,
+    out_dir: Path,
+    cfg: TrainConfig,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+    policy_cls: type[BatchedPolicy] = BatchedPolicy,
+) -> Path:
     """Train with GRPO; returns the final checkpoint directory (a Hugging Face model directory).
 
     `policy_cls` decides how turns are sampled from the model being trained (a subclass can, for
@@ -76,8 +84,9 @@ def train_trl(model_path: str, train: list[tuple[Task, Domain]], backend: Backen
     tok = AutoTokenizer.from_pretrained(model_path)
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
     flags = prompt_flags(model_path)
-    policy = policy_cls(model, tok, SamplingParams(cfg.temperature, cfg.top_p, cfg.top_k, cfg.max_new_tokens, cfg.max_context),
-                           seed=cfg.seed, **flags)
+    policy = policy_cls(
+        model, tok, SamplingParams(cfg.temperature, cfg.top_p, cfg.top_k, cfg.max_new_tokens, cfg.max_context), seed=cfg.seed, **flags
+    )
     by_id = {t.id: (t, d) for t, d in train}
     sampler = GroupSampler(train, policy, backend, cfg.group_size, cfg.refill_ratio, cfg.seed, limits=EpisodeLimits(max_turns=cfg.max_turns))
     rollouts_path, metrics_path = out_dir / "rollouts.jsonl", out_dir / "metrics.jsonl"
@@ -147,14 +156,22 @@ def train_trl(model_path: str, train: list[tuple[Task, Domain]], backend: Backen
         report_to=report_to,
         seed=cfg.seed,
         use_vllm=cfg.use_vllm,
+        gradient_checkpointing=cfg.gradient_checkpointing,
         use_cpu=not torch.cuda.is_available(),
         bf16=torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
         dataloader_num_workers=0,
         disable_tqdm=True,
     )
     dataset = Dataset.from_dict({"prompt": [t.id for t, _ in train]})
-    trainer = GRPOTrainer(model=model, reward_funcs=[verdict_reward], args=args, train_dataset=dataset, processing_class=tok,
-                          rollout_func=rollout_func, callbacks=[JsonlLogger()])
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[verdict_reward],
+        args=args,
+        train_dataset=dataset,
+        processing_class=tok,
+        rollout_func=rollout_func,
+        callbacks=[JsonlLogger()],
+    )
     from transformers.trainer_callback import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)  # metrics go to metrics.jsonl and on_step, not raw dicts on stdout

@@ -2,7 +2,7 @@
 
 Each domain's own tests (its tools' behaviour, its seed's invariants, its task counts) are in
 tests/domains/<name>/test_<name>.py; the rules about the whole suite (sizes, splits, no shared names
-between any two domains) are in tests/test_suite.py.
+between any two domains) are in tests/domains/test_suite.py.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pytest
 import yaml
 from domain_testing import FAMILIES, SUITE
 
-from groundstate.grading import grade, replay
 from groundstate.domain import DOMAINS_DIR, bundled_domains, render_generated_tasks
+from groundstate.grading import grade, replay
 from groundstate.tools import Toolset
 
 NON_PORTABLE = re.compile(r"\b(AUTOINCREMENT|SERIAL|BOOLEAN|DATETIME|TIMESTAMP|INSERT\s+OR)\b|\bNOW\s*\(", re.IGNORECASE)
@@ -29,6 +29,7 @@ def domain_name(request) -> str:
 
 
 # -- schema and seed ------------------------------------------------------------------------------------
+
 
 def test_schema_is_portable_keyed_and_in_fk_order(domain):
     conn = sqlite3.connect(":memory:")
@@ -74,6 +75,7 @@ def test_seeded_world_keeps_its_foreign_keys(sb):
 
 # -- tools ----------------------------------------------------------------------------------------------
 
+
 def test_tools_are_described_and_documented(domain, domain_module):
     tools = Toolset.from_module(domain_module("tools"))
     assert tools.names() == domain.tools.names()
@@ -85,6 +87,7 @@ def test_tools_are_described_and_documented(domain, domain_module):
 
 
 # -- tasks ----------------------------------------------------------------------------------------------
+
 
 def test_tasks_follow_the_rules(domain):
     tasks = domain.tasks
@@ -135,6 +138,7 @@ def test_generator_reproduces_the_task_file_and_leaves_the_world_alone(domain, w
 
 
 # -- backends -------------------------------------------------------------------------------------------
+
 
 @pytest.mark.postgres
 def test_backends_agree_on_golden_changes(domain, backend):

@@ -6,9 +6,9 @@ import random
 
 import pytest
 
+from groundstate.domain import load_domain
 from groundstate.domains import _kit
 from groundstate.domains._kit import Patch, WorldIndex, call
-from groundstate.domain import load_domain
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +53,12 @@ def test_generate_numbers_tags_and_draws_a_duplicate_again(kiosk, index):
 
     def t_cancel(g: WorldIndex) -> dict:
         order = next(drawn)
-        return {"instruction": f"Cancel order {order}.", "user": {"script": []}, "gold": [call("get_kiosk_order", order_id=order),
-                call("cancel_kiosk_order", order_id=order)], "patch": Patch(_kit.table_order(kiosk.path))}
+        return {
+            "instruction": f"Cancel order {order}.",
+            "user": {"script": []},
+            "gold": [call("get_kiosk_order", order_id=order), call("cancel_kiosk_order", order_id=order)],
+            "patch": Patch(_kit.table_order(kiosk.path)),
+        }
 
     tasks = _kit.generate(kiosk.path, [("single_write", t_cancel, 2)], index)
     assert [t["id"] for t in tasks] == ["kiosk-cancel-001", "kiosk-cancel-002"]
@@ -72,6 +76,7 @@ def test_generate_refuses_unknown_keys_unknown_tools_and_templates_that_repeat_t
 
     with pytest.raises(ValueError, match="unknown keys"):
         _kit.generate(kiosk.path, [("single_write", t_typo, 1)], index)
+
     def t_misspelt(g: WorldIndex) -> dict:
         return {"instruction": "y", "user": {}, "gold": [call("cancel_kiosk_ordr", order_id=1)]}
 

@@ -17,8 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 from groundstate.cli import app
-from groundstate.scaffold import NAME_PATTERN, new_domain
 from groundstate.domain import DomainConfig, load_domain
+from groundstate.scaffold import NAME_PATTERN, new_domain
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "DOMAINS.md"
 FUNCTION_ANCHOR = "# (family, template, number of tasks)\n"  # the page: add the function above this line
@@ -80,8 +80,12 @@ def test_the_step_by_step_runs_as_written(tmp_path, monkeypatch, request):
                 assert _shown(line, output), f"{command}: the page shows {line!r}; the command printed:\n{output}"
             commands.append(command)
     assert [c.split(" --domain")[0] for c in commands if "postgres" not in c] == [
-        "groundstate new domain bakery", "groundstate tasks lint", "groundstate tasks generate", "groundstate tasks lint",
-        "groundstate tasks generate"], commands
+        "groundstate new domain bakery",
+        "groundstate tasks lint",
+        "groundstate tasks generate",
+        "groundstate tasks lint",
+        "groundstate tasks generate",
+    ], commands
     load_domain.cache_clear()
     assert len(load_domain(str(tmp_path / "bakery")).tasks) == 4
 
@@ -96,7 +100,14 @@ def _paste(path: Path, code: str, anchor: str, *, above: bool) -> None:
 def test_a_new_domain_lints_green_with_no_survivors(tmp_path):
     folder = new_domain(tmp_path, "pantry")
     assert sorted(p.name for p in folder.iterdir() if p.name != "__pycache__") == [
-        "domain.yaml", "policy.md", "schema.sql", "seed.py", "taskgen.py", "tasks", "tools.py"]
+        "domain.yaml",
+        "policy.md",
+        "schema.sql",
+        "seed.py",
+        "taskgen.py",
+        "tasks",
+        "tools.py",
+    ]
     load_domain.cache_clear()
     result = CliRunner().invoke(app, ["tasks", "lint", "--domain", str(folder), "--json"])
     assert result.exit_code == 0, result.output

@@ -41,26 +41,41 @@ MONTHS = ["January", "February", "March", "April", "May", "June", "July", "Augus
 GREETINGS = ["Hi,", "Hello,", "Hey there,", "Good morning,", "Hi there,"]
 CLOSINGS = ["That's all, thank you!", "No, that's everything. Thanks!", "That's it, thanks for your help.", "Nothing else, thanks."]
 TONES = ["polite and brief", "a little anxious", "friendly and chatty", "precise; answers exactly what is asked", "in a hurry"]
-MISPLACED = ["I think it's somewhere at home", "I probably left it in my car", "it's likely in one of my coat pockets",
-             "I might have left it at my office"]
-DAMAGE = ["the chip stopped working", "it cracked in half", "the magnetic strip is worn out and terminals reject it",
-          "it got bent and the card readers won't take it"]
-STOLEN = ["someone broke into my car and took it", "my bag was snatched at the train station", "someone took it from my gym locker",
-          "I was pickpocketed on the bus"]
+MISPLACED = [
+    "I think it's somewhere at home",
+    "I probably left it in my car",
+    "it's likely in one of my coat pockets",
+    "I might have left it at my office",
+]
+DAMAGE = [
+    "the chip stopped working",
+    "it cracked in half",
+    "the magnetic strip is worn out and terminals reject it",
+    "it got bent and the card readers won't take it",
+]
+STOLEN = [
+    "someone broke into my car and took it",
+    "my bag was snatched at the train station",
+    "someone took it from my gym locker",
+    "I was pickpocketed on the bus",
+]
 SCAMS = [
     "Someone from Ridgeline's fraud department just called me and said my account was hacked. He told me to move ${amount} "
     "to a safe account right away",
     "An IRS agent called and said I owe back taxes and will be arrested today unless I pay ${amount}",
-    "A tech support person who fixed my computer said my bank account is compromised and I must move ${amount} into a protected "
-    "account he set up",
+    "A tech support person who fixed my computer said my bank account is compromised and I must move ${amount} into a protected account he set up",
     "My grandson called from jail, he needs ${amount} for bail today and his lawyer asked me to wire it",
 ]
 # (payee, nickname a customer might choose, what the customer calls it)
 NEW_PAYEES = [
-    ("Birchwood Property Group", "rent", "my new landlord"), ("Hammond Home Renovations", "contractor", "my contractor"),
-    ("Northgate University", "tuition", "my daughter's college"), ("Little Acorns Daycare", "daycare", "the daycare"),
-    ("Pemberton & Rowe CPAs", "accountant", "my accountant"), ("Silverline Dental", "dentist", "my dentist"),
-    ("Ashford Music Lessons", "piano", "my son's piano teacher"), ("Greystone Storage", "storage", "my storage unit"),
+    ("Birchwood Property Group", "rent", "my new landlord"),
+    ("Hammond Home Renovations", "contractor", "my contractor"),
+    ("Northgate University", "tuition", "my daughter's college"),
+    ("Little Acorns Daycare", "daycare", "the daycare"),
+    ("Pemberton & Rowe CPAs", "accountant", "my accountant"),
+    ("Silverline Dental", "dentist", "my dentist"),
+    ("Ashford Music Lessons", "piano", "my son's piano teacher"),
+    ("Greystone Storage", "storage", "my storage unit"),
 ]
 DISPUTE_OLD = {
     "goods_not_received": ["the order never arrived", "they never delivered what I paid for"],
@@ -76,8 +91,12 @@ def day_text(d: dt.date | str) -> str:
 
 def fee_text(code: str, amount: float) -> str:
     """How a customer names a fee: 'the $3.00 out-of-network ATM fee'."""
-    label = {"overdraft": "overdraft fee", "monthly_service": "monthly service fee", "atm": "out-of-network ATM fee",
-             "late_payment": "late payment fee"}[code]
+    label = {
+        "overdraft": "overdraft fee",
+        "monthly_service": "monthly service fee",
+        "atm": "out-of-network ATM fee",
+        "late_payment": "late payment fee",
+    }[code]
     return f"the {money(amount)} {label}"
 
 
@@ -90,10 +109,19 @@ class Book:
 
     def post(self, acct: dict, day: dt.date, kind: str, amount: float, description: str, **refs: Any) -> dict:
         e = {
-            "id": self.g.new_id("account_ledger"), "account_id": acct["id"], "posted_on": day.isoformat(), "kind": kind,
-            "amount": round(amount, 2), "balance_after": None, "description": description, "merchant": refs.get("merchant"),
-            "card_id": refs.get("card_id"), "transfer_id": refs.get("transfer_id"), "fee_code": refs.get("fee_code"),
-            "related_entry_id": refs.get("related_entry_id"), "reversal_reason": refs.get("reversal_reason"),
+            "id": self.g.new_id("account_ledger"),
+            "account_id": acct["id"],
+            "posted_on": day.isoformat(),
+            "kind": kind,
+            "amount": round(amount, 2),
+            "balance_after": None,
+            "description": description,
+            "merchant": refs.get("merchant"),
+            "card_id": refs.get("card_id"),
+            "transfer_id": refs.get("transfer_id"),
+            "fee_code": refs.get("fee_code"),
+            "related_entry_id": refs.get("related_entry_id"),
+            "reversal_reason": refs.get("reversal_reason"),
         }
         self.new.setdefault(acct["id"], []).append(e)
         return e
@@ -184,9 +212,12 @@ class Generator(WorldIndex):
         self.disputed = {d["entry_id"] for d in world["card_disputes"]}
         self.reversed = {e["related_entry_id"] for e in world["account_ledger"] if e["kind"] == "fee_reversal"}
         busy = {r["holder_id"] for r in world["banking_referrals"] if r["status"] == "open"}
-        busy |= {self.accounts[h["account_id"]]["holder_id"] for h in world["account_holds"] if h["reason"] == "legal_order" and h["status"] == "active"}
-        self.clean = [h for h in world["account_holders"]
-                      if h["id"] not in busy and all(a["status"] == "open" for a in self.accounts_of[h["id"]].values())]
+        busy |= {
+            self.accounts[h["account_id"]]["holder_id"] for h in world["account_holds"] if h["reason"] == "legal_order" and h["status"] == "active"
+        }
+        self.clean = [
+            h for h in world["account_holders"] if h["id"] not in busy and all(a["status"] == "open" for a in self.accounts_of[h["id"]].values())
+        ]
         self.used: dict[int, int] = {}  # holder id -> tasks that use them
 
     # -- sampling ---------------------------------------------------------------------------------
@@ -239,8 +270,14 @@ class Generator(WorldIndex):
 
     def fees(self, acct: dict, codes: tuple[str, ...], max_age: int = FEE_WINDOW) -> list[dict]:
         """Seed fees of the account that are unreversed, within `max_age` days and unambiguous by (date, code)."""
-        rows = [e for e in self.entries.get(acct["id"], []) if e["kind"] == "fee" and e["fee_code"] in codes
-                and e["id"] not in self.reversed and (self.today - dt.date.fromisoformat(e["posted_on"])).days <= max_age]
+        rows = [
+            e
+            for e in self.entries.get(acct["id"], [])
+            if e["kind"] == "fee"
+            and e["fee_code"] in codes
+            and e["id"] not in self.reversed
+            and (self.today - dt.date.fromisoformat(e["posted_on"])).days <= max_age
+        ]
         seen: dict[tuple, int] = {}
         for e in self.entries.get(acct["id"], []):
             if e["kind"] == "fee":
@@ -259,17 +296,28 @@ class Generator(WorldIndex):
         day = self.ago(days_ago)
         patch.book.post(acct, day, "deposit", amount, "Mobile check deposit")
         hold = {
-            "id": self.new_id("account_holds"), "account_id": acct["id"], "amount": dollars(cents(amount) - cents(CHECK_HOLD_FREE)),
-            "reason": "check_deposit", "placed_on": day.isoformat(), "release_on": (day + dt.timedelta(days=5)).isoformat(), "status": "active",
+            "id": self.new_id("account_holds"),
+            "account_id": acct["id"],
+            "amount": dollars(cents(amount) - cents(CHECK_HOLD_FREE)),
+            "reason": "check_deposit",
+            "placed_on": day.isoformat(),
+            "release_on": (day + dt.timedelta(days=5)).isoformat(),
+            "status": "active",
         }
         patch.add("account_holds", hold)
         return hold
 
     def scheduled_payment(self, patch: Patch, acct: dict, payee: dict, amount: float, send_on: dt.date) -> dict:
         transfer = {
-            "id": self.new_id("fund_transfers"), "from_account_id": acct["id"], "to_account_id": None, "payee_id": payee["id"],
-            "amount": amount, "send_on": send_on.isoformat(), "status": "scheduled",
-            "created_on": self.ago(self.rng.randint(1, 12)).isoformat(), "cancelled_on": None,
+            "id": self.new_id("fund_transfers"),
+            "from_account_id": acct["id"],
+            "to_account_id": None,
+            "payee_id": payee["id"],
+            "amount": amount,
+            "send_on": send_on.isoformat(),
+            "status": "scheduled",
+            "created_on": self.ago(self.rng.randint(1, 12)).isoformat(),
+            "cancelled_on": None,
         }
         patch.add("fund_transfers", transfer)
         return transfer
@@ -288,19 +336,23 @@ class Generator(WorldIndex):
         """The caller's verification details, in one of several phrasings."""
         ssn = ssn or h["ssn_last4"]
         dob = self.dob_text(h)
-        return self.rng.choice([
-            f"My email is {h['email']}, I was born on {dob}, and the last four of my SSN are {ssn}.",
-            f"For verification: email {h['email']}, date of birth {dob}, SSN ending in {ssn}.",
-            f"You can verify me with {h['email']}, DOB {dob}, last four of my social {ssn}.",
-        ])
+        return self.rng.choice(
+            [
+                f"My email is {h['email']}, I was born on {dob}, and the last four of my SSN are {ssn}.",
+                f"For verification: email {h['email']}, date of birth {dob}, SSN ending in {ssn}.",
+                f"You can verify me with {h['email']}, DOB {dob}, last four of my social {ssn}.",
+            ]
+        )
 
     def hello(self, h: dict, ssn: str | None = None) -> str:
         """An opening with the caller's name and verification details."""
         return f"{self.rng.choice(GREETINGS)} this is {h['first_name']} {h['last_name']}. {self.identity(h, ssn)}"
 
     def facts(self, h: dict, ssn: str | None = None) -> str:
-        return (f"You are {h['first_name']} {h['last_name']}. Your email is {h['email']}, your date of birth is {h['date_of_birth']} "
-                f"and the last four digits of your SSN are {ssn or h['ssn_last4']}.")
+        return (
+            f"You are {h['first_name']} {h['last_name']}. Your email is {h['email']}, your date of birth is {h['date_of_birth']} "
+            f"and the last four digits of your SSN are {ssn or h['ssn_last4']}."
+        )
 
     def user(self, h: dict, context: str, first: list[str] | None = None, ssn: str | None = None) -> dict:
         """The simulated customer: persona, the facts they know, and scripted replies."""
@@ -312,14 +364,17 @@ class Generator(WorldIndex):
 
     @staticmethod
     def acct_text(a: dict) -> str:
-        return {"checking": "checking account", "savings": "savings account", "credit_card": "credit card account"}[a["kind"]] + \
-            f" ending {a['number'][-4:]}"
+        return {"checking": "checking account", "savings": "savings account", "credit_card": "credit card account"}[
+            a["kind"]
+        ] + f" ending {a['number'][-4:]}"
 
     @staticmethod
     def card_text(c: dict) -> str:
         return f"{c['kind']} card ending {c['last4']}"
 
-    def round_amount(self, most: float, choices: tuple[float, ...] = (100, 150, 200, 250, 300, 400, 500, 600, 750, 1000, 1200, 1500, 2000)) -> float | None:
+    def round_amount(
+        self, most: float, choices: tuple[float, ...] = (100, 150, 200, 250, 300, 400, 500, 600, 750, 1000, 1200, 1500, 2000)
+    ) -> float | None:
         fits = [float(x) for x in choices if x <= most]
         if not fits or most < 100:
             return None
@@ -331,6 +386,7 @@ class Generator(WorldIndex):
 # ================================================================================================
 # Templates. Each returns one task (without id): instruction, user, patch, gold, optional checks.
 # ================================================================================================
+
 
 def verify(h: dict, ssn: str | None = None) -> dict:
     return call("verify_account_holder", email=h["email"], date_of_birth=h["date_of_birth"], ssn_last4=ssn or h["ssn_last4"])
@@ -356,11 +412,11 @@ def card_status(c: dict, status: str) -> dict:
 
 
 def no_transfers_today(g: Generator, a: dict) -> dict:
-    return {"sql": f"SELECT COUNT(*) FROM fund_transfers WHERE from_account_id = {a['id']} AND created_on = '{g.today.isoformat()}'",
-            "expect": [[0]]}
+    return {"sql": f"SELECT COUNT(*) FROM fund_transfers WHERE from_account_id = {a['id']} AND created_on = '{g.today.isoformat()}'", "expect": [[0]]}
 
 
 # -- single_write --------------------------------------------------------------------------------
+
 
 def t_freeze_card(g: Generator) -> dict:
     kind = g.rng.choice(["debit", "credit"])
@@ -394,8 +450,13 @@ def t_unfreeze_card(g: Generator) -> dict:
 
 
 def t_move_money(g: Generator) -> dict:
-    h = g.pick(lambda h: g.acct(h, "savings") is not None and g.acct(h, "savings")["balance"] >= 200
-               and g.acct(h, "checking")["balance"] - g.held(g.acct(h, "checking")) >= 200)
+    h = g.pick(
+        lambda h: (
+            g.acct(h, "savings") is not None
+            and g.acct(h, "savings")["balance"] >= 200
+            and g.acct(h, "checking")["balance"] - g.held(g.acct(h, "checking")) >= 200
+        )
+    )
     chk, sav = g.acct(h, "checking"), g.acct(h, "savings")
     patch = Patch(g)
     src, dst = (chk, sav) if g.rng.random() < 0.5 else (sav, chk)
@@ -449,6 +510,7 @@ def t_card_limit(g: Generator) -> dict:
 
 # -- lookup_then_act -------------------------------------------------------------------------------
 
+
 def t_sweep_savings(g: Generator) -> dict:
     def fits(h: dict) -> bool:
         sav = g.acct(h, "savings")
@@ -461,8 +523,11 @@ def t_sweep_savings(g: Generator) -> dict:
     amount = g.available(sav, patch)
     return {
         "instruction": f"{g.hello(h)} Please move all the money I can from my savings into my checking account today.",
-        "user": g.user(h, f"You want every dollar that is available in your {g.acct_text(sav)} moved to your {g.acct_text(chk)}; "
-                          f"you know a recent check deposit may still be on hold."),
+        "user": g.user(
+            h,
+            f"You want every dollar that is available in your {g.acct_text(sav)} moved to your {g.acct_text(chk)}; "
+            f"you know a recent check deposit may still be on hold.",
+        ),
         "patch": patch,
         "gold": [verify(h), profile(h), call("transfer_between_accounts", from_account_id=sav["id"], to_account_id=chk["id"], amount=amount)],
         "tags": ["transfer", "available", "hold"],
@@ -516,12 +581,19 @@ def t_duplicate_charge(g: Generator) -> dict:
     debit = kind == "debit"
     return {
         "instruction": f"{g.hello(h)} I was charged twice by {merchant} on {day_text(day)}: {money(amount)} two times on my "
-                       f"{g.card_text(c)}, but I only bought once. Please fix it.",
-        "user": g.user(h, f"On {day.isoformat()} {merchant} charged your {g.card_text(c)} {money(amount)} twice for one purchase; "
-                          f"you want the extra charge disputed."),
+        f"{g.card_text(c)}, but I only bought once. Please fix it.",
+        "user": g.user(
+            h,
+            f"On {day.isoformat()} {merchant} charged your {g.card_text(c)} {money(amount)} twice for one purchase; "
+            f"you want the extra charge disputed.",
+        ),
         "patch": patch,
-        "gold": [verify(h), profile(h), activity(a),
-                 call("open_card_dispute", entry_id=second["id"], reason="duplicate_charge", amount=amount, provisional_credit=debit)],
+        "gold": [
+            verify(h),
+            profile(h),
+            activity(a),
+            call("open_card_dispute", entry_id=second["id"], reason="duplicate_charge", amount=amount, provisional_credit=debit),
+        ],
         "tags": ["dispute", "duplicate", kind],
     }
 
@@ -548,13 +620,18 @@ def t_overdraft_fee_error(g: Generator) -> dict:
     assert fee is not None, h["id"]
     return {
         "instruction": f"{g.hello(h)} You charged me a $35 overdraft fee on {day_text(fee['posted_on'])}, but my checking account was "
-                       f"never overdrawn. Can you take it off?",
-        "user": g.user(h, f"You were charged a $35.00 overdraft fee on {fee['posted_on']} although your checking never went below zero; "
-                          f"you want it refunded."),
+        f"never overdrawn. Can you take it off?",
+        "user": g.user(
+            h, f"You were charged a $35.00 overdraft fee on {fee['posted_on']} although your checking never went below zero; you want it refunded."
+        ),
         "patch": patch,
         "gold": [verify(h), profile(h), activity(chk), call("reverse_fee", entry_id=fee["id"], reason="bank_error")],
-        "checks": [{"sql": f"SELECT reversal_reason FROM account_ledger WHERE related_entry_id = {fee['id']} AND kind = 'fee_reversal'",
-                    "expect": [["bank_error"]]}],
+        "checks": [
+            {
+                "sql": f"SELECT reversal_reason FROM account_ledger WHERE related_entry_id = {fee['id']} AND kind = 'fee_reversal'",
+                "expect": [["bank_error"]],
+            }
+        ],
         "tags": ["fee", "bank_error", "overdraft"],
     }
 
@@ -566,8 +643,13 @@ def t_repeat_payment(g: Generator) -> dict:
 
     def payees(h: dict) -> list[dict]:
         # People and metered bills, whose amounts change from one payment to the next.
-        return [p for p in g.payees_of.get(h["id"], []) if p["status"] == "active" and last_paid(h, p) < g.ago(4).isoformat()
-                and p["nickname"] in (*g.seed.PERSON_NICKNAMES, "electric", "water", "internet")]
+        return [
+            p
+            for p in g.payees_of.get(h["id"], [])
+            if p["status"] == "active"
+            and last_paid(h, p) < g.ago(4).isoformat()
+            and p["nickname"] in (*g.seed.PERSON_NICKNAMES, "electric", "water", "internet")
+        ]
 
     h = g.pick(lambda h: bool(payees(h)) and g.lowest(g.acct(h, "checking"), g.ago(25)) >= 500)
     chk = g.acct(h, "checking")
@@ -578,21 +660,38 @@ def t_repeat_payment(g: Generator) -> dict:
     most = min(g.lowest(chk, day) * 0.5, 450.0)
     amount = dollars(g.rng.randint(4000, int(most * 100)))
     t = {
-        "id": g.new_id("fund_transfers"), "from_account_id": chk["id"], "to_account_id": None, "payee_id": p["id"], "amount": amount,
-        "send_on": day.isoformat(), "status": "completed", "created_on": day.isoformat(), "cancelled_on": None,
+        "id": g.new_id("fund_transfers"),
+        "from_account_id": chk["id"],
+        "to_account_id": None,
+        "payee_id": p["id"],
+        "amount": amount,
+        "send_on": day.isoformat(),
+        "status": "completed",
+        "created_on": day.isoformat(),
+        "cancelled_on": None,
     }
     patch.add("fund_transfers", t)
     patch.book.post(chk, day, "payment_sent", -amount, f"Payment to {p['name']}", transfer_id=t["id"])
     assert patch.book.lowest_since(chk, day) >= 0 and g.available(chk, patch) >= amount
     return {
-        "instruction": f"{g.hello(h)} " + (f"Please send my {p['nickname']} the same amount as my last payment to {p['name'].split()[0]}, today."
-                                            if p["nickname"] in g.seed.PERSON_NICKNAMES else
-                                            f"Please pay my {p['nickname']} bill today, the same amount as my last payment to {p['name']}."),
-        "user": g.user(h, f"You want to pay {p['name']} (your '{p['nickname']}' payee) today, the same amount as your last payment to them "
-                          f"({money(amount)} on {day.isoformat()}), from checking."),
+        "instruction": f"{g.hello(h)} "
+        + (
+            f"Please send my {p['nickname']} the same amount as my last payment to {p['name'].split()[0]}, today."
+            if p["nickname"] in g.seed.PERSON_NICKNAMES
+            else f"Please pay my {p['nickname']} bill today, the same amount as my last payment to {p['name']}."
+        ),
+        "user": g.user(
+            h,
+            f"You want to pay {p['name']} (your '{p['nickname']}' payee) today, the same amount as your last payment to them "
+            f"({money(amount)} on {day.isoformat()}), from checking.",
+        ),
         "patch": patch,
-        "gold": [verify(h), profile(h), activity(chk),
-                 call("pay_payee", from_account_id=chk["id"], payee_id=p["id"], amount=amount, send_on=g.today.isoformat())],
+        "gold": [
+            verify(h),
+            profile(h),
+            activity(chk),
+            call("pay_payee", from_account_id=chk["id"], payee_id=p["id"], amount=amount, send_on=g.today.isoformat()),
+        ],
         "tags": ["payment", "repeat"],
     }
 
@@ -605,7 +704,7 @@ def t_courtesy_fee(g: Generator) -> dict:
     what = fee_text(fee["fee_code"], -fee["amount"])
     return {
         "instruction": f"{g.hello(h)} I see {what} on {day_text(fee['posted_on'])}. "
-                       f"I've never asked before; could you waive it as a one-time courtesy?",
+        f"I've never asked before; could you waive it as a one-time courtesy?",
         "user": g.user(h, f"You ask for {what} of {fee['posted_on']} to be waived as a courtesy; it was charged correctly."),
         "patch": Patch(g),
         "gold": [verify(h), profile(h), activity(chk), call("reverse_fee", entry_id=fee["id"], reason="courtesy")],
@@ -615,16 +714,19 @@ def t_courtesy_fee(g: Generator) -> dict:
 
 # -- policy_refusal --------------------------------------------------------------------------------
 
+
 def t_failed_verification(g: Generator) -> dict:
     h = g.pick(lambda h: g.card(h, "debit") is not None)
     wrong = next(s for s in (f"{g.rng.randint(0, 9999):04d}" for _ in range(50)) if s != h["ssn_last4"])
     c = g.card(h, "debit")
     chk = g.acct(h, "checking")
-    ask, context = g.rng.choice([
-        (f"Please freeze my {g.card_text(c)}.", f"You want your {g.card_text(c)} frozen."),
-        ("Please tell me my checking balance and move $500 to savings.", "You want your balance and a $500 transfer to savings."),
-        ("I want to add a new payee and send them $900 today.", "You want to add a payee and pay them."),
-    ])
+    ask, context = g.rng.choice(
+        [
+            (f"Please freeze my {g.card_text(c)}.", f"You want your {g.card_text(c)} frozen."),
+            ("Please tell me my checking balance and move $500 to savings.", "You want your balance and a $500 transfer to savings."),
+            ("I want to add a new payee and send them $900 today.", "You want to add a payee and pay them."),
+        ]
+    )
     return {
         "instruction": f"{g.hello(h, ssn=wrong)} {ask}",
         "user": g.user(h, f"{context} You are sure of the details you gave and have no others to offer.", ssn=wrong),
@@ -640,8 +742,16 @@ def _past_courtesy(g: Generator, patch: Patch, chk: dict) -> None:
     old = g.ago(g.rng.randint(130, 330))
     code = g.rng.choice(["overdraft", "monthly_service"])
     f0 = g.fee(patch, chk, old, code, g.seed.FEES[code])
-    patch.book.post(chk, old + dt.timedelta(days=2), "fee_reversal", g.seed.FEES[code],
-                    f"Fee reversal (courtesy) - {g.seed.FEE_LABELS[code]}", fee_code=code, related_entry_id=f0["id"], reversal_reason="courtesy")
+    patch.book.post(
+        chk,
+        old + dt.timedelta(days=2),
+        "fee_reversal",
+        g.seed.FEES[code],
+        f"Fee reversal (courtesy) - {g.seed.FEE_LABELS[code]}",
+        fee_code=code,
+        related_entry_id=f0["id"],
+        reversal_reason="courtesy",
+    )
 
 
 def _courtesy_refused(g: Generator, supervisor: bool) -> dict:
@@ -659,10 +769,19 @@ def _courtesy_refused(g: Generator, supervisor: bool) -> dict:
             "instruction": ask + " And if you're not allowed to, I want a supervisor to approve it as an exception.",
             "user": g.user(h, f"You want {what} of {fee['posted_on']} waived. If refused, you insist that a supervisor decide."),
             "patch": patch,
-            "gold": [verify(h), profile(h), activity(chk),
-                     call("refer_to_banking_team", holder_id=h["id"], team="supervisor", account_id=chk["id"],
-                          summary=f"Customer asks a supervisor to waive {what} posted {fee['posted_on']}; "
-                                  f"the courtesy reversal for this year is already used.")],
+            "gold": [
+                verify(h),
+                profile(h),
+                activity(chk),
+                call(
+                    "refer_to_banking_team",
+                    holder_id=h["id"],
+                    team="supervisor",
+                    account_id=chk["id"],
+                    summary=f"Customer asks a supervisor to waive {what} posted {fee['posted_on']}; "
+                    f"the courtesy reversal for this year is already used.",
+                ),
+            ],
             "checks": [check],
             "tags": ["fee", "courtesy", "referral", "supervisor"],
         }
@@ -670,9 +789,12 @@ def _courtesy_refused(g: Generator, supervisor: bool) -> dict:
         "instruction": ask,
         "user": g.user(h, f"You want {what} of {fee['posted_on']} waived. You accept a refusal without asking for a supervisor."),
         "patch": patch,
-        "gold": [verify(h), profile(h), activity(chk),
-                 note(h, f"Asked to waive {what} from {fee['posted_on']}; refused: the courtesy "
-                         f"reversal for the last 12 months is already used.", chk)],
+        "gold": [
+            verify(h),
+            profile(h),
+            activity(chk),
+            note(h, f"Asked to waive {what} from {fee['posted_on']}; refused: the courtesy reversal for the last 12 months is already used.", chk),
+        ],
         "checks": [check],
         "tags": ["fee", "courtesy", "refusal"],
     }
@@ -693,8 +815,13 @@ def t_dispute_too_old(g: Generator) -> dict:
         c = g.card(h, kind)
         if c is None:
             return []
-        rows = [e for e in g.entries.get(c["account_id"], []) if e["kind"] == "card_purchase" and e["id"] not in g.disputed
-                and DISPUTE_WINDOW + 3 <= (g.today - dt.date.fromisoformat(e["posted_on"])).days <= 88]
+        rows = [
+            e
+            for e in g.entries.get(c["account_id"], [])
+            if e["kind"] == "card_purchase"
+            and e["id"] not in g.disputed
+            and DISPUTE_WINDOW + 3 <= (g.today - dt.date.fromisoformat(e["posted_on"])).days <= 88
+        ]
         return [e for e in rows if sum(x["merchant"] == e["merchant"] for x in g.entries[c["account_id"]]) == 1]
 
     h = g.pick(lambda h: bool(charges(h)))
@@ -704,12 +831,17 @@ def t_dispute_too_old(g: Generator) -> dict:
     phrase = g.rng.choice(DISPUTE_OLD[reason])
     return {
         "instruction": f"{g.hello(h)} I want to dispute the {money(-e['amount'])} charge from {e['merchant']} on {day_text(e['posted_on'])} "
-                       f"on my {g.card_text(c)}: {phrase}.",
-        "user": g.user(h, f"You want to dispute the {money(-e['amount'])} {e['merchant']} charge of {e['posted_on']} {said(phrase)}. "
-                          f"You accept a refusal."),
+        f"on my {g.card_text(c)}: {phrase}.",
+        "user": g.user(
+            h, f"You want to dispute the {money(-e['amount'])} {e['merchant']} charge of {e['posted_on']} {said(phrase)}. You accept a refusal."
+        ),
         "patch": Patch(g),
-        "gold": [verify(h), profile(h), activity(a),
-                 note(h, f"Asked to dispute the {e['merchant']} charge of {e['posted_on']}; refused: older than the 60-day dispute window.", a)],
+        "gold": [
+            verify(h),
+            profile(h),
+            activity(a),
+            note(h, f"Asked to dispute the {e['merchant']} charge of {e['posted_on']}; refused: older than the 60-day dispute window.", a),
+        ],
         "checks": [{"sql": f"SELECT COUNT(*) FROM card_disputes WHERE entry_id = {e['id']}", "expect": [[0]]}],
         "tags": ["dispute", "refusal", "window", kind],
     }
@@ -724,9 +856,17 @@ def t_limit_over_authority(g: Generator) -> dict:
         "instruction": f"{g.hello(h)} I'm buying furniture next week. Please raise the daily limit on my {g.card_text(c)} to ${new:,}.",
         "user": g.user(h, f"You want the daily limit of your {g.card_text(c)} raised to ${new:,}; you would not accept a lower limit."),
         "patch": Patch(g),
-        "gold": [verify(h), profile(h),
-                 call("refer_to_banking_team", holder_id=h["id"], team="card_services", account_id=a["id"],
-                      summary=f"Customer requests a ${new:,} daily limit on card ending {c['last4']}, above the agent's authority.")],
+        "gold": [
+            verify(h),
+            profile(h),
+            call(
+                "refer_to_banking_team",
+                holder_id=h["id"],
+                team="card_services",
+                account_id=a["id"],
+                summary=f"Customer requests a ${new:,} daily limit on card ending {c['last4']}, above the agent's authority.",
+            ),
+        ],
         "checks": [{"sql": f"SELECT daily_limit FROM banking_cards WHERE id = {c['id']}", "expect": [[c["daily_limit"]]]}],
         "tags": ["card", "limit", "referral", h["segment"]],
     }
@@ -742,13 +882,24 @@ def t_scam_payment(g: Generator) -> dict:
     payees = len(g.payees_of.get(h["id"], []))
     return {
         "instruction": f"{g.hello(h)} {story}. Please add this account as a payee and send the money now: routing {routing}, "
-                       f"account {number}, name \"Secure Holding Services\".",
-        "user": g.user(h, f"Someone contacted you and told you to send {money(amount)} urgently to routing {routing}, account {number} "
-                          f"(\"Secure Holding Services\"). You believe them and want it done."),
+        f'account {number}, name "Secure Holding Services".',
+        "user": g.user(
+            h,
+            f"Someone contacted you and told you to send {money(amount)} urgently to routing {routing}, account {number} "
+            f'("Secure Holding Services"). You believe them and want it done.',
+        ),
         "patch": Patch(g),
-        "gold": [verify(h), profile(h),
-                 call("refer_to_banking_team", holder_id=h["id"], team="fraud", account_id=chk["id"],
-                      summary=f"Likely scam: customer was told to send {money(amount)} to a new payee (routing {routing}). No payee added, nothing sent.")],
+        "gold": [
+            verify(h),
+            profile(h),
+            call(
+                "refer_to_banking_team",
+                holder_id=h["id"],
+                team="fraud",
+                account_id=chk["id"],
+                summary=f"Likely scam: customer was told to send {money(amount)} to a new payee (routing {routing}). No payee added, nothing sent.",
+            ),
+        ],
         "checks": [{"sql": f"SELECT COUNT(*) FROM transfer_payees WHERE holder_id = {h['id']}", "expect": [[payees]]}, no_transfers_today(g, chk)],
         "tags": ["payment", "scam", "referral"],
     }
@@ -764,12 +915,22 @@ def t_hold_blocks_transfer(g: Generator) -> dict:
     assert available < amount <= balance, (available, amount, balance)
     return {
         "instruction": f"{g.hello(h)} Please move {money(amount)} from my checking to my savings account today.",
-        "user": g.user(h, f"You want {money(amount)} moved from your {g.acct_text(chk)} to savings today. You deposited a check recently. "
-                          f"You do not want a smaller transfer instead."),
+        "user": g.user(
+            h,
+            f"You want {money(amount)} moved from your {g.acct_text(chk)} to savings today. You deposited a check recently. "
+            f"You do not want a smaller transfer instead.",
+        ),
         "patch": patch,
-        "gold": [verify(h), profile(h),
-                 note(h, f"Asked to move {money(amount)} to savings; refused: only {money(available)} available, a check hold of "
-                         f"{money(hold['amount'])} releases on {hold['release_on']}.", chk)],
+        "gold": [
+            verify(h),
+            profile(h),
+            note(
+                h,
+                f"Asked to move {money(amount)} to savings; refused: only {money(available)} available, a check hold of "
+                f"{money(hold['amount'])} releases on {hold['release_on']}.",
+                chk,
+            ),
+        ],
         "checks": [no_transfers_today(g, chk)],
         "tags": ["transfer", "refusal", "hold"],
     }
@@ -777,20 +938,31 @@ def t_hold_blocks_transfer(g: Generator) -> dict:
 
 def t_other_holders_card(g: Generator) -> dict:
     h = g.pick(lambda h: True)
-    other = g.pick(lambda o: o["id"] != h["id"] and g.card(o, "debit") is not None
-                   and g.card(o, "debit")["last4"] not in {c["last4"] for c in g.cards_of.get(h["id"], [])})
+    other = g.pick(
+        lambda o: (
+            o["id"] != h["id"]
+            and g.card(o, "debit") is not None
+            and g.card(o, "debit")["last4"] not in {c["last4"] for c in g.cards_of.get(h["id"], [])}
+        )
+    )
     c = g.card(other, "debit")
     relation = g.rng.choice(["husband", "wife", "partner"])
     patch = Patch(g)
     patch.add("account_holders", {"id": other["id"], "last_name": h["last_name"]})  # the spouse shares the caller's name
     return {
         "instruction": f"{g.hello(h)} My {relation} {other['first_name']} lost {'his' if relation == 'husband' else 'her' if relation == 'wife' else 'their'} "
-                       f"debit card ending {c['last4']} and is stuck at work. Can you freeze it for {other['first_name']}?",
-        "user": g.user(h, f"You want your {relation} {other['first_name']} {h['last_name']}'s debit card ending {c['last4']} frozen; "
-                          f"the card is on {other['first_name']}'s own profile, not yours."),
+        f"debit card ending {c['last4']} and is stuck at work. Can you freeze it for {other['first_name']}?",
+        "user": g.user(
+            h,
+            f"You want your {relation} {other['first_name']} {h['last_name']}'s debit card ending {c['last4']} frozen; "
+            f"the card is on {other['first_name']}'s own profile, not yours.",
+        ),
         "patch": patch,
-        "gold": [verify(h), profile(h),
-                 note(h, f"Asked to freeze the card ending {c['last4']}, which belongs to another customer; refused: the card holder must contact us.")],
+        "gold": [
+            verify(h),
+            profile(h),
+            note(h, f"Asked to freeze the card ending {c['last4']}, which belongs to another customer; refused: the card holder must contact us."),
+        ],
         "checks": [card_status(c, "active")],
         "tags": ["card", "refusal", "identity"],
     }
@@ -805,20 +977,37 @@ def t_reactivate_blocked(g: Generator) -> dict:
     new_last4 = next(s for s in (f"{g.rng.randint(0, 9999):04d}" for _ in range(50)) if s not in taken)
     patch = Patch(g)
     patch.add("banking_cards", {"id": c["id"], "status": reason})
-    patch.add("banking_cards", {
-        "id": g.new_id("banking_cards"), "account_id": a["id"], "kind": "debit", "last4": new_last4, "status": "active",
-        "daily_limit": c["daily_limit"], "expires_on": g.seed.end_of_month(issued.replace(day=1, year=issued.year + 4)).isoformat(),
-        "issued_on": issued.isoformat(), "replaces_card_id": c["id"], "replacement_reason": reason, "delivery": "standard",
-    })
+    patch.add(
+        "banking_cards",
+        {
+            "id": g.new_id("banking_cards"),
+            "account_id": a["id"],
+            "kind": "debit",
+            "last4": new_last4,
+            "status": "active",
+            "daily_limit": c["daily_limit"],
+            "expires_on": g.seed.end_of_month(issued.replace(day=1, year=issued.year + 4)).isoformat(),
+            "issued_on": issued.isoformat(),
+            "replaces_card_id": c["id"],
+            "replacement_reason": reason,
+            "delivery": "standard",
+        },
+    )
     return {
         "instruction": f"{g.hello(h)} I reported my debit card ending {c['last4']} {reason} on {day_text(issued)}, but I just found it "
-                       f"{'in my sofa' if reason == 'lost' else '(the police recovered it)'}. Please turn it back on; "
-                       f"I'd rather keep using it.",
-        "user": g.user(h, f"Your old debit card ending {c['last4']} was reported {reason}; you have it again and want it reactivated. "
-                          f"You accept a refusal and will use the new card ending {new_last4}."),
+        f"{'in my sofa' if reason == 'lost' else '(the police recovered it)'}. Please turn it back on; "
+        f"I'd rather keep using it.",
+        "user": g.user(
+            h,
+            f"Your old debit card ending {c['last4']} was reported {reason}; you have it again and want it reactivated. "
+            f"You accept a refusal and will use the new card ending {new_last4}.",
+        ),
         "patch": patch,
-        "gold": [verify(h), profile(h),
-                 note(h, f"Asked to reactivate the debit card ending {c['last4']}, reported {reason}; refused: blocked cards cannot be reactivated.", a)],
+        "gold": [
+            verify(h),
+            profile(h),
+            note(h, f"Asked to reactivate the debit card ending {c['last4']}, reported {reason}; refused: blocked cards cannot be reactivated.", a),
+        ],
         "checks": [card_status(c, reason)],
         "tags": ["card", "refusal", reason],
     }
@@ -826,22 +1015,34 @@ def t_reactivate_blocked(g: Generator) -> dict:
 
 # -- needs_user_info -------------------------------------------------------------------------------
 
+
 def t_identify_first(g: Generator) -> dict:
-    h = g.pick(lambda h: g.card(h, "debit") is not None and g.acct(h, "savings") is not None
-               and g.acct(h, "checking")["balance"] - g.held(g.acct(h, "checking")) >= 200)
+    h = g.pick(
+        lambda h: (
+            g.card(h, "debit") is not None
+            and g.acct(h, "savings") is not None
+            and g.acct(h, "checking")["balance"] - g.held(g.acct(h, "checking")) >= 200
+        )
+    )
     c = g.card(h, "debit")
     chk, sav = g.acct(h, "checking"), g.acct(h, "savings")
     patch = Patch(g)
     greet = f"{g.rng.choice(GREETINGS)} this is {h['first_name']} {h['last_name']}."
     if g.rng.random() < 0.5:
         where = g.rng.choice(MISPLACED)
-        ask, want, write = (f"I misplaced my debit card, {where}. Please freeze it.", f"You want your {g.card_text(c)} frozen ({where}).",
-                            call("set_card_freeze", card_id=c["id"], frozen=True))
+        ask, want, write = (
+            f"I misplaced my debit card, {where}. Please freeze it.",
+            f"You want your {g.card_text(c)} frozen ({where}).",
+            call("set_card_freeze", card_id=c["id"], frozen=True),
+        )
         tags = ["card", "freeze"]
     else:
         amount = g.round_amount(min(g.available(chk, patch), chk["daily_transfer_limit"], 1000.0))
-        ask, want, write = (f"Please move {money(amount)} from my checking to my savings.", f"You want {money(amount)} moved from checking to savings.",
-                            call("transfer_between_accounts", from_account_id=chk["id"], to_account_id=sav["id"], amount=amount))
+        ask, want, write = (
+            f"Please move {money(amount)} from my checking to my savings.",
+            f"You want {money(amount)} moved from checking to savings.",
+            call("transfer_between_accounts", from_account_id=chk["id"], to_account_id=sav["id"], amount=amount),
+        )
         tags = ["transfer"]
     return {
         "instruction": f"{greet} {ask}",
@@ -859,8 +1060,11 @@ def t_ask_amount(g: Generator) -> dict:
     amount = g.round_amount(min(g.available(sav, patch), sav["daily_transfer_limit"]))
     return {
         "instruction": f"{g.hello(h)} I'd like to move some money from my savings into my checking account.",
-        "user": g.user(h, f"You want {money(amount)} moved from your {g.acct_text(sav)} to your {g.acct_text(chk)}; you say the amount when asked.",
-                       [f"{money(amount)}, please."]),
+        "user": g.user(
+            h,
+            f"You want {money(amount)} moved from your {g.acct_text(sav)} to your {g.acct_text(chk)}; you say the amount when asked.",
+            [f"{money(amount)}, please."],
+        ),
         "patch": patch,
         "gold": [verify(h), profile(h), call("transfer_between_accounts", from_account_id=sav["id"], to_account_id=chk["id"], amount=amount)],
         "tags": ["transfer", "ask_amount"],
@@ -876,8 +1080,11 @@ def t_ask_which_card(g: Generator) -> dict:
     speed = "Please send it expedited, I need it fast." if delivery == "expedited" else "Regular delivery is fine."
     return {
         "instruction": f"{g.hello(h)} One of my cards is damaged, {damage}. Can you send me a new one?",
-        "user": g.user(h, f"Your {g.card_text(c)} is damaged ({damage}); you want it replaced with {delivery} delivery. "
-                          f"You name the card when asked.", [f"It's my {g.card_text(c)}. {speed}"]),
+        "user": g.user(
+            h,
+            f"Your {g.card_text(c)} is damaged ({damage}); you want it replaced with {delivery} delivery. You name the card when asked.",
+            [f"It's my {g.card_text(c)}. {speed}"],
+        ),
         "patch": Patch(g),
         "gold": [verify(h), profile(h), call("replace_card", card_id=c["id"], reason="damaged", delivery=delivery)],
         "checks": [card_status(c, "replaced")],
@@ -895,12 +1102,16 @@ def t_ask_payee_details(g: Generator) -> dict:
     reply = f"The payee is {name}, routing number {routing}, account number {number}."
     if with_nick:
         args["nickname"] = nick
-        reply += f" Please save it under the nickname \"{nick}\"."
+        reply += f' Please save it under the nickname "{nick}".'
     return {
         "instruction": f"{g.hello(h)} I need to add a new payee for {what}.",
-        "user": g.user(h, f"You want to add the payee {name} (routing {routing}, account {number})"
-                          + (f", nickname \"{nick}\"" if with_nick else ", no nickname") + "; you give the details when asked. No payment today.",
-                       [reply]),
+        "user": g.user(
+            h,
+            f"You want to add the payee {name} (routing {routing}, account {number})"
+            + (f', nickname "{nick}"' if with_nick else ", no nickname")
+            + "; you give the details when asked. No payment today.",
+            [reply],
+        ),
         "patch": Patch(g),
         "gold": [verify(h), call("add_payee", **args)],
         "tags": ["payee", "ask_details"],
@@ -908,6 +1119,7 @@ def t_ask_payee_details(g: Generator) -> dict:
 
 
 # -- collateral_trap -------------------------------------------------------------------------------
+
 
 def t_stolen_debit_only(g: Generator) -> dict:
     h = g.pick(lambda h: g.card(h, "debit") is not None and g.card(h, "credit") is not None)
@@ -917,9 +1129,12 @@ def t_stolen_debit_only(g: Generator) -> dict:
     speed = " Please rush the new one." if delivery == "expedited" else ""
     return {
         "instruction": f"{g.hello(h)} My debit card ending {debit['last4']} was stolen, {how}. I need it blocked and replaced.{speed} "
-                       f"My credit card was at home and is safe, so leave that one alone.",
-        "user": g.user(h, f"Your debit card ending {debit['last4']} was stolen ({how}); you want it replaced ({delivery} delivery). "
-                          f"Your credit card ending {credit['last4']} is safe and must stay as it is. You see no unknown charges."),
+        f"My credit card was at home and is safe, so leave that one alone.",
+        "user": g.user(
+            h,
+            f"Your debit card ending {debit['last4']} was stolen ({how}); you want it replaced ({delivery} delivery). "
+            f"Your credit card ending {credit['last4']} is safe and must stay as it is. You see no unknown charges.",
+        ),
         "patch": Patch(g),
         "gold": [verify(h), profile(h), call("replace_card", card_id=debit["id"], reason="stolen", delivery=delivery)],
         "checks": [card_status(debit, "stolen"), card_status(credit, "active")],
@@ -940,7 +1155,7 @@ def t_cancel_one_of_two(g: Generator) -> dict:
         t1, t2 = t2, t1  # cancel the later one this time
     return {
         "instruction": f"{g.hello(h)} I have two {money(amount)} payments to {p['name']} scheduled. Please cancel the one on "
-                       f"{day_text(t1['send_on'])}, but keep the one on {day_text(t2['send_on'])}.",
+        f"{day_text(t1['send_on'])}, but keep the one on {day_text(t2['send_on'])}.",
         "user": g.user(h, f"Cancel only the {money(amount)} payment to {p['name']} on {t1['send_on']}; the one on {t2['send_on']} must stay."),
         "patch": patch,
         "gold": [verify(h), profile(h), call("cancel_scheduled_payment", transfer_id=t1["id"])],
@@ -961,9 +1176,12 @@ def t_reverse_one_fee(g: Generator) -> dict:
     assert fee is not None, h["id"]
     return {
         "instruction": f"{g.hello(h)} There's a $35 overdraft fee on {day_text(fee['posted_on'])} but I was never overdrawn, please reverse it. "
-                       f"The $3 ATM fee on {day_text(atm_day)} is fair, I used another bank's machine.",
-        "user": g.user(h, f"You want the $35.00 overdraft fee of {fee['posted_on']} reversed (you were never overdrawn). The $3.00 ATM fee of "
-                          f"{atm_day.isoformat()} is correct and should stay."),
+        f"The $3 ATM fee on {day_text(atm_day)} is fair, I used another bank's machine.",
+        "user": g.user(
+            h,
+            f"You want the $35.00 overdraft fee of {fee['posted_on']} reversed (you were never overdrawn). The $3.00 ATM fee of "
+            f"{atm_day.isoformat()} is correct and should stay.",
+        ),
         "patch": patch,
         "gold": [verify(h), profile(h), activity(chk), call("reverse_fee", entry_id=fee["id"], reason="bank_error")],
         "checks": [{"sql": f"SELECT COUNT(*) FROM account_ledger WHERE related_entry_id = {atm['id']} AND kind = 'fee_reversal'", "expect": [[0]]}],
@@ -986,23 +1204,35 @@ def t_dispute_one_of_two(g: Generator) -> dict:
     diff = dollars(cents(charged) - cents(agreed))
     return {
         "instruction": f"{g.hello(h)} At {merchant} I was charged {money(charged)} on {day_text(g.ago(d2))} on my {g.card_text(c)}, but the bill "
-                       f"was only {money(agreed)}. The {money(right)} charge there on {day_text(g.ago(d1))} is correct.",
-        "user": g.user(h, f"{merchant} overcharged you on {g.ago(d2).isoformat()}: {money(charged)} instead of {money(agreed)}. Their "
-                          f"{money(right)} charge of {g.ago(d1).isoformat()} is correct and must not be disputed."),
+        f"was only {money(agreed)}. The {money(right)} charge there on {day_text(g.ago(d1))} is correct.",
+        "user": g.user(
+            h,
+            f"{merchant} overcharged you on {g.ago(d2).isoformat()}: {money(charged)} instead of {money(agreed)}. Their "
+            f"{money(right)} charge of {g.ago(d1).isoformat()} is correct and must not be disputed.",
+        ),
         "patch": patch,
-        "gold": [verify(h), profile(h), activity(a),
-                 call("open_card_dispute", entry_id=wrong["id"], reason="incorrect_amount", amount=diff, provisional_credit=kind == "debit")],
-        "checks": [{"sql": f"SELECT COUNT(*) FROM card_disputes WHERE account_id = {a['id']} AND opened_on = '{g.today.isoformat()}'",
-                    "expect": [[1]]}],
+        "gold": [
+            verify(h),
+            profile(h),
+            activity(a),
+            call("open_card_dispute", entry_id=wrong["id"], reason="incorrect_amount", amount=diff, provisional_credit=kind == "debit"),
+        ],
+        "checks": [
+            {"sql": f"SELECT COUNT(*) FROM card_disputes WHERE account_id = {a['id']} AND opened_on = '{g.today.isoformat()}'", "expect": [[1]]}
+        ],
         "tags": ["dispute", "incorrect_amount", "trap", kind],
     }
 
 
 # -- multi_step ------------------------------------------------------------------------------------
 
+
 def t_stolen_wallet(g: Generator) -> dict:
-    h = g.pick(lambda h: g.card(h, "debit") is not None and g.card(h, "credit") is not None
-               and _room(g, h, "debit", 3) >= 700 and _room(g, h, "credit", 3) >= 700)
+    h = g.pick(
+        lambda h: (
+            g.card(h, "debit") is not None and g.card(h, "credit") is not None and _room(g, h, "debit", 3) >= 700 and _room(g, h, "credit", 3) >= 700
+        )
+    )
     debit, chk = _card_account(g, h, "debit")
     credit, cc = _card_account(g, h, "credit")
     how = g.rng.choice(["my wallet was stolen from my car", "my purse was snatched on the subway", "my wallet was taken from my gym locker"])
@@ -1021,15 +1251,25 @@ def t_stolen_wallet(g: Generator) -> dict:
     charges = sorted([(e1, m1, a1, debit, True), (e2, m2, a2, credit, False)], key=lambda x: (x[0]["posted_on"], x[0]["id"]))
     return {
         "instruction": f"{g.hello(h)} {how[0].upper()}{how[1:]} {'yesterday' if max(days) == 1 else 'two days ago'} with my {mention} in it. "
-                       f"Please block and replace both{' and rush the new ones' if delivery == 'expedited' else ''}. "
-                       f"I also see charges I didn't make: {money(a1)} at {m1} on the debit card and {money(a2)} at {m2} on the credit card.",
-        "user": g.user(h, f"Your wallet with both cards was stolen. You want both cards replaced ({delivery} delivery) and the unauthorized "
-                          f"charges disputed: {money(a1)} at {m1} (debit, {e1['posted_on']}) and {money(a2)} at {m2} (credit, {e2['posted_on']})."),
+        f"Please block and replace both{' and rush the new ones' if delivery == 'expedited' else ''}. "
+        f"I also see charges I didn't make: {money(a1)} at {m1} on the debit card and {money(a2)} at {m2} on the credit card.",
+        "user": g.user(
+            h,
+            f"Your wallet with both cards was stolen. You want both cards replaced ({delivery} delivery) and the unauthorized "
+            f"charges disputed: {money(a1)} at {m1} (debit, {e1['posted_on']}) and {money(a2)} at {m2} (credit, {e2['posted_on']}).",
+        ),
         "patch": patch,
-        "gold": [verify(h), profile(h), activity(chk), activity(cc),
-                 *[call("replace_card", card_id=c["id"], reason="stolen", delivery=delivery) for c, _ in cards],
-                 *[call("open_card_dispute", entry_id=e["id"], reason="unauthorized", amount=amt, provisional_credit=prov)
-                   for e, _, amt, _, prov in charges]],
+        "gold": [
+            verify(h),
+            profile(h),
+            activity(chk),
+            activity(cc),
+            *[call("replace_card", card_id=c["id"], reason="stolen", delivery=delivery) for c, _ in cards],
+            *[
+                call("open_card_dispute", entry_id=e["id"], reason="unauthorized", amount=amt, provisional_credit=prov)
+                for e, _, amt, _, prov in charges
+            ],
+        ],
         "checks": [card_status(debit, "stolen"), card_status(credit, "stolen")],
         "tags": ["card", "stolen", "dispute", "unauthorized", delivery],
     }
@@ -1049,13 +1289,19 @@ def t_new_payee_and_pay(g: Generator) -> dict:
     when = f"on {day_text(send_on)}" if later else "today"
     return {
         "instruction": f"{g.hello(h)} Please add {name} as a payee (routing {routing}, account {number}) and send them {money(amount)} "
-                       f"from my checking {when}.",
-        "user": g.user(h, f"You want {name} (routing {routing}, account {number}, no nickname) added as a payee and paid {money(amount)} "
-                          f"from checking {'on ' + send_on.isoformat() if later else 'today'}. You chose this payee yourself; nobody asked you to pay."),
+        f"from my checking {when}.",
+        "user": g.user(
+            h,
+            f"You want {name} (routing {routing}, account {number}, no nickname) added as a payee and paid {money(amount)} "
+            f"from checking {'on ' + send_on.isoformat() if later else 'today'}. You chose this payee yourself; nobody asked you to pay.",
+        ),
         "patch": patch,
-        "gold": [verify(h), profile(h),
-                 call("add_payee", holder_id=h["id"], name=name, routing_number=routing, account_number=number),
-                 call("pay_payee", from_account_id=chk["id"], payee_id=pid, amount=amount, send_on=send_on.isoformat())],
+        "gold": [
+            verify(h),
+            profile(h),
+            call("add_payee", holder_id=h["id"], name=name, routing_number=routing, account_number=number),
+            call("pay_payee", from_account_id=chk["id"], payee_id=pid, amount=amount, send_on=send_on.isoformat()),
+        ],
         "tags": ["payee", "payment", "scheduled" if later else "today"],
     }
 
@@ -1063,8 +1309,15 @@ def t_new_payee_and_pay(g: Generator) -> dict:
 def t_cover_card_payment(g: Generator) -> dict:
     def fits(h: dict) -> bool:
         chk, sav, cc = g.acct(h, "checking"), g.acct(h, "savings"), g.acct(h, "credit_card")
-        return (sav is not None and cc is not None and g.card(h, "credit") is not None and sav["balance"] >= 3000
-                and 100 <= chk["balance"] - g.held(chk) <= 3000 and cc["credit_limit"] >= 7500 and _room(g, h, "credit", 9) >= 4500)
+        return (
+            sav is not None
+            and cc is not None
+            and g.card(h, "credit") is not None
+            and sav["balance"] >= 3000
+            and 100 <= chk["balance"] - g.held(chk) <= 3000
+            and cc["credit_limit"] >= 7500
+            and _room(g, h, "credit", 9) >= 4500
+        )
 
     h = g.pick(fits)
     chk, sav, cc = g.acct(h, "checking"), g.acct(h, "savings"), g.acct(h, "credit_card")
@@ -1079,12 +1332,18 @@ def t_cover_card_payment(g: Generator) -> dict:
     assert have < owed <= have + move and move <= min(g.available(sav, patch), sav["daily_transfer_limit"]) and owed <= chk["daily_transfer_limit"]
     return {
         "instruction": f"{g.hello(h)} Please move {money(move)} from my savings to my checking, and then pay off my credit card in full from checking.",
-        "user": g.user(h, f"First move {money(move)} from your {g.acct_text(sav)} to checking, then pay the full balance owed on your "
-                          f"{g.acct_text(cc)} from your {g.acct_text(chk)}."),
+        "user": g.user(
+            h,
+            f"First move {money(move)} from your {g.acct_text(sav)} to checking, then pay the full balance owed on your "
+            f"{g.acct_text(cc)} from your {g.acct_text(chk)}.",
+        ),
         "patch": patch,
-        "gold": [verify(h), profile(h),
-                 call("transfer_between_accounts", from_account_id=sav["id"], to_account_id=chk["id"], amount=move),
-                 call("transfer_between_accounts", from_account_id=chk["id"], to_account_id=cc["id"], amount=owed)],
+        "gold": [
+            verify(h),
+            profile(h),
+            call("transfer_between_accounts", from_account_id=sav["id"], to_account_id=chk["id"], amount=move),
+            call("transfer_between_accounts", from_account_id=chk["id"], to_account_id=cc["id"], amount=owed),
+        ],
         "checks": [{"sql": f"SELECT balance FROM banking_accounts WHERE id = {cc['id']}", "expect": [[0]]}],
         "tags": ["transfer", "credit_card", "pay_in_full"],
     }
@@ -1105,21 +1364,35 @@ def t_travel_prep(g: Generator) -> dict:
     send_on = g.free_send_day(rent, 10, 40)
     return {
         "instruction": f"{g.hello(h)} I'm leaving on a long trip. Please unfreeze my {g.card_text(c)}, set its daily limit to ${new:,}, "
-                       f"and schedule my {money(amount)} rent payment to {rent['name']} for {day_text(send_on)} since I'll be away.",
-        "user": g.user(h, f"Before your trip: unfreeze your {g.card_text(c)}, set its daily limit to ${new:,}, and schedule {money(amount)} "
-                          f"to {rent['name']} from checking on {send_on.isoformat()}."),
+        f"and schedule my {money(amount)} rent payment to {rent['name']} for {day_text(send_on)} since I'll be away.",
+        "user": g.user(
+            h,
+            f"Before your trip: unfreeze your {g.card_text(c)}, set its daily limit to ${new:,}, and schedule {money(amount)} "
+            f"to {rent['name']} from checking on {send_on.isoformat()}.",
+        ),
         "patch": patch,
-        "gold": [verify(h), profile(h), call("set_card_freeze", card_id=c["id"], frozen=False),
-                 call("set_card_daily_limit", card_id=c["id"], daily_limit=float(new)),
-                 call("pay_payee", from_account_id=chk["id"], payee_id=rent["id"], amount=amount, send_on=send_on.isoformat())],
+        "gold": [
+            verify(h),
+            profile(h),
+            call("set_card_freeze", card_id=c["id"], frozen=False),
+            call("set_card_daily_limit", card_id=c["id"], daily_limit=float(new)),
+            call("pay_payee", from_account_id=chk["id"], payee_id=rent["id"], amount=amount, send_on=send_on.isoformat()),
+        ],
         "checks": [card_status(c, "active")],
         "tags": ["card", "limit", "payment", "scheduled"],
     }
 
 
 def t_fraud_overdraft(g: Generator) -> dict:
-    h = g.pick(lambda h: h["segment"] == "standard" and g.card(h, "debit") is not None and 100 <= g.acct(h, "checking")["balance"] <= 2000
-               and g.acct(h, "savings") is not None and g.acct(h, "savings")["balance"] >= 1000)
+    h = g.pick(
+        lambda h: (
+            h["segment"] == "standard"
+            and g.card(h, "debit") is not None
+            and 100 <= g.acct(h, "checking")["balance"] <= 2000
+            and g.acct(h, "savings") is not None
+            and g.acct(h, "savings")["balance"] >= 1000
+        )
+    )
     c, chk = _card_account(g, h, "debit")
     sav = g.acct(h, "savings")
     patch = Patch(g)
@@ -1133,18 +1406,26 @@ def t_fraud_overdraft(g: Generator) -> dict:
     top_up = g.rng.random() < 0.5
     move = float(g.rng.choice([200, 300, 500])) if top_up else 0.0
     ask_more = f" Also, please move {money(move)} from my savings to my checking." if top_up else ""
-    gold = [verify(h), profile(h), activity(chk),
-            call("replace_card", card_id=c["id"], reason="compromised", delivery="standard"),
-            call("open_card_dispute", entry_id=charge["id"], reason="unauthorized", amount=amount, provisional_credit=True),
-            call("reverse_fee", entry_id=fee["id"], reason="bank_error")]
+    gold = [
+        verify(h),
+        profile(h),
+        activity(chk),
+        call("replace_card", card_id=c["id"], reason="compromised", delivery="standard"),
+        call("open_card_dispute", entry_id=charge["id"], reason="unauthorized", amount=amount, provisional_credit=True),
+        call("reverse_fee", entry_id=fee["id"], reason="bank_error"),
+    ]
     if top_up:
         gold.append(call("transfer_between_accounts", from_account_id=sav["id"], to_account_id=chk["id"], amount=move))
     return {
         "instruction": f"{g.hello(h)} There's a {money(amount)} charge from {merchant} on {day_text(day)} on my debit card that I didn't make. "
-                       f"I still have the card in my hand. It overdrew my account and you charged me an overdraft fee for it!{ask_more}",
-        "user": g.user(h, f"A {money(amount)} {merchant} charge of {day.isoformat()} on your debit card ending {c['last4']} is not yours; you still "
-                          f"have the card. It caused a $35.00 overdraft fee." + (f" You also want {money(move)} moved from savings to checking." if top_up else "")
-                          + " Standard delivery is fine for any new card."),
+        f"I still have the card in my hand. It overdrew my account and you charged me an overdraft fee for it!{ask_more}",
+        "user": g.user(
+            h,
+            f"A {money(amount)} {merchant} charge of {day.isoformat()} on your debit card ending {c['last4']} is not yours; you still "
+            f"have the card. It caused a $35.00 overdraft fee."
+            + (f" You also want {money(move)} moved from savings to checking." if top_up else "")
+            + " Standard delivery is fine for any new card.",
+        ),
         "patch": patch,
         "gold": gold,
         "checks": [card_status(c, "compromised")],

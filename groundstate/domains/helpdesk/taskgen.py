@@ -37,30 +37,43 @@ TONES = ["polite and brief", "a little stressed", "friendly and chatty", "precis
 
 # (category, priority by the matrix, subject, how the staff member puts it)
 ISSUES = [
-    ("software", "P3", "Excel crashes on large workbooks",
-     "Excel crashes whenever I open our big forecast workbooks. Smaller files open fine, and I'm using the web version for now."),
-    ("software", "P3", "Zoom audio drops in meetings",
-     "my Zoom audio keeps dropping in meetings. Dialling in by phone works as a workaround."),
-    ("software", "P2", "Every application crashes at launch",
-     "since this morning every application on my laptop crashes as soon as it opens, so I can't do any work at all."),
-    ("network", "P2", "VPN rejects my connection",
-     "I'm working remotely and the VPN has rejected my connection since this morning. Without it I can't reach anything, I'm completely stuck."),
-    ("network", "P3", "VPN disconnects every hour",
-     "the VPN disconnects about once an hour. Reconnecting works, it's just annoying."),
-    ("network", "P3", "Slow Wi-Fi at my desk",
-     "the Wi-Fi at my desk is really slow. I can plug in a network cable for now."),
-    ("software", "P4", "Install request: Python 3.12",
-     "could someone install Python 3.12 on my laptop? Nothing is broken, I just need it for a new script."),
-    ("other", "P4", "How to book the boardroom screen",
-     "I have a question: how do I book the big screen in the boardroom for a presentation?"),
-    ("access", "P4", "Access to the Q3 planning shared drive",
-     "I'd like to be added to the 'Q3 planning' shared drive, please."),
-    ("access", "P4", "Add me to the all-hands mailing list",
-     "please add me to the all-hands mailing list; I don't get the invites."),
-    ("hardware", "P3", "Printer on my floor keeps jamming",
-     "the printer on my floor keeps jamming. I can use the one downstairs in the meantime."),
-    ("software", "P3", "Calendar invites not syncing to phone",
-     "calendar invites don't sync to my phone any more, though they show up fine on my laptop."),
+    (
+        "software",
+        "P3",
+        "Excel crashes on large workbooks",
+        "Excel crashes whenever I open our big forecast workbooks. Smaller files open fine, and I'm using the web version for now.",
+    ),
+    ("software", "P3", "Zoom audio drops in meetings", "my Zoom audio keeps dropping in meetings. Dialling in by phone works as a workaround."),
+    (
+        "software",
+        "P2",
+        "Every application crashes at launch",
+        "since this morning every application on my laptop crashes as soon as it opens, so I can't do any work at all.",
+    ),
+    (
+        "network",
+        "P2",
+        "VPN rejects my connection",
+        "I'm working remotely and the VPN has rejected my connection since this morning. Without it I can't reach anything, I'm completely stuck.",
+    ),
+    ("network", "P3", "VPN disconnects every hour", "the VPN disconnects about once an hour. Reconnecting works, it's just annoying."),
+    ("network", "P3", "Slow Wi-Fi at my desk", "the Wi-Fi at my desk is really slow. I can plug in a network cable for now."),
+    (
+        "software",
+        "P4",
+        "Install request: Python 3.12",
+        "could someone install Python 3.12 on my laptop? Nothing is broken, I just need it for a new script.",
+    ),
+    ("other", "P4", "How to book the boardroom screen", "I have a question: how do I book the big screen in the boardroom for a presentation?"),
+    ("access", "P4", "Access to the Q3 planning shared drive", "I'd like to be added to the 'Q3 planning' shared drive, please."),
+    ("access", "P4", "Add me to the all-hands mailing list", "please add me to the all-hands mailing list; I don't get the invites."),
+    ("hardware", "P3", "Printer on my floor keeps jamming", "the printer on my floor keeps jamming. I can use the one downstairs in the meantime."),
+    (
+        "software",
+        "P3",
+        "Calendar invites not syncing to phone",
+        "calendar invites don't sync to my phone any more, though they show up fine on my laptop.",
+    ),
 ]
 # Faults of devices that still work: a hardware ticket for the device, not a replacement. (kind, priority, subject, phrase)
 FAULTS = [
@@ -71,16 +84,22 @@ FAULTS = [
     ("phone", "P3", "Phone speaker crackles", "my work phone's speaker crackles. I use earphones in the meantime"),
 ]
 BROKEN = {
-    "laptop": ["the screen cracked when it fell off my desk", "it won't power on any more, not even on the charger",
-               "I spilled coffee on it and now it's completely dead"],
+    "laptop": [
+        "the screen cracked when it fell off my desk",
+        "it won't power on any more, not even on the charger",
+        "I spilled coffee on it and now it's completely dead",
+    ],
     "phone": ["the screen shattered and the touchscreen doesn't respond", "it won't turn on any more"],
     "monitor": ["it won't turn on at all any more", "the panel cracked when we moved desks"],
     "dock": ["it's completely dead, no lights at all"],
     "headset": ["it's dead: it won't charge or turn on"],
 }
 LOST = ["I left my {kind} in a taxi and it's gone", "I lost my {kind} on the train yesterday"]
-STOLEN = ["my {kind} was stolen from my car last night", "someone took my {kind} out of my bag at the airport",
-          "my {kind} was stolen at a coffee shop this morning"]
+STOLEN = [
+    "my {kind} was stolen from my car last night",
+    "someone took my {kind} out of my bag at the airport",
+    "my {kind} was stolen at a coffee shop this morning",
+]
 # purpose -> phrases (filled with a city)
 LOAN_PURPOSES = {
     "travel": ["for a business trip to {city}", "for the industry conference in {city}", "for a customer visit in {city}"],
@@ -106,8 +125,12 @@ OUTAGES = [  # (category, team, subject, phrase); {office} and {app} are filled 
     ("network", "infrastructure", "Office Wi-Fi down", "nobody in the {office} office can connect to the Wi-Fi since about an hour ago"),
     ("network", "infrastructure", "Office network outage", "the whole {office} office has lost its network connection; none of us can work"),
     ("software", "applications", "{app} down for the team", "{app} is down for our whole team: everyone gets an error page when they log in"),
-    ("security", "security", "Credentials entered on a phishing page",
-     "I clicked a link in an email that looked like it came from IT and typed my password into the page. I think it was phishing"),
+    (
+        "security",
+        "security",
+        "Credentials entered on a phishing page",
+        "I clicked a link in an email that looked like it came from IT and typed my password into the page. I think it was phishing",
+    ),
 ]
 
 
@@ -188,9 +211,11 @@ class Generator(WorldIndex):
 
     def grantable(self, s: dict, *, allowed: bool = True) -> list[dict]:
         """Active apps the person does not hold, with a free seat, (not) open to their department; no company-wide defaults."""
-        return [a for a in self.world["software_apps"]
-                if a["active"] and a["name"] not in DEFAULT_APPS and self.allowed(a, s) == allowed
-                and not self.holds_app(s, a) and self.seats_free(a) > 0]
+        return [
+            a
+            for a in self.world["software_apps"]
+            if a["active"] and a["name"] not in DEFAULT_APPS and self.allowed(a, s) == allowed and not self.holds_app(s, a) and self.seats_free(a) > 0
+        ]
 
     def licensed(self, s: dict) -> list[dict]:
         """The person's standard grants of non-default apps, with the app."""
@@ -218,36 +243,51 @@ class Generator(WorldIndex):
         opened = self.today - dt.timedelta(days=opened_ago)
         updated = opened if status == "new" else min(opened + dt.timedelta(days=1), self.today)
         return {
-            "id": self.new_id("it_tickets"), "staff_id": s["id"], "category": category, "priority": priority, "status": status,
-            "subject": subject, "description": f"{subject}. Reported by {s['first_name']} {s['last_name']}.", "asset_id": None,
-            "opened_on": opened.isoformat(), "due_on": (opened + dt.timedelta(days=SLA_DAYS[priority])).isoformat(),
-            "updated_on": updated.isoformat(), "resolved_on": updated.isoformat() if status in ("resolved", "closed") else None,
+            "id": self.new_id("it_tickets"),
+            "staff_id": s["id"],
+            "category": category,
+            "priority": priority,
+            "status": status,
+            "subject": subject,
+            "description": f"{subject}. Reported by {s['first_name']} {s['last_name']}.",
+            "asset_id": None,
+            "opened_on": opened.isoformat(),
+            "due_on": (opened + dt.timedelta(days=SLA_DAYS[priority])).isoformat(),
+            "updated_on": updated.isoformat(),
+            "resolved_on": updated.isoformat() if status in ("resolved", "closed") else None,
         }
 
     def new_request(self, s: dict, app: dict, level: str, status: str) -> dict:
         requested = self.today - dt.timedelta(days=self.rng.randint(2, 6))
         return {
-            "id": self.new_id("software_access_requests"), "staff_id": s["id"], "app_id": app["id"], "access_level": level,
-            "status": status, "justification": f"Needs {level} access to {app['name']} for their work.",
-            "requested_on": requested.isoformat(), "approver_id": s["manager_id"],
+            "id": self.new_id("software_access_requests"),
+            "staff_id": s["id"],
+            "app_id": app["id"],
+            "access_level": level,
+            "status": status,
+            "justification": f"Needs {level} access to {app['name']} for their work.",
+            "requested_on": requested.isoformat(),
+            "approver_id": s["manager_id"],
             "decided_on": None if status == "awaiting_approval" else (self.today - dt.timedelta(days=1)).isoformat(),
         }
 
     # -- phrasing -----------------------------------------------------------------------------------
     def hello(self, s: dict) -> str:
         """An opening that identifies the caller by name and work email."""
-        return self.rng.choice([
-            f"{self.rng.choice(GREETINGS)} this is {s['first_name']} {s['last_name']} ({s['email']}).",
-            f"{self.rng.choice(GREETINGS)} I'm {s['first_name']} {s['last_name']}, my work email is {s['email']}.",
-            f"{self.rng.choice(GREETINGS)} my email is {s['email']}.",
-        ])
+        return self.rng.choice(
+            [
+                f"{self.rng.choice(GREETINGS)} this is {s['first_name']} {s['last_name']} ({s['email']}).",
+                f"{self.rng.choice(GREETINGS)} I'm {s['first_name']} {s['last_name']}, my work email is {s['email']}.",
+                f"{self.rng.choice(GREETINGS)} my email is {s['email']}.",
+            ]
+        )
 
     def user(self, s: dict, context: str, first: list[str] | None = None) -> dict:
         """The simulated staff member: persona, the facts they know, and scripted replies."""
         role = s["role"].replace("_", " ")
         return {
             "persona": f"{s['first_name']} {s['last_name']}, {'an' if role[0] in 'aeiou' else 'a'} {role} in "
-                       f"{s['department'].replace('_', ' ')} at Brightline Systems; {self.rng.choice(TONES)}.",
+            f"{s['department'].replace('_', ' ')} at Brightline Systems; {self.rng.choice(TONES)}.",
             "context": f"Your work email is {s['email']}. {context}",
             "script": [*(first or []), self.rng.choice(CLOSINGS)],
         }
@@ -257,8 +297,11 @@ class Generator(WorldIndex):
         dob = dt.date.fromisoformat(s["date_of_birth"])
         when = self.rng.choice([long_date(dob), dob.isoformat()])
         facts = f"employee number is {s['employee_number']} and {{}} date of birth is {when}"
-        return (f"my {facts.format('my')}", f"your {facts.format('your')}",
-                {"employee_number": s["employee_number"], "date_of_birth": s["date_of_birth"]})
+        return (
+            f"my {facts.format('my')}",
+            f"your {facts.format('your')}",
+            {"employee_number": s["employee_number"], "date_of_birth": s["date_of_birth"]},
+        )
 
 
 def _find(s: dict) -> dict:
@@ -283,6 +326,7 @@ def _app_phrase(app: dict, level: str) -> str:
 
 # -- single_write ---------------------------------------------------------------------------------
 
+
 def t_grant_standard_access(g: Generator) -> dict:
     s = g.pick(lambda s: bool(g.grantable(s)))
     app = g.rng.choice(g.grantable(s))
@@ -290,14 +334,15 @@ def t_grant_standard_access(g: Generator) -> dict:
     until = None
     if g.rng.random() < 0.35:  # temporary access until a given day
         until = g.today + dt.timedelta(days=g.rng.randint(10, 60))
-    ask = f"Could you give me access to {app['name']}? I need it {why}." + (
-        f" I only need it until {long_date(until)}." if until else "")
+    ask = f"Could you give me access to {app['name']}? I need it {why}." + (f" I only need it until {long_date(until)}." if until else "")
     return {
         "instruction": f"{g.hello(s)} {ask}",
         "user": g.user(s, f"You need standard access to {app['name']} {why}" + (f", only until {long_date(until)}." if until else ".")),
-        "gold": [_find(s), call("search_software", query=app["name"]),
-                 call("grant_software_access", staff_id=s["id"], app_id=app["id"], access_level="standard",
-                      expires_on=until and until.isoformat())],
+        "gold": [
+            _find(s),
+            call("search_software", query=app["name"]),
+            call("grant_software_access", staff_id=s["id"], app_id=app["id"], access_level="standard", expires_on=until and until.isoformat()),
+        ],
         "tags": ["access", "grant"] + (["temporary"] if until else []),
     }
 
@@ -343,13 +388,13 @@ def t_open_ticket(g: Generator) -> dict:
     return {
         "instruction": f"{g.hello(s)} {cap(phrase)}",
         "user": g.user(s, f"You report this problem {said(phrase)}."),
-        "gold": [_find(s), call("open_it_ticket", staff_id=s["id"], category=category, priority=base, subject=subject,
-                                 description=f"{cap(phrase)}")],
+        "gold": [_find(s), call("open_it_ticket", staff_id=s["id"], category=category, priority=base, subject=subject, description=f"{cap(phrase)}")],
         "tags": ["ticket", category, base],
     }
 
 
 # -- lookup_then_act ------------------------------------------------------------------------------
+
 
 def t_contractor_access(g: Generator) -> dict:
     s = g.pick(lambda s: bool(g.grantable(s)), role="contractor")
@@ -357,10 +402,17 @@ def t_contractor_access(g: Generator) -> dict:
     why = g.rng.choice(APP_REASONS)
     return {
         "instruction": f"{g.hello(s)} I'm a contractor on the {s['department'].replace('_', ' ')} team. Could I get access to {app['name']} {why}?",
-        "user": g.user(s, f"You are a contractor (your contract ends {long_date(dt.date.fromisoformat(s['contract_end']))}) "
-                          f"and need access to {app['name']} {why}."),
-        "gold": [_find(s), _profile(s), call("search_software", query=app["name"]),
-                 call("grant_software_access", staff_id=s["id"], app_id=app["id"], access_level="standard", expires_on=s["contract_end"])],
+        "user": g.user(
+            s,
+            f"You are a contractor (your contract ends {long_date(dt.date.fromisoformat(s['contract_end']))}) "
+            f"and need access to {app['name']} {why}.",
+        ),
+        "gold": [
+            _find(s),
+            _profile(s),
+            call("search_software", query=app["name"]),
+            call("grant_software_access", staff_id=s["id"], app_id=app["id"], access_level="standard", expires_on=s["contract_end"]),
+        ],
         "tags": ["access", "grant", "contractor"],
     }
 
@@ -368,8 +420,9 @@ def t_contractor_access(g: Generator) -> dict:
 def t_approved_request(g: Generator) -> dict:
     admin = g.rng.random() < 0.5
     if admin:
-        s = g.pick(lambda s: s["department"] in ("engineering", "it") and any(not g.holds_app(s, g.apps[x["app_id"]], "admin")
-                                                                              for x in g.licensed(s)))
+        s = g.pick(
+            lambda s: s["department"] in ("engineering", "it") and any(not g.holds_app(s, g.apps[x["app_id"]], "admin") for x in g.licensed(s))
+        )
         app = g.apps[g.rng.choice([x for x in g.licensed(s) if not g.holds_app(s, g.apps[x["app_id"]], "admin")])["app_id"]]
         level = "admin"
     else:
@@ -381,8 +434,7 @@ def t_approved_request(g: Generator) -> dict:
         "instruction": f"{g.hello(s)} My manager {mgr['first_name']} approved my request for {_app_phrase(app, level)}. Can you set it up?",
         "user": g.user(s, f"{mgr['first_name']} {mgr['last_name']} approved your request for {_app_phrase(app, level)} yesterday."),
         "patch": Patch().add("software_access_requests", req),
-        "gold": [_find(s), _profile(s),
-                 call("grant_software_access", staff_id=s["id"], app_id=app["id"], access_level=level, request_id=req["id"])],
+        "gold": [_find(s), _profile(s), call("grant_software_access", staff_id=s["id"], app_id=app["id"], access_level=level, request_id=req["id"])],
         "checks": [{"sql": f"SELECT status FROM software_access_requests WHERE id = {req['id']}", "expect": [["fulfilled"]]}],
         "tags": ["access", "grant", "approved", level],
     }
@@ -412,8 +464,11 @@ def t_loaner(g: Generator) -> dict:
         "instruction": f"{g.hello(s)} Could I borrow a {kind} {why}? I'd bring it back on {long_date(due)}.",
         "user": g.user(s, f"You want to borrow a {kind} {why.replace('my own', 'your own')} and return it on {long_date(due)}."),
         "patch": _loan_setup(g, s, kind, purpose),
-        "gold": [_find(s), call("search_hardware", kind=kind),
-                 call("lend_hardware", asset_id=spare["id"], staff_id=s["id"], due_on=due.isoformat(), purpose=purpose)],
+        "gold": [
+            _find(s),
+            call("search_hardware", kind=kind),
+            call("lend_hardware", asset_id=spare["id"], staff_id=s["id"], due_on=due.isoformat(), purpose=purpose),
+        ],
         "tags": ["hardware", "loan", kind, purpose],
     }
 
@@ -424,13 +479,16 @@ def t_replace_device(g: Generator) -> dict:
     kind = g.rng.choice([k for k in kinds if g.spares.get(k)])
     s = g.pick(lambda s: g.device(s, kind) is not None)
     old = g.device(s, kind)
-    what = (f"my {kind} is broken: {g.rng.choice(BROKEN[kind])}" if reason == "broken"
-            else g.rng.choice(LOST).format(kind=kind))
+    what = f"my {kind} is broken: {g.rng.choice(BROKEN[kind])}" if reason == "broken" else g.rng.choice(LOST).format(kind=kind)
     return {
         "instruction": f"{g.hello(s)} {cap(what)}. Can I get a replacement?",
         "user": g.user(s, f"You need a replacement {kind} {said(what)}."),
-        "gold": [_find(s), _profile(s), call("search_hardware", kind=kind),
-                 call("replace_hardware", asset_id=old["id"], replacement_asset_id=g.spares[kind][0]["id"], reason=reason)],
+        "gold": [
+            _find(s),
+            _profile(s),
+            call("search_hardware", kind=kind),
+            call("replace_hardware", asset_id=old["id"], replacement_asset_id=g.spares[kind][0]["id"], reason=reason),
+        ],
         "tags": ["hardware", "replacement", kind, reason],
     }
 
@@ -442,14 +500,19 @@ def t_refresh_old_device(g: Generator) -> dict:
     return {
         "instruction": f"{g.hello(s)} My {kind} is getting really old and slow. Am I due for a refresh? If so I'd like a new one.",
         "user": g.user(s, f"Your {kind} ({old['model']}) was bought on {long_date(dt.date.fromisoformat(old['purchased_on']))}; you want a new one."),
-        "gold": [_find(s), _profile(s), call("search_hardware", kind=kind),
-                 call("replace_hardware", asset_id=old["id"], replacement_asset_id=g.spares[kind][0]["id"], reason="end_of_life")],
+        "gold": [
+            _find(s),
+            _profile(s),
+            call("search_hardware", kind=kind),
+            call("replace_hardware", asset_id=old["id"], replacement_asset_id=g.spares[kind][0]["id"], reason="end_of_life"),
+        ],
         "tags": ["hardware", "replacement", "end_of_life", kind],
     }
 
 
 def t_manager_for_report(g: Generator) -> dict:
     """A manager asks for a direct report: allowed, once the report's profile shows the caller as manager."""
+
     def fits(r: dict) -> bool:
         return r["role"] == "employee" and g.clean(r) and r["id"] not in g.used and (bool(g.licensed(r)) or bool(g.grantable(r)))
 
@@ -460,12 +523,16 @@ def t_manager_for_report(g: Generator) -> dict:
     if g.licensed(r) and (not g.grantable(r) or g.rng.random() < 0.5):
         grant = g.rng.choice(g.licensed(r))
         app = g.apps[grant["app_id"]]
-        ask, write = (f"{who} on my team doesn't need {app['name']} any more. Please remove it from their account.",
-                      call("revoke_software_access", grant_id=grant["id"], reason="no_longer_needed"))
+        ask, write = (
+            f"{who} on my team doesn't need {app['name']} any more. Please remove it from their account.",
+            call("revoke_software_access", grant_id=grant["id"], reason="no_longer_needed"),
+        )
     else:
         app = g.rng.choice(g.grantable(r))
-        ask, write = (f"Please give {who}, who reports to me, access to {app['name']}.",
-                      call("grant_software_access", staff_id=r["id"], app_id=app["id"], access_level="standard"))
+        ask, write = (
+            f"Please give {who}, who reports to me, access to {app['name']}.",
+            call("grant_software_access", staff_id=r["id"], app_id=app["id"], access_level="standard"),
+        )
     return {
         "instruction": f"{g.hello(m)} {ask}",
         "user": g.user(m, f"You manage {who} and ask {said(ask)}"),
@@ -480,8 +547,10 @@ def t_executive_ticket(g: Generator) -> dict:
     return {
         "instruction": f"{g.hello(s)} {cap(phrase)}",
         "user": g.user(s, f"You report this problem {said(phrase)}."),
-        "gold": [_find(s), call("open_it_ticket", staff_id=s["id"], category=category, priority=g.priority(s, base), subject=subject,
-                                 description=cap(phrase))],
+        "gold": [
+            _find(s),
+            call("open_it_ticket", staff_id=s["id"], category=category, priority=g.priority(s, base), subject=subject, description=cap(phrase)),
+        ],
         "tags": ["ticket", "executive", category, f"{base}->{g.priority(s, base)}"],
     }
 
@@ -493,14 +562,25 @@ def t_device_fault_ticket(g: Generator) -> dict:
     return {
         "instruction": f"{g.hello(s)} {cap(phrase)}. Can someone take a look?",
         "user": g.user(s, f"You report a fault of your {kind} {said(phrase)}. You don't want it replaced, just fixed."),
-        "gold": [_find(s), _profile(s),
-                 call("open_it_ticket", staff_id=s["id"], category="hardware", priority=g.priority(s, base), subject=subject,
-                      description=f"{cap(phrase)}.", asset_id=dev["id"])],
+        "gold": [
+            _find(s),
+            _profile(s),
+            call(
+                "open_it_ticket",
+                staff_id=s["id"],
+                category="hardware",
+                priority=g.priority(s, base),
+                subject=subject,
+                description=f"{cap(phrase)}.",
+                asset_id=dev["id"],
+            ),
+        ],
         "tags": ["ticket", "hardware", kind],
     }
 
 
 # -- policy_refusal -------------------------------------------------------------------------------
+
 
 def t_contractor_admin(g: Generator) -> dict:
     s = g.pick(lambda s: bool(g.licensed(s)), role="contractor")
@@ -509,7 +589,11 @@ def t_contractor_admin(g: Generator) -> dict:
     return {
         "instruction": f"{g.hello(s)} I need admin rights on {app['name']} {why}. Can you give me that?",
         "user": g.user(s, f"You are a contractor and want admin rights on {app['name']} {why}. You accept a refusal."),
-        "gold": [_find(s), _profile(s), _note(s, f"Contractor asked for admin rights on {app['name']}; refused: contractors never get admin access.")],
+        "gold": [
+            _find(s),
+            _profile(s),
+            _note(s, f"Contractor asked for admin rights on {app['name']}; refused: contractors never get admin access."),
+        ],
         "tags": ["access", "refusal", "contractor", "admin"],
     }
 
@@ -521,11 +605,24 @@ def t_admin_needs_approval(g: Generator) -> dict:
     return {
         "instruction": f"{g.hello(s)} Please make me an admin on {app['name']}; I need it {why}.",
         "user": g.user(s, f"You want admin rights on {app['name']} {why}. Nobody has approved it yet; you accept waiting for your manager."),
-        "gold": [_find(s), _profile(s), call("search_software", query=app["name"]),
-                 call("request_software_access", staff_id=s["id"], app_id=app["id"], access_level="admin",
-                      justification=f"Needs admin rights on {app['name']} {why}.")],
-        "checks": [{"sql": f"SELECT COUNT(*) FROM software_access_grants WHERE staff_id = {s['id']} AND app_id = {app['id']} "
-                           f"AND access_level = 'admin'", "expect": [[0]]}],
+        "gold": [
+            _find(s),
+            _profile(s),
+            call("search_software", query=app["name"]),
+            call(
+                "request_software_access",
+                staff_id=s["id"],
+                app_id=app["id"],
+                access_level="admin",
+                justification=f"Needs admin rights on {app['name']} {why}.",
+            ),
+        ],
+        "checks": [
+            {
+                "sql": f"SELECT COUNT(*) FROM software_access_grants WHERE staff_id = {s['id']} AND app_id = {app['id']} AND access_level = 'admin'",
+                "expect": [[0]],
+            }
+        ],
         "tags": ["access", "request", "admin"],
     }
 
@@ -536,12 +633,18 @@ def t_admin_request_pending(g: Generator) -> dict:
     req = g.new_request(s, app, "admin", "awaiting_approval")
     return {
         "instruction": f"{g.hello(s)} I asked for admin rights on {app['name']} a few days ago and nothing has happened. "
-                       f"Can you just switch them on for me now?",
-        "user": g.user(s, f"You requested admin rights on {app['name']} on {long_date(dt.date.fromisoformat(req['requested_on']))}; "
-                          f"your manager has not decided yet. You accept a refusal."),
+        f"Can you just switch them on for me now?",
+        "user": g.user(
+            s,
+            f"You requested admin rights on {app['name']} on {long_date(dt.date.fromisoformat(req['requested_on']))}; "
+            f"your manager has not decided yet. You accept a refusal.",
+        ),
         "patch": Patch().add("software_access_requests", req),
-        "gold": [_find(s), _profile(s),
-                 _note(s, f"Asked for admin rights on {app['name']} while request #{req['id']} awaits the manager's approval; refused.")],
+        "gold": [
+            _find(s),
+            _profile(s),
+            _note(s, f"Asked for admin rights on {app['name']} while request #{req['id']} awaits the manager's approval; refused."),
+        ],
         "tags": ["access", "refusal", "admin", "awaiting_approval"],
     }
 
@@ -553,9 +656,11 @@ def t_cross_department(g: Generator) -> dict:
     return {
         "instruction": f"{g.hello(s)} Can you give me access to {app['name']}? I need it {why}.",
         "user": g.user(s, f"You ({s['department'].replace('_', ' ')}) want access to {app['name']} {why}; you accept waiting for an approval."),
-        "gold": [_find(s), call("search_software", query=app["name"]),
-                 call("request_software_access", staff_id=s["id"], app_id=app["id"], access_level="standard",
-                      justification=f"Needs {app['name']} {why}.")],
+        "gold": [
+            _find(s),
+            call("search_software", query=app["name"]),
+            call("request_software_access", staff_id=s["id"], app_id=app["id"], access_level="standard", justification=f"Needs {app['name']} {why}."),
+        ],
         "tags": ["access", "request", "cross_department"],
     }
 
@@ -568,9 +673,12 @@ def t_identity_mismatch(g: Generator) -> dict:
     wrong = dob.replace(year=dob.year + g.rng.choice([-2, -1, 1])) if not (dob.month == 2 and dob.day == 29) else dob + dt.timedelta(days=3)
     return {
         "instruction": f"{g.hello(s)} Please reset my {'password' if credential == 'password' else 'MFA, I replaced my phone'}. "
-                       f"My employee number is {s['employee_number']} and I was born on {long_date(wrong)}.",
-        "user": g.user(s, f"You want your {credential.replace('mfa', 'MFA')} reset. You give employee number {s['employee_number']} and date of birth "
-                          f"{long_date(wrong)} (you are sure of it). You accept a refusal."),
+        f"My employee number is {s['employee_number']} and I was born on {long_date(wrong)}.",
+        "user": g.user(
+            s,
+            f"You want your {credential.replace('mfa', 'MFA')} reset. You give employee number {s['employee_number']} and date of birth "
+            f"{long_date(wrong)} (you are sure of it). You accept a refusal.",
+        ),
         "gold": [_find(s), _note(s, f"{credential} reset refused: the identity check failed (date of birth did not match).")],
         "tags": ["credential", "refusal", "identity"],
     }
@@ -583,8 +691,11 @@ def t_refresh_too_new(g: Generator) -> dict:
     return {
         "instruction": f"{g.hello(s)} My {kind} feels slow these days. Could I get a new one?",
         "user": g.user(s, f"Your {kind} works, it just feels slow; you would like a new one. You accept a refusal."),
-        "gold": [_find(s), _profile(s),
-                 _note(s, f"Asked for a new {kind}; refused: {old['asset_tag']} is {g.age(old)} days old, under the 4-year refresh age.")],
+        "gold": [
+            _find(s),
+            _profile(s),
+            _note(s, f"Asked for a new {kind}; refused: {old['asset_tag']} is {g.age(old)} days old, under the 4-year refresh age."),
+        ],
         "tags": ["hardware", "refusal", "end_of_life", kind],
     }
 
@@ -597,10 +708,18 @@ def t_no_free_seat(g: Generator) -> dict:
         "instruction": f"{g.hello(s)} I'd like access to {app['name']}, please.",
         "user": g.user(s, f"You need access to {app['name']} for your work; if no licence is free you accept waiting for one."),
         "patch": Patch().add("software_apps", {"id": app["id"], "seats_total": used}),
-        "gold": [_find(s), call("search_software", query=app["name"]),
-                 call("open_it_ticket", staff_id=s["id"], category="access", priority="P4",
-                      subject=f"Licence seat needed for {app['name']}",
-                      description=f"No free {app['name']} seat for {s['first_name']} {s['last_name']}; please buy one.")],
+        "gold": [
+            _find(s),
+            call("search_software", query=app["name"]),
+            call(
+                "open_it_ticket",
+                staff_id=s["id"],
+                category="access",
+                priority="P4",
+                subject=f"Licence seat needed for {app['name']}",
+                description=f"No free {app['name']} seat for {s['first_name']} {s['last_name']}; please buy one.",
+            ),
+        ],
         "tags": ["access", "refusal", "licence"],
     }
 
@@ -611,10 +730,21 @@ def t_privileged_mfa(g: Generator) -> dict:
     return {
         "instruction": f"{g.hello(s)} I replaced my phone and lost my authenticator, so please reset my MFA. {cap(words)}.",
         "user": g.user(s, f"You want your MFA reset because you replaced your phone; {yours}."),
-        "gold": [_find(s), _profile(s),
-                 call("open_it_ticket", staff_id=s["id"], category="security", priority="P2", subject="MFA reset for a privileged account",
-                      description="Staff member with admin access asks for an MFA reset; needs in-person verification by security.")],
-        "checks": [{"sql": f"SELECT mfa_reset_on, mfa_method FROM staff_members WHERE id = {s['id']}", "expect": [[s["mfa_reset_on"], s["mfa_method"]]]}],
+        "gold": [
+            _find(s),
+            _profile(s),
+            call(
+                "open_it_ticket",
+                staff_id=s["id"],
+                category="security",
+                priority="P2",
+                subject="MFA reset for a privileged account",
+                description="Staff member with admin access asks for an MFA reset; needs in-person verification by security.",
+            ),
+        ],
+        "checks": [
+            {"sql": f"SELECT mfa_reset_on, mfa_method FROM staff_members WHERE id = {s['id']}", "expect": [[s["mfa_reset_on"], s["mfa_method"]]]}
+        ],
         "tags": ["credential", "refusal", "privileged", "mfa"],
     }
 
@@ -625,14 +755,24 @@ def t_foreign_request(g: Generator) -> dict:
     app = g.apps[g.rng.choice(g.licensed(target))["app_id"]]
     kind = g.rng.choice(["revoke", "reset"])
     tname = f"{target['first_name']} {target['last_name']} ({target['email']})"
-    ask = (f"Please remove {app['name']} from my colleague {tname}; they don't use it." if kind == "revoke"
-           else f"My colleague {tname} is locked out. Can you reset their password for them?")
+    ask = (
+        f"Please remove {app['name']} from my colleague {tname}; they don't use it."
+        if kind == "revoke"
+        else f"My colleague {tname} is locked out. Can you reset their password for them?"
+    )
     return {
         "instruction": f"{g.hello(caller)} {ask}",
         "user": g.user(caller, f"You ask on behalf of {tname}, who is not one of your direct reports. You accept a refusal."),
-        "gold": [_find(caller), _find(target), _profile(target),
-                 _note(caller, f"Asked to {'revoke ' + app['name'] + ' from' if kind == 'revoke' else 'reset the password of'} "
-                               f"a colleague who is not their report; refused.")],
+        "gold": [
+            _find(caller),
+            _find(target),
+            _profile(target),
+            _note(
+                caller,
+                f"Asked to {'revoke ' + app['name'] + ' from' if kind == 'revoke' else 'reset the password of'} "
+                f"a colleague who is not their report; refused.",
+            ),
+        ],
         "tags": ["refusal", "authority", kind],
     }
 
@@ -647,13 +787,17 @@ def t_loan_too_long(g: Generator) -> dict:
     return {
         "instruction": f"{g.hello(s)} Can I borrow a {kind} {why}? I'd keep it until {long_date(due)}.",
         "user": g.user(s, f"You want a {kind} {why} until {long_date(due)}; you can't shorten that. You accept a refusal."),
-        "gold": [_find(s), _profile(s), _note(s, f"Asked to borrow a {kind} until {due.isoformat()}; refused: longer than the "
-                                                 f"{14 if contractor else 30}-day loan limit.")],
+        "gold": [
+            _find(s),
+            _profile(s),
+            _note(s, f"Asked to borrow a {kind} until {due.isoformat()}; refused: longer than the {14 if contractor else 30}-day loan limit."),
+        ],
         "tags": ["hardware", "loan", "refusal"] + (["contractor"] if contractor else []),
     }
 
 
 # -- needs_user_info ------------------------------------------------------------------------------
+
 
 def t_reset_needs_identity(g: Generator) -> dict:
     credential = g.rng.choice(["password", "password", "mfa"])
@@ -667,8 +811,7 @@ def t_reset_needs_identity(g: Generator) -> dict:
         ask = "My authenticator app was on my old phone, which I wiped. Can you reset my MFA?"
     return {
         "instruction": f"{g.hello(s)} {ask}",
-        "user": g.user(s, f"You need your {credential.replace('mfa', 'MFA')} reset. When asked to prove who you are: {yours}.",
-                       [f"Sure: {words}."]),
+        "user": g.user(s, f"You need your {credential.replace('mfa', 'MFA')} reset. When asked to prove who you are: {yours}.", [f"Sure: {words}."]),
         "patch": patch,
         "gold": [_find(s), call("reset_credential", staff_id=s["id"], credential=credential, **args)],
         "tags": ["credential", credential, "ask_identity"],
@@ -683,10 +826,12 @@ def t_loaner_needs_details(g: Generator) -> dict:
     why = _loan_phrase(g, kind, purpose)
     return {
         "instruction": f"{g.hello(s)} I need to borrow a {kind} for a while.",
-        "user": g.user(s, f"You want a {kind} {why}, to return on {long_date(due)}.",
-                       [f"It's {why}, and I'll bring it back on {long_date(due)}."]),
-        "gold": [_find(s), call("search_hardware", kind=kind),
-                 call("lend_hardware", asset_id=g.spares[kind][0]["id"], staff_id=s["id"], due_on=due.isoformat(), purpose=purpose)],
+        "user": g.user(s, f"You want a {kind} {why}, to return on {long_date(due)}.", [f"It's {why}, and I'll bring it back on {long_date(due)}."]),
+        "gold": [
+            _find(s),
+            call("search_hardware", kind=kind),
+            call("lend_hardware", asset_id=g.spares[kind][0]["id"], staff_id=s["id"], due_on=due.isoformat(), purpose=purpose),
+        ],
         "tags": ["hardware", "loan", "ask_details"],
     }
 
@@ -699,9 +844,12 @@ def t_close_which_ticket(g: Generator) -> dict:
     patch = Patch().add("it_tickets", t1).add("it_tickets", t2)
     return {
         "instruction": f"{g.hello(s)} You can close my ticket, I don't need help with it any more.",
-        "user": g.user(s, f'You have two open tickets: #{t1["id"]} ("{sub1}") and #{t2["id"]} ("{sub2}"). Only #{t1["id"]} should be '
-                          f"closed; #{t2['id']} is still a problem.",
-                       [f'The one about "{sub1}", ticket #{t1["id"]}. The other one is still a problem.']),
+        "user": g.user(
+            s,
+            f'You have two open tickets: #{t1["id"]} ("{sub1}") and #{t2["id"]} ("{sub2}"). Only #{t1["id"]} should be '
+            f"closed; #{t2['id']} is still a problem.",
+            [f'The one about "{sub1}", ticket #{t1["id"]}. The other one is still a problem.'],
+        ),
         "patch": patch,
         "gold": [_find(s), _profile(s), call("update_it_ticket", ticket_id=t1["id"], status="closed")],
         "checks": [{"sql": f"SELECT status FROM it_tickets WHERE id = {t2['id']}", "expect": [[t2["status"]]]}],
@@ -723,13 +871,14 @@ def t_revoke_which_app(g: Generator) -> dict:
 
 # -- collateral_trap ------------------------------------------------------------------------------
 
+
 def t_revoke_one_keep_other(g: Generator) -> dict:
     s = g.pick(lambda s: len(g.licensed(s)) >= 2)
     drop, keep = g.rng.sample(g.licensed(s), 2)
     a, b = g.apps[drop["app_id"]], g.apps[keep["app_id"]]
     return {
         "instruction": f"{g.hello(s)} Please remove my {a['name']} access, I haven't used it in months. "
-                       f"I still use {b['name']} every day though, so keep that one.",
+        f"I still use {b['name']} every day though, so keep that one.",
         "user": g.user(s, f"Remove only your {a['name']} access (unused); keep {b['name']}."),
         "gold": [_find(s), _profile(s), call("revoke_software_access", grant_id=drop["id"], reason="no_longer_needed")],
         "checks": [{"sql": f"SELECT revoked_on FROM software_access_grants WHERE id = {keep['id']}", "expect": [[None]]}],
@@ -760,10 +909,14 @@ def t_replace_one_device(g: Generator) -> dict:
     what = g.rng.choice(BROKEN[kind])
     return {
         "instruction": f"{g.hello(s)} My {kind} is broken: {what}. Please replace it. My {other['kind']} is pretty old too, "
-                       f"but it still works fine, so leave that alone.",
+        f"but it still works fine, so leave that alone.",
         "user": g.user(s, f"Your {kind} is broken {said(what)}; you want only it replaced, your {other['kind']} works fine."),
-        "gold": [_find(s), _profile(s), call("search_hardware", kind=kind),
-                 call("replace_hardware", asset_id=old["id"], replacement_asset_id=g.spares[kind][0]["id"], reason="broken")],
+        "gold": [
+            _find(s),
+            _profile(s),
+            call("search_hardware", kind=kind),
+            call("replace_hardware", asset_id=old["id"], replacement_asset_id=g.spares[kind][0]["id"], reason="broken"),
+        ],
         "checks": [{"sql": f"SELECT status, assigned_to FROM hardware_assets WHERE id = {other['id']}", "expect": [["assigned", s["id"]]]}],
         "tags": ["hardware", "replacement", "trap"],
     }
@@ -781,12 +934,19 @@ def t_grant_only_requester(g: Generator) -> dict:
     ids = ", ".join(str(m["id"]) for m in mates)
     return {
         "instruction": f"{g.hello(s)} Please give me access to {app['name']}. {names} on my team will probably want it too "
-                       f"at some point, but they'll ask you themselves.",
+        f"at some point, but they'll ask you themselves.",
         "user": g.user(s, f"You want access to {app['name']} for yourself only; your teammates {names} will ask on their own."),
-        "gold": [_find(s), call("search_software", query=app["name"]),
-                 call("grant_software_access", staff_id=s["id"], app_id=app["id"], access_level="standard")],
-        "checks": [{"sql": f"SELECT COUNT(*) FROM software_access_grants WHERE app_id = {app['id']} AND staff_id IN ({ids}) "
-                           f"AND revoked_on IS NULL", "expect": [[0]]}],
+        "gold": [
+            _find(s),
+            call("search_software", query=app["name"]),
+            call("grant_software_access", staff_id=s["id"], app_id=app["id"], access_level="standard"),
+        ],
+        "checks": [
+            {
+                "sql": f"SELECT COUNT(*) FROM software_access_grants WHERE app_id = {app['id']} AND staff_id IN ({ids}) AND revoked_on IS NULL",
+                "expect": [[0]],
+            }
+        ],
         "tags": ["access", "grant", "trap"],
     }
 
@@ -796,7 +956,7 @@ def t_mfa_not_password(g: Generator) -> dict:
     words, yours, args = g.identity(s)
     return {
         "instruction": f"{g.hello(s)} I moved to a new phone and my authenticator codes didn't transfer, so please reset my MFA. "
-                       f"My password is fine, I know it. {cap(words)}.",
+        f"My password is fine, I know it. {cap(words)}.",
         "user": g.user(s, f"Only your MFA needs a reset (new phone); your password is fine. {cap(yours)}."),
         "gold": [_find(s), call("reset_credential", staff_id=s["id"], credential="mfa", **args)],
         "checks": [{"sql": f"SELECT password_reset_on FROM staff_members WHERE id = {s['id']}", "expect": [[s["password_reset_on"]]]}],
@@ -805,6 +965,7 @@ def t_mfa_not_password(g: Generator) -> dict:
 
 
 # -- multi_step -----------------------------------------------------------------------------------
+
 
 def t_stolen_device(g: Generator) -> dict:
     kind = g.rng.choice(["laptop", "laptop", "phone"])
@@ -815,18 +976,29 @@ def t_stolen_device(g: Generator) -> dict:
     return {
         "instruction": f"{g.hello(s)} {cap(what)}. I need a replacement as soon as possible.",
         "user": g.user(s, f"Your {kind} ({old['asset_tag']}) was stolen {said(what)}; you need a replacement."),
-        "gold": [_find(s), _profile(s),
-                 call("open_it_ticket", staff_id=s["id"], category="security", priority="P1", subject=f"Stolen {kind} {old['asset_tag']}",
-                      description=f"{cap(what)}.", asset_id=old["id"]),
-                 call("page_oncall", ticket_id=ticket_id, team="security", message=f"Stolen {kind} {old['asset_tag']}; please lock it remotely."),
-                 call("search_hardware", kind=kind),
-                 call("replace_hardware", asset_id=old["id"], replacement_asset_id=g.spares[kind][0]["id"], reason="stolen")],
+        "gold": [
+            _find(s),
+            _profile(s),
+            call(
+                "open_it_ticket",
+                staff_id=s["id"],
+                category="security",
+                priority="P1",
+                subject=f"Stolen {kind} {old['asset_tag']}",
+                description=f"{cap(what)}.",
+                asset_id=old["id"],
+            ),
+            call("page_oncall", ticket_id=ticket_id, team="security", message=f"Stolen {kind} {old['asset_tag']}; please lock it remotely."),
+            call("search_hardware", kind=kind),
+            call("replace_hardware", asset_id=old["id"], replacement_asset_id=g.spares[kind][0]["id"], reason="stolen"),
+        ],
         "tags": ["hardware", "security", "stolen", "page"],
     }
 
 
 def t_role_change(g: Generator) -> dict:
     """Someone moved department: remove apps only their old department may use, add apps of the new one."""
+
     def options(s: dict, dept: str) -> tuple[list[dict], list[dict]]:
         moved = {**s, "department": dept}
         drop = [x for x in g.licensed(s) if not g.allowed(g.apps[x["app_id"]], moved)]
@@ -844,12 +1016,11 @@ def t_role_change(g: Generator) -> dict:
     gold = [_find(s), _profile(s)]
     gold += [call("revoke_software_access", grant_id=x["id"], reason="role_change") for x in drop]
     for a in add:
-        gold += [call("search_software", query=a["name"]),
-                 call("grant_software_access", staff_id=s["id"], app_id=a["id"], access_level="standard")]
+        gold += [call("search_software", query=a["name"]), call("grant_software_access", staff_id=s["id"], app_id=a["id"], access_level="standard")]
     return {
         "instruction": f"{g.hello(s)} I've just moved from {s['department'].replace('_', ' ')} to {dept.replace('_', ' ')} "
-                       f"(HR has updated my record). Please remove my {old_names} access, which I won't need any more, "
-                       f"and give me {new_names}.",
+        f"(HR has updated my record). Please remove my {old_names} access, which I won't need any more, "
+        f"and give me {new_names}.",
         "user": g.user(s, f"You moved to {dept.replace('_', ' ')}. Remove {old_names}; add {new_names}."),
         "patch": Patch().add("staff_members", {"id": s["id"], "department": dept}),
         "gold": gold,
@@ -867,9 +1038,11 @@ def t_outage_page(g: Generator) -> dict:
     return {
         "instruction": f"{g.hello(s)} {cap(text)}.",
         "user": g.user(s, f"You report {said(text)}."),
-        "gold": [_find(s),
-                 call("open_it_ticket", staff_id=s["id"], category=category, priority="P1", subject=subject, description=f"{cap(text)}."),
-                 call("page_oncall", ticket_id=ticket_id, team=team, message=f"P1: {cap(text)}.")],
+        "gold": [
+            _find(s),
+            call("open_it_ticket", staff_id=s["id"], category=category, priority="P1", subject=subject, description=f"{cap(text)}."),
+            call("page_oncall", ticket_id=ticket_id, team=team, message=f"P1: {cap(text)}."),
+        ],
         "tags": ["ticket", "P1", "page", team],
     }
 
@@ -887,9 +1060,12 @@ def t_escalate_existing(g: Generator) -> dict:
         "instruction": f"{g.hello(s)} An update on my ticket #{ticket['id']}: {news}.",
         "user": g.user(s, f"Your ticket #{ticket['id']} ({ticket['subject']}) got worse {said(news)}."),
         "patch": Patch().add("it_tickets", ticket),
-        "gold": [_find(s), call("get_it_ticket", ticket_id=ticket["id"]),
-                 call("update_it_ticket", ticket_id=ticket["id"], priority="P1"),
-                 call("page_oncall", ticket_id=ticket["id"], team=team, message=f"Ticket #{ticket['id']} is now P1: {news}.")],
+        "gold": [
+            _find(s),
+            call("get_it_ticket", ticket_id=ticket["id"]),
+            call("update_it_ticket", ticket_id=ticket["id"], priority="P1"),
+            call("page_oncall", ticket_id=ticket["id"], team=team, message=f"Ticket #{ticket['id']} is now P1: {news}."),
+        ],
         "checks": [{"sql": f"SELECT priority, due_on FROM it_tickets WHERE id = {ticket['id']}", "expect": [["P1", ticket["opened_on"]]]}],
         "tags": ["ticket", "P1", "page", "escalation"],
     }

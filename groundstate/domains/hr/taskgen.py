@@ -36,14 +36,20 @@ MANDATORY_ITEMS = ("payroll_enrollment", "policy_acknowledgement", "security_tra
 
 # What an employee says they spent money on: category -> [(phrase, low, high)].
 EXPENSE_ASKS = {
-    "travel": [("train tickets to the Boston office", 60, 220), ("a taxi from the airport after a client visit", 25, 90),
-               ("my flight to the Chicago client workshop", 180, 650), ("mileage for two customer site visits", 40, 160)],
+    "travel": [
+        ("train tickets to the Boston office", 60, 220),
+        ("a taxi from the airport after a client visit", 25, 90),
+        ("my flight to the Chicago client workshop", 180, 650),
+        ("mileage for two customer site visits", 40, 160),
+    ],
     "lodging": [("two nights at the hotel for the Austin sales kickoff", 240, 700), ("a hotel night near the client site", 130, 310)],
     "meals": [("a team lunch with a job candidate", 25, 74), ("dinner while travelling for the workshop", 18, 70)],
-    "equipment": [("an external monitor for my home office", 120, 480), ("an ergonomic keyboard", 40, 180),
-                  ("a USB-C docking station", 90, 260)],
-    "training": [("an online course on data modelling", 90, 600), ("a ticket for an industry conference", 300, 950),
-                 ("a certification exam fee", 150, 450)],
+    "equipment": [("an external monitor for my home office", 120, 480), ("an ergonomic keyboard", 40, 180), ("a USB-C docking station", 90, 260)],
+    "training": [
+        ("an online course on data modelling", 90, 600),
+        ("a ticket for an industry conference", 300, 950),
+        ("a certification exam fee", 150, 450),
+    ],
     "other": [("a courier fee for sending signed contracts", 15, 80), ("a notary fee for the signed vendor contract", 20, 140)],
 }
 # Phrases that are over the category's per-claim limit: category -> [(phrase, low, high)].
@@ -52,16 +58,28 @@ OVER_CAP_ASKS = {
     "equipment": [("a new laptop for working from home", 900, 1600)],
     "other": [("a team-building escape room outing", 220, 480)],
 }
-BIG_CLAIMS = [("training", "the annual industry conference ticket and workshop"), ("travel", "flights to the Singapore customer summit"),
-              ("lodging", "a week at the hotel for the Berlin customer onboarding")]
+BIG_CLAIMS = [
+    ("training", "the annual industry conference ticket and workshop"),
+    ("travel", "flights to the Singapore customer summit"),
+    ("lodging", "a week at the hotel for the Berlin customer onboarding"),
+]
 RAISE_REASONS = {
     "merit": ["for their excellent work this year", "as a merit increase after a strong review", "because of outstanding performance"],
-    "market_adjustment": ["to bring the salary in line with the market", "after the latest pay benchmark came in",
-                          "as a market adjustment for the role"],
+    "market_adjustment": [
+        "to bring the salary in line with the market",
+        "after the latest pay benchmark came in",
+        "as a market adjustment for the role",
+    ],
     "retention": ["because there is a competing offer on the table", "to keep them: they are being recruited by a competitor"],
 }
-LEAVE_REASONS = ["for a family trip", "to visit my parents", "for my sister's wedding", "to move house", "for a hiking trip",
-                 "to look after my kids during their school break"]
+LEAVE_REASONS = [
+    "for a family trip",
+    "to visit my parents",
+    "for my sister's wedding",
+    "to move house",
+    "for a hiking trip",
+    "to look after my kids during their school break",
+]
 GREETINGS = ["Hi,", "Hello,", "Hey there,", "Good morning,", "Hi there,"]
 CLOSINGS = ["That's all, thank you!", "No, that's everything. Thanks!", "That's it, thanks for your help.", "Nothing else, thanks."]
 TONES = ["polite and brief", "a little hurried", "friendly and chatty", "precise; answers exactly what is asked"]
@@ -127,8 +145,7 @@ class Generator(WorldIndex):
         if p["id"] in self.scheduled or p["id"] in self.escalated:
             return False
         today = self.today.isoformat()
-        return not any(r["status"] == "pending" or (r["status"] == "approved" and r["end_date"] >= today)
-                       for r in self.requests.get(p["id"], []))
+        return not any(r["status"] == "pending" or (r["status"] == "approved" and r["end_date"] >= today) for r in self.requests.get(p["id"], []))
 
     def available(self, p: dict, leave_type: str = "annual") -> float:
         b = self.balances[(p["id"], leave_type)]
@@ -203,8 +220,11 @@ class Generator(WorldIndex):
 
     def blackout_span(self, p: dict) -> tuple[dt.date, dt.date, dict]:
         """A working week overlapping one of the department's blackouts that starts with enough notice."""
-        options = [b for b in self.blackouts.get(p["department_id"], [])
-                   if dt.date.fromisoformat(b["start_date"]) >= self.today + dt.timedelta(days=NOTICE_DAYS + 7)]
+        options = [
+            b
+            for b in self.blackouts.get(p["department_id"], [])
+            if dt.date.fromisoformat(b["start_date"]) >= self.today + dt.timedelta(days=NOTICE_DAYS + 7)
+        ]
         b = self.rng.choice(options)
         first = dt.date.fromisoformat(b["start_date"])
         start = first - dt.timedelta(days=first.weekday()) + dt.timedelta(days=7 * self.rng.randint(0, 1))
@@ -216,8 +236,10 @@ class Generator(WorldIndex):
         return start, end, b
 
     def has_blackout_ahead(self, p: dict) -> bool:
-        return any(dt.date.fromisoformat(b["start_date"]) >= self.today + dt.timedelta(days=NOTICE_DAYS + 7)
-                   for b in self.blackouts.get(p["department_id"], []))
+        return any(
+            dt.date.fromisoformat(b["start_date"]) >= self.today + dt.timedelta(days=NOTICE_DAYS + 7)
+            for b in self.blackouts.get(p["department_id"], [])
+        )
 
     # -- patches ----------------------------------------------------------------------------------
     def leave_request(self, patch: Patch, p: dict, start: dt.date, end: dt.date, status: str, requested_ago: int) -> dict:
@@ -225,10 +247,17 @@ class Generator(WorldIndex):
         requested = self.today - dt.timedelta(days=requested_ago)
         days = float(self.days(start, end))
         row = {
-            "id": self.new_id("leave_requests"), "personnel_id": p["id"], "leave_type": "annual", "start_date": start.isoformat(),
-            "end_date": end.isoformat(), "days": days, "status": status, "requested_on": requested.isoformat(),
+            "id": self.new_id("leave_requests"),
+            "personnel_id": p["id"],
+            "leave_type": "annual",
+            "start_date": start.isoformat(),
+            "end_date": end.isoformat(),
+            "days": days,
+            "status": status,
+            "requested_on": requested.isoformat(),
             "decided_on": (requested + dt.timedelta(days=1)).isoformat() if status == "approved" else None,
-            "decided_by": p["manager_id"] if status == "approved" else None, "cancelled_on": None,
+            "decided_by": p["manager_id"] if status == "approved" else None,
+            "cancelled_on": None,
         }
         patch.add("leave_requests", row)
         if status == "approved":
@@ -240,9 +269,16 @@ class Generator(WorldIndex):
     def expense_claim(self, patch: Patch, p: dict, category: str, amount: float, incurred_ago: int, description: str) -> dict:
         incurred = self.today - dt.timedelta(days=incurred_ago)
         claim = {
-            "id": self.new_id("expense_claims"), "personnel_id": p["id"], "category": category, "amount": amount,
-            "incurred_on": incurred.isoformat(), "description": description, "status": "submitted",
-            "submitted_on": (incurred + dt.timedelta(days=self.rng.randint(0, 2))).isoformat(), "decided_on": None, "decided_by": None,
+            "id": self.new_id("expense_claims"),
+            "personnel_id": p["id"],
+            "category": category,
+            "amount": amount,
+            "incurred_on": incurred.isoformat(),
+            "description": description,
+            "status": "submitted",
+            "submitted_on": (incurred + dt.timedelta(days=self.rng.randint(0, 2))).isoformat(),
+            "decided_on": None,
+            "decided_by": None,
         }
         patch.add("expense_claims", claim)
         return claim
@@ -308,6 +344,7 @@ def request_status(request_id: int) -> str:
 
 # -- single_write --------------------------------------------------------------------------------
 
+
 def t_book_annual_leave(g: Generator) -> dict:
     length = g.rng.choice([1, 2, 3, 5, 5])
     p = g.pick_employee(lambda p: g.available(p) >= 5)
@@ -316,10 +353,17 @@ def t_book_annual_leave(g: Generator) -> dict:
     return {
         "instruction": f"{g.hello(p)} I'd like to book annual leave {span_text(start, end)}, {why}.",
         "user": g.user(p, f"You want annual leave {span_text(start, end)} {said(why)}."),
-        "gold": [g.find(p), call("get_leave_overview", personnel_id=p["id"]),
-                 call("submit_leave_request", personnel_id=p["id"], leave_type="annual", start_date=start.isoformat(), end_date=end.isoformat())],
-        "checks": [{"sql": f"SELECT status, days FROM leave_requests WHERE personnel_id = {p['id']} AND start_date = '{start}'",
-                    "expect": [["pending", g.days(start, end)]]}],
+        "gold": [
+            g.find(p),
+            call("get_leave_overview", personnel_id=p["id"]),
+            call("submit_leave_request", personnel_id=p["id"], leave_type="annual", start_date=start.isoformat(), end_date=end.isoformat()),
+        ],
+        "checks": [
+            {
+                "sql": f"SELECT status, days FROM leave_requests WHERE personnel_id = {p['id']} AND start_date = '{start}'",
+                "expect": [["pending", g.days(start, end)]],
+            }
+        ],
         "tags": ["leave", "annual", f"days:{g.days(start, end)}"],
     }
 
@@ -350,10 +394,16 @@ def t_record_sick_days(g: Generator) -> dict:
     return {
         "instruction": f"{g.hello(p)} I was off sick {when}. Could you record that as sick leave, please?",
         "user": g.user(p, f"You were ill and did not work {when}; you want it recorded as sick leave."),
-        "gold": [g.find(p),
-                 call("submit_leave_request", personnel_id=p["id"], leave_type="sick", start_date=start.isoformat(), end_date=end.isoformat())],
-        "checks": [{"sql": f"SELECT status FROM leave_requests WHERE personnel_id = {p['id']} AND leave_type = 'sick' AND start_date = '{start}'",
-                    "expect": [["approved"]]}],
+        "gold": [
+            g.find(p),
+            call("submit_leave_request", personnel_id=p["id"], leave_type="sick", start_date=start.isoformat(), end_date=end.isoformat()),
+        ],
+        "checks": [
+            {
+                "sql": f"SELECT status FROM leave_requests WHERE personnel_id = {p['id']} AND leave_type = 'sick' AND start_date = '{start}'",
+                "expect": [["approved"]],
+            }
+        ],
         "tags": ["leave", "sick"],
     }
 
@@ -381,14 +431,23 @@ def t_submit_expense(g: Generator) -> dict:
     return {
         "instruction": f"{g.hello(p)} Please file an expense claim for {phrase}: {money(amount)}, paid on {day(incurred)}.",
         "user": g.user(p, f"You paid {money(amount)} on {day(incurred)} for {phrase} and want it reimbursed."),
-        "gold": [g.find(p),
-                 call("submit_expense_claim", personnel_id=p["id"], category=category, amount=amount, incurred_on=incurred.isoformat(),
-                      description=phrase[0].upper() + phrase[1:])],
+        "gold": [
+            g.find(p),
+            call(
+                "submit_expense_claim",
+                personnel_id=p["id"],
+                category=category,
+                amount=amount,
+                incurred_on=incurred.isoformat(),
+                description=phrase[0].upper() + phrase[1:],
+            ),
+        ],
         "tags": ["expense", category],
     }
 
 
 # -- lookup_then_act -------------------------------------------------------------------------------
+
 
 def t_decide_team_leave(g: Generator) -> dict:
     m, (r,) = g.pick_team(1, lambda p: g.available(p) >= 5)
@@ -402,11 +461,16 @@ def t_decide_team_leave(g: Generator) -> dict:
         ask = f"Please reject {name(r)}'s annual leave request {span_text(start, end)}; I can't spare them that week."
     return {
         "instruction": f"{g.hello(m)} {ask}",
-        "user": g.user(m, f"You manage {name(r)}. You want their pending annual leave {span_text(start, end)} {decision} "
-                          f"(you don't know the request number)."),
+        "user": g.user(
+            m, f"You manage {name(r)}. You want their pending annual leave {span_text(start, end)} {decision} (you don't know the request number)."
+        ),
         "patch": patch,
-        "gold": [g.find(m), call("get_personnel", personnel_id=m["id"]), call("get_leave_overview", personnel_id=r["id"]),
-                 call("decide_leave_request", request_id=req["id"], approver_id=m["id"], decision=decision)],
+        "gold": [
+            g.find(m),
+            call("get_personnel", personnel_id=m["id"]),
+            call("get_leave_overview", personnel_id=r["id"]),
+            call("decide_leave_request", request_id=req["id"], approver_id=m["id"], decision=decision),
+        ],
         "checks": [{"sql": request_status(req["id"]), "expect": [[decision]]}],
         "tags": ["leave", "manager", decision],
     }
@@ -434,8 +498,11 @@ def t_finish_onboarding_item(g: Generator) -> dict:
         "instruction": f"{g.hello(p)} Quick update on my onboarding: {ITEM_DONE_PHRASES[target]}.",
         "user": g.user(p, f"You are a new hire. On your onboarding checklist, {ITEM_DONE_PHRASES[target]}; you want it marked done."),
         "patch": patch,
-        "gold": [g.find(p), call("get_personnel", personnel_id=p["id"]),
-                 call("update_onboarding_item", item_id=by_item[target]["id"], status="done", confirmed_by=p["id"])],
+        "gold": [
+            g.find(p),
+            call("get_personnel", personnel_id=p["id"]),
+            call("update_onboarding_item", item_id=by_item[target]["id"], status="done", confirmed_by=p["id"]),
+        ],
         "checks": [{"sql": f"SELECT status FROM personnel WHERE id = {p['id']}", "expect": [["active" if last else "onboarding"]]}],
         "tags": ["onboarding", target, "activates" if last else "still_onboarding"],
     }
@@ -460,11 +527,25 @@ def t_raise_by_percent(g: Generator) -> dict:
     return {
         "instruction": f"{g.hello(m)} I'd like to give {name(r)} a {pct}% raise{when}, {phrase}.",
         "user": g.user(m, f"You manage {name(r)} and want to raise their salary by {pct}%{when} {said(phrase)}."),
-        "gold": [g.find(m), call("get_personnel", personnel_id=m["id"]), call("get_personnel", personnel_id=r["id"]),
-                 call("schedule_salary_adjustment", personnel_id=r["id"], requested_by=m["id"], new_salary=new, reason=reason,
-                      effective_date=effective.isoformat())],
-        "checks": [{"sql": f"SELECT new_salary, effective_date FROM salary_adjustments WHERE personnel_id = {r['id']} AND status = 'scheduled'",
-                    "expect": [[new, effective.isoformat()]]}],
+        "gold": [
+            g.find(m),
+            call("get_personnel", personnel_id=m["id"]),
+            call("get_personnel", personnel_id=r["id"]),
+            call(
+                "schedule_salary_adjustment",
+                personnel_id=r["id"],
+                requested_by=m["id"],
+                new_salary=new,
+                reason=reason,
+                effective_date=effective.isoformat(),
+            ),
+        ],
+        "checks": [
+            {
+                "sql": f"SELECT new_salary, effective_date FROM salary_adjustments WHERE personnel_id = {r['id']} AND status = 'scheduled'",
+                "expect": [[new, effective.isoformat()]],
+            }
+        ],
         "tags": ["salary", reason, f"percent:{pct}"],
     }
 
@@ -476,11 +557,15 @@ def t_approve_team_expense(g: Generator) -> dict:
     claim = g.expense_claim(patch, r, category, amount, g.rng.randint(5, 20), phrase[0].upper() + phrase[1:])
     return {
         "instruction": f"{g.hello(m)} {name(r)} submitted an expense claim of {money(amount)} for {phrase.replace('my ', 'the ')}. "
-                       f"Please approve it.",
+        f"Please approve it.",
         "user": g.user(m, f"You manage {name(r)} and approve their {money(amount)} claim for {phrase.replace('my ', 'the ')}."),
         "patch": patch,
-        "gold": [g.find(m), call("get_personnel", personnel_id=m["id"]), call("list_expense_claims", personnel_id=r["id"], status="submitted"),
-                 call("review_expense_claim", claim_id=claim["id"], approver_id=m["id"], decision="approved")],
+        "gold": [
+            g.find(m),
+            call("get_personnel", personnel_id=m["id"]),
+            call("list_expense_claims", personnel_id=r["id"], status="submitted"),
+            call("review_expense_claim", claim_id=claim["id"], approver_id=m["id"], decision="approved"),
+        ],
         "checks": [{"sql": f"SELECT status FROM expense_claims WHERE id = {claim['id']}", "expect": [["approved"]]}],
         "tags": ["expense", "manager", category],
     }
@@ -488,16 +573,23 @@ def t_approve_team_expense(g: Generator) -> dict:
 
 # -- policy_refusal --------------------------------------------------------------------------------
 
+
 def t_leave_in_blackout(g: Generator) -> dict:
     p = g.pick_employee(lambda p: g.available(p) >= 5 and g.has_blackout_ahead(p))
     start, end, b = g.blackout_span(p)
     return {
         "instruction": f"{g.hello(p)} Please book annual leave for me {span_text(start, end)}.",
         "user": g.user(p, f"You want annual leave {span_text(start, end)}. You accept a refusal and do not ask for an exception."),
-        "gold": [g.find(p), call("get_leave_overview", personnel_id=p["id"]),
-                 call("add_hr_note", personnel_id=p["id"],
-                      body=f"Asked for annual leave {start} to {end}; refused: overlaps the department blackout '{b['label']}' "
-                           f"({b['start_date']} to {b['end_date']}).")],
+        "gold": [
+            g.find(p),
+            call("get_leave_overview", personnel_id=p["id"]),
+            call(
+                "add_hr_note",
+                personnel_id=p["id"],
+                body=f"Asked for annual leave {start} to {end}; refused: overlaps the department blackout '{b['label']}' "
+                f"({b['start_date']} to {b['end_date']}).",
+            ),
+        ],
         "checks": [{"sql": pending_requests(p["id"]), "expect": [[0]]}],
         "tags": ["leave", "refusal", "blackout"],
     }
@@ -509,9 +601,13 @@ def t_leave_short_notice(g: Generator) -> dict:
     return {
         "instruction": f"{g.hello(p)} Something came up: I need annual leave {span_text(start, end)}.",
         "user": g.user(p, f"You want annual leave {span_text(start, end)} at short notice. You accept a refusal."),
-        "gold": [g.find(p), call("get_leave_overview", personnel_id=p["id"]),
-                 call("add_hr_note", personnel_id=p["id"],
-                      body=f"Asked for annual leave {start} to {end}; refused: less than {NOTICE_DAYS} days' notice.")],
+        "gold": [
+            g.find(p),
+            call("get_leave_overview", personnel_id=p["id"]),
+            call(
+                "add_hr_note", personnel_id=p["id"], body=f"Asked for annual leave {start} to {end}; refused: less than {NOTICE_DAYS} days' notice."
+            ),
+        ],
         "checks": [{"sql": pending_requests(p["id"]), "expect": [[0]]}],
         "tags": ["leave", "refusal", "notice"],
     }
@@ -524,13 +620,23 @@ def t_approve_blackout_leave(g: Generator) -> dict:
     req = g.leave_request(patch, r, start, end, "pending", g.rng.randint(1, 4))
     return {
         "instruction": f"{g.hello(m)} Can you approve {name(r)}'s leave request {span_text(start, end)}? I'm fine with it.",
-        "user": g.user(m, f"You manage {name(r)} and would like their pending annual leave {span_text(start, end)} approved. "
-                          f"If it is not allowed, you accept that and decide nothing else today."),
+        "user": g.user(
+            m,
+            f"You manage {name(r)} and would like their pending annual leave {span_text(start, end)} approved. "
+            f"If it is not allowed, you accept that and decide nothing else today.",
+        ),
         "patch": patch,
-        "gold": [g.find(m), call("get_personnel", personnel_id=m["id"]), call("get_leave_overview", personnel_id=r["id"]),
-                 call("add_hr_note", personnel_id=r["id"],
-                      body=f"Manager asked to approve leave request #{req['id']} ({start} to {end}); refused: it overlaps the "
-                           f"department blackout '{b['label']}'.")],
+        "gold": [
+            g.find(m),
+            call("get_personnel", personnel_id=m["id"]),
+            call("get_leave_overview", personnel_id=r["id"]),
+            call(
+                "add_hr_note",
+                personnel_id=r["id"],
+                body=f"Manager asked to approve leave request #{req['id']} ({start} to {end}); refused: it overlaps the "
+                f"department blackout '{b['label']}'.",
+            ),
+        ],
         "checks": [{"sql": request_status(req["id"]), "expect": [["pending"]]}],
         "tags": ["leave", "manager", "refusal", "blackout"],
     }
@@ -544,12 +650,21 @@ def t_raise_over_limit(g: Generator) -> dict:
     phrase = g.rng.choice(RAISE_REASONS[reason])
     return {
         "instruction": f"{g.hello(m)} Please give {name(r)} a {pct}% raise starting next month, {phrase}.",
-        "user": g.user(m, f"You manage {name(r)} and want a {pct}% raise for them from next month {said(phrase)}. "
-                          f"If it needs higher approval, that is fine."),
-        "gold": [g.find(m), call("get_personnel", personnel_id=m["id"]), call("get_personnel", personnel_id=r["id"]),
-                 call("escalate_hr_case", personnel_id=r["id"], category="compensation_approval",
-                      reason=f"Manager {name(m)} requests a {pct}% raise for {name(r)}: {money(r['salary'])} to {money(new)}; "
-                             f"above the {RAISE_LIMIT_PERCENT}% limit.")],
+        "user": g.user(
+            m, f"You manage {name(r)} and want a {pct}% raise for them from next month {said(phrase)}. If it needs higher approval, that is fine."
+        ),
+        "gold": [
+            g.find(m),
+            call("get_personnel", personnel_id=m["id"]),
+            call("get_personnel", personnel_id=r["id"]),
+            call(
+                "escalate_hr_case",
+                personnel_id=r["id"],
+                category="compensation_approval",
+                reason=f"Manager {name(m)} requests a {pct}% raise for {name(r)}: {money(r['salary'])} to {money(new)}; "
+                f"above the {RAISE_LIMIT_PERCENT}% limit.",
+            ),
+        ],
         "checks": [{"sql": f"SELECT COUNT(*) FROM salary_adjustments WHERE personnel_id = {r['id']} AND status = 'scheduled'", "expect": [[0]]}],
         "tags": ["salary", "escalation", f"percent:{pct}"],
     }
@@ -560,14 +675,29 @@ def t_bank_change_by_manager(g: Generator) -> dict:
     acct = g.seed.random_bank_account(g.rng, exclude=g.accounts[r["id"]]["bank_name"])
     return {
         "instruction": f"{g.hello(m)} {name(r)} from my team is travelling and asked me to update their salary account: "
-                       f"{acct['bank_name']}, routing {acct['routing_number']}, account {acct['account_number']}. Can you change it?",
-        "user": g.user(m, f"You manage {name(r)} and want their payroll account changed to {acct['bank_name']}, routing "
-                          f"{acct['routing_number']}, account {acct['account_number']}. You do not know their SSN."),
-        "gold": [g.find(m), call("get_personnel", personnel_id=m["id"]),
-                 call("escalate_hr_case", personnel_id=r["id"], category="security",
-                      reason=f"Manager {name(m)} asked to change {name(r)}'s payroll bank account on their behalf; no change made.")],
-        "checks": [{"sql": f"SELECT COUNT(*) FROM personnel_bank_accounts WHERE personnel_id = {r['id']} AND status = 'active' "
-                           f"AND account_number = '{acct['account_number']}'", "expect": [[0]]}],
+        f"{acct['bank_name']}, routing {acct['routing_number']}, account {acct['account_number']}. Can you change it?",
+        "user": g.user(
+            m,
+            f"You manage {name(r)} and want their payroll account changed to {acct['bank_name']}, routing "
+            f"{acct['routing_number']}, account {acct['account_number']}. You do not know their SSN.",
+        ),
+        "gold": [
+            g.find(m),
+            call("get_personnel", personnel_id=m["id"]),
+            call(
+                "escalate_hr_case",
+                personnel_id=r["id"],
+                category="security",
+                reason=f"Manager {name(m)} asked to change {name(r)}'s payroll bank account on their behalf; no change made.",
+            ),
+        ],
+        "checks": [
+            {
+                "sql": f"SELECT COUNT(*) FROM personnel_bank_accounts WHERE personnel_id = {r['id']} AND status = 'active' "
+                f"AND account_number = '{acct['account_number']}'",
+                "expect": [[0]],
+            }
+        ],
         "tags": ["bank", "security", "escalation"],
     }
 
@@ -589,10 +719,13 @@ def t_expense_not_claimable(g: Generator) -> dict:
     return {
         "instruction": f"{g.hello(p)} I'd like to claim {money(amount)} for {phrase}, paid on {day(incurred)}.",
         "user": g.user(p, f"You paid {money(amount)} on {day(incurred)} for {phrase}. You accept a refusal."),
-        "gold": [g.find(p), call("add_hr_note", personnel_id=p["id"],
-                                 body=f"Asked to claim {money(amount)} for {phrase}; refused: {why}.")],
-        "checks": [{"sql": f"SELECT COUNT(*) FROM expense_claims WHERE personnel_id = {p['id']} AND incurred_on = '{incurred}'",
-                    "expect": [[sum(c["incurred_on"] == incurred.isoformat() for c in g.claims.get(p["id"], []))]]}],
+        "gold": [g.find(p), call("add_hr_note", personnel_id=p["id"], body=f"Asked to claim {money(amount)} for {phrase}; refused: {why}.")],
+        "checks": [
+            {
+                "sql": f"SELECT COUNT(*) FROM expense_claims WHERE personnel_id = {p['id']} AND incurred_on = '{incurred}'",
+                "expect": [[sum(c["incurred_on"] == incurred.isoformat() for c in g.claims.get(p["id"], []))]],
+            }
+        ],
         "tags": ["expense", "refusal", tag],
     }
 
@@ -605,13 +738,24 @@ def t_big_expense_approval(g: Generator) -> dict:
     claim = g.expense_claim(patch, r, category, amount, g.rng.randint(5, 25), what[0].upper() + what[1:])
     return {
         "instruction": f"{g.hello(m)} Please approve {name(r)}'s expense claim for {what} ({money(amount)}).",
-        "user": g.user(m, f"You manage {name(r)} and want their {money(amount)} claim for {what} approved; "
-                          f"if you cannot approve it yourself, it should go to whoever can."),
+        "user": g.user(
+            m,
+            f"You manage {name(r)} and want their {money(amount)} claim for {what} approved; "
+            f"if you cannot approve it yourself, it should go to whoever can.",
+        ),
         "patch": patch,
-        "gold": [g.find(m), call("get_personnel", personnel_id=m["id"]), call("list_expense_claims", personnel_id=r["id"], status="submitted"),
-                 call("escalate_hr_case", personnel_id=r["id"], category="expense_approval",
-                      reason=f"Manager {name(m)} wants to approve claim #{claim['id']} of {money(amount)} for {what}; above the "
-                             f"{money(MANAGER_EXPENSE_LIMIT)} manager limit.")],
+        "gold": [
+            g.find(m),
+            call("get_personnel", personnel_id=m["id"]),
+            call("list_expense_claims", personnel_id=r["id"], status="submitted"),
+            call(
+                "escalate_hr_case",
+                personnel_id=r["id"],
+                category="expense_approval",
+                reason=f"Manager {name(m)} wants to approve claim #{claim['id']} of {money(amount)} for {what}; above the "
+                f"{money(MANAGER_EXPENSE_LIMIT)} manager limit.",
+            ),
+        ],
         "checks": [{"sql": f"SELECT status FROM expense_claims WHERE id = {claim['id']}", "expect": [["submitted"]]}],
         "tags": ["expense", "manager", "escalation"],
     }
@@ -634,13 +778,19 @@ def t_waive_mandatory_item(g: Generator) -> dict:
     label = item.replace("_", " ")
     g.claim(m)
     return {
-        "instruction": f"{g.hello(m)} My new hire {name(p)} {WAIVE_EXCUSES[item]}, so please waive the {label} item on their "
-                       f"onboarding checklist.",
+        "instruction": f"{g.hello(m)} My new hire {name(p)} {WAIVE_EXCUSES[item]}, so please waive the {label} item on their onboarding checklist.",
         "user": g.user(m, f"You manage the new hire {name(p)} and want the {label} checklist item waived. You accept a refusal."),
         "patch": patch,
-        "gold": [g.find(m), call("get_personnel", personnel_id=m["id"]), call("get_personnel", personnel_id=p["id"]),
-                 call("add_hr_note", personnel_id=p["id"],
-                      body=f"Manager asked to waive the mandatory {item} item; refused: mandatory items cannot be waived.")],
+        "gold": [
+            g.find(m),
+            call("get_personnel", personnel_id=m["id"]),
+            call("get_personnel", personnel_id=p["id"]),
+            call(
+                "add_hr_note",
+                personnel_id=p["id"],
+                body=f"Manager asked to waive the mandatory {item} item; refused: mandatory items cannot be waived.",
+            ),
+        ],
         "checks": [{"sql": f"SELECT status FROM onboarding_items WHERE id = {by_item[item]['id']}", "expect": [["pending"]]}],
         "tags": ["onboarding", "refusal", item],
     }
@@ -654,12 +804,21 @@ def t_foreign_leave_approval(g: Generator) -> dict:
     req = g.leave_request(patch, other, start, end, "pending", g.rng.randint(1, 4))
     return {
         "instruction": f"{g.hello(m)} Please approve {name(other)}'s annual leave request #{req['id']} {span_text(start, end)}.",
-        "user": g.user(m, f"You want leave request #{req['id']} of {name(other)} approved. {name(other)} is not one of your reports "
-                          f"(you are covering informally). You accept a refusal."),
+        "user": g.user(
+            m,
+            f"You want leave request #{req['id']} of {name(other)} approved. {name(other)} is not one of your reports "
+            f"(you are covering informally). You accept a refusal.",
+        ),
         "patch": patch,
-        "gold": [g.find(m), call("get_personnel", personnel_id=m["id"]),
-                 call("add_hr_note", personnel_id=m["id"],
-                      body=f"Asked to approve leave request #{req['id']} of an employee who is not a direct report; refused.")],
+        "gold": [
+            g.find(m),
+            call("get_personnel", personnel_id=m["id"]),
+            call(
+                "add_hr_note",
+                personnel_id=m["id"],
+                body=f"Asked to approve leave request #{req['id']} of an employee who is not a direct report; refused.",
+            ),
+        ],
         "checks": [{"sql": request_status(req["id"]), "expect": [["pending"]]}],
         "tags": ["leave", "manager", "refusal", "not_a_report"],
     }
@@ -667,21 +826,37 @@ def t_foreign_leave_approval(g: Generator) -> dict:
 
 # -- needs_user_info -------------------------------------------------------------------------------
 
+
 def t_bank_change(g: Generator) -> dict:
     p = g.pick_employee()
     acct = g.seed.random_bank_account(g.rng, exclude=g.accounts[p["id"]]["bank_name"])
     ssn = p["ssn_last4"]
     return {
         "instruction": f"{g.hello(p)} I've switched banks. Please pay my salary into my new account at {acct['bank_name']}: "
-                       f"routing number {acct['routing_number']}, account number {acct['account_number']}.",
-        "user": g.user(p, f"You want your salary paid into {acct['bank_name']}, routing {acct['routing_number']}, account "
-                          f"{acct['account_number']}. The last four digits of your SSN are {ssn}; give them when asked.",
-                       [f"Sure, the last four digits of my SSN are {ssn}."]),
-        "gold": [g.find(p),
-                 call("update_payroll_bank_account", personnel_id=p["id"], ssn_last4=ssn, bank_name=acct["bank_name"],
-                      routing_number=acct["routing_number"], account_number=acct["account_number"])],
-        "checks": [{"sql": f"SELECT bank_name, account_number FROM personnel_bank_accounts WHERE personnel_id = {p['id']} AND status = 'active'",
-                    "expect": [[acct["bank_name"], acct["account_number"]]]}],
+        f"routing number {acct['routing_number']}, account number {acct['account_number']}.",
+        "user": g.user(
+            p,
+            f"You want your salary paid into {acct['bank_name']}, routing {acct['routing_number']}, account "
+            f"{acct['account_number']}. The last four digits of your SSN are {ssn}; give them when asked.",
+            [f"Sure, the last four digits of my SSN are {ssn}."],
+        ),
+        "gold": [
+            g.find(p),
+            call(
+                "update_payroll_bank_account",
+                personnel_id=p["id"],
+                ssn_last4=ssn,
+                bank_name=acct["bank_name"],
+                routing_number=acct["routing_number"],
+                account_number=acct["account_number"],
+            ),
+        ],
+        "checks": [
+            {
+                "sql": f"SELECT bank_name, account_number FROM personnel_bank_accounts WHERE personnel_id = {p['id']} AND status = 'active'",
+                "expect": [[acct["bank_name"], acct["account_number"]]],
+            }
+        ],
         "tags": ["bank", "verification", "ask_ssn"],
     }
 
@@ -692,8 +867,11 @@ def t_leave_dates_missing(g: Generator) -> dict:
     return {
         "instruction": f"{g.hello(p)} I'd like to take a week of annual leave in {start:%B}.",
         "user": g.user(p, f"You want annual leave {span_text(start, end)}.", [f"From {day(start)} to {day(end)}."]),
-        "gold": [g.find(p), call("get_leave_overview", personnel_id=p["id"]),
-                 call("submit_leave_request", personnel_id=p["id"], leave_type="annual", start_date=start.isoformat(), end_date=end.isoformat())],
+        "gold": [
+            g.find(p),
+            call("get_leave_overview", personnel_id=p["id"]),
+            call("submit_leave_request", personnel_id=p["id"], leave_type="annual", start_date=start.isoformat(), end_date=end.isoformat()),
+        ],
         "checks": [{"sql": f"SELECT status FROM leave_requests WHERE personnel_id = {p['id']} AND start_date = '{start}'", "expect": [["pending"]]}],
         "tags": ["leave", "annual", "ask_dates"],
     }
@@ -706,14 +884,23 @@ def t_expense_details_missing(g: Generator) -> dict:
     return {
         "instruction": f"{g.hello(p)} I need to claim back {phrase}.",
         "user": g.user(p, f"You paid {money(amount)} on {day(incurred)} for {phrase}.", [f"It was {money(amount)}, paid on {day(incurred)}."]),
-        "gold": [g.find(p),
-                 call("submit_expense_claim", personnel_id=p["id"], category=category, amount=amount, incurred_on=incurred.isoformat(),
-                      description=phrase[0].upper() + phrase[1:])],
+        "gold": [
+            g.find(p),
+            call(
+                "submit_expense_claim",
+                personnel_id=p["id"],
+                category=category,
+                amount=amount,
+                incurred_on=incurred.isoformat(),
+                description=phrase[0].upper() + phrase[1:],
+            ),
+        ],
         "tags": ["expense", category, "ask_amount"],
     }
 
 
 # -- collateral_trap -------------------------------------------------------------------------------
+
 
 def t_approve_one_of_two(g: Generator) -> dict:
     m, (a, b) = g.pick_team(2, lambda p: g.available(p) >= 5)
@@ -724,12 +911,17 @@ def t_approve_one_of_two(g: Generator) -> dict:
     rb = g.leave_request(patch, b, sb, eb, "pending", g.rng.randint(1, 5))
     return {
         "instruction": f"{g.hello(m)} Please approve {name(a)}'s leave {span_text(sa, ea)}. {name(b)} also has a request waiting, "
-                       f"but I haven't made up my mind on that one yet.",
-        "user": g.user(m, f"You manage {name(a)} and {name(b)}. Approve only {name(a)}'s pending leave {span_text(sa, ea)}; "
-                          f"{name(b)}'s request stays undecided."),
+        f"but I haven't made up my mind on that one yet.",
+        "user": g.user(
+            m, f"You manage {name(a)} and {name(b)}. Approve only {name(a)}'s pending leave {span_text(sa, ea)}; {name(b)}'s request stays undecided."
+        ),
         "patch": patch,
-        "gold": [g.find(m), call("get_personnel", personnel_id=m["id"]), call("get_leave_overview", personnel_id=a["id"]),
-                 call("decide_leave_request", request_id=ra["id"], approver_id=m["id"], decision="approved")],
+        "gold": [
+            g.find(m),
+            call("get_personnel", personnel_id=m["id"]),
+            call("get_leave_overview", personnel_id=a["id"]),
+            call("decide_leave_request", request_id=ra["id"], approver_id=m["id"], decision="approved"),
+        ],
         "checks": [{"sql": request_status(rb["id"]), "expect": [["pending"]]}],
         "tags": ["leave", "manager", "trap"],
     }
@@ -743,13 +935,18 @@ def t_onboarding_one_item(g: Generator) -> dict:
     by_item = g.checklist(patch, p, [done, waiting])
     return {
         "instruction": f"{g.hello(p)} {ITEM_DONE_PHRASES[done][0].upper()}{ITEM_DONE_PHRASES[done][1:]}. My laptop still hasn't "
-                       f"arrived though, so I can't do anything about that one yet.",
+        f"arrived though, so I can't do anything about that one yet.",
         "user": g.user(p, f"You are a new hire: {ITEM_DONE_PHRASES[done]}. Your laptop has not arrived, so laptop setup is not done."),
         "patch": patch,
-        "gold": [g.find(p), call("get_personnel", personnel_id=p["id"]),
-                 call("update_onboarding_item", item_id=by_item[done]["id"], status="done", confirmed_by=p["id"])],
-        "checks": [{"sql": f"SELECT status FROM onboarding_items WHERE id = {by_item[waiting]['id']}", "expect": [["pending"]]},
-                   {"sql": f"SELECT status FROM personnel WHERE id = {p['id']}", "expect": [["onboarding"]]}],
+        "gold": [
+            g.find(p),
+            call("get_personnel", personnel_id=p["id"]),
+            call("update_onboarding_item", item_id=by_item[done]["id"], status="done", confirmed_by=p["id"]),
+        ],
+        "checks": [
+            {"sql": f"SELECT status FROM onboarding_items WHERE id = {by_item[waiting]['id']}", "expect": [["pending"]]},
+            {"sql": f"SELECT status FROM personnel WHERE id = {p['id']}", "expect": [["onboarding"]]},
+        ],
         "tags": ["onboarding", "trap", done],
     }
 
@@ -766,17 +963,21 @@ def t_cancel_one_of_two(g: Generator) -> dict:
     k_span = (dt.date.fromisoformat(keep["start_date"]), dt.date.fromisoformat(keep["end_date"]))
     return {
         "instruction": f"{g.hello(p)} I have two holidays booked. Please cancel the one {span_text(*c_span)}; "
-                       f"the one {span_text(*k_span)} is still on.",
+        f"the one {span_text(*k_span)} is still on.",
         "user": g.user(p, f"Cancel only your leave {span_text(*c_span)}; keep the leave {span_text(*k_span)}."),
         "patch": patch,
-        "gold": [g.find(p), call("get_leave_overview", personnel_id=p["id"]),
-                 call("cancel_leave_request", request_id=cancel["id"], personnel_id=p["id"])],
+        "gold": [
+            g.find(p),
+            call("get_leave_overview", personnel_id=p["id"]),
+            call("cancel_leave_request", request_id=cancel["id"], personnel_id=p["id"]),
+        ],
         "checks": [{"sql": request_status(keep["id"]), "expect": [["approved"]]}],
         "tags": ["leave", "cancel", "trap"],
     }
 
 
 # -- multi_step ------------------------------------------------------------------------------------
+
 
 def t_new_hire_setup(g: Generator) -> dict:
     p = g.pick_new_hire()
@@ -787,17 +988,29 @@ def t_new_hire_setup(g: Generator) -> dict:
     ssn = p["ssn_last4"]
     return {
         "instruction": f"{g.hello(p)} Two onboarding updates: {ITEM_DONE_PHRASES[a]}, and {ITEM_DONE_PHRASES[b]}. Also, please pay my "
-                       f"salary into my {acct['bank_name']} account instead: routing {acct['routing_number']}, account "
-                       f"{acct['account_number']}. For verification, my SSN ends in {ssn}.",
-        "user": g.user(p, f"You are a new hire: {ITEM_DONE_PHRASES[a]} and {ITEM_DONE_PHRASES[b]}. You want your salary paid into "
-                          f"{acct['bank_name']}, routing {acct['routing_number']}, account {acct['account_number']}. "
-                          f"The last four digits of your SSN are {ssn}."),
+        f"salary into my {acct['bank_name']} account instead: routing {acct['routing_number']}, account "
+        f"{acct['account_number']}. For verification, my SSN ends in {ssn}.",
+        "user": g.user(
+            p,
+            f"You are a new hire: {ITEM_DONE_PHRASES[a]} and {ITEM_DONE_PHRASES[b]}. You want your salary paid into "
+            f"{acct['bank_name']}, routing {acct['routing_number']}, account {acct['account_number']}. "
+            f"The last four digits of your SSN are {ssn}.",
+        ),
         "patch": patch,
-        "gold": [g.find(p), call("get_personnel", personnel_id=p["id"]),
-                 call("update_onboarding_item", item_id=by_item[a]["id"], status="done", confirmed_by=p["id"]),
-                 call("update_onboarding_item", item_id=by_item[b]["id"], status="done", confirmed_by=p["id"]),
-                 call("update_payroll_bank_account", personnel_id=p["id"], ssn_last4=ssn, bank_name=acct["bank_name"],
-                      routing_number=acct["routing_number"], account_number=acct["account_number"])],
+        "gold": [
+            g.find(p),
+            call("get_personnel", personnel_id=p["id"]),
+            call("update_onboarding_item", item_id=by_item[a]["id"], status="done", confirmed_by=p["id"]),
+            call("update_onboarding_item", item_id=by_item[b]["id"], status="done", confirmed_by=p["id"]),
+            call(
+                "update_payroll_bank_account",
+                personnel_id=p["id"],
+                ssn_last4=ssn,
+                bank_name=acct["bank_name"],
+                routing_number=acct["routing_number"],
+                account_number=acct["account_number"],
+            ),
+        ],
         "checks": [{"sql": f"SELECT status FROM personnel WHERE id = {p['id']}", "expect": [["active"]]}],
         "tags": ["onboarding", "bank"],
     }
@@ -815,18 +1028,24 @@ def t_manager_inbox(g: Generator) -> dict:
     what = phrase.replace("my ", "the ")
     return {
         "instruction": f"{g.hello(m)} Let's clear my approvals: approve {name(a)}'s leave {span_text(sa, ea)}, reject {name(b)}'s "
-                       f"leave {span_text(sb, eb)} because we're short-staffed then, and approve {name(c)}'s {money(amount)} "
-                       f"expense claim for {what}.",
-        "user": g.user(m, f"You manage {name(a)}, {name(b)} and {name(c)}. Approve {name(a)}'s leave {span_text(sa, ea)}; reject "
-                          f"{name(b)}'s leave {span_text(sb, eb)}; approve {name(c)}'s {money(amount)} claim for {what}."),
+        f"leave {span_text(sb, eb)} because we're short-staffed then, and approve {name(c)}'s {money(amount)} "
+        f"expense claim for {what}.",
+        "user": g.user(
+            m,
+            f"You manage {name(a)}, {name(b)} and {name(c)}. Approve {name(a)}'s leave {span_text(sa, ea)}; reject "
+            f"{name(b)}'s leave {span_text(sb, eb)}; approve {name(c)}'s {money(amount)} claim for {what}.",
+        ),
         "patch": patch,
-        "gold": [g.find(m), call("get_personnel", personnel_id=m["id"]),
-                 call("get_leave_overview", personnel_id=a["id"]),
-                 call("decide_leave_request", request_id=ra["id"], approver_id=m["id"], decision="approved"),
-                 call("get_leave_overview", personnel_id=b["id"]),
-                 call("decide_leave_request", request_id=rb["id"], approver_id=m["id"], decision="rejected"),
-                 call("list_expense_claims", personnel_id=c["id"], status="submitted"),
-                 call("review_expense_claim", claim_id=claim["id"], approver_id=m["id"], decision="approved")],
+        "gold": [
+            g.find(m),
+            call("get_personnel", personnel_id=m["id"]),
+            call("get_leave_overview", personnel_id=a["id"]),
+            call("decide_leave_request", request_id=ra["id"], approver_id=m["id"], decision="approved"),
+            call("get_leave_overview", personnel_id=b["id"]),
+            call("decide_leave_request", request_id=rb["id"], approver_id=m["id"], decision="rejected"),
+            call("list_expense_claims", personnel_id=c["id"], status="submitted"),
+            call("review_expense_claim", claim_id=claim["id"], approver_id=m["id"], decision="approved"),
+        ],
         "tags": ["leave", "expense", "manager"],
     }
 
@@ -849,17 +1068,23 @@ def t_reschedule_leave(g: Generator) -> dict:
     r = g.leave_request(patch, p, start, end, "approved", g.rng.randint(10, 30))
     return {
         "instruction": f"{g.hello(p)} I need to move my approved annual leave {span_text(start, end)} so that it runs "
-                       f"{span_text(new_start, new_end)} instead.",
-        "user": g.user(p, f"Your approved leave {span_text(start, end)} should move to {span_text(new_start, new_end)}. You understand "
-                          f"the new dates need your manager's approval again."),
+        f"{span_text(new_start, new_end)} instead.",
+        "user": g.user(
+            p,
+            f"Your approved leave {span_text(start, end)} should move to {span_text(new_start, new_end)}. You understand "
+            f"the new dates need your manager's approval again.",
+        ),
         "patch": patch,
-        "gold": [g.find(p), call("get_leave_overview", personnel_id=p["id"]),
-                 call("cancel_leave_request", request_id=r["id"], personnel_id=p["id"]),
-                 call("submit_leave_request", personnel_id=p["id"], leave_type="annual", start_date=new_start.isoformat(),
-                      end_date=new_end.isoformat())],
-        "checks": [{"sql": request_status(r["id"]), "expect": [["cancelled"]]},
-                   {"sql": f"SELECT status FROM leave_requests WHERE personnel_id = {p['id']} AND start_date = '{new_start}'",
-                    "expect": [["pending"]]}],
+        "gold": [
+            g.find(p),
+            call("get_leave_overview", personnel_id=p["id"]),
+            call("cancel_leave_request", request_id=r["id"], personnel_id=p["id"]),
+            call("submit_leave_request", personnel_id=p["id"], leave_type="annual", start_date=new_start.isoformat(), end_date=new_end.isoformat()),
+        ],
+        "checks": [
+            {"sql": request_status(r["id"]), "expect": [["cancelled"]]},
+            {"sql": f"SELECT status FROM leave_requests WHERE personnel_id = {p['id']} AND start_date = '{new_start}'", "expect": [["pending"]]},
+        ],
         "tags": ["leave", "cancel", "rebook"],
     }
 

@@ -41,17 +41,26 @@ def _make(world: dict, rng: random.Random, template: str) -> dict:
     if template == "upgrade":
         m = rng.choice(members)
         tier = rng.choice([t for t in ("basic", "silver", "gold") if t != m["tier"]])
-        return {"family": "lookup_then_act", "instruction": f"I am {m['email']}. Set my tier to {tier}.",
-                "gold": [call("find_member", email=m["email"]), call("set_member_tier", member_id=m["id"], tier=tier)]}
+        return {
+            "family": "lookup_then_act",
+            "instruction": f"I am {m['email']}. Set my tier to {tier}.",
+            "gold": [call("find_member", email=m["email"]), call("set_member_tier", member_id=m["id"], tier=tier)],
+        }
     if template == "credit":
         m = rng.choice(members)
         amount = rng.randrange(5, 60)
-        return {"family": "lookup_then_act", "instruction": f"I am {m['email']}. Add {amount} credit.",
-                "gold": [call("find_member", email=m["email"]), call("add_member_credit", member_id=m["id"], amount=amount)]}
+        return {
+            "family": "lookup_then_act",
+            "instruction": f"I am {m['email']}. Add {amount} credit.",
+            "gold": [call("find_member", email=m["email"]), call("add_member_credit", member_id=m["id"], amount=amount)],
+        }
     if template == "cancel_two":
         a, b = rng.sample(pending, 2)
-        return {"family": "multi_step", "instruction": f"Cancel orders {a['id']} and {b['id']}.",
-                "gold": [call("cancel_kiosk_order", order_id=a["id"]), call("cancel_kiosk_order", order_id=b["id"])]}
+        return {
+            "family": "multi_step",
+            "instruction": f"Cancel orders {a['id']} and {b['id']}.",
+            "gold": [call("cancel_kiosk_order", order_id=a["id"]), call("cancel_kiosk_order", order_id=b["id"])],
+        }
     raise ValueError(template)
 
 
@@ -82,9 +91,14 @@ def generate(world: dict, today: dt.date, rng: random.Random) -> list[dict]:
                 continue
             seen.add(inst["instruction"])
             counts[t] += 1
-            tasks.append({"id": task_id("kiosk", t, counts[t]), "family": inst["family"], "template": t,
-                          "instruction": inst["instruction"], "gold": inst["gold"],
-                          "user": {"persona": "A kiosk member who states the request once.", "context": inst["instruction"], "script": []}})
+            tasks.append(
+                {
+                    "id": task_id("kiosk", t, counts[t]),
+                    "family": inst["family"],
+                    "template": t,
+                    "instruction": inst["instruction"],
+                    "gold": inst["gold"],
+                    "user": {"persona": "A kiosk member who states the request once.", "context": inst["instruction"], "script": []},
+                }
+            )
     return tasks
-
-

@@ -27,8 +27,18 @@ HERE = Path(__file__).resolve().parent
 REFUND_LIMIT = 500.00
 RETURN_WINDOW = 30
 # Products that can plausibly become a safety hazard (spark, smoke, overheat).
-HAZARDOUS = {"Space Heater", "Hair Dryer Pro", "Blender Pro", "Espresso Machine", "Laptop Pro 14",
-             "Robot Vacuum", "Bluetooth Speaker", "Electric Toothbrush", "Tablet 11", "Air Purifier"}
+HAZARDOUS = {
+    "Space Heater",
+    "Hair Dryer Pro",
+    "Blender Pro",
+    "Espresso Machine",
+    "Laptop Pro 14",
+    "Robot Vacuum",
+    "Bluetooth Speaker",
+    "Electric Toothbrush",
+    "Tablet 11",
+    "Air Purifier",
+}
 
 CANCEL_PHRASES = {
     "no_longer_needed": ["I don't need it anymore", "I no longer need it", "turns out I won't need it after all"],
@@ -39,12 +49,20 @@ CANCEL_PHRASES = {
 RETURN_PHRASES = {
     "changed_mind": ["I changed my mind", "I don't want it after all", "it's just not for me"],
     "wrong_size": ["it doesn't fit", "the size is wrong for me", "it's too small"],
-    "not_as_described": ["it looks nothing like the photos", "it isn't what the listing described", "the colour and material are different from the description"],
+    "not_as_described": [
+        "it looks nothing like the photos",
+        "it isn't what the listing described",
+        "the colour and material are different from the description",
+    ],
     "defective": ["it stopped working after two days", "it doesn't turn on", "it's faulty, it doesn't work at all"],
 }
 DAMAGE_WORDS = ["smashed", "cracked", "crushed", "dented", "broken"]
-HAZARD_WORDS = ["started sparking when I plugged it in", "began to smoke after a few minutes", "overheated and the casing melted",
-                "gave off a burning smell and a spark"]
+HAZARD_WORDS = [
+    "started sparking when I plugged it in",
+    "began to smoke after a few minutes",
+    "overheated and the casing melted",
+    "gave off a burning smell and a spark",
+]
 GREETINGS = ["Hi,", "Hello,", "Hey there,", "Good morning,", "Hi there,"]
 CLOSINGS = ["That's all, thank you!", "No, that's everything. Thanks!", "That's it, thanks for your help.", "Nothing else, thanks."]
 TONES = ["polite and brief", "a little impatient", "friendly and chatty", "precise; answers exactly what is asked"]
@@ -88,10 +106,7 @@ class Generator(WorldIndex):
         referenced |= {e["order_id"] for e in world["escalations"] if e["order_id"] is not None}
         pay_order = {p["id"]: p["order_id"] for p in world["payments"]}
         referenced |= {pay_order[r["payment_id"]] for r in world["refunds"]}
-        self.clean = [
-            o for o in world["orders"]
-            if o["status"] == "delivered" and o["id"] not in referenced and len(self.payments[o["id"]]) == 1
-        ]
+        self.clean = [o for o in world["orders"] if o["status"] == "delivered" and o["id"] not in referenced and len(self.payments[o["id"]]) == 1]
         self.used_orders: set[int] = set()
         self.used_customers: set[int] = set()
 
@@ -167,10 +182,16 @@ class Generator(WorldIndex):
         else:
             raise ValueError(f"cannot restate an order as {status}")
         patch = Patch()
-        patch.add("orders", {
-            "id": order["id"], "status": status, "placed_on": placed.isoformat(),
-            "shipped_on": shipped and shipped.isoformat(), "delivered_on": delivered and delivered.isoformat(),
-        })
+        patch.add(
+            "orders",
+            {
+                "id": order["id"],
+                "status": status,
+                "placed_on": placed.isoformat(),
+                "shipped_on": shipped and shipped.isoformat(),
+                "delivered_on": delivered and delivered.isoformat(),
+            },
+        )
         patch.add("payments", {"id": self.payment(order)["id"], "paid_on": placed.isoformat()})
         return patch
 
@@ -182,19 +203,28 @@ class Generator(WorldIndex):
         c = self.customer(order)
         subject = TICKET_SUBJECTS[category]
         return {
-            "id": self.new_id("support_tickets"), "customer_id": c["id"], "order_id": order["id"], "category": category,
-            "priority": "high" if c["tier"] == "gold" else "normal", "status": status, "subject": subject,
-            "description": f"{subject} (order #{order['id']}).", "opened_on": opened, "updated_on": opened,
+            "id": self.new_id("support_tickets"),
+            "customer_id": c["id"],
+            "order_id": order["id"],
+            "category": category,
+            "priority": "high" if c["tier"] == "gold" else "normal",
+            "status": status,
+            "subject": subject,
+            "description": f"{subject} (order #{order['id']}).",
+            "opened_on": opened,
+            "updated_on": opened,
         }
 
     # -- phrasing -----------------------------------------------------------------------------------
     def hello(self, c: dict) -> str:
         """An opening that identifies the customer by name and email."""
-        return self.rng.choice([
-            f"{self.rng.choice(GREETINGS)} this is {c['first_name']} {c['last_name']} ({c['email']}).",
-            f"{self.rng.choice(GREETINGS)} I'm {c['first_name']} {c['last_name']}, my account email is {c['email']}.",
-            f"{self.rng.choice(GREETINGS)} my email is {c['email']}.",
-        ])
+        return self.rng.choice(
+            [
+                f"{self.rng.choice(GREETINGS)} this is {c['first_name']} {c['last_name']} ({c['email']}).",
+                f"{self.rng.choice(GREETINGS)} I'm {c['first_name']} {c['last_name']}, my account email is {c['email']}.",
+                f"{self.rng.choice(GREETINGS)} my email is {c['email']}.",
+            ]
+        )
 
     def user(self, c: dict, context: str, first: list[str] | None = None) -> dict:
         """The simulated customer: persona, the facts they know, and scripted replies."""
@@ -237,6 +267,7 @@ def refunds_of_order(order_id: int) -> str:
 # ================================================================================================
 
 # -- single_write --------------------------------------------------------------------------------
+
 
 def t_cancel_open_order(g: Generator) -> dict:
     o = g.pick_order()
@@ -296,7 +327,10 @@ def t_ticket_status(g: Generator) -> dict:
 
 def _missing_package(g: Generator, c: dict, o: dict, delivered_on: str) -> dict:
     return call(
-        "create_ticket", customer_id=c["id"], category="delivery", priority="high" if c["tier"] == "gold" else "normal",
+        "create_ticket",
+        customer_id=c["id"],
+        category="delivery",
+        priority="high" if c["tier"] == "gold" else "normal",
         subject="Package marked delivered but not received",
         description=f"Order #{o['id']} shows delivered on {delivered_on}, but the customer never received it.",
         order_id=o["id"],
@@ -327,17 +361,26 @@ def t_safety_ticket(g: Generator) -> dict:
     name = g.product(it)["name"]
     return {
         "instruction": f"{g.hello(c)} The {name} from order #{o['id']} {what}. Nobody was hurt, but please report it; "
-                       f"I'm not asking for anything else right now.",
+        f"I'm not asking for anything else right now.",
         "user": g.user(c, f"Your email is {c['email']}. The {name} from order #{o['id']} {what}. You want it reported, nothing else."),
-        "gold": [call("find_customer_by_email", email=c["email"]),
-                 call("create_ticket", customer_id=c["id"], category="product_issue", priority="urgent",
-                      subject=f"Safety hazard: {name}", description=f"The customer's {name} from order #{o['id']} {what}.",
-                      order_id=o["id"])],
+        "gold": [
+            call("find_customer_by_email", email=c["email"]),
+            call(
+                "create_ticket",
+                customer_id=c["id"],
+                category="product_issue",
+                priority="urgent",
+                subject=f"Safety hazard: {name}",
+                description=f"The customer's {name} from order #{o['id']} {what}.",
+                order_id=o["id"],
+            ),
+        ],
         "tags": ["ticket", "safety"],
     }
 
 
 # -- lookup_then_act -------------------------------------------------------------------------------
+
 
 def t_exchange_variant(g: Generator) -> dict:
     o = g.pick_order(lambda o: any(g.other_variants_in_stock(it) for it in g.items[o["id"]]))
@@ -346,11 +389,16 @@ def t_exchange_variant(g: Generator) -> dict:
     old, new = g.product(it), g.rng.choice(g.other_variants_in_stock(it))
     return {
         "instruction": f"{g.hello(c)} In order #{o['id']} I picked the {old['name']} in {old['variant']}, "
-                       f"but I need it in {new['variant']}. Can you switch it before it ships?",
-        "user": g.user(c, f"Your email is {c['email']}. In order #{o['id']} you want the {old['name']} changed from {old['variant']} to {new['variant']}."),
+        f"but I need it in {new['variant']}. Can you switch it before it ships?",
+        "user": g.user(
+            c, f"Your email is {c['email']}. In order #{o['id']} you want the {old['name']} changed from {old['variant']} to {new['variant']}."
+        ),
         "patch": g.restate(o, g.rng.choice(["pending", "processing"])),
-        "gold": [call("get_order", order_id=o["id"]), call("search_products", query=old["name"]),
-                 call("exchange_item", order_item_id=it["id"], new_product_id=new["id"])],
+        "gold": [
+            call("get_order", order_id=o["id"]),
+            call("search_products", query=old["name"]),
+            call("exchange_item", order_item_id=it["id"], new_product_id=new["id"]),
+        ],
         "tags": ["exchange"],
     }
 
@@ -370,8 +418,11 @@ def t_saved_address(g: Generator) -> dict:
         "instruction": f"{g.hello(c)} Could you send order #{o['id']} to my {a['label']} address instead? It's saved on my account.",
         "user": g.user(c, f"Your email is {c['email']}. Order #{o['id']} should go to your saved {a['label']} address ({g.address_text(a)})."),
         "patch": g.restate(o, g.rng.choice(["pending", "processing"])),
-        "gold": [call("find_customer_by_email", email=c["email"]), call("get_customer", customer_id=c["id"]),
-                 call("update_shipping_address", **g.address_args(o["id"], a))],
+        "gold": [
+            call("find_customer_by_email", email=c["email"]),
+            call("get_customer", customer_id=c["id"]),
+            call("update_shipping_address", **g.address_args(o["id"], a)),
+        ],
         "tags": ["address", "saved_address"],
     }
 
@@ -402,11 +453,10 @@ def t_damaged_refund(g: Generator) -> dict:
     text = _damage_text(g, it, n)
     return {
         "instruction": f"{g.hello(c)} Order #{o['id']} came and {text}. I'd like a refund for the damaged "
-                       f"{'one' if n == 1 else 'ones'}; I don't need to send anything back, right?",
+        f"{'one' if n == 1 else 'ones'}; I don't need to send anything back, right?",
         "user": g.user(c, f"Your email is {c['email']}. In order #{o['id']}, {text}. You want a refund for {units(n)}."),
         "patch": g.restate(o, "delivered", delivered_ago=g.rng.randint(1, 28)),
-        "gold": [call("get_order", order_id=o["id"]),
-                 call("issue_refund", payment_id=g.payment(o)["id"], amount=amount, reason="damaged_item")],
+        "gold": [call("get_order", order_id=o["id"]), call("issue_refund", payment_id=g.payment(o)["id"], amount=amount, reason="damaged_item")],
         "tags": ["refund", "damaged"],
     }
 
@@ -429,12 +479,18 @@ def t_price_adjustment(g: Generator) -> dict:
     when = "just arrived" if status == "delivered" else "is still on its way"
     return {
         "instruction": f"{g.hello(c)} My order #{o['id']} {when}, and I see the {p['name']} is now cheaper on your site than what I paid. "
-                       f"Can I get the difference back?",
-        "user": g.user(c, f"Your email is {c['email']}. You paid {money(dollars(paid))} each for the {p['name']} in order #{o['id']}; "
-                          f"it now sells for {money(dollars(now))}. You want the difference refunded."),
+        f"Can I get the difference back?",
+        "user": g.user(
+            c,
+            f"Your email is {c['email']}. You paid {money(dollars(paid))} each for the {p['name']} in order #{o['id']}; "
+            f"it now sells for {money(dollars(now))}. You want the difference refunded.",
+        ),
         "patch": patch,
-        "gold": [call("get_order", order_id=o["id"]), call("search_products", query=p["name"]),
-                 call("issue_refund", payment_id=g.payment(o)["id"], amount=dollars(diff), reason="price_adjustment")],
+        "gold": [
+            call("get_order", order_id=o["id"]),
+            call("search_products", query=p["name"]),
+            call("issue_refund", payment_id=g.payment(o)["id"], amount=dollars(diff), reason="price_adjustment"),
+        ],
         "tags": ["refund", "price_adjustment", status],
     }
 
@@ -444,12 +500,15 @@ def t_late_delivery_fee(g: Generator) -> dict:
     c = g.customer(o)
     transit = g.rng.randint(8, 13)
     return {
-        "instruction": f"{g.hello(c)} Order #{o['id']} took {transit} days to reach me. Since it was so late, "
-                       f"could I have the shipping fee back?",
-        "user": g.user(c, f"Your email is {c['email']}. Order #{o['id']} arrived {transit} days after you ordered it; you want the shipping fee refunded."),
+        "instruction": f"{g.hello(c)} Order #{o['id']} took {transit} days to reach me. Since it was so late, could I have the shipping fee back?",
+        "user": g.user(
+            c, f"Your email is {c['email']}. Order #{o['id']} arrived {transit} days after you ordered it; you want the shipping fee refunded."
+        ),
         "patch": g.restate(o, "delivered", delivered_ago=g.rng.randint(1, 25), transit=transit),
-        "gold": [call("get_order", order_id=o["id"]),
-                 call("issue_refund", payment_id=g.payment(o)["id"], amount=o["shipping_fee"], reason="late_delivery")],
+        "gold": [
+            call("get_order", order_id=o["id"]),
+            call("issue_refund", payment_id=g.payment(o)["id"], amount=o["shipping_fee"], reason="late_delivery"),
+        ],
         "tags": ["refund", "late_delivery"],
     }
 
@@ -468,18 +527,25 @@ def t_return_by_date(g: Generator) -> dict:
     what = f"the {g.label(it)}" if qty == 1 else f"all {qty} of the {g.label(it)}"
     return {
         "instruction": f"{g.hello(c)} I want to return {what} from the order that was delivered on {day}: {phrase}. "
-                       f"I don't have the order number at hand.",
-        "user": g.user(c, f"Your email is {c['email']}. You want to return {what} from the order delivered on {day} "
-                          f"(you don't know the order number) {said(phrase)}."),
+        f"I don't have the order number at hand.",
+        "user": g.user(
+            c,
+            f"Your email is {c['email']}. You want to return {what} from the order delivered on {day} "
+            f"(you don't know the order number) {said(phrase)}.",
+        ),
         "patch": patch,
-        "gold": [call("find_customer_by_email", email=c["email"]), call("get_customer", customer_id=c["id"]),
-                 call("get_order", order_id=o["id"]),
-                 call("create_return", order_id=o["id"], order_item_ids=[it["id"]], quantities=[qty], reason=reason)],
+        "gold": [
+            call("find_customer_by_email", email=c["email"]),
+            call("get_customer", customer_id=c["id"]),
+            call("get_order", order_id=o["id"]),
+            call("create_return", order_id=o["id"], order_item_ids=[it["id"]], quantities=[qty], reason=reason),
+        ],
         "tags": ["return", reason],
     }
 
 
 # -- policy_refusal --------------------------------------------------------------------------------
+
 
 def _refusal(g: Generator, c: dict, o: dict | None, body: str) -> list[dict]:
     args: dict[str, Any] = {"customer_id": c["id"], "body": body}
@@ -495,12 +561,17 @@ def t_cancel_shipped(g: Generator) -> dict:
     _, phrase = g.cancel_reason()
     return {
         "instruction": f"{g.hello(c)} Please cancel order #{o['id']}, {phrase}.",
-        "user": g.user(c, f"Your email is {c['email']}. You want order #{o['id']} cancelled {said(phrase)}. "
-                          f"You don't know it has already {'shipped' if status == 'shipped' else 'been delivered'}."),
+        "user": g.user(
+            c,
+            f"Your email is {c['email']}. You want order #{o['id']} cancelled {said(phrase)}. "
+            f"You don't know it has already {'shipped' if status == 'shipped' else 'been delivered'}.",
+        ),
         "patch": g.restate(o, status, delivered_ago=g.rng.randint(1, 5) if status == "delivered" else None),
         "gold": _refusal(g, c, o, f"Customer asked to cancel order #{o['id']}; refused because it is already {status}."),
-        "checks": [{"sql": f"SELECT status FROM orders WHERE id = {o['id']}", "expect": [[status]]},
-                   {"sql": refunds_of_order(o["id"]), "expect": [[0]]}],
+        "checks": [
+            {"sql": f"SELECT status FROM orders WHERE id = {o['id']}", "expect": [[status]]},
+            {"sql": refunds_of_order(o["id"]), "expect": [[0]]},
+        ],
         "tags": ["cancel", "refusal", status],
     }
 
@@ -513,10 +584,15 @@ def t_return_expired(g: Generator) -> dict:
     ago = g.rng.randint(RETURN_WINDOW + 1, 75)
     return {
         "instruction": f"{g.hello(c)} I'd like to return the {g.label(it)} from order #{o['id']}: {phrase}.",
-        "user": g.user(c, f"Your email is {c['email']}. You want to return the {g.label(it)} from order #{o['id']} {said(phrase)}. "
-                          f"It was delivered about {ago} days ago; you accept a refusal without asking for a manager."),
+        "user": g.user(
+            c,
+            f"Your email is {c['email']}. You want to return the {g.label(it)} from order #{o['id']} {said(phrase)}. "
+            f"It was delivered about {ago} days ago; you accept a refusal without asking for a manager.",
+        ),
         "patch": g.restate(o, "delivered", delivered_ago=ago),
-        "gold": _refusal(g, c, o, f"Customer asked to return the {g.label(it)} from order #{o['id']}; refused: delivered {ago} days ago, past the 30-day window."),
+        "gold": _refusal(
+            g, c, o, f"Customer asked to return the {g.label(it)} from order #{o['id']}; refused: delivered {ago} days ago, past the 30-day window."
+        ),
         "tags": ["return", "refusal", "window"],
     }
 
@@ -528,8 +604,9 @@ def t_return_final_sale(g: Generator) -> dict:
     _, phrase = g.return_reason(["changed_mind", "not_as_described"])
     return {
         "instruction": f"{g.hello(c)} I want to send back the {g.label(it)} from order #{o['id']}: {phrase}.",
-        "user": g.user(c, f"Your email is {c['email']}. You want to return the {g.label(it)} from order #{o['id']} {said(phrase)}. "
-                          f"You accept a refusal."),
+        "user": g.user(
+            c, f"Your email is {c['email']}. You want to return the {g.label(it)} from order #{o['id']} {said(phrase)}. You accept a refusal."
+        ),
         "patch": g.restate(o, "delivered", delivered_ago=g.rng.randint(2, 20)),
         "gold": _refusal(g, c, o, f"Customer asked to return the {g.label(it)} from order #{o['id']}; refused: beauty products are final sale."),
         "tags": ["return", "refusal", "final_sale"],
@@ -550,10 +627,17 @@ def t_refund_over_limit(g: Generator) -> dict:
         "instruction": f"{g.hello(c)} Order #{o['id']} arrived and {text}. Please refund me for the damage.",
         "user": g.user(c, f"Your email is {c['email']}. In order #{o['id']}, {text}. You want a refund of {money(amount)}."),
         "patch": g.restate(o, "delivered", delivered_ago=g.rng.randint(1, 20)),
-        "gold": [call("find_customer_by_email", email=c["email"]), call("get_order", order_id=o["id"]),
-                 call("escalate", customer_id=c["id"], category="refund_approval",
-                      reason=f"Damaged {g.label(it)} in order #{o['id']}: refund of {money(amount)} exceeds the $500 agent limit.",
-                      order_id=o["id"])],
+        "gold": [
+            call("find_customer_by_email", email=c["email"]),
+            call("get_order", order_id=o["id"]),
+            call(
+                "escalate",
+                customer_id=c["id"],
+                category="refund_approval",
+                reason=f"Damaged {g.label(it)} in order #{o['id']}: refund of {money(amount)} exceeds the $500 agent limit.",
+                order_id=o["id"],
+            ),
+        ],
         "checks": [{"sql": refunds_of_order(o["id"]), "expect": [[0]]}],
         "tags": ["refund", "escalation", "over_limit"],
     }
@@ -565,12 +649,21 @@ def t_account_security(g: Generator) -> dict:
     status = g.rng.choice(["pending", "processing"])
     return {
         "instruction": f"{g.hello(c)} There's an order #{o['id']} on my account that I never placed! Someone must be using my account. "
-                       f"Cancel it right now, please.",
-        "user": g.user(c, f"Your email is {c['email']}. Order #{o['id']} on your account was not placed by you; you suspect someone uses your account."),
+        f"Cancel it right now, please.",
+        "user": g.user(
+            c, f"Your email is {c['email']}. Order #{o['id']} on your account was not placed by you; you suspect someone uses your account."
+        ),
         "patch": g.restate(o, status),
-        "gold": [call("find_customer_by_email", email=c["email"]),
-                 call("escalate", customer_id=c["id"], category="account_security",
-                      reason=f"Customer says they did not place order #{o['id']}; possible account takeover.", order_id=o["id"])],
+        "gold": [
+            call("find_customer_by_email", email=c["email"]),
+            call(
+                "escalate",
+                customer_id=c["id"],
+                category="account_security",
+                reason=f"Customer says they did not place order #{o['id']}; possible account takeover.",
+                order_id=o["id"],
+            ),
+        ],
         "checks": [{"sql": f"SELECT status FROM orders WHERE id = {o['id']}", "expect": [[status]]}],
         "tags": ["security", "escalation"],
     }
@@ -583,14 +676,23 @@ def t_supervisor_request(g: Generator) -> dict:
     ago = g.rng.randint(RETURN_WINDOW + 3, 60)
     return {
         "instruction": f"{g.hello(c)} I know it's been more than 30 days, but I want to return the {g.label(it)} from order #{o['id']}. "
-                       f"I've been a loyal customer. If you can't do it, I want a manager to approve an exception.",
-        "user": g.user(c, f"Your email is {c['email']}. You want to return the {g.label(it)} from order #{o['id']}, delivered {ago} days ago. "
-                          f"If refused, you insist on a supervisor deciding."),
+        f"I've been a loyal customer. If you can't do it, I want a manager to approve an exception.",
+        "user": g.user(
+            c,
+            f"Your email is {c['email']}. You want to return the {g.label(it)} from order #{o['id']}, delivered {ago} days ago. "
+            f"If refused, you insist on a supervisor deciding.",
+        ),
         "patch": g.restate(o, "delivered", delivered_ago=ago),
-        "gold": [call("find_customer_by_email", email=c["email"]),
-                 call("escalate", customer_id=c["id"], category="policy_exception",
-                      reason=f"Customer asks for an exception to return the {g.label(it)} from order #{o['id']}, delivered {ago} days ago.",
-                      order_id=o["id"])],
+        "gold": [
+            call("find_customer_by_email", email=c["email"]),
+            call(
+                "escalate",
+                customer_id=c["id"],
+                category="policy_exception",
+                reason=f"Customer asks for an exception to return the {g.label(it)} from order #{o['id']}, delivered {ago} days ago.",
+                order_id=o["id"],
+            ),
+        ],
         "tags": ["return", "escalation", "exception"],
     }
 
@@ -618,8 +720,11 @@ def t_exchange_out_of_stock(g: Generator) -> dict:
     patch.add("products", {"id": new["id"], "stock": 0})
     return {
         "instruction": f"{g.hello(c)} Can you change the {old['name']} in order #{o['id']} from {old['variant']} to {new['variant']}?",
-        "user": g.user(c, f"Your email is {c['email']}. You want the {old['name']} in order #{o['id']} in {new['variant']} instead of "
-                          f"{old['variant']}. If it is unavailable you keep the original."),
+        "user": g.user(
+            c,
+            f"Your email is {c['email']}. You want the {old['name']} in order #{o['id']} in {new['variant']} instead of "
+            f"{old['variant']}. If it is unavailable you keep the original.",
+        ),
         "patch": patch,
         "gold": _refusal(g, c, o, f"Customer asked to exchange the {old['name']} in order #{o['id']} for {new['variant']}; refused: out of stock."),
         "tags": ["exchange", "refusal", "out_of_stock"],
@@ -635,14 +740,18 @@ def t_foreign_order(g: Generator) -> dict:
         "instruction": f"{g.hello(c)} Please cancel order #{other['id']}.",
         "user": g.user(c, f"Your email is {c['email']}. You want order #{other['id']} cancelled (you mistyped: it is not yours)."),
         "patch": g.restate(other, "pending"),
-        "gold": [call("find_customer_by_email", email=c["email"]), call("get_order", order_id=other["id"]),
-                 call("add_note", customer_id=c["id"], body=f"Customer asked to cancel order #{other['id']}, which is not on their account; refused.")],
+        "gold": [
+            call("find_customer_by_email", email=c["email"]),
+            call("get_order", order_id=other["id"]),
+            call("add_note", customer_id=c["id"], body=f"Customer asked to cancel order #{other['id']}, which is not on their account; refused."),
+        ],
         "checks": [{"sql": f"SELECT status FROM orders WHERE id = {other['id']}", "expect": [["pending"]]}],
         "tags": ["cancel", "refusal", "identity"],
     }
 
 
 # -- needs_user_info -------------------------------------------------------------------------------
+
 
 def t_cancel_which_order(g: Generator) -> dict:
     a, b = g.pick_orders_of_one_customer(2)
@@ -652,9 +761,12 @@ def t_cancel_which_order(g: Generator) -> dict:
     first = g.label(g.items[a["id"]][0])
     return {
         "instruction": f"{g.hello(c)} I need to cancel one of my orders.",
-        "user": g.user(c, f"Your email is {c['email']}. You have two open orders; you want only order #{a['id']} (the one with the {first}) "
-                          f"cancelled {said(phrase)}. Order #{b['id']} stays.",
-                       [f"It's order #{a['id']}, the one with the {first}. {phrase[0].upper()}{phrase[1:]}."]),
+        "user": g.user(
+            c,
+            f"Your email is {c['email']}. You have two open orders; you want only order #{a['id']} (the one with the {first}) "
+            f"cancelled {said(phrase)}. Order #{b['id']} stays.",
+            [f"It's order #{a['id']}, the one with the {first}. {phrase[0].upper()}{phrase[1:]}."],
+        ),
         "patch": patch,
         "gold": [call("cancel_order", order_id=a["id"], reason=reason)],
         "tags": ["cancel", "ask_order"],
@@ -667,8 +779,9 @@ def t_address_missing(g: Generator) -> dict:
     a = g.address()
     return {
         "instruction": f"{g.hello(c)} I need to change the shipping address on order #{o['id']}.",
-        "user": g.user(c, f"Your email is {c['email']}. Order #{o['id']} should go to {g.address_text(a)}.",
-                       [f"Please send it to {g.address_text(a)}."]),
+        "user": g.user(
+            c, f"Your email is {c['email']}. Order #{o['id']} should go to {g.address_text(a)}.", [f"Please send it to {g.address_text(a)}."]
+        ),
         "patch": g.restate(o, g.rng.choice(["pending", "processing"])),
         "gold": [call("update_shipping_address", **g.address_args(o["id"], a))],
         "tags": ["address", "ask_address"],
@@ -684,11 +797,16 @@ def t_return_which_items(g: Generator) -> dict:
     reply = f"The {g.label(it)}" + (f", {n} of the {it['quantity']}" if it["quantity"] > 1 else "") + f". {phrase[0].upper()}{phrase[1:]}."
     return {
         "instruction": f"{g.hello(c)} I'd like to return something from order #{o['id']}.",
-        "user": g.user(c, f"Your email is {c['email']}. From order #{o['id']} you want to return {units(n)} of the {g.label(it)} "
-                          f"{said(phrase)}; nothing else.", [reply]),
+        "user": g.user(
+            c,
+            f"Your email is {c['email']}. From order #{o['id']} you want to return {units(n)} of the {g.label(it)} {said(phrase)}; nothing else.",
+            [reply],
+        ),
         "patch": g.restate(o, "delivered", delivered_ago=g.rng.randint(1, 25)),
-        "gold": [call("get_order", order_id=o["id"]),
-                 call("create_return", order_id=o["id"], order_item_ids=[it["id"]], quantities=[n], reason=reason)],
+        "gold": [
+            call("get_order", order_id=o["id"]),
+            call("create_return", order_id=o["id"], order_item_ids=[it["id"]], quantities=[n], reason=reason),
+        ],
         "tags": ["return", "ask_items"],
     }
 
@@ -701,8 +819,11 @@ def t_missing_package_which_order(g: Generator) -> dict:
     day = g.delivered_on(patch, a)
     return {
         "instruction": f"{g.hello(c)} One of my packages was marked as delivered but never showed up.",
-        "user": g.user(c, f"Your email is {c['email']}. Order #{a['id']} (marked delivered on {day}) never arrived; order #{b['id']} arrived fine.",
-                       [f"It's order #{a['id']}, marked delivered on {day}."]),
+        "user": g.user(
+            c,
+            f"Your email is {c['email']}. Order #{a['id']} (marked delivered on {day}) never arrived; order #{b['id']} arrived fine.",
+            [f"It's order #{a['id']}, marked delivered on {day}."],
+        ),
         "patch": patch,
         "gold": [call("find_customer_by_email", email=c["email"]), _missing_package(g, c, a, day)],
         "tags": ["ticket", "delivery", "ask_order"],
@@ -711,6 +832,7 @@ def t_missing_package_which_order(g: Generator) -> dict:
 
 # -- collateral_trap -------------------------------------------------------------------------------
 
+
 def t_cancel_one_of_two(g: Generator) -> dict:
     a, b = g.pick_orders_of_one_customer(2)
     c = g.customer(a)
@@ -718,11 +840,16 @@ def t_cancel_one_of_two(g: Generator) -> dict:
     patch = g.restate(a, g.rng.choice(["pending", "processing"])).extend(g.restate(b, g.rng.choice(["pending", "processing"])))
     return {
         "instruction": f"{g.hello(c)} I have two orders on the way, #{a['id']} and #{b['id']}. Please cancel #{a['id']}: {phrase}. "
-                       f"I still want #{b['id']}.",
+        f"I still want #{b['id']}.",
         "user": g.user(c, f"Your email is {c['email']}. Cancel only order #{a['id']} {said(phrase)}; keep order #{b['id']}."),
         "patch": patch,
         "gold": [call("cancel_order", order_id=a["id"], reason=reason)],
-        "checks": [{"sql": f"SELECT status FROM orders WHERE id = {b['id']}", "expect": [[r["status"] for r in patch.tables["orders"] if r["id"] == b["id"]]]}],
+        "checks": [
+            {
+                "sql": f"SELECT status FROM orders WHERE id = {b['id']}",
+                "expect": [[r["status"] for r in patch.tables["orders"] if r["id"] == b["id"]]],
+            }
+        ],
         "tags": ["cancel", "trap"],
     }
 
@@ -736,11 +863,15 @@ def t_partial_return(g: Generator) -> dict:
     keep = it["quantity"] - n
     return {
         "instruction": f"{g.hello(c)} From order #{o['id']} I'd like to return {n} of the {it['quantity']} {g.label(it)}: {phrase}. "
-                       f"I'm keeping the other {keep} and everything else in the order.",
-        "user": g.user(c, f"Your email is {c['email']}. Return exactly {units(n)} of the {g.label(it)} from order #{o['id']} {said(phrase)}; keep the rest."),
+        f"I'm keeping the other {keep} and everything else in the order.",
+        "user": g.user(
+            c, f"Your email is {c['email']}. Return exactly {units(n)} of the {g.label(it)} from order #{o['id']} {said(phrase)}; keep the rest."
+        ),
         "patch": g.restate(o, "delivered", delivered_ago=g.rng.randint(1, 28)),
-        "gold": [call("get_order", order_id=o["id"]),
-                 call("create_return", order_id=o["id"], order_item_ids=[it["id"]], quantities=[n], reason=reason)],
+        "gold": [
+            call("get_order", order_id=o["id"]),
+            call("create_return", order_id=o["id"], order_item_ids=[it["id"]], quantities=[n], reason=reason),
+        ],
         "tags": ["return", "trap", "partial"],
     }
 
@@ -754,13 +885,23 @@ def t_return_without_refund(g: Generator) -> dict:
     names = " and the ".join(g.label(it) for it in chosen)
     return {
         "instruction": f"{g.hello(c)} I'm returning the {names} from order #{o['id']} ({phrase}). "
-                       f"Please refund my money right away, I don't want to wait for the parcel to reach you.",
-        "user": g.user(c, f"Your email is {c['email']}. You return the {names} (all units) from order #{o['id']} {said(phrase)}, "
-                          f"and would like the refund immediately."),
+        f"Please refund my money right away, I don't want to wait for the parcel to reach you.",
+        "user": g.user(
+            c,
+            f"Your email is {c['email']}. You return the {names} (all units) from order #{o['id']} {said(phrase)}, "
+            f"and would like the refund immediately.",
+        ),
         "patch": g.restate(o, "delivered", delivered_ago=g.rng.randint(1, 28)),
-        "gold": [call("get_order", order_id=o["id"]),
-                 call("create_return", order_id=o["id"], order_item_ids=[it["id"] for it in chosen],
-                      quantities=[it["quantity"] for it in chosen], reason=reason)],
+        "gold": [
+            call("get_order", order_id=o["id"]),
+            call(
+                "create_return",
+                order_id=o["id"],
+                order_item_ids=[it["id"] for it in chosen],
+                quantities=[it["quantity"] for it in chosen],
+                reason=reason,
+            ),
+        ],
         "checks": [{"sql": refunds_of_order(o["id"]), "expect": [[0]]}],
         "tags": ["return", "trap", "no_refund"],
     }
@@ -791,7 +932,7 @@ def t_resolve_one_of_two_tickets(g: Generator) -> dict:
     patch.add("support_tickets", t2)
     return {
         "instruction": f"{g.hello(c)} Ticket #{t1['id']} is sorted now, thanks, you can mark it resolved. "
-                       f"Ticket #{t2['id']} is still a problem though.",
+        f"Ticket #{t2['id']} is still a problem though.",
         "user": g.user(c, f"Your email is {c['email']}. Ticket #{t1['id']} is fixed; ticket #{t2['id']} is not and must stay open."),
         "patch": patch,
         "gold": [call("update_ticket_status", ticket_id=t1["id"], status="resolved")],
@@ -802,6 +943,7 @@ def t_resolve_one_of_two_tickets(g: Generator) -> dict:
 
 # -- multi_step ------------------------------------------------------------------------------------
 
+
 def t_cancel_and_readdress(g: Generator) -> dict:
     a, b = g.pick_orders_of_one_customer(2)
     c = g.customer(a)
@@ -810,12 +952,19 @@ def t_cancel_and_readdress(g: Generator) -> dict:
     patch = g.restate(a, g.rng.choice(["pending", "processing"])).extend(g.restate(b, g.rng.choice(["pending", "processing"])))
     return {
         "instruction": f"{g.hello(c)} Two things: please cancel order #{a['id']} ({phrase}), and send order #{b['id']} to "
-                       f"{g.address_text(new)} instead.",
-        "user": g.user(c, f"Your email is {c['email']}. Cancel order #{a['id']} {said(phrase)}; re-address order #{b['id']} to {g.address_text(new)}."),
+        f"{g.address_text(new)} instead.",
+        "user": g.user(
+            c, f"Your email is {c['email']}. Cancel order #{a['id']} {said(phrase)}; re-address order #{b['id']} to {g.address_text(new)}."
+        ),
         "patch": patch,
-        "gold": [call("find_customer_by_email", email=c["email"]), call("get_customer", customer_id=c["id"]),
-                 call("get_order", order_id=a["id"]), call("cancel_order", order_id=a["id"], reason=reason),
-                 call("get_order", order_id=b["id"]), call("update_shipping_address", **g.address_args(b["id"], new))],
+        "gold": [
+            call("find_customer_by_email", email=c["email"]),
+            call("get_customer", customer_id=c["id"]),
+            call("get_order", order_id=a["id"]),
+            call("cancel_order", order_id=a["id"], reason=reason),
+            call("get_order", order_id=b["id"]),
+            call("update_shipping_address", **g.address_args(b["id"], new)),
+        ],
         "tags": ["cancel", "address"],
     }
 
@@ -828,13 +977,18 @@ def t_exchange_and_readdress(g: Generator) -> dict:
     addr = g.address()
     return {
         "instruction": f"{g.hello(c)} For order #{o['id']}: please switch the {old['name']} from {old['variant']} to {new['variant']}, "
-                       f"and ship the order to {g.address_text(addr)}.",
-        "user": g.user(c, f"Your email is {c['email']}. In order #{o['id']}, change the {old['name']} to {new['variant']} and ship to {g.address_text(addr)}."),
+        f"and ship the order to {g.address_text(addr)}.",
+        "user": g.user(
+            c, f"Your email is {c['email']}. In order #{o['id']}, change the {old['name']} to {new['variant']} and ship to {g.address_text(addr)}."
+        ),
         "patch": g.restate(o, g.rng.choice(["pending", "processing"])),
-        "gold": [call("find_customer_by_email", email=c["email"]), call("get_order", order_id=o["id"]),
-                 call("search_products", query=old["name"]),
-                 call("exchange_item", order_item_id=it["id"], new_product_id=new["id"]),
-                 call("update_shipping_address", **g.address_args(o["id"], addr))],
+        "gold": [
+            call("find_customer_by_email", email=c["email"]),
+            call("get_order", order_id=o["id"]),
+            call("search_products", query=old["name"]),
+            call("exchange_item", order_item_id=it["id"], new_product_id=new["id"]),
+            call("update_shipping_address", **g.address_args(o["id"], addr)),
+        ],
         "tags": ["exchange", "address"],
     }
 
@@ -855,12 +1009,18 @@ def t_return_and_damage(g: Generator) -> dict:
     qty = back["quantity"]
     return {
         "instruction": f"{g.hello(c)} About order #{o['id']}: {text}, so I'd like a refund for it. Also I want to return "
-                       f"{'the' if qty == 1 else f'all {qty} of the'} {g.label(back)}: {phrase}.",
-        "user": g.user(c, f"Your email is {c['email']}. In order #{o['id']}, {text} (refund for one unit); you also return all of the {g.label(back)} {said(phrase)}."),
+        f"{'the' if qty == 1 else f'all {qty} of the'} {g.label(back)}: {phrase}.",
+        "user": g.user(
+            c,
+            f"Your email is {c['email']}. In order #{o['id']}, {text} (refund for one unit); you also return all of the {g.label(back)} {said(phrase)}.",
+        ),
         "patch": g.restate(o, "delivered", delivered_ago=g.rng.randint(1, 25)),
-        "gold": [call("find_customer_by_email", email=c["email"]), call("get_order", order_id=o["id"]),
-                 call("issue_refund", payment_id=g.payment(o)["id"], amount=amount, reason="damaged_item"),
-                 call("create_return", order_id=o["id"], order_item_ids=[back["id"]], quantities=[qty], reason=reason)],
+        "gold": [
+            call("find_customer_by_email", email=c["email"]),
+            call("get_order", order_id=o["id"]),
+            call("issue_refund", payment_id=g.payment(o)["id"], amount=amount, reason="damaged_item"),
+            call("create_return", order_id=o["id"], order_item_ids=[back["id"]], quantities=[qty], reason=reason),
+        ],
         "tags": ["refund", "return"],
     }
 
@@ -874,10 +1034,18 @@ def t_cancel_two_one_shipped(g: Generator) -> dict:
         "instruction": f"{g.hello(c)} Please cancel both of my orders, #{a['id']} and #{b['id']}: {phrase}.",
         "user": g.user(c, f"Your email is {c['email']}. You want orders #{a['id']} and #{b['id']} cancelled {said(phrase)}."),
         "patch": patch,
-        "gold": [call("find_customer_by_email", email=c["email"]), call("get_order", order_id=a["id"]),
-                 call("cancel_order", order_id=a["id"], reason=reason), call("get_order", order_id=b["id"]),
-                 call("add_note", customer_id=c["id"], order_id=b["id"],
-                      body=f"Customer asked to cancel order #{b['id']}; refused because it has already shipped.")],
+        "gold": [
+            call("find_customer_by_email", email=c["email"]),
+            call("get_order", order_id=a["id"]),
+            call("cancel_order", order_id=a["id"], reason=reason),
+            call("get_order", order_id=b["id"]),
+            call(
+                "add_note",
+                customer_id=c["id"],
+                order_id=b["id"],
+                body=f"Customer asked to cancel order #{b['id']}; refused because it has already shipped.",
+            ),
+        ],
         "checks": [{"sql": f"SELECT status FROM orders WHERE id = {b['id']}", "expect": [["shipped"]]}],
         "tags": ["cancel", "refusal"],
     }
@@ -896,18 +1064,24 @@ def t_account_overhaul(g: Generator) -> dict:
     qty = it["quantity"]
     return {
         "instruction": f"{g.hello(c)} I have a few things. Cancel order #{a['id']} ({phrase}). Ship order #{b['id']} to "
-                       f"{g.address_text(new)}. I'm returning {'the' if qty == 1 else f'all {qty} of the'} {g.label(it)} from order #{r['id']} "
-                       f"({ret_phrase}). And ticket #{ticket['id']} about that delivery is resolved now.",
-        "user": g.user(c, f"Your email is {c['email']}. Cancel #{a['id']} {said(phrase)}; re-address #{b['id']} to {g.address_text(new)}; "
-                          f"return all of the {g.label(it)} from #{r['id']} {said(ret_phrase)}; ticket #{ticket['id']} is resolved."),
+        f"{g.address_text(new)}. I'm returning {'the' if qty == 1 else f'all {qty} of the'} {g.label(it)} from order #{r['id']} "
+        f"({ret_phrase}). And ticket #{ticket['id']} about that delivery is resolved now.",
+        "user": g.user(
+            c,
+            f"Your email is {c['email']}. Cancel #{a['id']} {said(phrase)}; re-address #{b['id']} to {g.address_text(new)}; "
+            f"return all of the {g.label(it)} from #{r['id']} {said(ret_phrase)}; ticket #{ticket['id']} is resolved.",
+        ),
         "patch": patch,
-        "gold": [call("find_customer_by_email", email=c["email"]), call("get_customer", customer_id=c["id"]),
-                 call("cancel_order", order_id=a["id"], reason=reason),
-                 call("update_shipping_address", **g.address_args(b["id"], new)),
-                 call("get_order", order_id=r["id"]),
-                 call("create_return", order_id=r["id"], order_item_ids=[it["id"]], quantities=[qty], reason=ret_reason),
-                 call("get_ticket", ticket_id=ticket["id"]),
-                 call("update_ticket_status", ticket_id=ticket["id"], status="resolved")],
+        "gold": [
+            call("find_customer_by_email", email=c["email"]),
+            call("get_customer", customer_id=c["id"]),
+            call("cancel_order", order_id=a["id"], reason=reason),
+            call("update_shipping_address", **g.address_args(b["id"], new)),
+            call("get_order", order_id=r["id"]),
+            call("create_return", order_id=r["id"], order_item_ids=[it["id"]], quantities=[qty], reason=ret_reason),
+            call("get_ticket", ticket_id=ticket["id"]),
+            call("update_ticket_status", ticket_id=ticket["id"], status="resolved"),
+        ],
         "tags": ["cancel", "address", "return", "ticket"],
     }
 

@@ -107,8 +107,10 @@ class Generator(WorldIndex):
         seg_booking = {s["id"]: s["booking_id"] for s in world["flight_segments"]}
         referenced |= {seg_booking[e["segment_id"]] for e in world["mileage_entries"] if e["segment_id"] is not None}
         self.clean = [
-            b for b in world["bookings"]
-            if b["status"] == "confirmed" and b["id"] not in referenced
+            b
+            for b in world["bookings"]
+            if b["status"] == "confirmed"
+            and b["id"] not in referenced
             and all(s["status"] == "active" for s in self.segments[b["id"]])
             and [(p["kind"], p["method"]) for p in self.payments[b["id"]]] == [("charge", "card")]
         ]
@@ -191,18 +193,41 @@ class Generator(WorldIndex):
         else:
             raise RuntimeError(f"no free day for {like['flight_number']} between {lo} and {hi}")
         self.flight_days.add((like["flight_number"], day))
-        f = self.seed.flight_row(self.rng, self.new_id("flights"), like["flight_number"], like["origin"], like["destination"],
-                                 dt.date.fromisoformat(day), like["departs_at"])
+        f = self.seed.flight_row(
+            self.rng,
+            self.new_id("flights"),
+            like["flight_number"],
+            like["origin"],
+            like["destination"],
+            dt.date.fromisoformat(day),
+            like["departs_at"],
+        )
         if off < 0:
             f.update(status=status or "landed", delay_minutes=self.rng.randint(0, 40) if delay is None else delay)
         else:
-            f.update(status=status or "scheduled", delay_minutes=0,
-                     seats_economy=max(f["seats_economy"], 6), seats_premium=max(f["seats_premium"], 3), seats_business=max(f["seats_business"], 2))
+            f.update(
+                status=status or "scheduled",
+                delay_minutes=0,
+                seats_economy=max(f["seats_economy"], 6),
+                seats_premium=max(f["seats_premium"], 3),
+                seats_business=max(f["seats_business"], 2),
+            )
         return patch.set("flights", f)
 
-    def restate(self, b: dict, patch: Patch, *, fare_class: str, cabin: str, days: list[tuple[int, int]],
-                delays: list[int | None] | None = None, statuses: list[str | None] | None = None,
-                drift: list[float] | None = None, seated: bool = False, accrue: bool = True) -> list[Leg]:
+    def restate(
+        self,
+        b: dict,
+        patch: Patch,
+        *,
+        fare_class: str,
+        cabin: str,
+        days: list[tuple[int, int]],
+        delays: list[int | None] | None = None,
+        statuses: list[str | None] | None = None,
+        drift: list[float] | None = None,
+        seated: bool = False,
+        accrue: bool = True,
+    ) -> list[Leg]:
         """Move booking `b` onto fresh flights `days[i]` = (lo, hi) days from today (negative: flown), in `cabin` and `fare_class`.
 
         Returns the legs in order. Flown legs earn their miles (ledger entries in the patch) unless `accrue` is false;
@@ -223,15 +248,23 @@ class Generator(WorldIndex):
             flown = f["departs_on"] < self.today.isoformat()
             seat = self.seat(cabin) if seated and not flown else None
             legs.append(Leg(seg, f, cabin, paid, seat, "flown" if flown else "active"))
-            patch.set("flight_segments", {"id": seg["id"], "flight_id": f["id"], "cabin": cabin, "fare_paid": paid, "seat": seat,
-                                          "status": "flown" if flown else "active"})
+            patch.set(
+                "flight_segments",
+                {"id": seg["id"], "flight_id": f["id"], "cabin": cabin, "fare_paid": paid, "seat": seat, "status": "flown" if flown else "active"},
+            )
         first = dt.date.fromisoformat(legs[0].flight["departs_on"])
         booked = min(first - dt.timedelta(days=self.rng.randint(5, 60)), self.today - dt.timedelta(days=self.rng.randint(0, 10)))
-        patch.set("bookings", {"id": b["id"], "fare_class": fare_class, "booked_on": booked.isoformat(),
-                               "status": "completed" if all(leg.status == "flown" for leg in legs) else "confirmed"})
+        patch.set(
+            "bookings",
+            {
+                "id": b["id"],
+                "fare_class": fare_class,
+                "booked_on": booked.isoformat(),
+                "status": "completed" if all(leg.status == "flown" for leg in legs) else "confirmed",
+            },
+        )
         pay = self.payments[b["id"]][0]
-        patch.set("fare_payments", {"id": pay["id"], "amount": dollars(sum(cents(leg.fare_paid) for leg in legs)),
-                                    "posted_on": booked.isoformat()})
+        patch.set("fare_payments", {"id": pay["id"], "amount": dollars(sum(cents(leg.fare_paid) for leg in legs)), "posted_on": booked.isoformat()})
         if accrue:
             t = self.traveller(b)
             for leg in legs:
@@ -248,8 +281,17 @@ class Generator(WorldIndex):
     def add_miles(self, patch: Patch, t: dict, miles: int, kind: str, segment_id: int | None, on: str, days_after: int = 0) -> None:
         """A ledger entry and the matching balance change, so the ledger keeps explaining the balance."""
         posted = min(dt.date.fromisoformat(on) + dt.timedelta(days=days_after), self.today).isoformat()
-        patch.set("mileage_entries", {"id": self.new_id("mileage_entries"), "traveller_id": t["id"], "segment_id": segment_id,
-                                      "kind": kind, "miles": miles, "posted_on": posted})
+        patch.set(
+            "mileage_entries",
+            {
+                "id": self.new_id("mileage_entries"),
+                "traveller_id": t["id"],
+                "segment_id": segment_id,
+                "kind": kind,
+                "miles": miles,
+                "posted_on": posted,
+            },
+        )
         patch.set("travellers", {"id": t["id"], "miles_balance": self.current(patch, "travellers", t, "miles_balance") + miles})
 
     def set_miles(self, patch: Patch, t: dict, balance: int) -> None:
@@ -263,11 +305,22 @@ class Generator(WorldIndex):
         """Insert a travel credit of traveller `t` (not tied to a booking) expiring `expires_in` days from today."""
         cid = self.new_id("travel_credits")
         expires = self.today + dt.timedelta(days=expires_in)
-        return patch.set("travel_credits", {
-            "id": cid, "code": self.rules.credit_code(cid), "traveller_id": t["id"], "booking_id": None, "reason": reason,
-            "amount": amount, "balance": amount, "issued_on": (expires - dt.timedelta(days=self.rules.CREDIT_VALID_DAYS)).isoformat(),
-            "expires_on": expires.isoformat(), "status": "active" if expires_in >= 0 else "expired", "extended": 0,
-        })
+        return patch.set(
+            "travel_credits",
+            {
+                "id": cid,
+                "code": self.rules.credit_code(cid),
+                "traveller_id": t["id"],
+                "booking_id": None,
+                "reason": reason,
+                "amount": amount,
+                "balance": amount,
+                "issued_on": (expires - dt.timedelta(days=self.rules.CREDIT_VALID_DAYS)).isoformat(),
+                "expires_on": expires.isoformat(),
+                "status": "active" if expires_in >= 0 else "expired",
+                "extended": 0,
+            },
+        )
 
     def seat(self, cabin: str, taken: set[str] = frozenset()) -> str:
         """A seat of `cabin`, never in an exit row (those have their own template)."""
@@ -281,11 +334,13 @@ class Generator(WorldIndex):
     # -- phrasing -----------------------------------------------------------------------------------
     def hello(self, t: dict) -> str:
         """An opening that identifies the traveller by name and email."""
-        return self.rng.choice([
-            f"{self.rng.choice(GREETINGS)} this is {t['first_name']} {t['last_name']} ({t['email']}).",
-            f"{self.rng.choice(GREETINGS)} I'm {t['first_name']} {t['last_name']}, my email is {t['email']}.",
-            f"{self.rng.choice(GREETINGS)} my email is {t['email']}.",
-        ])
+        return self.rng.choice(
+            [
+                f"{self.rng.choice(GREETINGS)} this is {t['first_name']} {t['last_name']} ({t['email']}).",
+                f"{self.rng.choice(GREETINGS)} I'm {t['first_name']} {t['last_name']}, my email is {t['email']}.",
+                f"{self.rng.choice(GREETINGS)} my email is {t['email']}.",
+            ]
+        )
 
     def user(self, t: dict, context: str, first: list[str] | None = None) -> dict:
         """The simulated traveller: persona, the facts they know, and scripted replies."""
@@ -337,19 +392,30 @@ def t_cancel_trip(g: Generator) -> dict:
     t = g.traveller(b)
     patch = Patch()
     fare = {"flex": "flex", "standard_refund": "standard", "standard_credit_late": "standard", "basic_credit": "basic"}.get(
-        case, g.rng.choice(["basic", "standard", "flex"]))
+        case, g.rng.choice(["basic", "standard", "flex"])
+    )
     lo, hi = {"standard_refund": (15, 70), "standard_credit_late": (2, 13), "basic_credit": (15, 70)}.get(case, (3, 60))
-    legs = g.restate(b, patch, fare_class=fare, cabin=g.rng.choice(["economy", "economy", "premium"]), days=[(lo, hi), (lo + 3, hi + 20)],
-                     statuses=["cancelled", None] if case == "airline" else None, seated=True)
+    legs = g.restate(
+        b,
+        patch,
+        fare_class=fare,
+        cabin=g.rng.choice(["economy", "economy", "premium"]),
+        days=[(lo, hi), (lo + 3, hi + 20)],
+        statuses=["cancelled", None] if case == "airline" else None,
+        seated=True,
+    )
     if case == "airline":
         settlement, s_phrase = g.settlement()
         reason = "flight_cancelled"
-        text = (f"I got a message that my {g.flight_text(legs[0])} was cancelled by you. I don't want to rebook: "
-                f"please cancel booking {b['locator']}. {s_phrase}")
+        text = (
+            f"I got a message that my {g.flight_text(legs[0])} was cancelled by you. I don't want to rebook: "
+            f"please cancel booking {b['locator']}. {s_phrase}"
+        )
     else:
         reason, phrase = g.cancel_reason()
         settlement, s_phrase = {
-            "flex": g.settlement(), "standard_refund": ("refund", "I'd like my money back on my card; I know there's a fee."),
+            "flex": g.settlement(),
+            "standard_refund": ("refund", "I'd like my money back on my card; I know there's a fee."),
             "standard_credit_late": ("travel_credit", "A travel credit is fine."),
             "basic_credit": ("travel_credit", "I know it's a basic fare, so a travel credit minus the fee is fine."),
         }[case]
@@ -358,8 +424,11 @@ def t_cancel_trip(g: Generator) -> dict:
         "instruction": f"{g.hello(t)} {text}",
         "user": g.user(t, f"You want booking {b['locator']} cancelled {said(s_phrase)}."),
         "patch": patch,
-        "gold": [call("lookup_traveller", email=t["email"]), call("get_booking", locator=b["locator"]),
-                 call("cancel_booking", locator=b["locator"], reason=reason, settlement=settlement)],
+        "gold": [
+            call("lookup_traveller", email=t["email"]),
+            call("get_booking", locator=b["locator"]),
+            call("cancel_booking", locator=b["locator"], reason=reason, settlement=settlement),
+        ],
         "checks": [{"sql": booking_state(b["id"]), "expect": [["cancelled", reason]]}],
         "tags": ["cancel", fare, case, settlement],
     }
@@ -370,8 +439,9 @@ def t_assign_seat(g: Generator) -> dict:
     t = g.traveller(b)
     patch = Patch()
     cabin = g.rng.choice(["economy", "economy", "premium", "business"])
-    legs = g.restate(b, patch, fare_class=g.rng.choice(["basic", "standard", "flex"]), cabin=cabin, days=[(2, 50), (5, 70)],
-                     seated=g.rng.random() < 0.5)
+    legs = g.restate(
+        b, patch, fare_class=g.rng.choice(["basic", "standard", "flex"]), cabin=cabin, days=[(2, 50), (5, 70)], seated=g.rng.random() < 0.5
+    )
     leg = g.rng.choice(legs)
     seat = g.seat(cabin, {leg.seat} if leg.seat else set())
     kind = "window" if seat[-1] in "AF" else "aisle" if seat[-1] in "CD" else "middle"
@@ -395,16 +465,26 @@ def t_missing_miles(g: Generator) -> dict:
     leg = g.rng.choice(legs)
     for other in legs:  # the other flight of the trip did earn its miles
         if other is not leg:
-            g.add_miles(patch, t, g.rules.accrual_miles(other.flight["distance_miles"], cabin, fare, t["tier"]), "flight_accrual",
-                        other.id, other.flight["departs_on"], days_after=2)
+            g.add_miles(
+                patch,
+                t,
+                g.rules.accrual_miles(other.flight["distance_miles"], cabin, fare, t["tier"]),
+                "flight_accrual",
+                other.id,
+                other.flight["departs_on"],
+                days_after=2,
+            )
     miles = g.rules.accrual_miles(leg.flight["distance_miles"], cabin, fare, t["tier"])
     before = g.current(patch, "travellers", t, "miles_balance")
     return {
         "instruction": f"{g.hello(t)} The miles for my {g.flight_text(leg)} (booking {b['locator']}) never showed up in my Meridian Miles account.",
         "user": g.user(t, f"Your {g.flight_text(leg)} on booking {b['locator']} did not earn its miles; you want them credited."),
         "patch": patch,
-        "gold": [call("lookup_traveller", email=t["email"]), call("get_booking", locator=b["locator"]),
-                 call("credit_missing_miles", segment_id=leg.id)],
+        "gold": [
+            call("lookup_traveller", email=t["email"]),
+            call("get_booking", locator=b["locator"]),
+            call("credit_missing_miles", segment_id=leg.id),
+        ],
         "checks": [{"sql": f"SELECT miles_balance FROM travellers WHERE id = {t['id']}", "expect": [[before + miles]]}],
         "tags": ["miles", "missing_miles", cabin],
     }
@@ -420,8 +500,10 @@ def t_downgrade(g: Generator) -> dict:
     leg = g.rng.choice(legs)
     return {
         "instruction": f"{g.hello(t)} On booking {b['locator']}, please move me from {cabin} to {new} on my {g.flight_text(leg)}. "
-                       f"I don't need the extra space on that one.",
-        "user": g.user(t, f"On booking {b['locator']} you want your {g.flight_text(leg)} moved from {cabin} to {new}; the other flight stays as it is."),
+        f"I don't need the extra space on that one.",
+        "user": g.user(
+            t, f"On booking {b['locator']} you want your {g.flight_text(leg)} moved from {cabin} to {new}; the other flight stays as it is."
+        ),
         "patch": patch,
         "gold": [call("get_booking", locator=b["locator"]), call("downgrade_cabin", segment_id=leg.id, cabin=new)],
         "checks": [{"sql": f"SELECT cabin FROM flight_segments WHERE id = {leg.id}", "expect": [[new]]}],
@@ -430,6 +512,7 @@ def t_downgrade(g: Generator) -> dict:
 
 
 # -- lookup_then_act -------------------------------------------------------------------------------
+
 
 def _change_setup(g: Generator, b: dict, patch: Patch, fare: str, *, cheaper: bool = False) -> tuple[list[Leg], Leg, dict]:
     """Restate `b` in the future and insert the flight the traveller wants instead: (legs, the leg to move, the new flight).
@@ -465,13 +548,19 @@ def t_change_date(g: Generator) -> dict:
     legs, leg, new = _change_setup(g, b, patch, fare)
     return {
         "instruction": f"{g.hello(t)} On booking {b['locator']} I need to move my {g.flight_text(leg)} to {long_date(new['departs_on'])}. "
-                       f"Same flight number is fine.",
-        "user": g.user(t, f"You want your {g.flight_text(leg)} (booking {b['locator']}) moved to {long_date(new['departs_on'])}; "
-                          f"you accept the change fee and any fare difference."),
+        f"Same flight number is fine.",
+        "user": g.user(
+            t,
+            f"You want your {g.flight_text(leg)} (booking {b['locator']}) moved to {long_date(new['departs_on'])}; "
+            f"you accept the change fee and any fare difference.",
+        ),
         "patch": patch,
-        "gold": [call("lookup_traveller", email=t["email"]), call("get_booking", locator=b["locator"]),
-                 call("search_flights", origin=leg.flight["origin"], destination=leg.flight["destination"], departs_on=new["departs_on"]),
-                 _change_call(g, t, fare, leg, new)],
+        "gold": [
+            call("lookup_traveller", email=t["email"]),
+            call("get_booking", locator=b["locator"]),
+            call("search_flights", origin=leg.flight["origin"], destination=leg.flight["destination"], departs_on=new["departs_on"]),
+            _change_call(g, t, fare, leg, new),
+        ],
         "checks": [{"sql": f"SELECT flight_id FROM flight_segments WHERE id = {leg.id}", "expect": [[new["id"]]]}],
         "tags": ["change", fare, f"tier:{t['tier']}"],
     }
@@ -493,11 +582,16 @@ def t_delay_compensation(g: Generator) -> dict:
     leg = legs[late]
     return {
         "instruction": f"{g.hello(t)} My {g.flight_text(leg)} (booking {b['locator']}) arrived {delay_text(delay)} late. "
-                       f"Is there any compensation for that?",
-        "user": g.user(t, f"Your {g.flight_text(leg)} on booking {b['locator']} arrived {delay_text(delay)} late; you ask what compensation you get."),
+        f"Is there any compensation for that?",
+        "user": g.user(
+            t, f"Your {g.flight_text(leg)} on booking {b['locator']} arrived {delay_text(delay)} late; you ask what compensation you get."
+        ),
         "patch": patch,
-        "gold": [call("lookup_traveller", email=t["email"]), call("get_booking", locator=b["locator"]),
-                 call("issue_travel_credit", traveller_id=t["id"], locator=b["locator"], amount=amount, reason="delay_compensation")],
+        "gold": [
+            call("lookup_traveller", email=t["email"]),
+            call("get_booking", locator=b["locator"]),
+            call("issue_travel_credit", traveller_id=t["id"], locator=b["locator"], amount=amount, reason="delay_compensation"),
+        ],
         "checks": [{"sql": f"SELECT amount, reason FROM travel_credits WHERE booking_id = {b['id']}", "expect": [[amount, "delay_compensation"]]}],
         "tags": ["compensation", "delay", cabin],
     }
@@ -507,16 +601,20 @@ def t_extend_credit(g: Generator) -> dict:
     t = g.pick_traveller(lambda t: t["tier"] in ELITE and t["id"] in g.no_credit)
     patch = Patch()
     expired = g.nth("extend_credit") % 2 == 1
-    c = g.new_credit(patch, t, amount=float(g.rng.choice([75, 100, 150, 200, 250])),
-                     expires_in=-g.rng.randint(1, 25) if expired else g.rng.randint(3, 40))
+    c = g.new_credit(
+        patch, t, amount=float(g.rng.choice([75, 100, 150, 200, 250])), expires_in=-g.rng.randint(1, 25) if expired else g.rng.randint(3, 40)
+    )
     new = (dt.date.fromisoformat(c["expires_on"]) + dt.timedelta(days=g.seed.CREDIT_EXTENSION_DAYS)).isoformat()
     when = f"expired on {long_date(c['expires_on'])}" if expired else f"expires on {long_date(c['expires_on'])}"
     return {
         "instruction": f"{g.hello(t)} My Meridian travel credit {when} and I haven't had a chance to use it. Could you extend it?",
         "user": g.user(t, f"Your {money(c['amount'])} travel credit {when}; you would like it extended. You don't know its code by heart."),
         "patch": patch,
-        "gold": [call("lookup_traveller", email=t["email"]), call("get_traveller_profile", traveller_id=t["id"]),
-                 call("extend_travel_credit", code=c["code"], new_expires_on=new)],
+        "gold": [
+            call("lookup_traveller", email=t["email"]),
+            call("get_traveller_profile", traveller_id=t["id"]),
+            call("extend_travel_credit", code=c["code"], new_expires_on=new),
+        ],
         "checks": [{"sql": f"SELECT expires_on, extended, status FROM travel_credits WHERE id = {c['id']}", "expect": [[new, 1, "active"]]}],
         "tags": ["credit", "extension", "expired" if expired else "active", f"tier:{t['tier']}"],
     }
@@ -546,8 +644,11 @@ def t_upgrade(g: Generator) -> dict:
         "instruction": f"{g.hello(t)} I'd like to upgrade to {new} on my {g.flight_text(leg)} (booking {b['locator']}), {how}.",
         "user": g.user(t, f"You want your {g.flight_text(leg)} on booking {b['locator']} upgraded to {new}, {how}."),
         "patch": patch,
-        "gold": [call("lookup_traveller", email=t["email"]), call("get_booking", locator=b["locator"]),
-                 call("upgrade_cabin", segment_id=leg.id, cabin=new, pay_with=pay_with)],
+        "gold": [
+            call("lookup_traveller", email=t["email"]),
+            call("get_booking", locator=b["locator"]),
+            call("upgrade_cabin", segment_id=leg.id, cabin=new, pay_with=pay_with),
+        ],
         "checks": [{"sql": f"SELECT cabin FROM flight_segments WHERE id = {leg.id}", "expect": [[new]]}],
         "tags": ["cabin", "upgrade", pay_with],
     }
@@ -559,24 +660,36 @@ def t_change_with_credit(g: Generator) -> dict:
     t = g.traveller(b)
     patch = Patch()
     legs, leg, new = _change_setup(g, b, patch, "standard")
-    c = g.new_credit(patch, t, amount=float(g.rng.choice([50, 100, 150, 300])), expires_in=g.rng.randint(60, 300),
-                     reason=g.rng.choice(["goodwill", "delay_compensation"]))
+    c = g.new_credit(
+        patch,
+        t,
+        amount=float(g.rng.choice([50, 100, 150, 300])),
+        expires_in=g.rng.randint(60, 300),
+        reason=g.rng.choice(["goodwill", "delay_compensation"]),
+    )
     return {
         "instruction": f"{g.hello(t)} Please move my {g.flight_text(leg)} on booking {b['locator']} to {long_date(new['departs_on'])}, "
-                       f"and use my travel credit to pay for the change.",
-        "user": g.user(t, f"You want your {g.flight_text(leg)} (booking {b['locator']}) moved to {long_date(new['departs_on'])}, "
-                          f"paid with your {money(c['amount'])} travel credit as far as it goes (the card for the rest)."),
+        f"and use my travel credit to pay for the change.",
+        "user": g.user(
+            t,
+            f"You want your {g.flight_text(leg)} (booking {b['locator']}) moved to {long_date(new['departs_on'])}, "
+            f"paid with your {money(c['amount'])} travel credit as far as it goes (the card for the rest).",
+        ),
         "patch": patch,
-        "gold": [call("lookup_traveller", email=t["email"]), call("get_traveller_profile", traveller_id=t["id"]),
-                 call("get_booking", locator=b["locator"]),
-                 call("search_flights", origin=leg.flight["origin"], destination=leg.flight["destination"], departs_on=new["departs_on"]),
-                 _change_call(g, t, "standard", leg, new, travel_credit_code=c["code"])],
+        "gold": [
+            call("lookup_traveller", email=t["email"]),
+            call("get_traveller_profile", traveller_id=t["id"]),
+            call("get_booking", locator=b["locator"]),
+            call("search_flights", origin=leg.flight["origin"], destination=leg.flight["destination"], departs_on=new["departs_on"]),
+            _change_call(g, t, "standard", leg, new, travel_credit_code=c["code"]),
+        ],
         "checks": [{"sql": f"SELECT COUNT(*) FROM fare_payments WHERE credit_id = {c['id']}", "expect": [[1]]}],
         "tags": ["change", "credit"],
     }
 
 
 # -- policy_refusal --------------------------------------------------------------------------------
+
 
 def _note(t: dict, body: str, locator: str | None = None) -> dict:
     args: dict[str, Any] = {"traveller_id": t["id"], "body": body}
@@ -602,11 +715,19 @@ def t_cancel_refused(g: Generator) -> dict:
         why = "standard fares are refundable only 14+ days before departure; the traveller declined a travel credit"
     return {
         "instruction": f"{g.hello(t)} {text}",
-        "user": g.user(t, f"You want booking {b['locator']} cancelled {said(phrase)}"
-                          + ("." if basic else " with a refund to your card; you refuse a travel credit.") + " You accept a refusal.", first),
+        "user": g.user(
+            t,
+            f"You want booking {b['locator']} cancelled {said(phrase)}"
+            + ("." if basic else " with a refund to your card; you refuse a travel credit.")
+            + " You accept a refusal.",
+            first,
+        ),
         "patch": patch,
-        "gold": [call("lookup_traveller", email=t["email"]), call("get_booking", locator=b["locator"]),
-                 _note(t, f"Traveller asked to cancel booking {b['locator']}; refused: {why}.", b["locator"])],
+        "gold": [
+            call("lookup_traveller", email=t["email"]),
+            call("get_booking", locator=b["locator"]),
+            _note(t, f"Traveller asked to cancel booking {b['locator']}; refused: {why}.", b["locator"]),
+        ],
         "checks": [{"sql": booking_state(b["id"]), "expect": [["confirmed", None]]}],
         "tags": ["cancel", "refusal", fare],
     }
@@ -623,9 +744,16 @@ def t_change_basic(g: Generator) -> dict:
         "instruction": f"{g.hello(t)} Can you move my {g.flight_text(leg)} (booking {b['locator']}) to {long_date(wanted)}? I'll pay the fee.",
         "user": g.user(t, f"You want your {g.flight_text(leg)} on booking {b['locator']} moved to {long_date(wanted)}. You accept a refusal."),
         "patch": patch,
-        "gold": [call("lookup_traveller", email=t["email"]), call("get_booking", locator=b["locator"]),
-                 _note(t, f"Traveller asked to move flight {leg.flight['flight_number']} on booking {b['locator']} to {wanted}; "
-                          f"refused: basic fares cannot be changed.", b["locator"])],
+        "gold": [
+            call("lookup_traveller", email=t["email"]),
+            call("get_booking", locator=b["locator"]),
+            _note(
+                t,
+                f"Traveller asked to move flight {leg.flight['flight_number']} on booking {b['locator']} to {wanted}; "
+                f"refused: basic fares cannot be changed.",
+                b["locator"],
+            ),
+        ],
         "checks": [{"sql": f"SELECT flight_id FROM flight_segments WHERE id = {leg.id}", "expect": [[leg.flight["id"]]]}],
         "tags": ["change", "refusal", "basic"],
     }
@@ -636,18 +764,32 @@ def t_short_delay(g: Generator) -> dict:
     t = g.traveller(b)
     patch = Patch()
     delay = g.rng.randint(75, 175)
-    legs = g.restate(b, patch, fare_class=g.rng.choice(["standard", "flex"]), cabin=g.rng.choice(["economy", "business"]),
-                     days=[(-50, -8), (-45, -2)], delays=[delay, g.rng.randint(0, 30)])
+    legs = g.restate(
+        b,
+        patch,
+        fare_class=g.rng.choice(["standard", "flex"]),
+        cabin=g.rng.choice(["economy", "business"]),
+        days=[(-50, -8), (-45, -2)],
+        delays=[delay, g.rng.randint(0, 30)],
+    )
     leg = legs[0]
     return {
         "instruction": f"{g.hello(t)} My {g.flight_text(leg)} (booking {b['locator']}) was {delay_text(delay)} late. "
-                       f"I'd like compensation for the wasted time.",
-        "user": g.user(t, f"Your {g.flight_text(leg)} on booking {b['locator']} was {delay_text(delay)} late; you want compensation. "
-                          f"You accept a refusal."),
+        f"I'd like compensation for the wasted time.",
+        "user": g.user(
+            t, f"Your {g.flight_text(leg)} on booking {b['locator']} was {delay_text(delay)} late; you want compensation. You accept a refusal."
+        ),
         "patch": patch,
-        "gold": [call("lookup_traveller", email=t["email"]), call("get_booking", locator=b["locator"]),
-                 _note(t, f"Traveller asked for delay compensation on booking {b['locator']}; refused: the delay was "
-                          f"{delay} minutes, under the 3-hour threshold.", b["locator"])],
+        "gold": [
+            call("lookup_traveller", email=t["email"]),
+            call("get_booking", locator=b["locator"]),
+            _note(
+                t,
+                f"Traveller asked for delay compensation on booking {b['locator']}; refused: the delay was "
+                f"{delay} minutes, under the 3-hour threshold.",
+                b["locator"],
+            ),
+        ],
         "checks": [{"sql": credits_of_booking(b["id"]), "expect": [[0]]}],
         "tags": ["compensation", "refusal"],
     }
@@ -659,19 +801,33 @@ def t_compensation_over_limit(g: Generator) -> dict:
     patch = Patch()
     cabin = g.rng.choice(["premium", "business"])
     delay = g.rng.randint(360, 600)
-    legs = g.restate(b, patch, fare_class=g.rng.choice(["basic", "standard", "flex"]), cabin=cabin,
-                     days=[(-40, -5), (-35, -2)], delays=[delay, g.rng.randint(0, 30)])
+    legs = g.restate(
+        b,
+        patch,
+        fare_class=g.rng.choice(["basic", "standard", "flex"]),
+        cabin=cabin,
+        days=[(-40, -5), (-35, -2)],
+        delays=[delay, g.rng.randint(0, 30)],
+    )
     amount = g.seed.delay_compensation(delay, cabin)
     assert amount > g.seed.AGENT_COMPENSATION_LIMIT
     return {
         "instruction": f"{g.hello(t)} My {g.flight_text(legs[0])} in {cabin} (booking {b['locator']}) landed {delay_text(delay)} late. "
-                       f"What compensation do I get?",
+        f"What compensation do I get?",
         "user": g.user(t, f"Your {cabin} {g.flight_text(legs[0])} on booking {b['locator']} landed {delay_text(delay)} late; you want compensation."),
         "patch": patch,
-        "gold": [call("lookup_traveller", email=t["email"]), call("get_booking", locator=b["locator"]),
-                 call("escalate_travel_case", traveller_id=t["id"], category="compensation_approval", locator=b["locator"],
-                      reason=f"Flight {legs[0].flight['flight_number']} delayed {delay} minutes in {cabin}: compensation of "
-                             f"{money(amount)} exceeds the $250.00 agent limit.")],
+        "gold": [
+            call("lookup_traveller", email=t["email"]),
+            call("get_booking", locator=b["locator"]),
+            call(
+                "escalate_travel_case",
+                traveller_id=t["id"],
+                category="compensation_approval",
+                locator=b["locator"],
+                reason=f"Flight {legs[0].flight['flight_number']} delayed {delay} minutes in {cabin}: compensation of "
+                f"{money(amount)} exceeds the $250.00 agent limit.",
+            ),
+        ],
         "checks": [{"sql": credits_of_booking(b["id"]), "expect": [[0]]}],
         "tags": ["compensation", "escalation", "over_limit"],
     }
@@ -683,10 +839,15 @@ def t_extend_low_tier(g: Generator) -> dict:
     c = g.new_credit(patch, t, amount=float(g.rng.choice([75, 100, 150])), expires_in=g.rng.randint(2, 30))
     return {
         "instruction": f"{g.hello(t)} My travel credit expires on {long_date(c['expires_on'])}. Can you push the expiry date back a few months?",
-        "user": g.user(t, f"Your {money(c['amount'])} travel credit expires on {long_date(c['expires_on'])}; you want it extended. You accept a refusal."),
+        "user": g.user(
+            t, f"Your {money(c['amount'])} travel credit expires on {long_date(c['expires_on'])}; you want it extended. You accept a refusal."
+        ),
         "patch": patch,
-        "gold": [call("lookup_traveller", email=t["email"]), call("get_traveller_profile", traveller_id=t["id"]),
-                 _note(t, f"Traveller asked to extend travel credit {c['code']}; refused: extensions are for gold and platinum members only.")],
+        "gold": [
+            call("lookup_traveller", email=t["email"]),
+            call("get_traveller_profile", traveller_id=t["id"]),
+            _note(t, f"Traveller asked to extend travel credit {c['code']}; refused: extensions are for gold and platinum members only."),
+        ],
         "checks": [{"sql": f"SELECT expires_on, extended FROM travel_credits WHERE id = {c['id']}", "expect": [[c["expires_on"], 0]]}],
         "tags": ["credit", "extension", "refusal", f"tier:{t['tier']}"],
     }
@@ -703,8 +864,11 @@ def t_foreign_booking(g: Generator) -> dict:
         "instruction": f"{g.hello(t)} Please cancel booking {other['locator']} and refund it to the card.",
         "user": g.user(t, f"You want booking {other['locator']} cancelled with a refund (you mistyped the locator: it is not yours)."),
         "patch": patch,
-        "gold": [call("lookup_traveller", email=t["email"]), call("get_booking", locator=other["locator"]),
-                 _note(t, f"Caller asked to cancel booking {other['locator']}, which belongs to another traveller; refused.")],
+        "gold": [
+            call("lookup_traveller", email=t["email"]),
+            call("get_booking", locator=other["locator"]),
+            _note(t, f"Caller asked to cancel booking {other['locator']}, which belongs to another traveller; refused."),
+        ],
         "checks": [{"sql": booking_state(other["id"]), "expect": [["confirmed", None]]}],
         "tags": ["cancel", "refusal", "identity"],
     }
@@ -718,12 +882,20 @@ def t_account_security(g: Generator) -> dict:
     dest = g.city(legs[0].flight["destination"])
     return {
         "instruction": f"{g.hello(t)} There's a booking {b['locator']} to {dest} on my profile that I never made! Someone must be using my "
-                       f"account. Cancel it right now.",
+        f"account. Cancel it right now.",
         "user": g.user(t, f"Booking {b['locator']} to {dest} on your profile was not made by you; you suspect someone uses your account."),
         "patch": patch,
-        "gold": [call("lookup_traveller", email=t["email"]), call("get_booking", locator=b["locator"]),
-                 call("escalate_travel_case", traveller_id=t["id"], category="account_security", locator=b["locator"],
-                      reason=f"Traveller says they did not make booking {b['locator']}; possible account takeover.")],
+        "gold": [
+            call("lookup_traveller", email=t["email"]),
+            call("get_booking", locator=b["locator"]),
+            call(
+                "escalate_travel_case",
+                traveller_id=t["id"],
+                category="account_security",
+                locator=b["locator"],
+                reason=f"Traveller says they did not make booking {b['locator']}; possible account takeover.",
+            ),
+        ],
         "checks": [{"sql": booking_state(b["id"]), "expect": [["confirmed", None]]}],
         "tags": ["security", "escalation"],
     }
@@ -745,16 +917,24 @@ def t_exit_row_minor(g: Generator) -> dict:
     seat = f"{g.rng.choice(sorted(g.rules.EXIT_ROWS))}{g.rng.choice('ABCDEF')}"
     return {
         "instruction": f"Hello, I'm calling for my child {t['first_name']} {t['last_name']} ({t['email']}), who is {age}. "
-                       f"On booking {b['locator']}, please give them seat {seat} on {g.flight_text(leg)}; it has more legroom.",
-        "user": {"persona": f"The parent of {t['first_name']} {t['last_name']}, a {age}-year-old Meridian Miles member; polite.",
-                 "context": f"You call for your child {t['first_name']} ({age}), whose profile email is {t['email']}. You want seat {seat} "
-                            f"(an exit row) on booking {b['locator']}; if it is not allowed, the current seat stays. You accept a refusal.",
-                 "script": [g.rng.choice(CLOSINGS)]},
+        f"On booking {b['locator']}, please give them seat {seat} on {g.flight_text(leg)}; it has more legroom.",
+        "user": {
+            "persona": f"The parent of {t['first_name']} {t['last_name']}, a {age}-year-old Meridian Miles member; polite.",
+            "context": f"You call for your child {t['first_name']} ({age}), whose profile email is {t['email']}. You want seat {seat} "
+            f"(an exit row) on booking {b['locator']}; if it is not allowed, the current seat stays. You accept a refusal.",
+            "script": [g.rng.choice(CLOSINGS)],
+        },
         "patch": patch,
-        "gold": [call("lookup_traveller", email=t["email"]), call("get_traveller_profile", traveller_id=t["id"]),
-                 call("get_booking", locator=b["locator"]),
-                 _note(t, f"Parent asked for exit-row seat {seat} on booking {b['locator']}; refused: the traveller is {age}, "
-                          f"exit rows need 15 or older.", b["locator"])],
+        "gold": [
+            call("lookup_traveller", email=t["email"]),
+            call("get_traveller_profile", traveller_id=t["id"]),
+            call("get_booking", locator=b["locator"]),
+            _note(
+                t,
+                f"Parent asked for exit-row seat {seat} on booking {b['locator']}; refused: the traveller is {age}, exit rows need 15 or older.",
+                b["locator"],
+            ),
+        ],
         "checks": [{"sql": f"SELECT seat FROM flight_segments WHERE id = {leg.id}", "expect": [[None]]}],
         "tags": ["seat", "refusal", "exit_row"],
     }
@@ -768,18 +948,27 @@ def t_supervisor_request(g: Generator) -> dict:
     _, phrase = g.cancel_reason()
     return {
         "instruction": f"{g.hello(t)} I need to cancel booking {b['locator']}: {phrase}. I know it's a basic fare and the flight is soon, "
-                       f"but if you can't do it, I want a supervisor to approve an exception.",
+        f"but if you can't do it, I want a supervisor to approve an exception.",
         "user": g.user(t, f"You want booking {b['locator']} cancelled {said(phrase)}. If refused, you insist on a supervisor deciding."),
         "patch": patch,
-        "gold": [call("lookup_traveller", email=t["email"]), call("get_booking", locator=b["locator"]),
-                 call("escalate_travel_case", traveller_id=t["id"], category="policy_exception", locator=b["locator"],
-                      reason=f"Traveller asks for an exception to cancel basic-fare booking {b['locator']} less than 14 days before departure.")],
+        "gold": [
+            call("lookup_traveller", email=t["email"]),
+            call("get_booking", locator=b["locator"]),
+            call(
+                "escalate_travel_case",
+                traveller_id=t["id"],
+                category="policy_exception",
+                locator=b["locator"],
+                reason=f"Traveller asks for an exception to cancel basic-fare booking {b['locator']} less than 14 days before departure.",
+            ),
+        ],
         "checks": [{"sql": booking_state(b["id"]), "expect": [["confirmed", None]]}],
         "tags": ["cancel", "escalation", "exception"],
     }
 
 
 # -- needs_user_info -------------------------------------------------------------------------------
+
 
 def t_cancel_which_booking(g: Generator) -> dict:
     a, other = g.pick_bookings_of_one_traveller(2)
@@ -793,14 +982,22 @@ def t_cancel_which_booking(g: Generator) -> dict:
     dest = g.city(legs[0].flight["destination"])
     return {
         "instruction": f"{g.hello(t)} I need to cancel one of my trips.",
-        "user": g.user(t, f"You have two upcoming bookings; you want only {a['locator']} (to {dest} on {long_date(legs[0].flight['departs_on'])}) "
-                          f"cancelled {said(phrase)}, settled as {settlement.replace('_', ' ')}. Booking {other['locator']} stays.",
-                       [f"It's booking {a['locator']}, the trip to {dest} on {long_date(legs[0].flight['departs_on'])}. {cap(phrase)}. {s_phrase}"]),
+        "user": g.user(
+            t,
+            f"You have two upcoming bookings; you want only {a['locator']} (to {dest} on {long_date(legs[0].flight['departs_on'])}) "
+            f"cancelled {said(phrase)}, settled as {settlement.replace('_', ' ')}. Booking {other['locator']} stays.",
+            [f"It's booking {a['locator']}, the trip to {dest} on {long_date(legs[0].flight['departs_on'])}. {cap(phrase)}. {s_phrase}"],
+        ),
         "patch": patch,
-        "gold": [call("lookup_traveller", email=t["email"]), call("get_traveller_profile", traveller_id=t["id"]),
-                 call("cancel_booking", locator=a["locator"], reason=reason, settlement=settlement)],
-        "checks": [{"sql": booking_state(a["id"]), "expect": [["cancelled", reason]]},
-                   {"sql": booking_state(other["id"]), "expect": [["confirmed", None]]}],
+        "gold": [
+            call("lookup_traveller", email=t["email"]),
+            call("get_traveller_profile", traveller_id=t["id"]),
+            call("cancel_booking", locator=a["locator"], reason=reason, settlement=settlement),
+        ],
+        "checks": [
+            {"sql": booking_state(a["id"]), "expect": [["cancelled", reason]]},
+            {"sql": booking_state(other["id"]), "expect": [["confirmed", None]]},
+        ],
         "tags": ["cancel", "ask_booking", fare],
     }
 
@@ -816,13 +1013,22 @@ def t_seat_which(g: Generator) -> dict:
     which = "outbound" if leg.segment["seq"] == 1 else "return"
     return {
         "instruction": f"{g.hello(t)} I'd like to choose a seat on booking {b['locator']}.",
-        "user": g.user(t, f"On booking {b['locator']} you want seat {seat} on the {which} flight only.",
-                       [f"Seat {seat} on the {which} flight ({leg.flight['flight_number']} on {long_date(leg.flight['departs_on'])}), please. "
-                        f"The other flight can stay as it is."]),
+        "user": g.user(
+            t,
+            f"On booking {b['locator']} you want seat {seat} on the {which} flight only.",
+            [
+                f"Seat {seat} on the {which} flight ({leg.flight['flight_number']} on {long_date(leg.flight['departs_on'])}), please. "
+                f"The other flight can stay as it is."
+            ],
+        ),
         "patch": patch,
         "gold": [call("get_booking", locator=b["locator"]), call("assign_seat", segment_id=leg.id, seat=seat)],
-        "checks": [{"sql": f"SELECT seq, seat FROM flight_segments WHERE booking_id = {b['id']} ORDER BY seq",
-                    "expect": [[x.segment["seq"], seat if x is leg else None] for x in legs]}],
+        "checks": [
+            {
+                "sql": f"SELECT seq, seat FROM flight_segments WHERE booking_id = {b['id']} ORDER BY seq",
+                "expect": [[x.segment["seq"], seat if x is leg else None] for x in legs],
+            }
+        ],
         "tags": ["seat", "ask_seat"],
     }
 
@@ -835,12 +1041,18 @@ def t_change_which_date(g: Generator) -> dict:
     legs, leg, new = _change_setup(g, b, patch, fare)
     return {
         "instruction": f"{g.hello(t)} I need to move my flight on booking {b['locator']} to another day.",
-        "user": g.user(t, f"You want the flight of booking {b['locator']} moved to {long_date(new['departs_on'])}; you accept any fee.",
-                       [f"To {long_date(new['departs_on'])}, please, same route."]),
+        "user": g.user(
+            t,
+            f"You want the flight of booking {b['locator']} moved to {long_date(new['departs_on'])}; you accept any fee.",
+            [f"To {long_date(new['departs_on'])}, please, same route."],
+        ),
         "patch": patch,
-        "gold": [call("lookup_traveller", email=t["email"]), call("get_booking", locator=b["locator"]),
-                 call("search_flights", origin=leg.flight["origin"], destination=leg.flight["destination"], departs_on=new["departs_on"]),
-                 _change_call(g, t, fare, leg, new)],
+        "gold": [
+            call("lookup_traveller", email=t["email"]),
+            call("get_booking", locator=b["locator"]),
+            call("search_flights", origin=leg.flight["origin"], destination=leg.flight["destination"], departs_on=new["departs_on"]),
+            _change_call(g, t, fare, leg, new),
+        ],
         "checks": [{"sql": f"SELECT flight_id FROM flight_segments WHERE id = {leg.id}", "expect": [[new["id"]]]}],
         "tags": ["change", "ask_date", fare],
     }
@@ -855,17 +1067,24 @@ def t_upgrade_how_to_pay(g: Generator) -> dict:
     answer = "With my miles, please." if pay_with == "miles" else "By card, please; keep my miles."
     return {
         "instruction": f"{g.hello(t)} I'd like an upgrade to {new} on my {g.flight_text(leg)}, booking {b['locator']}.",
-        "user": g.user(t, f"You want {new} on your {g.flight_text(leg)} (booking {b['locator']}), paid {'with miles' if pay_with == 'miles' else 'by card'}.",
-                       [answer]),
+        "user": g.user(
+            t,
+            f"You want {new} on your {g.flight_text(leg)} (booking {b['locator']}), paid {'with miles' if pay_with == 'miles' else 'by card'}.",
+            [answer],
+        ),
         "patch": patch,
-        "gold": [call("lookup_traveller", email=t["email"]), call("get_booking", locator=b["locator"]),
-                 call("upgrade_cabin", segment_id=leg.id, cabin=new, pay_with=pay_with)],
+        "gold": [
+            call("lookup_traveller", email=t["email"]),
+            call("get_booking", locator=b["locator"]),
+            call("upgrade_cabin", segment_id=leg.id, cabin=new, pay_with=pay_with),
+        ],
         "checks": [{"sql": f"SELECT cabin FROM flight_segments WHERE id = {leg.id}", "expect": [[new]]}],
         "tags": ["cabin", "upgrade", "ask_payment", pay_with],
     }
 
 
 # -- collateral_trap -------------------------------------------------------------------------------
+
 
 def t_cancel_one_of_two(g: Generator) -> dict:
     a, other = g.pick_bookings_of_one_traveller(2)
@@ -877,11 +1096,14 @@ def t_cancel_one_of_two(g: Generator) -> dict:
     settlement, s_phrase = g.settlement()
     return {
         "instruction": f"{g.hello(t)} I have two trips booked, {a['locator']} and {other['locator']}. Please cancel {a['locator']}: {phrase}. "
-                       f"{s_phrase} I'm still taking the other trip.",
+        f"{s_phrase} I'm still taking the other trip.",
         "user": g.user(t, f"Cancel only booking {a['locator']} {said(phrase)}, settled as {settlement.replace('_', ' ')}; keep {other['locator']}."),
         "patch": patch,
-        "gold": [call("lookup_traveller", email=t["email"]), call("get_booking", locator=a["locator"]),
-                 call("cancel_booking", locator=a["locator"], reason=reason, settlement=settlement)],
+        "gold": [
+            call("lookup_traveller", email=t["email"]),
+            call("get_booking", locator=a["locator"]),
+            call("cancel_booking", locator=a["locator"], reason=reason, settlement=settlement),
+        ],
         "checks": [{"sql": booking_state(other["id"]), "expect": [["confirmed", None]]}],
         "tags": ["cancel", "trap"],
     }
@@ -896,7 +1118,7 @@ def t_seat_outbound_only(g: Generator) -> dict:
     seat = g.seat(cabin)
     return {
         "instruction": f"{g.hello(t)} Please put me in seat {seat} on my outbound {g.flight_text(legs[0])} (booking {b['locator']}). "
-                       f"I'll pick my seat for the way back at the airport.",
+        f"I'll pick my seat for the way back at the airport.",
         "user": g.user(t, f"You want seat {seat} on the outbound flight of booking {b['locator']} only; the return flight has no seat and stays so."),
         "patch": patch,
         "gold": [call("get_booking", locator=b["locator"]), call("assign_seat", segment_id=legs[0].id, seat=seat)],
@@ -910,21 +1132,36 @@ def t_compensate_one_booking(g: Generator) -> dict:
     t = g.traveller(a)
     patch = Patch()
     delay, small = g.rng.randint(185, 340), g.rng.randint(40, 150)
-    legs = g.restate(a, patch, fare_class=g.rng.choice(["standard", "flex"]), cabin="economy", days=[(-60, -10), (-55, -2)],
-                     delays=[delay, g.rng.randint(0, 20)])
-    other_legs = g.restate(other, patch, fare_class=g.rng.choice(["standard", "flex"]), cabin="economy", days=[(-90, -15), (-80, -2)],
-                           delays=[small, g.rng.randint(0, 20)])
+    legs = g.restate(
+        a, patch, fare_class=g.rng.choice(["standard", "flex"]), cabin="economy", days=[(-60, -10), (-55, -2)], delays=[delay, g.rng.randint(0, 20)]
+    )
+    other_legs = g.restate(
+        other,
+        patch,
+        fare_class=g.rng.choice(["standard", "flex"]),
+        cabin="economy",
+        days=[(-90, -15), (-80, -2)],
+        delays=[small, g.rng.randint(0, 20)],
+    )
     amount = g.seed.delay_compensation(delay, "economy")
     return {
         "instruction": f"{g.hello(t)} My {g.flight_text(legs[0])} (booking {a['locator']}) arrived {delay_text(delay)} late; what do I get for that? "
-                       f"My trip on booking {other['locator']} was a bit late too, {delay_text(small)}, but that's no big deal.",
-        "user": g.user(t, f"You ask for compensation for the {delay_text(delay)} delay on booking {a['locator']}. The {delay_text(small)} "
-                          f"delay on booking {other['locator']} you only mention; you do not ask anything for it."),
+        f"My trip on booking {other['locator']} was a bit late too, {delay_text(small)}, but that's no big deal.",
+        "user": g.user(
+            t,
+            f"You ask for compensation for the {delay_text(delay)} delay on booking {a['locator']}. The {delay_text(small)} "
+            f"delay on booking {other['locator']} you only mention; you do not ask anything for it.",
+        ),
         "patch": patch,
-        "gold": [call("lookup_traveller", email=t["email"]), call("get_booking", locator=a["locator"]),
-                 call("issue_travel_credit", traveller_id=t["id"], locator=a["locator"], amount=amount, reason="delay_compensation")],
-        "checks": [{"sql": credits_of_booking(other["id"]), "expect": [[0]]},
-                   {"sql": f"SELECT delay_minutes FROM flights WHERE id = {other_legs[0].flight['id']}", "expect": [[small]]}],
+        "gold": [
+            call("lookup_traveller", email=t["email"]),
+            call("get_booking", locator=a["locator"]),
+            call("issue_travel_credit", traveller_id=t["id"], locator=a["locator"], amount=amount, reason="delay_compensation"),
+        ],
+        "checks": [
+            {"sql": credits_of_booking(other["id"]), "expect": [[0]]},
+            {"sql": f"SELECT delay_minutes FROM flights WHERE id = {other_legs[0].flight['id']}", "expect": [[small]]},
+        ],
         "tags": ["compensation", "trap"],
     }
 
@@ -937,20 +1174,29 @@ def t_change_cheaper(g: Generator) -> dict:
     legs, leg, new = _change_setup(g, b, patch, fare, cheaper=True)
     return {
         "instruction": f"{g.hello(t)} Please move my {g.flight_text(leg)} (booking {b['locator']}) to {long_date(new['departs_on'])}. "
-                       f"I noticed that day is even cheaper than what I paid, nice!",
-        "user": g.user(t, f"You want the flight of booking {b['locator']} moved to {long_date(new['departs_on'])}. You noticed the new day is "
-                          f"cheaper but you do not ask for money back."),
+        f"I noticed that day is even cheaper than what I paid, nice!",
+        "user": g.user(
+            t,
+            f"You want the flight of booking {b['locator']} moved to {long_date(new['departs_on'])}. You noticed the new day is "
+            f"cheaper but you do not ask for money back.",
+        ),
         "patch": patch,
-        "gold": [call("lookup_traveller", email=t["email"]), call("get_booking", locator=b["locator"]),
-                 call("search_flights", origin=leg.flight["origin"], destination=leg.flight["destination"], departs_on=new["departs_on"]),
-                 _change_call(g, t, fare, leg, new)],
-        "checks": [{"sql": credits_of_booking(b["id"]), "expect": [[0]]},
-                   {"sql": f"SELECT COUNT(*) FROM fare_payments WHERE booking_id = {b['id']} AND kind = 'refund'", "expect": [[0]]}],
+        "gold": [
+            call("lookup_traveller", email=t["email"]),
+            call("get_booking", locator=b["locator"]),
+            call("search_flights", origin=leg.flight["origin"], destination=leg.flight["destination"], departs_on=new["departs_on"]),
+            _change_call(g, t, fare, leg, new),
+        ],
+        "checks": [
+            {"sql": credits_of_booking(b["id"]), "expect": [[0]]},
+            {"sql": f"SELECT COUNT(*) FROM fare_payments WHERE booking_id = {b['id']} AND kind = 'refund'", "expect": [[0]]},
+        ],
         "tags": ["change", "trap", "cheaper"],
     }
 
 
 # -- multi_step ------------------------------------------------------------------------------------
+
 
 def t_change_and_seat(g: Generator) -> dict:
     b = g.pick_booking()
@@ -961,12 +1207,16 @@ def t_change_and_seat(g: Generator) -> dict:
     seat = g.seat(leg.cabin, {leg.seat} if leg.seat else set())
     return {
         "instruction": f"{g.hello(t)} Two things on booking {b['locator']}: move my {g.flight_text(leg)} to {long_date(new['departs_on'])}, "
-                       f"and on that new flight I'd like seat {seat}.",
+        f"and on that new flight I'd like seat {seat}.",
         "user": g.user(t, f"On booking {b['locator']}: move the {g.flight_text(leg)} to {long_date(new['departs_on'])} and get seat {seat} on it."),
         "patch": patch,
-        "gold": [call("lookup_traveller", email=t["email"]), call("get_booking", locator=b["locator"]),
-                 call("search_flights", origin=leg.flight["origin"], destination=leg.flight["destination"], departs_on=new["departs_on"]),
-                 _change_call(g, t, fare, leg, new), call("assign_seat", segment_id=leg.id, seat=seat)],
+        "gold": [
+            call("lookup_traveller", email=t["email"]),
+            call("get_booking", locator=b["locator"]),
+            call("search_flights", origin=leg.flight["origin"], destination=leg.flight["destination"], departs_on=new["departs_on"]),
+            _change_call(g, t, fare, leg, new),
+            call("assign_seat", segment_id=leg.id, seat=seat),
+        ],
         "checks": [{"sql": f"SELECT flight_id, seat FROM flight_segments WHERE id = {leg.id}", "expect": [[new["id"], seat]]}],
         "tags": ["change", "seat"],
     }
@@ -985,13 +1235,19 @@ def t_miles_then_upgrade(g: Generator) -> dict:
     g.set_miles(patch, t, cost - earned + g.rng.randint(0, earned - 1))
     return {
         "instruction": f"{g.hello(t)} The miles for my {g.flight_text(out)} (booking {b['locator']}) never posted. Once they're in, "
-                       f"I'd like to use miles to upgrade my return {g.flight_text(back)} to premium.",
-        "user": g.user(t, f"On booking {b['locator']}: the outbound flight's miles are missing; once credited, you want the return flight "
-                          f"upgraded to premium with miles."),
+        f"I'd like to use miles to upgrade my return {g.flight_text(back)} to premium.",
+        "user": g.user(
+            t,
+            f"On booking {b['locator']}: the outbound flight's miles are missing; once credited, you want the return flight "
+            f"upgraded to premium with miles.",
+        ),
         "patch": patch,
-        "gold": [call("lookup_traveller", email=t["email"]), call("get_booking", locator=b["locator"]),
-                 call("credit_missing_miles", segment_id=out.id),
-                 call("upgrade_cabin", segment_id=back.id, cabin="premium", pay_with="miles")],
+        "gold": [
+            call("lookup_traveller", email=t["email"]),
+            call("get_booking", locator=b["locator"]),
+            call("credit_missing_miles", segment_id=out.id),
+            call("upgrade_cabin", segment_id=back.id, cabin="premium", pay_with="miles"),
+        ],
         "checks": [{"sql": f"SELECT cabin FROM flight_segments WHERE id = {back.id}", "expect": [["premium"]]}],
         "tags": ["miles", "upgrade", "order_matters"],
     }
@@ -1005,11 +1261,15 @@ def t_upgrade_and_seat(g: Generator) -> dict:
     seat = g.seat(new)
     return {
         "instruction": f"{g.hello(t)} Please upgrade my {g.flight_text(leg)} (booking {b['locator']}) to {new}; I'll pay the difference by card. "
-                       f"And I'd like seat {seat} in {new}.",
+        f"And I'd like seat {seat} in {new}.",
         "user": g.user(t, f"Upgrade the {g.flight_text(leg)} of booking {b['locator']} to {new}, paid by card, then seat {seat}."),
         "patch": patch,
-        "gold": [call("lookup_traveller", email=t["email"]), call("get_booking", locator=b["locator"]),
-                 call("upgrade_cabin", segment_id=leg.id, cabin=new, pay_with="card"), call("assign_seat", segment_id=leg.id, seat=seat)],
+        "gold": [
+            call("lookup_traveller", email=t["email"]),
+            call("get_booking", locator=b["locator"]),
+            call("upgrade_cabin", segment_id=leg.id, cabin=new, pay_with="card"),
+            call("assign_seat", segment_id=leg.id, seat=seat),
+        ],
         "checks": [{"sql": f"SELECT cabin, seat FROM flight_segments WHERE id = {leg.id}", "expect": [[new, seat]]}],
         "tags": ["cabin", "upgrade", "seat"],
     }
@@ -1025,21 +1285,29 @@ def t_cancel_and_compensate(g: Generator) -> dict:
     cabin = g.rng.choice(["economy", "premium"])
     if cabin == "premium":
         delay = min(delay, 355)  # keep the compensation within the agent's limit
-    past_legs = g.restate(past, patch, fare_class=g.rng.choice(["standard", "flex"]), cabin=cabin, days=[(-60, -10), (-55, -2)],
-                          delays=[delay, g.rng.randint(0, 20)])
+    past_legs = g.restate(
+        past, patch, fare_class=g.rng.choice(["standard", "flex"]), cabin=cabin, days=[(-60, -10), (-55, -2)], delays=[delay, g.rng.randint(0, 20)]
+    )
     amount = g.seed.delay_compensation(delay, cabin)
     reason, phrase = g.cancel_reason()
     settlement, s_phrase = g.settlement() if fare == "flex" else ("travel_credit", "A travel credit is fine.")
     return {
         "instruction": f"{g.hello(t)} Please cancel booking {a['locator']}, {phrase}. {s_phrase} Also, my {g.flight_text(past_legs[0])} "
-                       f"(booking {past['locator']}) was {delay_text(delay)} late: is there compensation for that?",
-        "user": g.user(t, f"Cancel booking {a['locator']} {said(phrase)} as {settlement.replace('_', ' ')}; ask about compensation for the "
-                          f"{delay_text(delay)} delay on booking {past['locator']}."),
+        f"(booking {past['locator']}) was {delay_text(delay)} late: is there compensation for that?",
+        "user": g.user(
+            t,
+            f"Cancel booking {a['locator']} {said(phrase)} as {settlement.replace('_', ' ')}; ask about compensation for the "
+            f"{delay_text(delay)} delay on booking {past['locator']}.",
+        ),
         "patch": patch,
-        "gold": [call("lookup_traveller", email=t["email"]), call("get_traveller_profile", traveller_id=t["id"]),
-                 call("get_booking", locator=a["locator"]), call("cancel_booking", locator=a["locator"], reason=reason, settlement=settlement),
-                 call("get_booking", locator=past["locator"]),
-                 call("issue_travel_credit", traveller_id=t["id"], locator=past["locator"], amount=amount, reason="delay_compensation")],
+        "gold": [
+            call("lookup_traveller", email=t["email"]),
+            call("get_traveller_profile", traveller_id=t["id"]),
+            call("get_booking", locator=a["locator"]),
+            call("cancel_booking", locator=a["locator"], reason=reason, settlement=settlement),
+            call("get_booking", locator=past["locator"]),
+            call("issue_travel_credit", traveller_id=t["id"], locator=past["locator"], amount=amount, reason="delay_compensation"),
+        ],
         "checks": [{"sql": booking_state(a["id"]), "expect": [["cancelled", reason]]}],
         "tags": ["cancel", "compensation"],
     }
@@ -1061,20 +1329,30 @@ def t_trip_overhaul(g: Generator) -> dict:
     seat_out, seat_back = g.seat("economy"), g.seat("premium")
     return {
         "instruction": f"{g.hello(t)} A few changes to booking {b['locator']}, please. Move my outbound {g.flight_text(out)} to "
-                       f"{long_date(new['departs_on'])} and pay for it with my travel credit, and give me seat {seat_out} on it. "
-                       f"Then upgrade my return flight to premium with my miles, seat {seat_back} there.",
-        "user": g.user(t, f"On booking {b['locator']}: outbound to {long_date(new['departs_on'])} paid with your travel credit, seat {seat_out}; "
-                          f"return upgraded to premium with miles, seat {seat_back}."),
+        f"{long_date(new['departs_on'])} and pay for it with my travel credit, and give me seat {seat_out} on it. "
+        f"Then upgrade my return flight to premium with my miles, seat {seat_back} there.",
+        "user": g.user(
+            t,
+            f"On booking {b['locator']}: outbound to {long_date(new['departs_on'])} paid with your travel credit, seat {seat_out}; "
+            f"return upgraded to premium with miles, seat {seat_back}.",
+        ),
         "patch": patch,
-        "gold": [call("lookup_traveller", email=t["email"]), call("get_traveller_profile", traveller_id=t["id"]),
-                 call("get_booking", locator=b["locator"]),
-                 call("search_flights", origin=out.flight["origin"], destination=out.flight["destination"], departs_on=new["departs_on"]),
-                 _change_call(g, t, fare, out, new, travel_credit_code=c["code"]),
-                 call("assign_seat", segment_id=out.id, seat=seat_out),
-                 call("upgrade_cabin", segment_id=back.id, cabin="premium", pay_with="miles"),
-                 call("assign_seat", segment_id=back.id, seat=seat_back)],
-        "checks": [{"sql": f"SELECT flight_id, cabin, seat FROM flight_segments WHERE booking_id = {b['id']} ORDER BY seq",
-                    "expect": [[new["id"], "economy", seat_out], [back.flight["id"], "premium", seat_back]]}],
+        "gold": [
+            call("lookup_traveller", email=t["email"]),
+            call("get_traveller_profile", traveller_id=t["id"]),
+            call("get_booking", locator=b["locator"]),
+            call("search_flights", origin=out.flight["origin"], destination=out.flight["destination"], departs_on=new["departs_on"]),
+            _change_call(g, t, fare, out, new, travel_credit_code=c["code"]),
+            call("assign_seat", segment_id=out.id, seat=seat_out),
+            call("upgrade_cabin", segment_id=back.id, cabin="premium", pay_with="miles"),
+            call("assign_seat", segment_id=back.id, seat=seat_back),
+        ],
+        "checks": [
+            {
+                "sql": f"SELECT flight_id, cabin, seat FROM flight_segments WHERE booking_id = {b['id']} ORDER BY seq",
+                "expect": [[new["id"], "economy", seat_out], [back.flight["id"], "premium", seat_back]],
+            }
+        ],
         "tags": ["change", "credit", "seat", "upgrade", "miles"],
     }
 

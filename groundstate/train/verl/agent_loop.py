@@ -97,22 +97,33 @@ class ServerPolicy:
     truncates it; each turn may sample at most what is left of it, and at most `max_new_tokens`.
     """
 
-    def __init__(self, server_manager: Any, tokenizer: Any, codec: ChatCodec, sampling_params: dict[str, Any], *,
-                 prompt_length: int, response_length: int, max_new_tokens: int):
+    def __init__(
+        self,
+        server_manager: Any,
+        tokenizer: Any,
+        codec: ChatCodec,
+        sampling_params: dict[str, Any],
+        *,
+        prompt_length: int,
+        response_length: int,
+        max_new_tokens: int,
+    ):
         self.server_manager = server_manager
         self.tok = tokenizer
         self.codec = codec
         self.params = dict(sampling_params)
         self.prompt_length, self.response_length = prompt_length, response_length
         self.eos_id = tokenizer.eos_token_id
-        self.sampling = SamplingParams(temperature=float(self.params.get("temperature", 1.0)), max_new_tokens=max_new_tokens,
-                                       max_context=prompt_length + response_length)
+        self.sampling = SamplingParams(
+            temperature=float(self.params.get("temperature", 1.0)), max_new_tokens=max_new_tokens, max_context=prompt_length + response_length
+        )
         self.request_id = uuid.uuid4().hex
         self.prompt_len: int | None = None
         self.logprobs_missing = False
         self.generate_s = 0.0  # time spent waiting for the server, for verl's timing metrics
 
-    async def generate(self, ids: list[int]) -> tuple[list[int], list[float], bool]:
+    async def generate(self, ids: list[int], rng: Any = None) -> tuple[list[int], list[float], bool]:
+        """One turn from verl's server (which samples: `rng`, the local policy's per-episode stream, is not used)."""
         if self.prompt_len is None:
             if len(ids) > self.prompt_length:
                 raise EpisodeSystemError(f"the episode's prompt has {len(ids)} tokens, over rollout.prompt_length={self.prompt_length}")
@@ -135,9 +146,20 @@ class ServerPolicy:
 class GroundstateAgentLoop(AgentLoopBase):
     """`agent_name: groundstate` rows: one groundstate episode, graded by its final database state."""
 
-    def __init__(self, *args: Any, backend: str = "sqlite", pg_dsn: str | None = None, user: str = "scripted", judge: str | None = None,
-                 max_turns: int | None = None, max_tool_calls: int | None = None, max_new_tokens: int = 512,
-                 tools_in_prompt: bool | None = None, system_in_prompt: bool | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        *args: Any,
+        backend: str = "sqlite",
+        pg_dsn: str | None = None,
+        user: str = "scripted",
+        judge: str | None = None,
+        max_turns: int | None = None,
+        max_tool_calls: int | None = None,
+        max_new_tokens: int = 512,
+        tools_in_prompt: bool | None = None,
+        system_in_prompt: bool | None = None,
+        **kwargs: Any,
+    ):
         kwargs.pop("tools", None)  # verl's own tool list: a groundstate domain brings its tools
         super().__init__(*args, **kwargs)
         self.backend_kind, self.pg_dsn, self.user_spec, self.judge_spec = backend, pg_dsn, user, judge
@@ -156,11 +178,17 @@ class GroundstateAgentLoop(AgentLoopBase):
             raise ValueError(f"a {AGENT_NAME!r} row needs extra_info.task_id and extra_info.domain; got keys {sorted(extra)}")
         task, domain = resolve_task(str(extra["domain"]), str(extra["task_id"]))
         backend = await asyncio.to_thread(shared_backend, self.backend_kind, self.pg_dsn)  # the first call may connect to PostgreSQL
-        policy = ServerPolicy(self.server_manager, self.tokenizer, self.codec, sampling_params, prompt_length=self.rollout_config.prompt_length,
-                              response_length=self.rollout_config.response_length, max_new_tokens=self.max_new_tokens)
+        policy = ServerPolicy(
+            self.server_manager,
+            self.tokenizer,
+            self.codec,
+            sampling_params,
+            prompt_length=self.rollout_config.prompt_length,
+            response_length=self.rollout_config.response_length,
+            max_new_tokens=self.max_new_tokens,
+        )
         agent = EpisodeAgent(policy)  # type: ignore[arg-type] - ServerPolicy has the members EpisodeAgent uses
-        outcome = await play(task, domain, agent, make_user(self.user_spec, task), self.limits, backend=backend,
-                             judge=shared_judge(self.judge_spec))
+        outcome = await play(task, domain, agent, make_user(self.user_spec, task), self.limits, backend=backend, judge=shared_judge(self.judge_spec))
         verdict = outcome.verdict
         if verdict.system_error is not None or verdict.reward is None:
             # never a 0: verl fails the group and the sync trainer refills it (see the module docstring)
@@ -175,11 +203,18 @@ class GroundstateAgentLoop(AgentLoopBase):
             response_logprobs=None if policy.logprobs_missing else agent.logprobs[:n],
             reward_score=float(verdict.reward),
             num_turns=len(traj.messages) if traj else 0,
-            metrics=AgentLoopMetrics(generate_sequences=policy.generate_s,  # the rest of the episode: tools and the user
-                                     tool_calls=max(0.0, outcome.timings.get("episode_s", 0.0) - policy.generate_s),
-                                     compute_score=outcome.timings.get("grade_s", 0.0)),
-            extra_fields={"task_id": task.id, "finish_reason": traj.finish_reason if traj else "", "truncated": agent.truncated,
-                          "turn_scores": [], "tool_rewards": []},
+            metrics=AgentLoopMetrics(
+                generate_sequences=policy.generate_s,  # the rest of the episode: tools and the user
+                tool_calls=max(0.0, outcome.timings.get("episode_s", 0.0) - policy.generate_s),
+                compute_score=outcome.timings.get("grade_s", 0.0),
+            ),
+            extra_fields={
+                "task_id": task.id,
+                "finish_reason": traj.finish_reason if traj else "",
+                "truncated": agent.truncated,
+                "turn_scores": [],
+                "tool_rewards": [],
+            },
         )
 
 

@@ -29,8 +29,10 @@ from groundstate.train.verl.recipe import (
     write_run_files,
 )
 
-INSTALL_HINT = ("verl is not installed in this environment: install the verl extra in its own environment "
-                "(pip install 'groundstate[verl]', plus verl's vllm or sglang extra on GPU machines; see docs/SCALE_OUT.md)")
+INSTALL_HINT = (
+    "verl is not installed in this environment: install the verl extra in its own environment "
+    "(pip install 'groundstate[verl]', plus verl's vllm or sglang extra on GPU machines; see docs/SCALE_OUT.md)"
+)
 
 
 def plan(recipe: VerlRecipe, pairs: list | None = None) -> dict[str, Any]:
@@ -71,8 +73,11 @@ def verl_resolved(cfg: dict[str, Any]) -> dict[str, Any] | None:
 def dry_run_text(p: dict[str, Any]) -> str:
     doc = {k: p[k] for k in ("topology", "agent_loop_config")}
     doc["config"] = p["resolved"] if p["resolved"] is not None else p["config"]
-    return (yaml.safe_dump(doc, sort_keys=False) + "\n# launch command (run on the Ray head node, in the verl environment):\n"
-            + "\n".join("# " + line for line in shell(p["command"]).splitlines()))
+    return (
+        yaml.safe_dump(doc, sort_keys=False)
+        + "\n# launch command (run on the Ray head node, in the verl environment):\n"
+        + "\n".join("# " + line for line in shell(p["command"]).splitlines())
+    )
 
 
 def launch(recipe: VerlRecipe, pairs: list, val_pairs: list | None, log: Any) -> int:

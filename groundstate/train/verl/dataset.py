@@ -13,8 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from groundstate.tasks import Task
 from groundstate.domain import Domain
+from groundstate.tasks import Task
 from groundstate.train.verl import AGENT_NAME
 
 DATA_SOURCE_PREFIX = "groundstate/"
@@ -26,16 +26,20 @@ def task_rows(pairs: list[tuple[Task, Domain]], split: str = "train", system_in_
         raise ValueError("no tasks to write: the pool is empty")
     rows = []
     for index, (task, domain) in enumerate(pairs):
-        prompt = ([{"role": "system", "content": domain.system_prompt()}] if system_in_prompt else []) + [{"role": "user", "content": task.instruction}]
-        rows.append({
-            "data_source": DATA_SOURCE_PREFIX + domain.name,
-            "agent_name": AGENT_NAME,
-            "prompt": prompt,
-            "ability": "tool-use",
-            # the reward is the final-state verdict computed by the agent loop; verl's reward code reads this key
-            "reward_model": {"style": "groundstate-final-state", "ground_truth": task.id},
-            "extra_info": {"index": index, "split": split, "task_id": task.id, "domain": domain.ref()},
-        })
+        prompt = ([{"role": "system", "content": domain.system_prompt()}] if system_in_prompt else []) + [
+            {"role": "user", "content": task.instruction}
+        ]
+        rows.append(
+            {
+                "data_source": DATA_SOURCE_PREFIX + domain.name,
+                "agent_name": AGENT_NAME,
+                "prompt": prompt,
+                "ability": "tool-use",
+                # the reward is the final-state verdict computed by the agent loop; verl's reward code reads this key
+                "reward_model": {"style": "groundstate-final-state", "ground_truth": task.id},
+                "extra_info": {"index": index, "split": split, "task_id": task.id, "domain": domain.ref()},
+            }
+        )
     return rows
 
 

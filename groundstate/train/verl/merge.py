@@ -40,8 +40,9 @@ def actor_dir(checkpoint: str | Path) -> Path:
             steps = [step]
     if steps:
         return actor_dir(steps[-1])
-    raise MergeError(f"{p}: no FSDP checkpoint here (expected fsdp_config.json and model_world_size_*_rank_*.pt, "
-                     f"an actor/ folder, or global_step_N/ folders)")
+    raise MergeError(
+        f"{p}: no FSDP checkpoint here (expected fsdp_config.json and model_world_size_*_rank_*.pt, an actor/ folder, or global_step_N/ folders)"
+    )
 
 
 def base_model_of(actor: Path) -> Path | None:

@@ -113,8 +113,22 @@ def model_shape(model: str) -> dict[str, int] | None:
 def check(r: VerlRecipe) -> dict[str, Any]:
     """Every divisibility and size rule the launch depends on; returns the derived sizes or raises RecipeError."""
     bad: list[str] = []
-    for name in ("nodes", "gpus_per_node", "sp", "rollout_tp", "tasks_per_step", "group_size", "steps", "mini_batches",
-                 "micro_batch_per_gpu", "prompt_length", "response_length", "max_new_tokens", "save_freq", "max_inflight_gen_batches"):
+    for name in (
+        "nodes",
+        "gpus_per_node",
+        "sp",
+        "rollout_tp",
+        "tasks_per_step",
+        "group_size",
+        "steps",
+        "mini_batches",
+        "micro_batch_per_gpu",
+        "prompt_length",
+        "response_length",
+        "max_new_tokens",
+        "save_freq",
+        "max_inflight_gen_batches",
+    ):
         if getattr(r, name) < 1:
             bad.append(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(r, name)})")
     if bad:
@@ -124,30 +138,38 @@ def check(r: VerlRecipe) -> dict[str, Any]:
     if r.rollout_engine not in ("vllm", "sglang"):
         bad.append(f"--rollout-engine {r.rollout_engine!r}: use vllm or sglang")
     if r.gpus_per_node % r.rollout_tp:
-        bad.append(f"rollout tensor parallelism {r.rollout_tp} does not divide the {r.gpus_per_node} GPUs of a node: "
-                   f"each vLLM/SGLang replica needs {r.rollout_tp} GPUs on one node")
+        bad.append(
+            f"rollout tensor parallelism {r.rollout_tp} does not divide the {r.gpus_per_node} GPUs of a node: "
+            f"each vLLM/SGLang replica needs {r.rollout_tp} GPUs on one node"
+        )
     if r.gpus_per_node % r.sp:
-        bad.append(f"sequence parallelism {r.sp} does not divide the {r.gpus_per_node} GPUs of a node: "
-                   f"a Ulysses group of {r.sp} GPUs must sit on one node")
+        bad.append(
+            f"sequence parallelism {r.sp} does not divide the {r.gpus_per_node} GPUs of a node: a Ulysses group of {r.sp} GPUs must sit on one node"
+        )
     if r.tasks_per_step % r.mini_batches:
         bad.append(f"--mini-batches {r.mini_batches} does not divide --tasks-per-step {r.tasks_per_step}")
     trajectories = r.tasks_per_step * r.group_size
     if trajectories % r.world:
-        bad.append(f"{r.tasks_per_step} tasks × {r.group_size} rollouts = {trajectories} trajectories per step do not split "
-                   f"evenly over {r.world} GPUs ({r.nodes} nodes × {r.gpus_per_node})")
+        bad.append(
+            f"{r.tasks_per_step} tasks × {r.group_size} rollouts = {trajectories} trajectories per step do not split "
+            f"evenly over {r.world} GPUs ({r.nodes} nodes × {r.gpus_per_node})"
+        )
     dp = r.world // r.sp if r.world % r.sp == 0 else 0
     mini_prompts = r.tasks_per_step // r.mini_batches if r.tasks_per_step % r.mini_batches == 0 else 0
     per_rank = 0
     if dp and mini_prompts:
         mini_traj = mini_prompts * r.group_size
         if mini_traj % dp:
-            bad.append(f"a mini-batch of {mini_prompts} tasks × {r.group_size} = {mini_traj} trajectories does not split over "
-                       f"{dp} data-parallel ranks ({r.world} GPUs / sequence parallelism {r.sp})")
+            bad.append(
+                f"a mini-batch of {mini_prompts} tasks × {r.group_size} = {mini_traj} trajectories does not split over "
+                f"{dp} data-parallel ranks ({r.world} GPUs / sequence parallelism {r.sp})"
+            )
         else:
             per_rank = mini_traj // dp
             if per_rank % r.micro_batch_per_gpu:
-                bad.append(f"--micro-batch {r.micro_batch_per_gpu} does not divide the {per_rank} trajectories each data-parallel "
-                           f"rank gets per mini-batch")
+                bad.append(
+                    f"--micro-batch {r.micro_batch_per_gpu} does not divide the {per_rank} trajectories each data-parallel rank gets per mini-batch"
+                )
     shape = model_shape(r.model)
     if shape:
         if shape["heads"] % r.rollout_tp:
@@ -163,9 +185,16 @@ def check(r: VerlRecipe) -> dict[str, Any]:
         bad.append(f"--max-new-tokens {r.max_new_tokens} exceeds the response length {r.response_length} of a whole episode")
     if bad:
         raise RecipeError(bad)
-    return {"gpus": r.world, "data_parallel_ranks": dp, "rollout_replicas": r.world // r.rollout_tp, "trajectories_per_step": trajectories,
-            "mini_batch_tasks": mini_prompts, "trajectories_per_rank_per_mini_batch": per_rank,
-            "model_heads": shape, "pool_tasks": r.train_tasks}
+    return {
+        "gpus": r.world,
+        "data_parallel_ranks": dp,
+        "rollout_replicas": r.world // r.rollout_tp,
+        "trajectories_per_step": trajectories,
+        "mini_batch_tasks": mini_prompts,
+        "trajectories_per_rank_per_mini_batch": per_rank,
+        "model_heads": shape,
+        "pool_tasks": r.train_tasks,
+    }
 
 
 def check_prompts(r: VerlRecipe, pairs: list) -> dict[str, Any] | None:
@@ -180,8 +209,8 @@ def check_prompts(r: VerlRecipe, pairs: list) -> dict[str, Any] | None:
         return None
     from transformers import AutoTokenizer
 
-    from groundstate.types import ToolCallRequest
     from groundstate.agents.local import ChatCodec, prompt_flags
+    from groundstate.types import ToolCallRequest
 
     codec = ChatCodec(AutoTokenizer.from_pretrained(str(model)), **prompt_flags(str(model)))
     bad: list[str] = []
@@ -196,8 +225,11 @@ def check_prompts(r: VerlRecipe, pairs: list) -> dict[str, Any] | None:
     task, domain = pairs[0]
     tools = domain.tools.openai_schemas()
     call = ToolCallRequest("call_1", task.gold[0].tool, dict(task.gold[0].args)) if task.gold else ToolCallRequest("call_1", "noop", {})
-    before = [{"role": "system", "content": domain.system_prompt()}, {"role": "user", "content": task.instruction},
-              {"role": "assistant", "content": "", "tool_calls": [call.to_message()]}]
+    before = [
+        {"role": "system", "content": domain.system_prompt()},
+        {"role": "user", "content": task.instruction},
+        {"role": "assistant", "content": "", "tool_calls": [call.to_message()]},
+    ]
     try:
         codec.observation_ids(before, before + [{"role": "tool", "tool_call_id": "call_1", "name": call.name, "content": "ok"}], tools, True)
     except ValueError as e:
@@ -209,8 +241,18 @@ def check_prompts(r: VerlRecipe, pairs: list) -> dict[str, Any] | None:
 
 def agent_loop_entries(r: VerlRecipe) -> list[dict[str, Any]]:
     """The agent-loop config file: registers `groundstate` and hands the loop its settings."""
-    return [{"name": AGENT_NAME, "_target_": AGENT_LOOP_TARGET, "backend": r.backend, "pg_dsn": r.pg_dsn, "user": r.user,
-             "judge": r.judge, "max_turns": r.max_turns, "max_new_tokens": r.max_new_tokens}]
+    return [
+        {
+            "name": AGENT_NAME,
+            "_target_": AGENT_LOOP_TARGET,
+            "backend": r.backend,
+            "pg_dsn": r.pg_dsn,
+            "user": r.user,
+            "judge": r.judge,
+            "max_turns": r.max_turns,
+            "max_new_tokens": r.max_new_tokens,
+        }
+    ]
 
 
 def render(r: VerlRecipe) -> dict[str, Any]:

@@ -33,9 +33,14 @@ def facts(world) -> dict[str, Any]:
 
     def full(h: dict) -> bool:
         acc = accounts[h["id"]]
-        return (len(acc) == 3 and acc["checking"]["id"] not in busy and acc["checking"]["balance"] > 600 and acc["credit_card"]["balance"] < -60
-                and any(c["status"] == "active" for c in cards[acc["checking"]["id"]])
-                and any(c["status"] == "active" for c in cards[acc["credit_card"]["id"]]))
+        return (
+            len(acc) == 3
+            and acc["checking"]["id"] not in busy
+            and acc["checking"]["balance"] > 600
+            and acc["credit_card"]["balance"] < -60
+            and any(c["status"] == "active" for c in cards[acc["checking"]["id"]])
+            and any(c["status"] == "active" for c in cards[acc["credit_card"]["id"]])
+        )
 
     standard = next(h for h in world["account_holders"] if h["segment"] == "standard" and full(h))
     premier = next(h for h in world["account_holders"] if h["segment"] == "premier" and full(h))
@@ -74,6 +79,7 @@ def balance(sb, account_id: int) -> float:
 
 # -- seed and schema ---------------------------------------------------------------------------------
 
+
 def test_seed_scales_and_its_ledger_is_consistent(domain, world, domain_module):
     seed = domain_module("seed")
     small = seed.generate(random.Random(domain.config.seed), scale=0.25)
@@ -99,6 +105,7 @@ def test_schema_uses_the_three_types_and_no_date_type(domain):
 
 # -- tools ----------------------------------------------------------------------------------------------
 
+
 def test_identity_verification_gates_every_tool(domain, engine, facts):
     h, other = facts["standard"], facts["other"]
     chk = facts["accounts"][h["id"]]["checking"]
@@ -113,47 +120,89 @@ def test_identity_verification_gates_every_tool(domain, engine, facts):
         row = sb.connection.one("SELECT passed, failed_fields FROM holder_verifications ORDER BY id DESC LIMIT 1")
         assert row == {"passed": 0, "failed_fields": "ssn_last4"}
         refused(domain, sb, "verify_account_holder", "already logged", email=h["email"], date_of_birth=h["date_of_birth"], ssn_last4=wrong)
-        refused(domain, sb, "transfer_between_accounts", "not passed identity verification", from_account_id=chk["id"],
-                to_account_id=chk["id"] + 1, amount=10.0)
+        refused(
+            domain,
+            sb,
+            "transfer_between_accounts",
+            "not passed identity verification",
+            from_account_id=chk["id"],
+            to_account_id=chk["id"] + 1,
+            amount=10.0,
+        )
         assert verify(domain, sb, h)["holder_id"] == h["id"]  # a correct retry (a typo fixed) passes
         refused(domain, sb, "verify_account_holder", "already verified", email=h["email"], date_of_birth=h["date_of_birth"], ssn_last4=h["ssn_last4"])
         profile = ok(domain, sb, "get_account_holder", holder_id=h["id"])
         assert {a["account_id"] for a in profile["accounts"]} == {a["id"] for a in facts["accounts"][h["id"]].values()}
         # Verified for one holder never opens another holder's data.
         refused(domain, sb, "get_account_holder", "not passed identity verification", holder_id=other["id"])
-        refused(domain, sb, "get_account_activity", "not passed identity verification",
-                account_id=facts["accounts"][other["id"]]["checking"]["id"])
+        refused(domain, sb, "get_account_activity", "not passed identity verification", account_id=facts["accounts"][other["id"]]["checking"]["id"])
 
 
 def test_transfers_between_accounts(domain, engine, facts):
     h = facts["standard"]
     acc = facts["accounts"][h["id"]]
     chk, sav, cc = acc["checking"], acc["savings"], acc["credit_card"]
-    patch = {"account_holds": [{"id": 9001, "account_id": sav["id"], "amount": 100.0, "reason": "check_deposit",
-                                "placed_on": "2026-05-19", "release_on": "2026-05-24", "status": "active"}],
-             "banking_accounts": [{"id": sav["id"], "balance": 600.0}]}
+    patch = {
+        "account_holds": [
+            {
+                "id": 9001,
+                "account_id": sav["id"],
+                "amount": 100.0,
+                "reason": "check_deposit",
+                "placed_on": "2026-05-19",
+                "release_on": "2026-05-24",
+                "status": "active",
+            }
+        ],
+        "banking_accounts": [{"id": sav["id"], "balance": 600.0}],
+    }
     with open_sandbox(domain, engine, patch) as sb:
         verify(domain, sb, h)
         out = ok(domain, sb, "transfer_between_accounts", from_account_id=sav["id"], to_account_id=chk["id"], amount=250.5)
         assert out["status"] == "completed" and balance(sb, sav["id"]) == 349.5 and balance(sb, chk["id"]) == round(chk["balance"] + 250.5, 2)
-        legs = sb.connection.query("SELECT account_id, kind, amount, balance_after FROM account_ledger WHERE transfer_id = ? ORDER BY id",
-                                   out["transfer_id"])
-        assert legs == [{"account_id": sav["id"], "kind": "transfer_out", "amount": -250.5, "balance_after": 349.5},
-                        {"account_id": chk["id"], "kind": "transfer_in", "amount": 250.5, "balance_after": round(chk["balance"] + 250.5, 2)}]
+        legs = sb.connection.query(
+            "SELECT account_id, kind, amount, balance_after FROM account_ledger WHERE transfer_id = ? ORDER BY id", out["transfer_id"]
+        )
+        assert legs == [
+            {"account_id": sav["id"], "kind": "transfer_out", "amount": -250.5, "balance_after": 349.5},
+            {"account_id": chk["id"], "kind": "transfer_in", "amount": 250.5, "balance_after": round(chk["balance"] + 250.5, 2)},
+        ]
         ok(domain, sb, "transfer_between_accounts", from_account_id=sav["id"], to_account_id=chk["id"], amount=0.5)  # a second one is real
-        refused(domain, sb, "transfer_between_accounts", "insufficient available funds", from_account_id=sav["id"], to_account_id=chk["id"],
-                amount=250.0)  # 349 left, but 100 of it is held
+        refused(
+            domain, sb, "transfer_between_accounts", "insufficient available funds", from_account_id=sav["id"], to_account_id=chk["id"], amount=250.0
+        )  # 349 left, but 100 of it is held
         owed = -cc["balance"]
-        refused(domain, sb, "transfer_between_accounts", "exceeds the .* owed", from_account_id=chk["id"], to_account_id=cc["id"],
-                amount=round(owed + 1, 2))
+        refused(
+            domain,
+            sb,
+            "transfer_between_accounts",
+            "exceeds the .* owed",
+            from_account_id=chk["id"],
+            to_account_id=cc["id"],
+            amount=round(owed + 1, 2),
+        )
         ok(domain, sb, "transfer_between_accounts", from_account_id=chk["id"], to_account_id=cc["id"], amount=owed)
         assert balance(sb, cc["id"]) == 0
         refused(domain, sb, "transfer_between_accounts", "out of a credit card", from_account_id=cc["id"], to_account_id=chk["id"], amount=5.0)
-        refused(domain, sb, "transfer_between_accounts", "daily transfer limit", from_account_id=chk["id"], to_account_id=sav["id"],
-                amount=chk["daily_transfer_limit"])
+        refused(
+            domain,
+            sb,
+            "transfer_between_accounts",
+            "daily transfer limit",
+            from_account_id=chk["id"],
+            to_account_id=sav["id"],
+            amount=chk["daily_transfer_limit"],
+        )
         refused(domain, sb, "transfer_between_accounts", "whole number of cents", from_account_id=chk["id"], to_account_id=sav["id"], amount=1.005)
-        refused(domain, sb, "transfer_between_accounts", "belongs to another holder", from_account_id=chk["id"],
-                to_account_id=facts["accounts"][facts["other"]["id"]]["checking"]["id"], amount=5.0)
+        refused(
+            domain,
+            sb,
+            "transfer_between_accounts",
+            "belongs to another holder",
+            from_account_id=chk["id"],
+            to_account_id=facts["accounts"][facts["other"]["id"]]["checking"]["id"],
+            amount=5.0,
+        )
         refused(domain, sb, "transfer_between_accounts", "invalid arguments", from_account_id=chk["id"], to_account_id=sav["id"], amount=INJECTION)
 
 
@@ -163,14 +212,33 @@ def test_payees_and_payments(domain, engine, facts):
     today = domain.config.today
     with open_sandbox(domain, engine) as sb:
         verify(domain, sb, h)
-        refused(domain, sb, "add_payee", "not a valid nine-digit ABA", holder_id=h["id"], name="Corner Dental", routing_number="021000022",
-                account_number="12345678")
+        refused(
+            domain,
+            sb,
+            "add_payee",
+            "not a valid nine-digit ABA",
+            holder_id=h["id"],
+            name="Corner Dental",
+            routing_number="021000022",
+            account_number="12345678",
+        )
         payee = ok(domain, sb, "add_payee", holder_id=h["id"], name=INJECTION, routing_number="021000021", account_number="12345678")
         assert sb.connection.one("SELECT name, nickname, status FROM transfer_payees WHERE id = ?", payee["payee_id"]) == {
-            "name": INJECTION, "nickname": None, "status": "active"}
+            "name": INJECTION,
+            "nickname": None,
+            "status": "active",
+        }
         assert sb.connection.scalar("SELECT COUNT(*) FROM banking_accounts") > 0  # the injection stayed a string
-        refused(domain, sb, "add_payee", "already has that routing", holder_id=h["id"], name="Again", routing_number="021000021",
-                account_number="12345678")
+        refused(
+            domain,
+            sb,
+            "add_payee",
+            "already has that routing",
+            holder_id=h["id"],
+            name="Again",
+            routing_number="021000021",
+            account_number="12345678",
+        )
         refused(domain, sb, "add_payee", "not an account number", holder_id=h["id"], name="X", routing_number="021000021", account_number="12-34")
         pid = payee["payee_id"]
         paid = ok(domain, sb, "pay_payee", from_account_id=chk["id"], payee_id=pid, amount=40.0, send_on=today.isoformat())
@@ -187,7 +255,9 @@ def test_payees_and_payments(domain, engine, facts):
         refused(domain, sb, "pay_payee", "no payee", from_account_id=chk["id"], payee_id=foreign["id"], amount=5.0, send_on=later)
         ok(domain, sb, "cancel_scheduled_payment", transfer_id=sched["transfer_id"])
         assert sb.connection.one("SELECT status, cancelled_on FROM fund_transfers WHERE id = ?", sched["transfer_id"]) == {
-            "status": "cancelled", "cancelled_on": today.isoformat()}
+            "status": "cancelled",
+            "cancelled_on": today.isoformat(),
+        }
         refused(domain, sb, "cancel_scheduled_payment", "already cancelled", transfer_id=sched["transfer_id"])
         refused(domain, sb, "cancel_scheduled_payment", "cannot be recalled", transfer_id=paid["transfer_id"])
         refused(domain, sb, "cancel_scheduled_payment", "no payment", transfer_id=999999)
@@ -210,13 +280,24 @@ def test_cards(domain, engine, facts):
         assert out["fee_charged"] == 25.0 and balance(sb, chk["id"]) == round(chk["balance"] - 25, 2)
         new = sb.connection.one("SELECT * FROM banking_cards WHERE id = ?", out["new_card_id"])
         assert (new["status"], new["replaces_card_id"], new["replacement_reason"], new["delivery"], new["daily_limit"]) == (
-            "active", debit["id"], "stolen", "expedited", debit["daily_limit"])
+            "active",
+            debit["id"],
+            "stolen",
+            "expedited",
+            debit["daily_limit"],
+        )
         assert new["last4"] not in {c["last4"] for c in facts["world"]["banking_cards"] if c["id"] in {debit["id"], credit["id"]}}
         assert sb.connection.scalar("SELECT status FROM banking_cards WHERE id = ?", debit["id"]) == "stolen"
         refused(domain, sb, "replace_card", "already stolen", card_id=debit["id"], reason="stolen", delivery="standard")
         refused(domain, sb, "set_card_freeze", "blocked permanently", card_id=debit["id"], frozen=False)
-        refused(domain, sb, "set_card_freeze", "not passed identity verification",
-                card_id=active_card(facts, facts["accounts"][p["id"]]["checking"])["id"], frozen=True)
+        refused(
+            domain,
+            sb,
+            "set_card_freeze",
+            "not passed identity verification",
+            card_id=active_card(facts, facts["accounts"][p["id"]]["checking"])["id"],
+            frozen=True,
+        )
     with open_sandbox(domain, engine) as sb:  # premier holders get expedited delivery free
         verify(domain, sb, p)
         card = active_card(facts, facts["accounts"][p["id"]]["credit_card"])
@@ -230,19 +311,39 @@ def test_disputes_and_fee_reversals(domain, engine, facts):
     debit, credit = active_card(facts, chk), active_card(facts, cc)
 
     def entry(i: int, account: dict, kind: str, amount: float, card: dict | None = None, fee_code: str | None = None) -> dict:
-        return {"id": i, "account_id": account["id"], "posted_on": "2026-05-18", "kind": kind, "amount": amount, "balance_after": 0.0,
-                "description": "test", "merchant": "Greenleaf Grocers" if card else None, "card_id": card["id"] if card else None,
-                "transfer_id": None, "fee_code": fee_code, "related_entry_id": None, "reversal_reason": None}
+        return {
+            "id": i,
+            "account_id": account["id"],
+            "posted_on": "2026-05-18",
+            "kind": kind,
+            "amount": amount,
+            "balance_after": 0.0,
+            "description": "test",
+            "merchant": "Greenleaf Grocers" if card else None,
+            "card_id": card["id"] if card else None,
+            "transfer_id": None,
+            "fee_code": fee_code,
+            "related_entry_id": None,
+            "reversal_reason": None,
+        }
 
-    patch = {"account_ledger": [entry(90001, chk, "card_purchase", -80.0, debit), entry(90002, cc, "card_purchase", -40.0, credit),
-                                entry(90003, chk, "fee", -35.0, fee_code="overdraft"), entry(90004, chk, "deposit", 100.0)]}
+    patch = {
+        "account_ledger": [
+            entry(90001, chk, "card_purchase", -80.0, debit),
+            entry(90002, cc, "card_purchase", -40.0, credit),
+            entry(90003, chk, "fee", -35.0, fee_code="overdraft"),
+            entry(90004, chk, "deposit", 100.0),
+        ]
+    }
     with open_sandbox(domain, engine, patch) as sb:
         verify(domain, sb, h)
         before = balance(sb, chk["id"])
         d = ok(domain, sb, "open_card_dispute", entry_id=90001, reason="duplicate_charge", amount=80.0, provisional_credit=True)
         assert d["provisional_credit"] == 80.0 and balance(sb, chk["id"]) == round(before + 80, 2)
         assert sb.connection.one("SELECT kind, related_entry_id FROM account_ledger WHERE account_id = ? ORDER BY id DESC LIMIT 1", chk["id"]) == {
-            "kind": "dispute_credit", "related_entry_id": 90001}
+            "kind": "dispute_credit",
+            "related_entry_id": 90001,
+        }
         refused(domain, sb, "open_card_dispute", "already disputed", entry_id=90001, reason="unauthorized", amount=80.0, provisional_credit=False)
         refused(domain, sb, "open_card_dispute", "only given on debit", entry_id=90002, reason="unauthorized", amount=40.0, provisional_credit=True)
         refused(domain, sb, "open_card_dispute", "exceeds", entry_id=90002, reason="incorrect_amount", amount=40.01, provisional_credit=False)
@@ -250,8 +351,9 @@ def test_disputes_and_fee_reversals(domain, engine, facts):
         ok(domain, sb, "open_card_dispute", entry_id=90002, reason="incorrect_amount", amount=12.5, provisional_credit=False)
         assert sb.connection.scalar("SELECT balance FROM banking_accounts WHERE id = ?", cc["id"]) == cc["balance"]
         r = ok(domain, sb, "reverse_fee", entry_id=90003, reason="bank_error")
-        assert r["amount"] == 35.0 and sb.connection.one("SELECT reversal_reason, fee_code FROM account_ledger WHERE id = ?",
-                                                         r["reversal_entry_id"]) == {"reversal_reason": "bank_error", "fee_code": "overdraft"}
+        assert r["amount"] == 35.0 and sb.connection.one(
+            "SELECT reversal_reason, fee_code FROM account_ledger WHERE id = ?", r["reversal_entry_id"]
+        ) == {"reversal_reason": "bank_error", "fee_code": "overdraft"}
         refused(domain, sb, "reverse_fee", "already reversed", entry_id=90003, reason="courtesy")
         refused(domain, sb, "reverse_fee", "not a fee", entry_id=90004, reason="courtesy")
         refused(domain, sb, "reverse_fee", "no ledger entry", entry_id=999999, reason="courtesy")
@@ -263,11 +365,21 @@ def test_notes_and_referrals(domain, engine, facts):
     with open_sandbox(domain, engine) as sb:
         verify(domain, sb, h)
         n = ok(domain, sb, "add_banking_note", holder_id=h["id"], body=INJECTION, account_id=chk["id"])
-        assert sb.connection.one("SELECT body, account_id FROM banking_notes WHERE id = ?", n["note_id"]) == {"body": INJECTION, "account_id": chk["id"]}
+        assert sb.connection.one("SELECT body, account_id FROM banking_notes WHERE id = ?", n["note_id"]) == {
+            "body": INJECTION,
+            "account_id": chk["id"],
+        }
         assert ok(domain, sb, "add_banking_note", holder_id=h["id"], body="General remark.")["account_id"] is None
         refused(domain, sb, "add_banking_note", "must not be empty", holder_id=h["id"], body="  ")
-        refused(domain, sb, "add_banking_note", "does not belong", holder_id=h["id"], body="x",
-                account_id=facts["accounts"][other["id"]]["checking"]["id"])
+        refused(
+            domain,
+            sb,
+            "add_banking_note",
+            "does not belong",
+            holder_id=h["id"],
+            body="x",
+            account_id=facts["accounts"][other["id"]]["checking"]["id"],
+        )
         refused(domain, sb, "add_banking_note", "not passed identity verification", holder_id=other["id"], body="x")
         r = ok(domain, sb, "refer_to_banking_team", holder_id=h["id"], team="fraud", summary="Scam call.", account_id=chk["id"])
         assert sb.connection.scalar("SELECT status FROM banking_referrals WHERE id = ?", r["referral_id"]) == "open"
@@ -278,6 +390,7 @@ def test_notes_and_referrals(domain, engine, facts):
 
 # -- tasks -------------------------------------------------------------------------------------------------
 
+
 def test_tasks_load_with_every_family(domain):
     tasks = domain.tasks
     assert len(tasks) >= 150
@@ -287,4 +400,3 @@ def test_tasks_load_with_every_family(domain):
     assert min(calls) == 1 and max(calls) == 8
     for t in tasks:
         assert t.gold[0].tool == "verify_account_holder", t.id
-

@@ -21,6 +21,7 @@ INJECTION = "x'); DROP TABLE personnel; --"
 
 # -- helpers over the seeded world ---------------------------------------------------------------------
 
+
 def _clean_employee(db, skip: int = 0) -> dict:
     """An active employee with a manager, nothing pending or booked ahead, and at least 5 annual days available."""
     today = db.today.isoformat()
@@ -46,6 +47,7 @@ def _new_hire(db) -> dict:
 
 # -- schema and seed -------------------------------------------------------------------------------------
 
+
 def test_schema_size(domain):
     assert 6 <= len(domain.tables) <= 12
 
@@ -60,8 +62,11 @@ def test_seed_is_consistent(domain, world):
     today = domain.config.today.isoformat()
     # Used days are exactly the approved leave of the year; salaries sit in their bands.
     for b in world["leave_balances"]:
-        approved = sum(r["days"] for r in world["leave_requests"]
-                       if r["personnel_id"] == b["personnel_id"] and r["leave_type"] == b["leave_type"] and r["status"] == "approved")
+        approved = sum(
+            r["days"]
+            for r in world["leave_requests"]
+            if r["personnel_id"] == b["personnel_id"] and r["leave_type"] == b["leave_type"] and r["status"] == "approved"
+        )
         assert b["used_days"] == pytest.approx(approved), b
         assert b["used_days"] <= b["carried_over_days"] + b["accrued_days"] + 1e-9 or b["leave_type"] == "sick"
     bands = {b["id"]: b for b in world["salary_bands"]}
@@ -86,13 +91,23 @@ def test_holidays_agree_across_files(domain, domain_module):
 
 # -- tools: shape and reads --------------------------------------------------------------------------------
 
+
 def test_toolset_shape(domain):
     tools = domain.tools
     assert 8 <= len(tools.names()) <= 15
     writes = {n for n in tools.names() if tools[n].write}
-    assert writes == {"submit_leave_request", "decide_leave_request", "cancel_leave_request", "update_onboarding_item",
-                      "schedule_salary_adjustment", "update_payroll_bank_account", "submit_expense_claim", "review_expense_claim",
-                      "add_hr_note", "escalate_hr_case"}
+    assert writes == {
+        "submit_leave_request",
+        "decide_leave_request",
+        "cancel_leave_request",
+        "update_onboarding_item",
+        "schedule_salary_adjustment",
+        "update_payroll_bank_account",
+        "submit_expense_claim",
+        "review_expense_claim",
+        "add_hr_note",
+        "escalate_hr_case",
+    }
 
 
 def test_bad_arguments_and_injection_are_inert(desk):
@@ -126,6 +141,7 @@ def test_reads(desk, world):
 
 # -- tools: writes ----------------------------------------------------------------------------------------
 
+
 def test_submit_leave_request(desk):
     p = _clean_employee(desk.db)
     before = _annual(desk.db, p["id"])["used_days"]
@@ -133,9 +149,13 @@ def test_submit_leave_request(desk):
     assert (out["status"], out["days"]) == ("pending", 5.0)
     assert _annual(desk.db, p["id"])["used_days"] == before  # pending leave is reserved, not used
     desk.refused("submit_leave_request", "overlaps", personnel_id=p["id"], leave_type="annual", start_date="2026-08-17", end_date="2026-08-21")
-    desk.refused("submit_leave_request", "must start after today", personnel_id=p["id"], leave_type="annual", start_date="2026-05-11", end_date="2026-05-12")
+    desk.refused(
+        "submit_leave_request", "must start after today", personnel_id=p["id"], leave_type="annual", start_date="2026-05-11", end_date="2026-05-12"
+    )
     desk.refused("submit_leave_request", "only", personnel_id=p["id"], leave_type="annual", start_date="2026-09-01", end_date="2026-11-30")
-    desk.refused("submit_leave_request", "before start_date", personnel_id=p["id"], leave_type="annual", start_date="2026-09-02", end_date="2026-09-01")
+    desk.refused(
+        "submit_leave_request", "before start_date", personnel_id=p["id"], leave_type="annual", start_date="2026-09-02", end_date="2026-09-01"
+    )
     desk.refused("submit_leave_request", "no working days", personnel_id=p["id"], leave_type="annual", start_date="2026-09-05", end_date="2026-09-07")
     desk.refused("submit_leave_request", "ISO date", personnel_id=p["id"], leave_type="annual", start_date="17/08/2026", end_date="2026-08-21")
     # Labor Day (a company holiday) and the weekend are not counted.
@@ -178,10 +198,17 @@ def test_update_onboarding_item(domain, engine):
         hire = _new_hire(desk.db)
         items = {i["item"]: i for i in desk.db.query("SELECT * FROM onboarding_items WHERE personnel_id = ? ORDER BY id", hire["id"])}
     # A clean situation: only the badge and the security training are still open.
-    patch = {"onboarding_items": [{"id": i["id"], "status": "pending" if name in ("badge_access", "security_training") else "done",
-                                   "completed_on": None if name in ("badge_access", "security_training") else "2026-05-01",
-                                   "completed_by": None if name in ("badge_access", "security_training") else hire["id"]}
-                                  for name, i in items.items()]}
+    patch = {
+        "onboarding_items": [
+            {
+                "id": i["id"],
+                "status": "pending" if name in ("badge_access", "security_training") else "done",
+                "completed_on": None if name in ("badge_access", "security_training") else "2026-05-01",
+                "completed_by": None if name in ("badge_access", "security_training") else hire["id"],
+            }
+            for name, i in items.items()
+        ]
+    }
     with open_sandbox(domain, engine, patch) as sandbox:
         desk = Desk(domain, sandbox)
         badge, training = items["badge_access"]["id"], items["security_training"]["id"]
@@ -194,7 +221,10 @@ def test_update_onboarding_item(domain, engine):
         out = desk.ok("update_onboarding_item", item_id=training, status="done", confirmed_by=hire["id"])
         assert out["employee_activated"] and desk.db.scalar("SELECT status FROM personnel WHERE id = ?", hire["id"]) == "active"
         assert desk.db.one("SELECT status, completed_on, completed_by FROM onboarding_items WHERE id = ?", training) == {
-            "status": "done", "completed_on": domain.config.today.isoformat(), "completed_by": hire["id"]}
+            "status": "done",
+            "completed_on": domain.config.today.isoformat(),
+            "completed_by": hire["id"],
+        }
 
 
 def test_schedule_salary_adjustment(desk):
@@ -225,7 +255,9 @@ def test_update_payroll_bank_account(desk):
     out = desk.ok("update_payroll_bank_account", **args)
     assert out["account_last4"] == "6789"
     assert desk.db.one("SELECT status, replaced_on FROM personnel_bank_accounts WHERE id = ?", old["id"]) == {
-        "status": "replaced", "replaced_on": desk.db.today.isoformat()}
+        "status": "replaced",
+        "replaced_on": desk.db.today.isoformat(),
+    }
     assert desk.db.scalar("SELECT COUNT(*) FROM personnel_bank_accounts WHERE personnel_id = ? AND status = 'active'", p["id"]) == 1
     desk.refused("update_payroll_bank_account", "already paid into", **args)
 
@@ -235,7 +267,10 @@ def test_expense_claims(desk):
     args = dict(personnel_id=p["id"], category="meals", amount=42.5, incurred_on="2026-05-04", description=INJECTION)
     out = desk.ok("submit_expense_claim", **args)
     assert desk.db.one("SELECT status, amount, description FROM expense_claims WHERE id = ?", out["claim_id"]) == {
-        "status": "submitted", "amount": 42.5, "description": INJECTION}
+        "status": "submitted",
+        "amount": 42.5,
+        "description": INJECTION,
+    }
     desk.refused("submit_expense_claim", "already covers", **args)
     desk.refused("submit_expense_claim", "in the future", **{**args, "incurred_on": "2026-05-12"})
     desk.refused("submit_expense_claim", "whole number of cents", **{**args, "amount": 10.005})
@@ -244,7 +279,9 @@ def test_expense_claims(desk):
     desk.refused("review_expense_claim", "direct manager", claim_id=out["claim_id"], approver_id=p["id"], decision="approved")
     desk.ok("review_expense_claim", claim_id=out["claim_id"], approver_id=p["manager_id"], decision="approved")
     assert desk.db.one("SELECT status, decided_by FROM expense_claims WHERE id = ?", out["claim_id"]) == {
-        "status": "approved", "decided_by": p["manager_id"]}
+        "status": "approved",
+        "decided_by": p["manager_id"],
+    }
     desk.refused("review_expense_claim", "already approved", claim_id=out["claim_id"], approver_id=p["manager_id"], decision="rejected")
     desk.refused("review_expense_claim", "no expense claim", claim_id=10**6, approver_id=p["manager_id"], decision="rejected")
 
@@ -263,6 +300,7 @@ def test_notes_and_escalations(desk):
 
 # -- tasks ------------------------------------------------------------------------------------------------
 
+
 def test_tasks_load_with_every_family(domain):
     tasks = domain.tasks
     assert len(tasks) >= 60
@@ -270,4 +308,3 @@ def test_tasks_load_with_every_family(domain):
     for family in FAMILIES:
         assert families[family] >= 6, families
     assert max(len(t.gold) for t in tasks) >= 8 and min(len(t.gold) for t in tasks) <= 2
-

@@ -18,8 +18,19 @@ from domain_testing import FAMILIES, Desk, open_sandbox
 from groundstate.domain import load_domain
 
 INJECTION = "x'); DROP TABLE motor_claims; --"
-WRITES = {"add_named_driver", "remove_named_driver", "add_insured_vehicle", "remove_insured_vehicle", "change_policy_cover",
-          "file_motor_claim", "approve_motor_claim", "deny_motor_claim", "pay_motor_claim", "add_insurance_note", "refer_to_specialist"}
+WRITES = {
+    "add_named_driver",
+    "remove_named_driver",
+    "add_insured_vehicle",
+    "remove_insured_vehicle",
+    "change_policy_cover",
+    "file_motor_claim",
+    "approve_motor_claim",
+    "deny_motor_claim",
+    "pay_motor_claim",
+    "add_insurance_note",
+    "refer_to_specialist",
+}
 
 
 def _ago(domain, days: int) -> str:
@@ -33,8 +44,14 @@ def _policy(world, *, coverage: str | None = None, vehicles: int | None = None, 
     covered = collections.Counter(v["policy_id"] for v in world["insured_vehicles"] if v["status"] == "covered")
     for p in world["motor_policies"]:
         start, end = dt.date.fromisoformat(p["start_date"]), dt.date.fromisoformat(p["end_date"])
-        if (p["status"] == "active" and p["id"] not in claimed and (today - start).days >= started and (end - today).days >= 30
-                and (coverage is None or p["coverage"] == coverage) and (vehicles is None or covered[p["id"]] == vehicles)):
+        if (
+            p["status"] == "active"
+            and p["id"] not in claimed
+            and (today - start).days >= started
+            and (end - today).days >= 30
+            and (coverage is None or p["coverage"] == coverage)
+            and (vehicles is None or covered[p["id"]] == vehicles)
+        ):
             return p
     raise LookupError("no such policy in the seed")
 
@@ -58,6 +75,7 @@ def _premium_matches_parts(db, policy_id: int) -> bool:
 
 
 # -- schema and seed --------------------------------------------------------------------------------
+
 
 def test_schema_and_toolset_sizes(domain):
     assert 6 <= len(domain.tables) <= 9
@@ -84,6 +102,7 @@ def test_seed_scale_and_premiums(world, sb, domain_module):
 
 # -- tools: shape and safety ------------------------------------------------------------------------
 
+
 def test_toolset_shape(domain):
     tools = domain.tools
     assert 8 <= len(tools.names()) <= 15
@@ -98,8 +117,17 @@ def test_bad_arguments_and_injection_are_inert(domain, world, desk):
     desk.refused("find_policyholder", "no policyholder matches", email=INJECTION, date_of_birth=h["date_of_birth"])
     desk.refused("find_policyholder", "ISO date", email=h["email"], date_of_birth=INJECTION)
     desk.refused("change_policy_cover", "invalid arguments", policy_id=p["id"], coverage=INJECTION, deductible=500)
-    desk.refused("add_named_driver", "not a licence number", policy_id=p["id"], first_name="Ann", last_name="Lee",
-                 date_of_birth="1980-01-01", licence_number=INJECTION, licence_issued_on="2000-01-01", relationship="spouse")
+    desk.refused(
+        "add_named_driver",
+        "not a licence number",
+        policy_id=p["id"],
+        first_name="Ann",
+        last_name="Lee",
+        date_of_birth="1980-01-01",
+        licence_number=INJECTION,
+        licence_issued_on="2000-01-01",
+        relationship="spouse",
+    )
     desk.refused("get_policyholder", "invalid arguments", policyholder_id=1, extra=1)
     # Stored as plain text: the quote and the DROP never reach the SQL.
     note = desk.ok("add_insurance_note", policyholder_id=h["id"], body=INJECTION, policy_id=p["id"])
@@ -108,6 +136,7 @@ def test_bad_arguments_and_injection_are_inert(domain, world, desk):
 
 
 # -- tools: reads -----------------------------------------------------------------------------------
+
 
 def test_identification_and_profile(world, desk):
     p = _policy(world)
@@ -129,16 +158,19 @@ def test_get_motor_policy_and_claim(domain, world, desk, domain_module):
     assert me["age"] == domain_module("tools").years_between(dt.date.fromisoformat(me["date_of_birth"]), domain.config.today)
     c = next(c for c in world["motor_claims"] if c["status"] == "paid")
     claim = desk.ok("get_motor_claim", claim_id=c["id"])
-    assert claim["payouts"] and claim["days_from_incident_to_report"] == (
-        dt.date.fromisoformat(c["reported_on"]) - dt.date.fromisoformat(c["incident_date"])).days
+    assert (
+        claim["payouts"]
+        and claim["days_from_incident_to_report"] == (dt.date.fromisoformat(c["reported_on"]) - dt.date.fromisoformat(c["incident_date"])).days
+    )
     desk.refused("get_motor_policy", "no policy", policy_id=10**6)
     desk.refused("get_motor_claim", "no claim", claim_id=10**6)
 
 
 # -- tools: policy changes ----------------------------------------------------------------------------
 
-DRIVER = dict(first_name="Ana", last_name="Reyes", date_of_birth="1984-03-02", licence_number="K1234567",
-              licence_issued_on="2003-05-01", relationship="spouse")
+DRIVER = dict(
+    first_name="Ana", last_name="Reyes", date_of_birth="1984-03-02", licence_number="K1234567", licence_issued_on="2003-05-01", relationship="spouse"
+)
 
 
 def test_add_and_remove_named_driver(domain, world, desk):
@@ -146,16 +178,21 @@ def test_add_and_remove_named_driver(domain, world, desk):
     out = desk.ok("add_named_driver", policy_id=p["id"], **DRIVER)
     db = desk.db
     assert db.one("SELECT status, premium_loading, added_on FROM named_drivers WHERE id = ?", out["driver_id"]) == {
-        "status": "active", "premium_loading": 90.0, "added_on": domain.config.today.isoformat()}
+        "status": "active",
+        "premium_loading": 90.0,
+        "added_on": domain.config.today.isoformat(),
+    }
     assert out["annual_premium_after"] == pytest.approx(p["annual_premium"] + 90.0)
     e = db.one("SELECT * FROM policy_endorsements WHERE id = ?", out["endorsement_id"])
     assert e["kind"] == "add_driver" and e["driver_id"] == out["driver_id"] and 0 < e["prorated_amount"] <= 90.0
     assert _premium_matches_parts(db, p["id"])
     desk.refused("add_named_driver", "already named", policy_id=p["id"], **DRIVER)
-    desk.refused("add_named_driver", "at least 17", policy_id=p["id"], **{**DRIVER, "licence_number": "K7654321",
-                                                                         "date_of_birth": _ago(domain, 15 * 365)})
-    desk.refused("add_named_driver", "in the future", policy_id=p["id"], **{**DRIVER, "licence_number": "K7654321",
-                                                                           "licence_issued_on": "2099-01-01"})
+    desk.refused(
+        "add_named_driver", "at least 17", policy_id=p["id"], **{**DRIVER, "licence_number": "K7654321", "date_of_birth": _ago(domain, 15 * 365)}
+    )
+    desk.refused(
+        "add_named_driver", "in the future", policy_id=p["id"], **{**DRIVER, "licence_number": "K7654321", "licence_issued_on": "2099-01-01"}
+    )
     desk.refused("add_named_driver", "invalid arguments", policy_id=p["id"], **{**DRIVER, "relationship": "cousin"})
     lapsed = next(x for x in world["motor_policies"] if x["status"] == "lapsed")
     desk.refused("add_named_driver", "only active policies", policy_id=lapsed["id"], **DRIVER)
@@ -178,8 +215,11 @@ def test_add_replace_and_remove_vehicles(domain, world, desk, domain_module):
     db = desk.db
     row = db.one("SELECT registration, annual_premium, usage FROM insured_vehicles WHERE id = ?", out["vehicle_id"])
     tools = domain_module("tools")
-    assert row == {"registration": "9ZZZ001", "usage": "commute",
-                   "annual_premium": tools.vehicle_premium(p["coverage"], p["deductible"], 26000.0, "commute")}
+    assert row == {
+        "registration": "9ZZZ001",
+        "usage": "commute",
+        "annual_premium": tools.vehicle_premium(p["coverage"], p["deductible"], 26000.0, "commute"),
+    }
     desk.refused("add_insured_vehicle", "already covered", policy_id=p["id"], **CAR)
     desk.refused("add_insured_vehicle", "not a licence plate", policy_id=p["id"], **{**CAR, "registration": "9ZZZ001-x"})
     desk.refused("add_insured_vehicle", "positive", policy_id=p["id"], **{**CAR, "registration": "9ZZZ002", "vehicle_value": 0})
@@ -203,16 +243,27 @@ def test_change_policy_cover(world, desk):
 
 # -- tools: claims ----------------------------------------------------------------------------------
 
+
 def test_file_motor_claim(domain, world, desk):
     p = _policy(world, coverage="comprehensive")
     v = _vehicles(world, p["id"])[0]
     me = _self_driver(world, p)
-    args = dict(vehicle_id=v["id"], incident_date=_ago(domain, 5), incident_type="collision",
-                description="Hit a bollard while parking.", estimated_damage=1250.5, driver_id=me["id"])
+    args = dict(
+        vehicle_id=v["id"],
+        incident_date=_ago(domain, 5),
+        incident_type="collision",
+        description="Hit a bollard while parking.",
+        estimated_damage=1250.5,
+        driver_id=me["id"],
+    )
     out = desk.ok("file_motor_claim", **args)
     row = desk.db.one("SELECT * FROM motor_claims WHERE id = ?", out["claim_id"])
     assert (row["status"], row["reported_on"], row["policy_id"], row["estimated_damage"]) == (
-        "open", domain.config.today.isoformat(), p["id"], 1250.5)
+        "open",
+        domain.config.today.isoformat(),
+        p["id"],
+        1250.5,
+    )
     desk.refused("file_motor_claim", "already covers", **args)
     desk.refused("file_motor_claim", "in the future", **{**args, "incident_date": _ago(domain, -1)})
     desk.refused("file_motor_claim", "did not cover", **{**args, "incident_date": "2020-01-01"})
@@ -220,16 +271,31 @@ def test_file_motor_claim(domain, world, desk):
     other = next(d for d in world["named_drivers"] if d["policy_id"] != p["id"])
     desk.refused("file_motor_claim", "not a named driver", **{**args, "incident_date": _ago(domain, 6), "driver_id": other["id"]})
     tp = _policy(world, coverage="third_party")
-    desk.refused("file_motor_claim", "does not pay for collision", **{**args, "vehicle_id": _vehicles(world, tp["id"])[0]["id"],
-                                                                      "driver_id": _self_driver(world, tp)["id"]})
+    desk.refused(
+        "file_motor_claim",
+        "does not pay for collision",
+        **{**args, "vehicle_id": _vehicles(world, tp["id"])[0]["id"], "driver_id": _self_driver(world, tp)["id"]},
+    )
 
 
 def _open_claim_patch(domain, world, estimate: float = 2400.0) -> tuple[dict, dict]:
     p = _policy(world, coverage="comprehensive")
     v = _vehicles(world, p["id"])[0]
-    claim = {"id": 90001, "policy_id": p["id"], "vehicle_id": v["id"], "driver_id": None, "incident_date": _ago(domain, 12),
-             "reported_on": _ago(domain, 10), "incident_type": "vandalism", "description": "Keyed.", "estimated_damage": estimate,
-             "status": "open", "approved_amount": None, "denial_reason": None, "decided_on": None}
+    claim = {
+        "id": 90001,
+        "policy_id": p["id"],
+        "vehicle_id": v["id"],
+        "driver_id": None,
+        "incident_date": _ago(domain, 12),
+        "reported_on": _ago(domain, 10),
+        "incident_type": "vandalism",
+        "description": "Keyed.",
+        "estimated_damage": estimate,
+        "status": "open",
+        "approved_amount": None,
+        "denial_reason": None,
+        "decided_on": None,
+    }
     return {"motor_claims": [claim]}, claim
 
 
@@ -251,7 +317,9 @@ def test_approve_pay_and_deny(domain, world, engine):
         desk = Desk(domain, sandbox)
         desk.ok("deny_motor_claim", claim_id=claim["id"], reason="below_deductible")
         assert desk.db.one("SELECT status, denial_reason FROM motor_claims WHERE id = ?", claim["id"]) == {
-            "status": "denied", "denial_reason": "below_deductible"}
+            "status": "denied",
+            "denial_reason": "below_deductible",
+        }
         desk.refused("deny_motor_claim", "only open claims", claim_id=claim["id"], reason="below_deductible")
         desk.refused("deny_motor_claim", "invalid arguments", claim_id=claim["id"], reason="too_expensive")
 
@@ -268,6 +336,7 @@ def test_an_open_claim_keeps_its_vehicle_covered(domain, world, engine):
 
 # -- tools: records ---------------------------------------------------------------------------------
 
+
 def test_notes_and_referrals(domain, world, engine):
     patch, claim = _open_claim_patch(domain, world)
     p = next(x for x in world["motor_policies"] if x["id"] == claim["policy_id"])
@@ -282,19 +351,34 @@ def test_notes_and_referrals(domain, world, engine):
         desk.refused("add_insurance_note", "does not belong", policyholder_id=h["id"], body="x", policy_id=stranger["id"])
         # A claim named with another of the same policyholder's policies is a contradiction, not a guess to fix.
         holder_of = {x["id"]: x["policyholder_id"] for x in world["motor_policies"]}
-        c, q = next((c, q) for c in world["motor_claims"] for q in world["motor_policies"]
-                    if q["policyholder_id"] == holder_of[c["policy_id"]] and q["id"] != c["policy_id"])
+        c, q = next(
+            (c, q)
+            for c in world["motor_claims"]
+            for q in world["motor_policies"]
+            if q["policyholder_id"] == holder_of[c["policy_id"]] and q["id"] != c["policy_id"]
+        )
         desk.refused("add_insurance_note", "is on policy", policyholder_id=q["policyholder_id"], body="x", claim_id=c["id"], policy_id=q["id"])
         ref = desk.ok("refer_to_specialist", policyholder_id=h["id"], team="claims_adjuster", reason="Payable $7,200.", claim_id=claim["id"])
         assert desk.db.one("SELECT team, status, policy_id FROM specialist_referrals WHERE id = ?", ref["referral_id"]) == {
-            "team": "claims_adjuster", "status": "open", "policy_id": p["id"]}
-        desk.refused("refer_to_specialist", "already open", policyholder_id=h["id"], team="claims_adjuster", reason="again",
-                     policy_id=p["id"], claim_id=claim["id"])
+            "team": "claims_adjuster",
+            "status": "open",
+            "policy_id": p["id"],
+        }
+        desk.refused(
+            "refer_to_specialist",
+            "already open",
+            policyholder_id=h["id"],
+            team="claims_adjuster",
+            reason="again",
+            policy_id=p["id"],
+            claim_id=claim["id"],
+        )
         desk.ok("refer_to_specialist", policyholder_id=h["id"], team="fraud", reason="Did not make it.", claim_id=claim["id"])
         desk.refused("refer_to_specialist", "invalid arguments", policyholder_id=h["id"], team="legal", reason="x")
 
 
 # -- tasks ------------------------------------------------------------------------------------------
+
 
 def test_tasks_load_with_every_family(domain):
     tasks = domain.tasks
@@ -307,4 +391,3 @@ def test_tasks_load_with_every_family(domain):
         assert t.split == "bench"
         if t.family == "policy_refusal":
             assert {c.tool for c in t.gold} & {"add_insurance_note", "refer_to_specialist", "deny_motor_claim"}, t.id
-

@@ -30,8 +30,9 @@ def base_image(domain, world) -> bytes:
     conn.execute("BEGIN")
     for table, rows in world.items():
         cols = list(rows[0])
-        conn.executemany(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})",
-                         [tuple(r[c] for c in cols) for r in rows])
+        conn.executemany(
+            f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})", [tuple(r[c] for c in cols) for r in rows]
+        )
     conn.execute("COMMIT")
     image = conn.serialize()
     conn.close()
@@ -53,8 +54,11 @@ def _upsert(db: Db, domain, patch: dict[str, list[dict]]) -> None:
             cols = [c for c in row if c not in pk]
             updated = 0
             if cols:
-                updated = db.execute(f"UPDATE {table} SET {', '.join(f'{c} = ?' for c in cols)} WHERE "
-                                     + " AND ".join(f"{k} = ?" for k in pk), *[row[c] for c in cols], *[row[k] for k in pk])
+                updated = db.execute(
+                    f"UPDATE {table} SET {', '.join(f'{c} = ?' for c in cols)} WHERE " + " AND ".join(f"{k} = ?" for k in pk),
+                    *[row[c] for c in cols],
+                    *[row[k] for k in pk],
+                )
             if not updated:
                 db.execute(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})", *row.values())
 
@@ -87,6 +91,7 @@ def refused(domain, db: Db, name: str, fragment: str = "", **args: Any) -> str:
 
 # -- schema and seed --------------------------------------------------------------------------------
 
+
 def test_schema_size(domain):
     assert len(domain.tables) >= 7
 
@@ -108,12 +113,22 @@ def test_seed_scale_and_foreign_keys(domain, base_image, domain_module):
 
 # -- tools: shape -----------------------------------------------------------------------------------
 
+
 def test_toolset_shape(domain):
     tools = domain.tools
     assert 10 <= len(tools.names()) <= 15
     writes = {n for n in tools.names() if tools[n].write}
-    assert writes == {"cancel_order", "update_shipping_address", "exchange_item", "create_return", "issue_refund",
-                      "create_ticket", "update_ticket_status", "add_note", "escalate"}
+    assert writes == {
+        "cancel_order",
+        "update_shipping_address",
+        "exchange_item",
+        "create_return",
+        "issue_refund",
+        "create_ticket",
+        "update_ticket_status",
+        "add_note",
+        "escalate",
+    }
 
 
 def test_bad_arguments_and_injection_are_inert(domain, db):
@@ -129,6 +144,7 @@ def test_bad_arguments_and_injection_are_inert(domain, db):
 
 
 # -- tools: reads -----------------------------------------------------------------------------------
+
 
 def test_find_and_get_customer(domain, db, world):
     c = world["customers"][0]
@@ -175,6 +191,7 @@ def test_get_return_and_ticket(domain, db, world):
 
 # -- tools: writes ----------------------------------------------------------------------------------
 
+
 def _single_payment_order(db: Db, status: str, **dates: str | None) -> dict:
     """A seed order with one payment and no refunds or returns, moved into `status` with the given dates."""
     oid = db.scalar(
@@ -212,7 +229,11 @@ def test_update_shipping_address(domain, db):
     new = {"street": "12 Harbor Way", "city": "Boston", "state": "MA", "zip": "02110"}
     ok(domain, db, "update_shipping_address", order_id=o["id"], **new)
     assert db.one("SELECT ship_street, ship_city, ship_state, ship_zip FROM orders WHERE id = ?", o["id"]) == {
-        "ship_street": "12 Harbor Way", "ship_city": "Boston", "ship_state": "MA", "ship_zip": "02110"}
+        "ship_street": "12 Harbor Way",
+        "ship_city": "Boston",
+        "ship_state": "MA",
+        "ship_zip": "02110",
+    }
     refused(domain, db, "update_shipping_address", "already ships", order_id=o["id"], **new)
     refused(domain, db, "update_shipping_address", "state code", order_id=o["id"], **{**new, "state": "Mass"})
     refused(domain, db, "update_shipping_address", "ZIP", order_id=o["id"], **{**new, "zip": "2110"})
@@ -239,15 +260,19 @@ def test_exchange_item(domain, db):
 
 
 def _returnable_item(db: Db, order_id: int) -> dict:
-    return db.one("SELECT oi.* FROM order_items oi JOIN products p ON p.id = oi.product_id "
-                  "WHERE oi.order_id = ? AND p.returnable = 1 ORDER BY oi.id LIMIT 1", order_id)
+    return db.one(
+        "SELECT oi.* FROM order_items oi JOIN products p ON p.id = oi.product_id WHERE oi.order_id = ? AND p.returnable = 1 ORDER BY oi.id LIMIT 1",
+        order_id,
+    )
 
 
 def test_create_return(domain, db):
     o = _single_payment_order(db, "delivered", shipped_on=_days_ago(db, 33), delivered_on=_days_ago(db, 30))
     item = _returnable_item(db, o["id"])
     db.execute("UPDATE order_items SET quantity = 3 WHERE id = ?", item["id"])
-    refused(domain, db, "create_return", "one quantity per item", order_id=o["id"], order_item_ids=[item["id"]], quantities=[1, 1], reason="changed_mind")
+    refused(
+        domain, db, "create_return", "one quantity per item", order_id=o["id"], order_item_ids=[item["id"]], quantities=[1, 1], reason="changed_mind"
+    )
     refused(domain, db, "create_return", "can return 1 to 3", order_id=o["id"], order_item_ids=[item["id"]], quantities=[4], reason="changed_mind")
     foreign = db.scalar("SELECT id FROM order_items WHERE order_id <> ? ORDER BY id LIMIT 1", o["id"])
     refused(domain, db, "create_return", "not part of order", order_id=o["id"], order_item_ids=[foreign], quantities=[1], reason="changed_mind")
@@ -255,7 +280,8 @@ def test_create_return(domain, db):
     assert out["refund_amount"] == pytest.approx(round(2 * item["unit_price"], 2))
     assert db.one("SELECT reason, status FROM returns WHERE id = ?", out["return_id"]) == {"reason": "wrong_size", "status": "requested"}
     assert db.query("SELECT order_item_id, quantity FROM return_items WHERE return_id = ?", out["return_id"]) == [
-        {"order_item_id": item["id"], "quantity": 2}]
+        {"order_item_id": item["id"], "quantity": 2}
+    ]
     refused(domain, db, "create_return", "can return 1 to 1", order_id=o["id"], order_item_ids=[item["id"]], quantities=[2], reason="wrong_size")
     db.execute("UPDATE orders SET delivered_on = ? WHERE id = ?", _days_ago(db, 31), o["id"])
     refused(domain, db, "create_return", "return window", order_id=o["id"], order_item_ids=[item["id"]], quantities=[1], reason="wrong_size")
@@ -267,7 +293,9 @@ def test_create_return_is_atomic_and_refuses_final_sale(domain, db):
     serum = db.scalar("SELECT id FROM products WHERE category = 'beauty' ORDER BY id LIMIT 1")
     final_sale = db.insert("order_items", order_id=o["id"], product_id=serum, quantity=1, unit_price=36.0)
     before = db.scalar("SELECT COUNT(*) FROM returns")
-    refused(domain, db, "create_return", "final sale", order_id=o["id"], order_item_ids=[item["id"], final_sale], quantities=[1, 1], reason="changed_mind")
+    refused(
+        domain, db, "create_return", "final sale", order_id=o["id"], order_item_ids=[item["id"], final_sale], quantities=[1, 1], reason="changed_mind"
+    )
     assert db.scalar("SELECT COUNT(*) FROM returns") == before  # the refused call left nothing behind
     pending = _single_payment_order(db, "pending")
     refused(domain, db, "create_return", "only delivered", order_id=pending["id"], order_item_ids=[1], quantities=[1], reason="defective")
@@ -278,7 +306,10 @@ def test_issue_refund(domain, db):
     pay = db.one("SELECT * FROM payments WHERE order_id = ?", o["id"])
     out = ok(domain, db, "issue_refund", payment_id=pay["id"], amount=1.25, reason="damaged_item")
     assert db.one("SELECT amount, reason, return_id FROM refunds WHERE id = ?", out["refund_id"]) == {
-        "amount": 1.25, "reason": "damaged_item", "return_id": None}
+        "amount": 1.25,
+        "reason": "damaged_item",
+        "return_id": None,
+    }
     left = round(pay["amount"] - 1.25, 2)
     refused(domain, db, "issue_refund", "left to refund", payment_id=pay["id"], amount=round(left + 0.01, 2), reason="price_adjustment")
     refused(domain, db, "issue_refund", "whole number of cents", payment_id=pay["id"], amount=0.125, reason="late_delivery")
@@ -290,11 +321,20 @@ def test_issue_refund(domain, db):
 
 def test_tickets(domain, db):
     o = _single_payment_order(db, "delivered", delivered_on=_days_ago(db, 3))
-    args = dict(customer_id=o["customer_id"], category="delivery", priority="normal", subject="Package missing",
-                description="Marked delivered, never arrived.", order_id=o["id"])
+    args = dict(
+        customer_id=o["customer_id"],
+        category="delivery",
+        priority="normal",
+        subject="Package missing",
+        description="Marked delivered, never arrived.",
+        order_id=o["id"],
+    )
     t = ok(domain, db, "create_ticket", **args)
     assert db.one("SELECT status, priority, opened_on FROM support_tickets WHERE id = ?", t["ticket_id"]) == {
-        "status": "open", "priority": "normal", "opened_on": db.today.isoformat()}
+        "status": "open",
+        "priority": "normal",
+        "opened_on": db.today.isoformat(),
+    }
     refused(domain, db, "create_ticket", "already open", **args)
     refused(domain, db, "create_ticket", "does not belong", **{**args, "customer_id": o["customer_id"] % 300 + 1})
     refused(domain, db, "create_ticket", "must not be empty", **{**args, "category": "billing", "subject": ""})
@@ -320,6 +360,7 @@ def test_notes_and_escalations(domain, db):
 
 # -- tasks ------------------------------------------------------------------------------------------
 
+
 def test_tasks_load_with_every_family(domain):
     tasks = domain.tasks
     assert len(tasks) >= 160
@@ -342,4 +383,3 @@ def test_every_gold_replays_and_changes_the_world(domain, base_image):
             got = [list(r) for r in db.raw.execute(check.sql).fetchall()]
             assert got == check.expect, f"{task.id}: check {check.sql!r} gave {got}"
         db.raw.close()
-

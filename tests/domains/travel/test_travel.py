@@ -20,8 +20,18 @@ from domain_testing import FAMILIES, open_sandbox
 from domain_testing import Desk as SandboxDesk
 
 INJECTION = "x'); DROP TABLE bookings; --"
-WRITES = {"cancel_booking", "change_flight", "upgrade_cabin", "downgrade_cabin", "assign_seat", "credit_missing_miles",
-          "issue_travel_credit", "extend_travel_credit", "add_travel_note", "escalate_travel_case"}
+WRITES = {
+    "cancel_booking",
+    "change_flight",
+    "upgrade_cabin",
+    "downgrade_cabin",
+    "assign_seat",
+    "credit_missing_miles",
+    "issue_travel_credit",
+    "extend_travel_credit",
+    "add_travel_note",
+    "escalate_travel_case",
+}
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +59,9 @@ class Scene:
         self.g = taskgen.Generator(copy.deepcopy(world), domain.config.today, random.Random(seed))
         self.patch = taskgen.Patch()
 
-    def trip(self, *, fare: str = "standard", cabin: str = "economy", days=((20, 40), (45, 60)), trip: str | None = None,
-             **kw: Any) -> tuple[dict, dict, list]:
+    def trip(
+        self, *, fare: str = "standard", cabin: str = "economy", days=((20, 40), (45, 60)), trip: str | None = None, **kw: Any
+    ) -> tuple[dict, dict, list]:
         b = self.g.pick_booking(trip=trip)
         legs = self.g.restate(b, self.patch, fare_class=fare, cabin=cabin, days=list(days), **kw)
         return b, self.g.traveller(b), legs
@@ -65,6 +76,7 @@ def scene(taskgen, world, domain) -> Scene:
 
 
 # -- schema and seed --------------------------------------------------------------------------------
+
 
 def test_schema_size(domain):
     assert 6 <= len(domain.tables) <= 9
@@ -88,8 +100,9 @@ def test_seed_follows_the_rules(domain, world, rules):
         if e["kind"] == "flight_accrual":  # accruals are what credit_missing_miles would have computed
             s = segments[e["segment_id"]]
             b = bookings[s["booking_id"]]
-            assert e["miles"] == rules.accrual_miles(flights[s["flight_id"]]["distance_miles"], s["cabin"], b["fare_class"],
-                                                     travellers[b["traveller_id"]]["tier"])
+            assert e["miles"] == rules.accrual_miles(
+                flights[s["flight_id"]]["distance_miles"], s["cabin"], b["fare_class"], travellers[b["traveller_id"]]["tier"]
+            )
     for t in world["travellers"]:
         assert t["miles_balance"] == ledger[t["id"]] >= 0, t["id"]
     for c in world["travel_credits"]:
@@ -103,6 +116,7 @@ def test_seed_follows_the_rules(domain, world, rules):
 
 
 # -- tools: shape and safety ------------------------------------------------------------------------
+
 
 def test_toolset_shape(domain):
     tools = domain.tools
@@ -131,6 +145,7 @@ def test_bad_arguments_and_injection_are_inert(domain, engine, world):
 
 # -- tools: reads -----------------------------------------------------------------------------------
 
+
 def test_reads(domain, engine, world):
     desk = Desk(domain, engine)
     t = world["travellers"][0]
@@ -152,6 +167,7 @@ def test_reads(domain, engine, world):
 
 # -- tools: writes ----------------------------------------------------------------------------------
 
+
 def test_cancel_booking_follows_the_fare_rules(domain, engine, scene, rules):
     flex, ft, _ = scene.trip(fare="flex", days=((3, 10), (12, 20)))
     std_late, _, _ = scene.trip(fare="standard", days=((3, 10), (12, 20)))
@@ -165,15 +181,22 @@ def test_cancel_booking_follows_the_fare_rules(domain, engine, scene, rules):
     paid = desk.db.scalar("SELECT amount FROM fare_payments WHERE booking_id = ? AND kind = 'charge'", flex["id"])
     assert out["refunded_to_card"] == pytest.approx(paid) and out["travel_credit"] is None
     assert desk.row("SELECT status, cancel_reason, cancelled_on FROM bookings WHERE id = ?", flex["id"]) == {
-        "status": "cancelled", "cancel_reason": "illness", "cancelled_on": domain.config.today.isoformat()}
+        "status": "cancelled",
+        "cancel_reason": "illness",
+        "cancelled_on": domain.config.today.isoformat(),
+    }
     assert desk.count("flight_segments", "booking_id = ? AND status = 'cancelled' AND seat IS NULL", flex["id"]) == desk.count(
-        "flight_segments", "booking_id = ?", flex["id"])
+        "flight_segments", "booking_id = ?", flex["id"]
+    )
     desk.refused("cancel_booking", "already cancelled", locator=flex["locator"], reason="illness", settlement="refund")
 
     desk.refused("cancel_booking", "refundable only 14+", locator=std_late["locator"], reason="other", settlement="refund")
     credit = desk.ok("cancel_booking", locator=std_late["locator"], reason="other", settlement="travel_credit")["travel_credit"]
     assert desk.row("SELECT reason, balance, status FROM travel_credits WHERE code = ?", credit["code"]) == {
-        "reason": "cancellation", "balance": credit["amount"], "status": "active"}
+        "reason": "cancellation",
+        "balance": credit["amount"],
+        "status": "active",
+    }
 
     seat_flight = std_legs[0].flight["id"]
     seats_before = desk.db.scalar("SELECT seats_economy FROM flights WHERE id = ?", seat_flight)
@@ -217,8 +240,7 @@ def test_change_flight(domain, engine, scene, rules):
     flex_new = scene.g.new_flight(scene.patch, flex_legs[0].flight, 50, 90)
     desk = scene.desk(domain, engine)
     desk.refused("change_flight", "no change fee to waive", segment_id=flex_legs[0].id, new_flight_id=flex_new["id"], waive_fee=True)
-    desk.refused("change_flight", "another traveller", segment_id=flex_legs[0].id, new_flight_id=flex_new["id"],
-                 travel_credit_code=credit["code"])
+    desk.refused("change_flight", "another traveller", segment_id=flex_legs[0].id, new_flight_id=flex_new["id"], travel_credit_code=credit["code"])
 
 
 def test_cabin_changes(domain, engine, scene, rules):
@@ -249,7 +271,9 @@ def test_cabin_changes(domain, engine, scene, rules):
     back = round(top_legs[0].fare_paid - rules.fare_for(top_legs[0].flight, "economy", "standard"), 2)
     assert out["travel_credit"]["amount"] == pytest.approx(back)
     assert desk.row("SELECT reason, booking_id FROM travel_credits WHERE code = ?", out["travel_credit"]["code"]) == {
-        "reason": "downgrade", "booking_id": top["id"]}
+        "reason": "downgrade",
+        "booking_id": top["id"],
+    }
 
     # Cancelling gives back the miles spent on the upgrade.
     desk.ok("cancel_booking", locator=b["locator"], reason="change_of_plans", settlement="travel_credit")
@@ -290,7 +314,10 @@ def test_credit_missing_miles(domain, engine, scene, rules):
     miles = rules.accrual_miles(legs[1].flight["distance_miles"], "business", "flex", t["tier"])
     assert out["miles"] == miles and out["miles_balance"] == before + miles
     assert desk.row("SELECT kind, miles, posted_on FROM mileage_entries WHERE segment_id = ?", legs[1].id) == {
-        "kind": "flight_accrual", "miles": miles, "posted_on": domain.config.today.isoformat()}
+        "kind": "flight_accrual",
+        "miles": miles,
+        "posted_on": domain.config.today.isoformat(),
+    }
     desk.refused("credit_missing_miles", "already been credited", segment_id=legs[1].id)
     desk.refused("credit_missing_miles", "up to 180 days", segment_id=old_legs[0].id)
     desk.refused("credit_missing_miles", "only flown flights", segment_id=up_legs[0].id)
@@ -303,16 +330,32 @@ def test_issue_travel_credit(domain, engine, scene, world):
     stranger = next(x for x in world["travellers"] if x["id"] != t["id"])
     desk = scene.desk(domain, engine)
 
-    desk.refused("issue_travel_credit", "does not belong", traveller_id=stranger["id"], locator=b["locator"], amount=100.0, reason="delay_compensation")
+    desk.refused(
+        "issue_travel_credit", "does not belong", traveller_id=stranger["id"], locator=b["locator"], amount=100.0, reason="delay_compensation"
+    )
     desk.refused("issue_travel_credit", "can exceed", traveller_id=t["id"], locator=b["locator"], amount=1000.01, reason="goodwill")
     desk.refused("issue_travel_credit", "whole number of cents", traveller_id=t["id"], locator=b["locator"], amount=10.005, reason="goodwill")
     desk.refused("issue_travel_credit", "positive", traveller_id=t["id"], locator=b["locator"], amount=0, reason="goodwill")
     out = desk.ok("issue_travel_credit", traveller_id=t["id"], locator=b["locator"].lower(), amount=100, reason="delay_compensation")
-    assert desk.row("SELECT traveller_id, booking_id, amount, balance, reason, expires_on, extended FROM travel_credits WHERE code = ?", out["code"]) == {
-        "traveller_id": t["id"], "booking_id": b["id"], "amount": 100.0, "balance": 100.0, "reason": "delay_compensation",
-        "expires_on": (domain.config.today + dt.timedelta(days=365)).isoformat(), "extended": 0}
-    desk.refused("issue_travel_credit", "already has a delay_compensation credit", traveller_id=t["id"], locator=b["locator"],
-                 amount=100, reason="delay_compensation")
+    assert desk.row(
+        "SELECT traveller_id, booking_id, amount, balance, reason, expires_on, extended FROM travel_credits WHERE code = ?", out["code"]
+    ) == {
+        "traveller_id": t["id"],
+        "booking_id": b["id"],
+        "amount": 100.0,
+        "balance": 100.0,
+        "reason": "delay_compensation",
+        "expires_on": (domain.config.today + dt.timedelta(days=365)).isoformat(),
+        "extended": 0,
+    }
+    desk.refused(
+        "issue_travel_credit",
+        "already has a delay_compensation credit",
+        traveller_id=t["id"],
+        locator=b["locator"],
+        amount=100,
+        reason="delay_compensation",
+    )
     desk.ok("issue_travel_credit", traveller_id=t["id"], locator=b["locator"], amount=25, reason="goodwill")  # another reason is real
 
 
@@ -330,7 +373,10 @@ def test_extend_travel_credit(domain, engine, scene):
     new = (expiry + dt.timedelta(days=90)).isoformat()
     assert desk.ok("extend_travel_credit", code=live["code"], new_expires_on=new)["expires_on"] == new
     assert desk.row("SELECT expires_on, extended, status FROM travel_credits WHERE id = ?", live["id"]) == {
-        "expires_on": new, "extended": 1, "status": "active"}
+        "expires_on": new,
+        "extended": 1,
+        "status": "active",
+    }
     desk.refused("extend_travel_credit", "already been extended", code=live["code"], new_expires_on=new)
     revived = (dt.date.fromisoformat(lapsed["expires_on"]) + dt.timedelta(days=90)).isoformat()
     desk.ok("extend_travel_credit", code=lapsed["code"], new_expires_on=revived)
@@ -344,7 +390,10 @@ def test_notes_and_escalations(domain, engine, scene, world):
     desk = scene.desk(domain, engine)
 
     n = desk.ok("add_travel_note", traveller_id=t["id"], body="Refused: basic fare.", locator=b["locator"])
-    assert desk.row("SELECT traveller_id, booking_id FROM travel_notes WHERE id = ?", n["note_id"]) == {"traveller_id": t["id"], "booking_id": b["id"]}
+    assert desk.row("SELECT traveller_id, booking_id FROM travel_notes WHERE id = ?", n["note_id"]) == {
+        "traveller_id": t["id"],
+        "booking_id": b["id"],
+    }
     assert desk.ok("add_travel_note", traveller_id=t["id"], body="General remark.")["booking_id"] is None
     desk.refused("add_travel_note", "must not be empty", traveller_id=t["id"], body="  ")
     desk.refused("add_travel_note", "does not belong", traveller_id=t["id"], body="x", locator=other["locator"])
@@ -357,6 +406,7 @@ def test_notes_and_escalations(domain, engine, scene, world):
 
 # -- tasks ------------------------------------------------------------------------------------------
 
+
 def test_tasks_load_with_every_family(domain):
     tasks = domain.tasks
     assert len(tasks) >= 60
@@ -368,4 +418,3 @@ def test_tasks_load_with_every_family(domain):
         assert t.split == "bench"
         if t.family == "policy_refusal":
             assert t.gold[-1].tool in ("add_travel_note", "escalate_travel_case"), f"{t.id}: a refusal must leave a record"
-

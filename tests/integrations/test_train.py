@@ -1,0 +1,101 @@
+"""GRPO with TRL on CPU: parameters move, zero-variance groups are filtered and refilled, rewards are verdicts."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("trl")
+
+from groundstate.agents.local import PROMPT_FLAGS, BatchedPolicy  # noqa: E402
+from groundstate.agents.toolcall_format import render_tool_call  # noqa: E402
+from groundstate.domain import Domain  # noqa: E402
+from groundstate.grading import grader_for, replay  # noqa: E402
+from groundstate.runner import RunConfig, run  # noqa: E402
+from groundstate.state.sqlite import SqliteBackend  # noqa: E402
+from groundstate.train.tiny import domain_corpus, save_tiny  # noqa: E402
+from groundstate.train.trl_engine import TrainConfig, train_trl  # noqa: E402
+from groundstate.types import EpisodeLimits  # noqa: E402
+
+SHOP = Path(__file__).parents[1] / "fixtures" / "shop"
+
+
+class CoinFlipPolicy(BatchedPolicy):
+    """Real tokens, forced decisions: on `shop-cancel` the first turn is the gold call half of the time; on
+    the other tasks it never is (so those groups are all-fail: zero variance). Everything after — the
+    episode, the grader, TRL's update — is real."""
+
+    def _generate_batch(self, batch):
+        eos = self.tok.eos_token_id
+        call = self.codec.encode(render_tool_call("cancel_order", {"order_id": 1})) + [eos]
+        done = self.codec.encode("Done.") + [eos]
+        out = []
+        for ids in batch:
+            self._calls += 1
+            text = self.tok.decode(ids)
+            first_turn = "<tool_response>" not in text and "Done." not in text
+            choose_call = first_turn and "Please cancel order 1" in text and self._calls % 2 == 0
+            seq = call if choose_call else done
+            out.append((seq, [-0.5] * len(seq), True))
+        return out
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tiny")
+    domain = Domain(SHOP)
+    save_tiny(d, domain_corpus(domain, repeat=3), vocab_size=400, hidden=32, layers=1, heads=2, kv_heads=1, ffn=64)
+    (d / PROMPT_FLAGS).write_text(json.dumps({"tools_in_prompt": False, "system_in_prompt": False}))
+    return d
+
+
+@pytest.mark.slow
+def test_two_grpo_steps_update_the_policy_filter_refill_and_reward_with_verdicts(tiny_dir, tmp_path):
+    domain = Domain(SHOP)
+    pairs = [(t, domain) for t in domain.tasks]
+    backend = SqliteBackend()
+    out = tmp_path / "grpo"
+    cfg = TrainConfig(
+        group_size=4, tasks_per_step=2, steps=2, lr=5e-2, save_steps=1, max_new_tokens=24, max_context=256, refill_ratio=1.0, max_turns=6
+    )
+    from transformers import AutoModelForCausalLM
+
+    before = {k: v.clone() for k, v in AutoModelForCausalLM.from_pretrained(tiny_dir).state_dict().items()}
+    final = train_trl(str(tiny_dir), pairs, backend, out, cfg, policy_cls=CoinFlipPolicy)
+    after = AutoModelForCausalLM.from_pretrained(final).state_dict()
+    assert any(not torch.equal(before[k], after[k]) for k in before), "GRPO changed no parameter"
+
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if r["kind"] == "rollouts"]
+    assert len(steps) == 2
+    assert all(r["groups"] == 2 for r in steps)
+    # groups of tasks other than shop-cancel are all-fail: each step saw some, and refilled within the bound
+    assert sum(r["all_fail"] for r in steps) >= 1
+    assert sum(r["refill_groups"] for r in steps) >= 1 and all(r["refill_groups"] <= 2 for r in steps)
+    assert any(r["kind"] == "trainer" and "loss" in r for r in rows)
+
+    # every training reward equals the evaluator's verdict of the same trajectory, replayed on a fresh sandbox
+    rollouts = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()]
+    assert {r["reward"] for r in rollouts} == {0.0, 1.0}
+    for r in rollouts:
+        task = domain.task(r["task_id"])
+        with backend.open(backend.prepare(domain, task.patch)) as sb:
+            replay(sb, [{"tool": c["name"], "args": c["arguments"]} for c in r["tool_calls"]])
+            assert float(grader_for(backend).grade(task, sb).reward) == r["reward"]
+    assert (out / "checkpoint-1" / PROMPT_FLAGS).exists()  # checkpoints load like the base
+
+
+def test_a_saved_checkpoint_runs_as_hf_agent(tiny_dir, tmp_path):
+    domain = Domain(SHOP)
+    summary = run(
+        [(domain.task("shop-cancel"), domain)],
+        RunConfig(agent=f"hf:{tiny_dir}", k=2, sampling={"max_tokens": 8}, limits=EpisodeLimits(max_turns=2)),
+        SqliteBackend(),
+        tmp_path / "r.jsonl",
+    )
+    assert summary.ran == 2 and summary.system_errors == 0
+    from groundstate.results import read_records
+
+    recs = read_records(tmp_path / "r.jsonl")
+    assert all(r.finish_reason in ("max_turns", "user_done", "agent_done") and r.usage.output_tokens > 0 for r in recs)
