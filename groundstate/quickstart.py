@@ -54,12 +54,12 @@ class QuickstartConfig:
 
 
 def run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None] = print) -> dict[str, Any]:
+    from transformers.utils import logging as hf_logging
+
     from groundstate.selection import SelectionParams, build_exclude_set, select
     from groundstate.train.sft import SftConfig
     from groundstate.train.tiny import build_tiny_policy
     from groundstate.train.trl_engine import TrainConfig, train_trl
-
-    from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # a bar per model load and checkpoint write buries the stage lines
     out = Path(out)
