@@ -40,7 +40,7 @@ verl-env: $(VERL_PY)
 	$(VERL_PY) -m pip install -q -e ".[hf,openai,verl]" "pytest>=8" "pytest-timeout>=2.3"
 
 test-verl: verl-env
-	$(VERL_PY) -m pytest -q tests/integrations/verl tests/integrations/test_verl_recipe.py
+	$(VERL_PY) -m pytest -q tests/integrations/verl_env tests/integrations/test_verl_recipe.py
 
 bench: dev
 	$(PY) benchmarks/bench.py
