@@ -27,8 +27,8 @@ test: dev lint
 	$(MAKE) test-verl
 
 lint: dev
-	$(VENV)/bin/ruff check groundstate tests benchmarks
-	$(VENV)/bin/ruff format --check groundstate tests benchmarks
+	$(VENV)/bin/ruff check groundstate tests benchmarks docs/examples
+	$(VENV)/bin/ruff format --check groundstate tests benchmarks docs/examples
 
 $(VERL_PY):
 	$(PYTHON) -m venv $(VERL_VENV)

@@ -59,6 +59,25 @@ class Outcome:
     changes: ChangeSet | None = None  # the final change set, where asked for and the environment has one
 
 
+def _crashed(e: Exception) -> Verdict:
+    verdict = system_error(f"{type(e).__name__}: {e}")
+    verdict.reasons.append(traceback.format_exc(limit=4))
+    return verdict
+
+
+async def grade_bounded(env: Environment, trajectory: Trajectory, limits: EpisodeLimits, judge: Judge | None = None) -> Verdict:
+    """`env.grade` under the attempt's grading bound; running out, or a grader that fails, is a system error.
+
+    What every path that grades an environment calls: `play`, and the adapters whose framework runs the
+    episode itself (`groundstate.integrations`)."""
+    try:
+        return await bounded(env.grade(trajectory, judge), limits.grade_timeout, f"grading {env.task.id}")
+    except GradingTimeout as e:
+        return system_error(str(e))
+    except Exception as e:  # noqa: BLE001 - a grader bug or a database gone: never the agent's failure
+        return _crashed(e)
+
+
 async def play(
     task: Task,
     domain: Domain,
@@ -88,15 +107,14 @@ async def play(
         traj = await run_episode(env, agent, user, limits)
         timings["episode_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        verdict = await bounded(env.grade(traj, judge), limits.grade_timeout, f"grading {task.id}")
+        verdict = await grade_bounded(env, traj, limits, judge)
         timings["grade_s"] = time.perf_counter() - t0
         if keep_changes:
             changes = await env.changes()
-    except GradingTimeout as e:
+    except GradingTimeout as e:  # the golden replay ran out of its bound (`SqlEnvironment.open`)
         verdict = system_error(str(e))
     except Exception as e:  # endpoint down, database gone, a bug: never the agent's failure
-        verdict = system_error(f"{type(e).__name__}: {e}")
-        verdict.reasons.append(traceback.format_exc(limit=4))
+        verdict = _crashed(e)
     finally:
         if env is not None:
             try:

@@ -22,6 +22,24 @@ FORMAT_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_respo
 _SPLIT = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 
 
+# How `tokenizer.parse_response` (transformers' response parsing, which TRL's tool loop uses) reads an assistant
+# turn the chat template renders: text, then `<tool_call>` blocks of JSON, then `<|im_end|>`
+RESPONSE_TEMPLATE: dict[str, Any] = {
+    "defaults": {"role": "assistant"},
+    "start_anchor": "<|im_start|>assistant\n",
+    "fields": {
+        "tool_calls": {
+            "open": "<tool_call>",
+            "close_pattern": r"</tool_call>\s*",
+            "repeats": True,
+            "content": "json",
+            "transform": {"type": "function", "function": "{content}"},
+        },
+        "content": {"close_pattern": r"<\|im_end\|>\s*", "content": "text"},
+    },
+}
+
+
 def chat_template() -> str:
     return CHAT_TEMPLATE_PATH.read_text()
 
@@ -62,6 +80,7 @@ def build_tokenizer(texts: Iterable[str], vocab_size: int = 1024):
         model_max_length=32768,
     )
     fast.chat_template = chat_template()
+    fast.response_template = RESPONSE_TEMPLATE
     return fast
 
 

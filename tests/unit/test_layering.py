@@ -37,6 +37,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "groundstate.train",
             "groundstate.quickstart",
             "groundstate.scaffold",
+            "groundstate.integrations",
         ],
     ),
     ("command line", ["groundstate.cli"]),

@@ -1,0 +1,42 @@
+"""One event loop in a daemon thread, for adapters whose framework calls them synchronously (TRL's environment
+methods, Gymnasium's `reset`/`step`): their calls run groundstate's async `Environment` there and wait for it.
+
+A single loop per process serves every environment, so a sandbox opened by one call is used and closed on the
+same loop by the next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, Coroutine, TypeVar
+
+T = TypeVar("T")
+
+_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+def _running_loop() -> asyncio.AbstractEventLoop:
+    global _loop
+    with _lock:
+        if _loop is None or _loop.is_closed():
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="groundstate-adapters", daemon=True).start()
+            _loop = loop
+        return _loop
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` on the adapters' loop and return its result (its exception is raised here).
+
+    Must not be called from that loop itself (it would wait on itself): `RuntimeError` then."""
+    loop = _running_loop()
+    try:
+        current = asyncio.get_running_loop()
+    except RuntimeError:
+        current = None
+    if current is loop:
+        coro.close()
+        raise RuntimeError("run_sync was called from the adapters' own event loop")
+    return asyncio.run_coroutine_threadsafe(coro, loop).result()

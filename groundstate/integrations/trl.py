@@ -1,0 +1,276 @@
+"""TRL's `environment_factory`: groundstate tasks as TRL environments, rewarded by their final-state verdicts.
+
+    from groundstate.integrations.trl import environment_factory, trl_dataset
+    from groundstate.selectors import select_tasks
+
+    pairs = select_tasks("kiosk")
+    trainer = GRPOTrainer(model, args=GRPOConfig(...), train_dataset=trl_dataset(pairs),
+                          environment_factory=environment_factory(pairs))
+
+What goes where (docs/INTEGRATIONS.md says when to prefer the token-exact `rollout_func` engine instead):
+
+- the dataset has a row per task: `prompt` (the domain's policy as the system message, an empty user message),
+  `environment` (the domain's name) and `task_id`. The factory is a dict of one class per domain, so TRL
+  shows each row only its domain's tools, and several domains mix in one run;
+- `reset(**row)` closes the previous attempt's sandbox, opens a fresh one for the row's task
+  (`Domain.open_environment`) and returns the task's instruction, which TRL appends to the user message;
+- the domain's tools are the class's public methods, typed and documented from each tool's JSON schema (TRL
+  renders them with `transformers.utils.get_json_schema`); a call goes to `Environment.call_tool`, which
+  validates the arguments against the real schema, and its result is what the model reads;
+- `get_reward()` grades the final state (`Environment.grade` under the grading bound, as `groundstate run`
+  does) and closes the sandbox: 1.0 or 0.0, or None for a system error (the backend failed, a tool hung, the
+  grader ran out of time) and for a task with a reply rubric (unjudged: TRL does not give the environment the
+  reply), which TRL leaves out of the group's baseline.
+
+Limits: the task's tool-call limit and `EpisodeLimits.max_tool_calls` hold (a call past them is answered with
+an error and not executed), as do the per-call time limit and `max_result_chars`; turns and tokens are TRL's
+(`max_tool_calling_iterations`, `max_completion_length`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import keyword
+import typing
+from typing import Any, Callable, Iterable, Literal
+
+from groundstate.attempt import grade_bounded, prepare_domains
+from groundstate.domain import Domain
+from groundstate.episode import truncate_result
+from groundstate.integrations.loop import run_sync
+from groundstate.state import make_backend
+from groundstate.state.base import Backend
+from groundstate.tasks import Task
+from groundstate.types import Environment, EpisodeLimits, Trajectory, Verdict, system_error
+
+OnEpisode = Callable[[Task, Trajectory, Verdict], None]
+RESERVED = ("reset", "get_reward")  # TRL's names on an environment: never a tool's
+
+_JSON_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool, "object": dict, "null": type(None)}
+
+
+def _hint(schema: Any) -> Any:
+    """A Python annotation that `transformers.utils.get_json_schema` turns back into (a coarser form of) `schema`:
+    scalar types, enums (as `Literal`), arrays of a type, objects, unions and nullables; anything else is `Any`."""
+    if not isinstance(schema, dict):
+        return Any
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum and all(isinstance(v, (str, int, float, bool)) for v in enum):
+        return Literal.__getitem__(tuple(enum))
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list):
+            return _union([_hint(s) for s in schema[key]])
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return _union([_hint({**schema, "type": k}) for k in kind])
+    if kind == "array":
+        items = schema.get("items")
+        return list if items is None else list[_hint(items)]  # type: ignore[misc]
+    return _JSON_TYPES.get(kind, Any) if isinstance(kind, str) else Any
+
+
+def _union(hints: list[Any]) -> Any:
+    if Any in hints:
+        return Any
+    unique = list(dict.fromkeys(hints))
+    return unique[0] if len(unique) == 1 else typing.Union.__getitem__(tuple(unique))
+
+
+def _one_line(text: Any) -> str:
+    """Text for one docstring line: whitespace collapsed, so a description cannot open an argument of its own."""
+    return " ".join(str(text).split())
+
+
+def _tool_method(domain: str, schema: dict[str, Any]) -> Callable[..., str]:
+    """The method TRL exposes for one tool: keyword arguments with the schema's names and types, a Google-style
+    docstring, and a body that hands whatever the model passed to the environment (which validates it)."""
+    fn_schema = schema.get("function", {})
+    name = fn_schema.get("name")
+    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_") or name in RESERVED:
+        raise ValueError(
+            f"domain {domain}: tool {name!r} cannot be a TRL environment method (it must be a Python identifier, "
+            f"not a keyword, not start with '_' and not be one of {', '.join(RESERVED)})"
+        )
+    params = fn_schema.get("parameters") or {}
+    properties: dict[str, Any] = params.get("properties") or {}
+    required = set(params.get("required") or [])
+    signature = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    annotations: dict[str, Any] = {}
+    doc_args = []
+    for pname, pschema in properties.items():
+        if not pname.isidentifier() or keyword.iskeyword(pname):
+            raise ValueError(f"domain {domain}: tool {name} has a parameter {pname!r} that cannot be a Python keyword argument")
+        hint = _hint(pschema)
+        default = inspect.Parameter.empty if pname in required else None
+        signature.append(inspect.Parameter(pname, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hint))
+        annotations[pname] = hint
+        description = pschema.get("description") if isinstance(pschema, dict) else None
+        doc_args.append(f"    {pname}: {_one_line(description or pname)}")
+    doc = _one_line(fn_schema.get("description") or name)
+    if doc_args:
+        doc += "\n\nArgs:\n" + "\n".join(doc_args)
+
+    def method(self: TrlEnvironment, **arguments: Any) -> str:
+        return self._call(name, arguments)
+
+    method.__name__ = name
+    method.__qualname__ = f"{domain}.{name}"
+    method.__doc__ = doc
+    method.__signature__ = inspect.Signature(signature, return_annotation=str)  # type: ignore[attr-defined]
+    method.__annotations__ = {**annotations, "return": str}
+    return method
+
+
+class TrlEnvironment:
+    """One rollout's environment for TRL (see the module docstring); `environment_factory` makes one subclass per
+    domain, whose public methods are the domain's tools. Helpers are private: TRL takes every public method of
+    the class for a tool.
+
+    After `get_reward`, `task`, `trajectory` (the instruction, every executed tool call and its full result) and
+    `verdict` describe the rollout; `on_episode(task, trajectory, verdict)` is called with them.
+    """
+
+    _domain: Domain
+    _tasks: dict[str, Task]
+    _backend: Callable[[], Backend]
+    _limits: EpisodeLimits
+    _on_episode: OnEpisode | None
+
+    def __init__(self) -> None:
+        self.task: Task | None = None
+        self.trajectory: Trajectory | None = None
+        self.verdict: Verdict | None = None
+        self._env: Environment | None = None
+        self._failure: str | None = None  # the system error that ended this rollout, if any
+        self._finish = "agent_done"
+
+    def reset(self, **row: Any) -> str:
+        self._close()
+        task_id = row.get("task_id")
+        task = self._tasks.get(task_id) if isinstance(task_id, str) else None
+        if task is None:
+            raise ValueError(f"dataset row: task_id {task_id!r} is not a task of domain {self._domain.name} given to environment_factory")
+        self.task, self.verdict, self._failure, self._finish = task, None, None, "agent_done"
+        messages = [{"role": "system", "content": self._domain.system_prompt()}, {"role": "user", "content": task.instruction}]
+        try:
+            self._env = run_sync(self._domain.open_environment(task, self._backend(), self._limits))
+            messages = self._env.initial_messages()
+        except Exception as e:  # noqa: BLE001 - the backend's failure, not the policy's: this rollout's reward is None
+            self._failure = f"{type(e).__name__}: {e}"
+        self.trajectory = Trajectory([dict(m) for m in messages])
+        return messages[-1]["content"]
+
+    def get_reward(self) -> float | None:
+        if self.task is None or self.trajectory is None:
+            raise RuntimeError("get_reward was called before reset")
+        if self.verdict is None:
+            self.verdict = self._grade()
+            self._close()
+            if self._on_episode is not None:
+                self._on_episode(self.task, self.trajectory, self.verdict)
+        return None if self.verdict.reward is None else float(self.verdict.reward)
+
+    def _grade(self) -> Verdict:
+        assert self.task is not None and self.trajectory is not None
+        if self._failure is not None or self._env is None:
+            return system_error(self._failure or "the environment was not opened")
+        self.trajectory.finish_reason = self._finish
+        return run_sync(grade_bounded(self._env, self.trajectory, self._limits))
+
+    def _call(self, name: str, arguments: dict[str, Any]) -> str:
+        if self.task is None or self.trajectory is None:
+            raise RuntimeError(f"tool {name} was called before reset")
+        if self.verdict is not None:
+            return "error: the episode is graded; call not executed"
+        if self._failure is not None or self._env is None:
+            return "error: the environment is unavailable (a system error, not yours); call not executed"
+        if len(self.trajectory.tool_calls) >= self._limits.tool_calls_for(self.task):
+            self._finish = "max_tool_calls"
+            return "error: tool-call limit reached; call not executed"
+        try:
+            result = run_sync(self._env.call_tool(name, arguments))
+        except Exception as e:  # noqa: BLE001 - a hang or a lost sandbox: the harness's failure, the reward is None
+            self._failure = f"{type(e).__name__}: {e}"
+            return "error: the environment failed (a system error, not yours); call not executed"
+        record: dict[str, Any] = {"name": name, "arguments": arguments, "ok": result.ok, "result": result.content, "write": result.write}
+        max_chars = self._limits.max_result_chars
+        if max_chars is not None and len(result.content) > max_chars:
+            record["truncated"] = True
+        self.trajectory.tool_calls.append(record)
+        return truncate_result(result.content, max_chars)
+
+    def _close(self) -> None:
+        env, self._env = self._env, None
+        if env is not None:
+            try:
+                run_sync(env.close())
+            except Exception:  # noqa: BLE001 - a failed release must not stop training
+                pass
+
+
+def _by_domain(pairs: Iterable[tuple[Task, Domain]]) -> dict[str, tuple[Domain, dict[str, Task]]]:
+    grouped: dict[str, tuple[Domain, dict[str, Task]]] = {}
+    for task, domain in pairs:
+        if not isinstance(domain, Domain):
+            raise TypeError(f"task {task.id}: TRL environments serve SQL domains; {type(domain).__name__} is not one")
+        known, tasks = grouped.setdefault(domain.name, (domain, {}))
+        if known is not domain:
+            raise ValueError(f"two different domains are both named {domain.name!r}")
+        if task.id in tasks and tasks[task.id] is not task:
+            raise ValueError(f"domain {domain.name}: two different tasks have the id {task.id!r}")
+        tasks[task.id] = task
+    if not grouped:
+        raise ValueError("no tasks given")
+    return grouped
+
+
+def environment_factory(
+    pairs: Iterable[tuple[Task, Domain]],
+    backend: Backend | str = "sqlite",
+    limits: EpisodeLimits = EpisodeLimits(),
+    on_episode: OnEpisode | None = None,
+) -> dict[str, type[TrlEnvironment]]:
+    """TRL's `environment_factory` for these tasks: `{domain name: environment class}` (a class is a factory).
+
+    `backend` is a `Backend` or a name for `groundstate.state.make_backend` (made once per process, on first
+    use); every domain is prepared on it here, so a broken domain file fails now, naming the file."""
+    grouped = _by_domain(pairs)
+    made: list[Backend] = [backend] if isinstance(backend, Backend) else []
+
+    def the_backend() -> Backend:
+        if not made:
+            made.append(make_backend(str(backend)))
+        return made[0]
+
+    prepare_domains([d for d, _ in grouped.values()], the_backend())
+    classes: dict[str, type[TrlEnvironment]] = {}
+    for name, (domain, tasks) in grouped.items():
+        methods: dict[str, Any] = {s["function"]["name"]: _tool_method(name, s) for s in domain.tools.openai_schemas()}
+        attrs = {
+            **methods,
+            "_domain": domain,
+            "_tasks": tasks,
+            "_backend": staticmethod(the_backend),
+            "_limits": limits,
+            "_on_episode": staticmethod(on_episode) if on_episode is not None else None,
+            "__doc__": f"The {name} domain as a TRL environment (groundstate.integrations.trl).",
+        }
+        classes[name] = type(f"{''.join(p.capitalize() for p in name.split('_'))}Environment", (TrlEnvironment,), attrs)
+    return classes
+
+
+def trl_dataset(pairs: Iterable[tuple[Task, Domain]]):
+    """A `datasets.Dataset` with one row per task, for `GRPOTrainer(train_dataset=...)` with `environment_factory`
+    of the same tasks: `prompt` (the domain's policy as system message, then an empty user message that `reset`
+    fills with the instruction), `environment` (the domain) and `task_id`."""
+    from datasets import Dataset
+
+    pairs = list(pairs)
+    _by_domain(pairs)  # the same checks as the factory's
+    rows, seen = [], set()
+    for task, domain in pairs:  # in the order given, each task once
+        if (domain.name, task.id) not in seen:
+            seen.add((domain.name, task.id))
+            prompt = [{"role": "system", "content": domain.system_prompt()}, {"role": "user", "content": ""}]
+            rows.append({"prompt": prompt, "environment": domain.name, "task_id": task.id})
+    return Dataset.from_list(rows)

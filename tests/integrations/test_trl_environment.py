@@ -1,0 +1,219 @@
+"""TRL's `environment_factory` over groundstate domains, driven by TRL's own `GRPOTrainer`: the rewards TRL trains
+on are groundstate's verdicts of the same trajectories, and two domains mix in one run."""
+
+import asyncio
+import inspect
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("trl")
+
+from transformers import LogitsProcessor, LogitsProcessorList  # noqa: E402
+from transformers.utils import get_json_schema  # noqa: E402
+
+from groundstate.agents.scripted import ScriptedAgent  # noqa: E402
+from groundstate.agents.toolcall_format import render_tool_call  # noqa: E402
+from groundstate.attempt import play  # noqa: E402
+from groundstate.domain import Domain, load_domain  # noqa: E402
+from groundstate.integrations.trl import RESERVED, environment_factory, trl_dataset  # noqa: E402
+from groundstate.state.sqlite import SqliteBackend  # noqa: E402
+from groundstate.train.tiny import IM_END, domain_corpus, save_tiny  # noqa: E402
+from groundstate.types import EpisodeLimits  # noqa: E402
+
+SHOP = Path(__file__).parents[1] / "fixtures" / "shop"
+
+
+def _pairs():
+    shop, kiosk = Domain(SHOP), load_domain("kiosk")
+    kiosk_task = next(t for t in kiosk.tasks if len(t.gold) == 1 and kiosk.tools[t.gold[0].tool].write)
+    return [(shop.task("shop-cancel"), shop), (shop.task("shop-multi"), shop), (kiosk_task, kiosk)]
+
+
+def test_each_domain_is_a_class_whose_public_methods_are_its_tools_with_their_schemas():
+    pairs = _pairs()
+    factory = environment_factory(pairs)
+    assert set(factory) == {"shop", "kiosk"}
+    for name, cls in factory.items():
+        domain = next(d for _, d in pairs if d.name == name)
+        methods = {n for n, _ in inspect.getmembers(cls, predicate=inspect.isfunction) if not n.startswith("_") and n not in RESERVED}
+        assert methods == set(domain.tools.names())
+        for schema in domain.tools.openai_schemas():
+            ours = schema["function"]
+            theirs = get_json_schema(getattr(cls(), ours["name"]))["function"]  # what TRL renders into the prompt
+            assert theirs["description"] == " ".join(ours["description"].split())
+            assert set(theirs["parameters"]["properties"]) == set(ours["parameters"]["properties"])
+            assert set(theirs["parameters"].get("required", [])) == set(ours["parameters"].get("required", []))
+    rows = trl_dataset(pairs)
+    assert [(r["environment"], r["task_id"]) for r in rows] == [(d.name, t.id) for t, d in pairs]
+
+
+def test_an_episode_is_graded_like_groundstate_run_and_failures_are_not_zeros():
+    pairs = _pairs()
+    seen = []
+    env = environment_factory(pairs, on_episode=lambda t, tr, v: seen.append((t.id, v.reward)))["shop"]()
+    row = trl_dataset(pairs)[0]
+    assert env.reset(**row) == "Please cancel order 1."
+    assert json.loads(env.cancel_order(order_id=1))["status"] == "cancelled"
+    assert env.get_reward() == 1.0 and env.get_reward() == 1.0  # graded once
+    assert env.reset(**row) == "Please cancel order 1."  # a fresh sandbox: the order is pending again
+    assert "invalid arguments" in env.get_order(order_id="not a number")  # validated against the real schema
+    assert env.get_reward() == 0.0
+    assert seen == [("shop-cancel", 1), ("shop-cancel", 0)]
+    with pytest.raises(ValueError, match="task_id 'nope'"):
+        env.reset(**{**row, "task_id": "nope"})
+
+    # the task's tool-call limit holds: calls past it are refused, not executed
+    limited = environment_factory(pairs, limits=EpisodeLimits(max_tool_calls=1))["shop"]()
+    limited.reset(**row)
+    limited.get_order(order_id=1)
+    assert limited.cancel_order(order_id=1) == "error: tool-call limit reached; call not executed"
+    assert limited.get_reward() == 0.0 and limited.trajectory.finish_reason == "max_tool_calls"
+
+
+def test_a_backend_that_fails_gives_no_reward_rather_than_a_zero(monkeypatch):
+    pairs = _pairs()
+    backend = SqliteBackend()
+    env = environment_factory(pairs, backend=backend)["shop"]()
+
+    def down(*a, **k):
+        raise ConnectionError("backend is down")
+
+    monkeypatch.setattr(backend, "open", down)
+    assert env.reset(**trl_dataset(pairs)[0]) == "Please cancel order 1."  # the rollout still has its prompt
+    assert "system error" in env.cancel_order(order_id=1)
+    assert env.get_reward() is None and env.verdict.system_error and "backend is down" in env.verdict.system_error
+
+
+class ForcedDecisions(LogitsProcessor):
+    """Real tokens, forced decisions: on its first turn every other rollout emits the task's gold calls and the
+    rest reply "Done."; after a tool result, every rollout replies "Done.". Generation, TRL's tool loop and
+    parsing, the environments, the rewards and the update are all real."""
+
+    def __init__(self, tok, tasks):
+        self.tok, self.tasks, self.rows, self.start = tok, tasks, None, None
+        self.im_end = tok.convert_tokens_to_ids(IM_END)
+
+    def plan(self, text: str, i: int) -> list[int]:
+        task = next(t for t in self.tasks if t.instruction in text)
+        if "<tool_response>" in text or i % 2:
+            reply = "Done."
+        else:
+            reply = "".join(render_tool_call(c.tool, c.args) for c in task.gold)
+        ids = self.tok.encode(reply, add_special_tokens=False)
+        assert self.tok.decode(ids) == reply, "the tiny tokenizer must round-trip the forced text"
+        return ids + [self.im_end]
+
+    def __call__(self, input_ids, scores):
+        if self.start is None:
+            self.start = input_ids.shape[1]
+            self.rows = [self.plan(self.tok.decode(ids), i) for i, ids in enumerate(input_ids.tolist())]
+        k = input_ids.shape[1] - self.start
+        forced = torch.full_like(scores, -math.inf)
+        for row, plan in enumerate(self.rows):
+            forced[row, plan[k] if k < len(plan) else self.im_end] = 0.0
+        return forced
+
+
+@pytest.mark.slow
+def test_grpo_trainer_steps_reward_groundstate_verdicts_of_the_same_trajectories(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    pairs = _pairs()
+    domains = {d.name: d for _, d in pairs}
+    model_dir = save_tiny(
+        tmp_path / "tiny",
+        [text for d in domains.values() for text in domain_corpus(d, repeat=2)],
+        vocab_size=600,
+        hidden=32,
+        layers=1,
+        heads=2,
+        kv_heads=1,
+        ffn=64,
+    )
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    assert tok.response_template is not None  # the models groundstate builds say how their turns parse
+    episodes = []
+    factory = environment_factory(pairs, on_episode=lambda task, traj, verdict: episodes.append((task, traj, verdict)))
+    trained_on = []
+
+    class RecordingTrainer(GRPOTrainer):
+        def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+            rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+            # one column per environment class; a row's own class's column is its reward, the others are NaN
+            own = [row[~row.isnan()].tolist() for row in rewards]
+            trained_on.extend(zip([x["task_id"] for x in inputs], [r[0] if r else None for r in own], completions))
+            return rewards
+
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_steps=3,
+        max_completion_length=1024,
+        max_tool_calling_iterations=3,
+        learning_rate=5e-2,
+        beta=0.0,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        seed=0,
+    )
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    trainer = RecordingTrainer(model=model, args=args, train_dataset=trl_dataset(pairs), processing_class=tok, environment_factory=factory)
+    generate = trainer.model.generate
+
+    def forced_generate(*a, **kw):
+        return generate(*a, logits_processor=LogitsProcessorList([ForcedDecisions(tok, [t for t, _ in pairs])]), **kw)
+
+    trainer.model.generate = forced_generate
+    trainer.train()
+
+    assert any(not torch.equal(before[k], v) for k, v in trainer.model.state_dict().items()), "GRPO changed no parameter"
+    assert len(trained_on) == 12 and len(episodes) == 12
+    assert {reward for _, reward, _ in trained_on} == {0.0, 1.0}
+    assert {task.domain for task, _, _ in episodes} == {"shop", "kiosk"}  # one run mixed both domains
+    backend = SqliteBackend()
+    for (task_id, reward, completion), (task, traj, verdict) in zip(trained_on, episodes, strict=True):
+        assert task_id == task.id and reward == float(verdict.reward)
+        # the tool calls TRL parsed and ran are the ones the environment recorded ...
+        called = [
+            (c["function"]["name"], c["function"]["arguments"]) for m in completion if m["role"] == "assistant" for c in m.get("tool_calls", [])
+        ]
+        assert called == [(c["name"], c["arguments"]) for c in traj.tool_calls]
+        # ... and `groundstate run`'s attempt path gives that trajectory the same verdict on a fresh sandbox
+        agent = ScriptedAgent([{"tool": c["name"], "args": c["arguments"]} for c in traj.tool_calls])
+        replayed = asyncio.run(play(task, domains[task.domain], agent, None, backend=backend))
+        assert replayed.verdict.reward == verdict.reward and replayed.verdict.diff == verdict.diff
+
+
+@pytest.mark.slow
+def test_the_documented_example_runs(tmp_path):
+    """docs/examples/trl_environment_factory.py, as docs/INTEGRATIONS.md tells a user to run it, on a model built here."""
+    import subprocess
+    import sys
+
+    model_dir = save_tiny(
+        tmp_path / "tiny", domain_corpus(load_domain("kiosk"), repeat=1), vocab_size=400, hidden=32, layers=1, heads=2, kv_heads=1, ffn=64
+    )
+    env = {
+        **os.environ,
+        "MODEL": str(model_dir),
+        "TASKS": "kiosk-cancel-00*",
+        "STEPS": "1",
+        "OUT": str(tmp_path / "out"),
+        "TRL_EXPERIMENTAL_SILENCE": "1",
+    }
+    script = Path(__file__).parents[2] / "docs" / "examples" / "trl_environment_factory.py"
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"checkpoint: {tmp_path / 'out'}" in done.stdout
+    assert (tmp_path / "out" / "model.safetensors").exists()
