@@ -26,7 +26,9 @@ class CoinFlipPolicy(BatchedPolicy):
     the other tasks it never is (so those groups are all-fail: zero variance). Everything after — the
     episode, the grader, TRL's update — is real."""
 
-    def _generate_batch(self, batch):
+    _calls = 0
+
+    def _generate_batch(self, batch, generators=None):
         eos = self.tok.eos_token_id
         call = self.codec.encode(render_tool_call("cancel_order", {"order_id": 1})) + [eos]
         done = self.codec.encode("Done.") + [eos]
