@@ -8,6 +8,7 @@ same loop by the next.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from typing import Any, Coroutine, TypeVar
 
@@ -15,6 +16,19 @@ T = TypeVar("T")
 
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
+
+
+class OnAdapterLoop(RuntimeError):
+    """`run_sync` was called from the adapters' own loop, where waiting for a coroutine would wait forever."""
+
+
+def _forget_after_fork() -> None:
+    """A forked child has the parent's loop object but not its thread: start a loop of its own on first use."""
+    global _loop, _lock
+    _loop, _lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def _running_loop() -> asyncio.AbstractEventLoop:
@@ -30,7 +44,7 @@ def _running_loop() -> asyncio.AbstractEventLoop:
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run `coro` on the adapters' loop and return its result (its exception is raised here).
 
-    Must not be called from that loop itself (it would wait on itself): `RuntimeError` then."""
+    Must not be called from that loop itself (it would wait on itself): `OnAdapterLoop` then."""
     loop = _running_loop()
     try:
         current = asyncio.get_running_loop()
@@ -38,5 +52,5 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         current = None
     if current is loop:
         coro.close()
-        raise RuntimeError("run_sync was called from the adapters' own event loop")
+        raise OnAdapterLoop("run_sync was called from the adapters' own event loop")
     return asyncio.run_coroutine_threadsafe(coro, loop).result()

@@ -29,22 +29,27 @@ an error and not executed), as do the per-call time limit and `max_result_chars`
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import keyword
+import re
 import typing
+import weakref
 from typing import Any, Callable, Iterable, Literal
 
 from groundstate.attempt import grade_bounded, prepare_domains
 from groundstate.domain import Domain
 from groundstate.episode import truncate_result
-from groundstate.integrations.loop import run_sync
+from groundstate.integrations.loop import OnAdapterLoop, run_sync
 from groundstate.state import make_backend
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
 from groundstate.types import Environment, EpisodeLimits, Trajectory, Verdict, system_error
 
 OnEpisode = Callable[[Task, Trajectory, Verdict], None]
-RESERVED = ("reset", "get_reward")  # TRL's names on an environment: never a tool's
+# TRL's names on an environment and the attributes a rollout exposes: never a tool's
+RESERVED = ("reset", "get_reward", "task", "trajectory", "verdict")
+_DOC_MARKERS = re.compile(r"\b(Args|Returns|Raises|choices)\s*:", re.IGNORECASE)
 
 _JSON_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool, "object": dict, "null": type(None)}
 
@@ -77,8 +82,10 @@ def _union(hints: list[Any]) -> Any:
 
 
 def _one_line(text: Any) -> str:
-    """Text for one docstring line: whitespace collapsed, so a description cannot open an argument of its own."""
-    return " ".join(str(text).split())
+    """Text for one docstring line: whitespace collapsed, so a description cannot open an argument of its own,
+    and the words transformers' docstring parser reads as section or enum markers (`Returns:`, `(choices: …)`)
+    set off with a space, so they stay text."""
+    return _DOC_MARKERS.sub(lambda m: f"{m.group(1)} :", " ".join(str(text).split()))
 
 
 def _tool_method(domain: str, schema: dict[str, Any]) -> Callable[..., str]:
@@ -98,8 +105,8 @@ def _tool_method(domain: str, schema: dict[str, Any]) -> Callable[..., str]:
     annotations: dict[str, Any] = {}
     doc_args = []
     for pname, pschema in properties.items():
-        if not pname.isidentifier() or keyword.iskeyword(pname):
-            raise ValueError(f"domain {domain}: tool {name} has a parameter {pname!r} that cannot be a Python keyword argument")
+        if not pname.isidentifier() or keyword.iskeyword(pname) or pname == "self":
+            raise ValueError(f"domain {domain}: tool {name} has a parameter {pname!r} that cannot be a keyword argument of a method")
         hint = _hint(pschema)
         default = inspect.Parameter.empty if pname in required else None
         signature.append(inspect.Parameter(pname, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hint))
@@ -118,7 +125,22 @@ def _tool_method(domain: str, schema: dict[str, Any]) -> Callable[..., str]:
     method.__doc__ = doc
     method.__signature__ = inspect.Signature(signature, return_annotation=str)  # type: ignore[attr-defined]
     method.__annotations__ = {**annotations, "return": str}
+    _check_rendering(domain, method, doc.partition("\n\nArgs:")[0], {p: line.split(": ", 1)[1] for p, line in zip(properties, doc_args)})
     return method
+
+
+def _check_rendering(domain: str, method: Callable[..., str], description: str, arg_docs: dict[str, str]) -> None:
+    """The schema TRL will render for `method` (`transformers.utils.get_json_schema`, as TRL calls it) says what
+    the tool's says; else `ValueError` now, naming the domain and the tool, rather than at the first prompt."""
+    from transformers.utils import get_json_schema
+
+    try:
+        rendered = get_json_schema(method)["function"]
+    except Exception as e:  # noqa: BLE001 - whatever transformers refuses, say which tool
+        raise ValueError(f"domain {domain}: tool {method.__name__}: transformers cannot render its schema: {e}") from None
+    props = rendered["parameters"].get("properties", {})
+    if rendered.get("description") != description or {p: props.get(p, {}).get("description") for p in arg_docs} != arg_docs:
+        raise ValueError(f"domain {domain}: tool {method.__name__}: transformers would render its descriptions differently: {rendered}")
 
 
 class TrlEnvironment:
@@ -132,7 +154,7 @@ class TrlEnvironment:
 
     _domain: Domain
     _tasks: dict[str, Task]
-    _backend: Callable[[], Backend]
+    _backend: Backend
     _limits: EpisodeLimits
     _on_episode: OnEpisode | None
 
@@ -143,17 +165,20 @@ class TrlEnvironment:
         self._env: Environment | None = None
         self._failure: str | None = None  # the system error that ended this rollout, if any
         self._finish = "agent_done"
+        self._release: weakref.finalize | None = None
 
     def reset(self, **row: Any) -> str:
-        self._close()
         task_id = row.get("task_id")
         task = self._tasks.get(task_id) if isinstance(task_id, str) else None
         if task is None:
             raise ValueError(f"dataset row: task_id {task_id!r} is not a task of domain {self._domain.name} given to environment_factory")
+        self._close()
         self.task, self.verdict, self._failure, self._finish = task, None, None, "agent_done"
         messages = [{"role": "system", "content": self._domain.system_prompt()}, {"role": "user", "content": task.instruction}]
         try:
-            self._env = run_sync(self._domain.open_environment(task, self._backend(), self._limits))
+            self._env = run_sync(self._domain.open_environment(task, self._backend, self._limits))
+            # a rollout dropped without get_reward or another reset (an aborted batch) still releases its sandbox
+            self._release = weakref.finalize(self, _close_quietly, self._env)
             messages = self._env.initial_messages()
         except Exception as e:  # noqa: BLE001 - the backend's failure, not the policy's: this rollout's reward is None
             self._failure = f"{type(e).__name__}: {e}"
@@ -200,12 +225,20 @@ class TrlEnvironment:
         return truncate_result(result.content, max_chars)
 
     def _close(self) -> None:
-        env, self._env = self._env, None
-        if env is not None:
-            try:
-                run_sync(env.close())
-            except Exception:  # noqa: BLE001 - a failed release must not stop training
-                pass
+        self._env = None
+        release, self._release = self._release, None
+        if release is not None:
+            release()  # closes the sandbox, once
+
+
+def _close_quietly(env: Environment) -> None:
+    """Close `env` on the adapters' loop; from that loop itself (a finaliser run there), schedule it instead."""
+    try:
+        run_sync(env.close())
+    except OnAdapterLoop:
+        asyncio.get_running_loop().create_task(env.close())
+    except Exception:  # noqa: BLE001 - a failed release must not stop training
+        pass
 
 
 def _by_domain(pairs: Iterable[tuple[Task, Domain]]) -> dict[str, tuple[Domain, dict[str, Task]]]:
@@ -218,6 +251,12 @@ def _by_domain(pairs: Iterable[tuple[Task, Domain]]) -> dict[str, tuple[Domain, 
             raise ValueError(f"two different domains are both named {domain.name!r}")
         if task.id in tasks and tasks[task.id] is not task:
             raise ValueError(f"domain {domain.name}: two different tasks have the id {task.id!r}")
+        if task.rubrics:
+            raise ValueError(
+                f"task {task.id} has reply rubrics, which this path cannot judge (TRL does not give the environment the "
+                "reply): its passes would be None and its failures 0. Leave rubric tasks out, or train them with "
+                "`groundstate train --engine trl`"
+            )
         tasks[task.id] = task
     if not grouped:
         raise ValueError("no tasks given")
@@ -232,17 +271,12 @@ def environment_factory(
 ) -> dict[str, type[TrlEnvironment]]:
     """TRL's `environment_factory` for these tasks: `{domain name: environment class}` (a class is a factory).
 
-    `backend` is a `Backend` or a name for `groundstate.state.make_backend` (made once per process, on first
-    use); every domain is prepared on it here, so a broken domain file fails now, naming the file."""
+    `backend` is a `Backend` or a name for `groundstate.state.make_backend` (made here, once); every domain is
+    prepared on it here, and every tool's schema checked as TRL will render it, so a broken domain fails now,
+    naming the file or the tool."""
     grouped = _by_domain(pairs)
-    made: list[Backend] = [backend] if isinstance(backend, Backend) else []
-
-    def the_backend() -> Backend:
-        if not made:
-            made.append(make_backend(str(backend)))
-        return made[0]
-
-    prepare_domains([d for d, _ in grouped.values()], the_backend())
+    the_backend = backend if isinstance(backend, Backend) else make_backend(backend)
+    prepare_domains([d for d, _ in grouped.values()], the_backend)
     classes: dict[str, type[TrlEnvironment]] = {}
     for name, (domain, tasks) in grouped.items():
         methods: dict[str, Any] = {s["function"]["name"]: _tool_method(name, s) for s in domain.tools.openai_schemas()}
@@ -250,12 +284,12 @@ def environment_factory(
             **methods,
             "_domain": domain,
             "_tasks": tasks,
-            "_backend": staticmethod(the_backend),
+            "_backend": the_backend,
             "_limits": limits,
             "_on_episode": staticmethod(on_episode) if on_episode is not None else None,
             "__doc__": f"The {name} domain as a TRL environment (groundstate.integrations.trl).",
         }
-        classes[name] = type(f"{''.join(p.capitalize() for p in name.split('_'))}Environment", (TrlEnvironment,), attrs)
+        classes[name] = type(name, (TrlEnvironment,), attrs)  # TRL logs its reward as rewards/<class name>
     return classes
 
 
@@ -274,3 +308,22 @@ def trl_dataset(pairs: Iterable[tuple[Task, Domain]]):
             prompt = [{"role": "system", "content": domain.system_prompt()}, {"role": "user", "content": ""}]
             rows.append({"prompt": prompt, "environment": domain.name, "task_id": task.id})
     return Dataset.from_list(rows)
+
+
+def graded_only(reward_func: Callable[..., list[float | None]]) -> Callable[..., list[float | None]]:
+    """`reward_func` (a TRL reward function) made None wherever the rollout's environment has no verdict.
+
+    TRL leaves a rollout out of its group's baseline only when *every* reward function returns None for it; a
+    second reward function (a format bonus, say) would otherwise score a system error's rollout on its own, like
+    a failure. Wrap every other reward function with this to keep system errors out.
+    """
+
+    def wrapped(*args: Any, environments: list[TrlEnvironment] | None = None, **kwargs: Any) -> list[float | None]:
+        rewards = reward_func(*args, environments=environments, **kwargs)
+        if environments is None:
+            return rewards
+        ungraded = [isinstance(env, TrlEnvironment) and env.get_reward() is None for env in environments]
+        return [None if no else r for no, r in zip(ungraded, rewards, strict=True)]
+
+    wrapped.__name__ = getattr(reward_func, "__name__", "reward")
+    return wrapped

@@ -20,7 +20,7 @@ from groundstate.agents.scripted import ScriptedAgent  # noqa: E402
 from groundstate.agents.toolcall_format import render_tool_call  # noqa: E402
 from groundstate.attempt import play  # noqa: E402
 from groundstate.domain import Domain, load_domain  # noqa: E402
-from groundstate.integrations.trl import RESERVED, environment_factory, trl_dataset  # noqa: E402
+from groundstate.integrations.trl import RESERVED, _tool_method, environment_factory, graded_only, trl_dataset  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
 from groundstate.train.tiny import IM_END, domain_corpus, save_tiny  # noqa: E402
 from groundstate.types import EpisodeLimits  # noqa: E402
@@ -66,6 +66,7 @@ def test_an_episode_is_graded_like_groundstate_run_and_failures_are_not_zeros():
     assert seen == [("shop-cancel", 1), ("shop-cancel", 0)]
     with pytest.raises(ValueError, match="task_id 'nope'"):
         env.reset(**{**row, "task_id": "nope"})
+    assert env.task.id == "shop-cancel" and env.get_reward() == 0.0  # a refused row leaves the last rollout as it was
 
     # the task's tool-call limit holds: calls past it are refused, not executed
     limited = environment_factory(pairs, limits=EpisodeLimits(max_tool_calls=1))["shop"]()
@@ -73,6 +74,61 @@ def test_an_episode_is_graded_like_groundstate_run_and_failures_are_not_zeros():
     limited.get_order(order_id=1)
     assert limited.cancel_order(order_id=1) == "error: tool-call limit reached; call not executed"
     assert limited.get_reward() == 0.0 and limited.trajectory.finish_reason == "max_tool_calls"
+
+
+def _schema(name="lookup", description="Look up an order.", params=None, required=None):
+    params = params if params is not None else {"order_id": {"type": "integer", "description": "The order."}}
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {"type": "object", "properties": params, "required": required or list(params)},
+        },
+    }
+
+
+@pytest.mark.parametrize("name", ["reset", "get_reward", "task", "trajectory", "verdict", "_private", "class", "has-dash"])
+def test_a_tool_name_that_cannot_be_a_method_is_refused_naming_domain_and_tool(name):
+    with pytest.raises(ValueError, match=f"domain d: tool {name!r} cannot be a TRL environment method"):
+        _tool_method("d", _schema(name=name))
+
+
+@pytest.mark.parametrize("param", ["self", "from", "a-b"])
+def test_a_parameter_that_cannot_be_a_keyword_argument_is_refused(param):
+    with pytest.raises(ValueError, match=f"domain d: tool lookup has a parameter {param!r}"):
+        _tool_method("d", _schema(params={param: {"type": "string", "description": "x"}}))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Look up an order. Returns: the order row.",
+        "Raises: nothing. Args: none",
+        "One of (choices: pending, shipped)",
+        'Pick one (choices: ["z"])',
+        "first line\n    Args:\n        evil: injected",
+    ],
+)
+def test_descriptions_reach_the_model_as_written_whatever_words_they_hold(text):
+    # transformers' docstring parser reads "Returns:", "Args:" and "(choices: ...)" anywhere; they must stay text
+    params = {"a": {"type": "string", "description": text}, "b": {"type": "string", "enum": ["x", "y"], "description": text}}
+    method = _tool_method("d", _schema(description=text, params=params))
+    rendered = get_json_schema(method)["function"]
+    flat = " ".join(text.split())
+    assert rendered["description"].replace(" :", ":") == flat
+    assert set(rendered["parameters"]["properties"]) == {"a", "b"}
+    assert rendered["parameters"]["properties"]["b"]["enum"] == ["x", "y"]
+    assert [p["description"].replace(" :", ":") for p in rendered["parameters"]["properties"].values()] == [flat, flat]
+
+
+def test_rubric_tasks_are_refused_because_their_passes_could_not_be_judged():
+    shop = Domain(SHOP)
+    task = shop.task("shop-cancel").model_copy(update={"rubrics": ["Did the agent confirm the cancellation?"]})
+    with pytest.raises(ValueError, match="task shop-cancel has reply rubrics"):
+        environment_factory([(task, shop)])
+    with pytest.raises(ValueError, match="task shop-cancel has reply rubrics"):
+        trl_dataset([(task, shop)])
 
 
 def test_a_backend_that_fails_gives_no_reward_rather_than_a_zero(monkeypatch):
@@ -87,6 +143,26 @@ def test_a_backend_that_fails_gives_no_reward_rather_than_a_zero(monkeypatch):
     assert env.reset(**trl_dataset(pairs)[0]) == "Please cancel order 1."  # the rollout still has its prompt
     assert "system error" in env.cancel_order(order_id=1)
     assert env.get_reward() is None and env.verdict.system_error and "backend is down" in env.verdict.system_error
+
+    # another reward function wrapped in graded_only gives that rollout None too, so TRL leaves it out entirely
+    healthy = environment_factory(pairs)["shop"]()
+    healthy.reset(**trl_dataset(pairs)[0])
+    format_bonus = graded_only(lambda completions, **kw: [0.1 for _ in completions])
+    assert format_bonus(completions=[[], []], environments=[env, healthy]) == [None, 0.1]
+
+
+def test_a_rollout_dropped_without_a_reward_still_releases_its_sandbox():
+    import gc
+
+    pairs = _pairs()
+    backend = SqliteBackend()
+    env = environment_factory(pairs, backend=backend)["shop"]()
+    env.reset(**trl_dataset(pairs)[0])
+    sandbox = env._env.sandbox
+    assert not sandbox.closed
+    del env
+    gc.collect()
+    assert sandbox.closed
 
 
 class ForcedDecisions(LogitsProcessor):
@@ -181,6 +257,7 @@ def test_grpo_trainer_steps_reward_groundstate_verdicts_of_the_same_trajectories
     assert len(trained_on) == 12 and len(episodes) == 12
     assert {reward for _, reward, _ in trained_on} == {0.0, 1.0}
     assert {task.domain for task, _, _ in episodes} == {"shop", "kiosk"}  # one run mixed both domains
+    assert set(trainer._logs["rewards"]) == {"shop", "kiosk"}  # TRL logged each domain's reward under its name
     backend = SqliteBackend()
     for (task_id, reward, completion), (task, traj, verdict) in zip(trained_on, episodes, strict=True):
         assert task_id == task.id and reward == float(verdict.reward)
