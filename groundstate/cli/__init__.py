@@ -16,6 +16,7 @@ from groundstate.cli import analysis, new, quickstart, tasks, train
 from groundstate.cli.mcp import serve_mcp
 from groundstate.cli.run import PROBE_HELP, RUN_HELP, attempts_command
 from groundstate.cli.select import select_command
+from groundstate.cli.serve import serve
 
 app = typer.Typer(help="Train and evaluate tool-using LLM agents with rewards read from the final state of a real database.", no_args_is_help=True)
 
@@ -53,6 +54,7 @@ app.command("train")(train.train)
 app.command("merge")(train.merge)
 app.command("quickstart")(quickstart.quickstart)
 app.command("serve-mcp")(serve_mcp)
+app.command("serve")(serve)
 
 
 def main() -> None:  # pragma: no cover

@@ -500,7 +500,7 @@ def check_host(host: str, allow_remote: bool = False) -> None:
         loopback = False
     if not loopback:
         raise ValueError(
-            f"refusing to serve MCP over HTTP on non-loopback host {host!r}: use 127.0.0.1 (default), or pass "
+            f"refusing to serve over HTTP on non-loopback host {host!r}: use 127.0.0.1 (default), or pass "
             "allow_remote=True (--allow-remote) and put TLS in front of it"
         )
 

@@ -1,0 +1,267 @@
+"""OpenEnv: groundstate tasks served through `openenv-core` (reset / step / state over its WebSocket protocol), so
+OpenEnv's clients (`MCPToolClient`, `GenericEnvClient`) and the trainers built on them can train on them.
+
+    groundstate serve --protocol openenv --domain kiosk --port 8000
+
+    from openenv.core.mcp_client import MCPToolClient
+    from groundstate.integrations.openenv import ReplyAction
+
+    async with MCPToolClient(base_url="http://127.0.0.1:8000") as env:
+        first = await env.reset(task_id="kiosk-cancel-001")   # or seed=N: a task drawn from the domain
+        tools = await env.list_tools()
+        result = await env.call_tool("cancel_kiosk_order", order_id=1014)
+        final = await env.step(ReplyAction(content="Order 1014 is cancelled."))
+        final.done, final.reward                             # True, 1.0
+
+What goes where:
+
+- `reset(task_id=..., seed=..., episode_id=...)` opens a fresh sandbox for the task (`task_id`, else one drawn
+  with `seed`, else the next in order); the observation (`GroundstateObservation`) has `task_id`, `messages`
+  (the domain's policy, the instruction) and `tool_schemas` (OpenAI format);
+- `list_tools` and `call_tool` are OpenEnv's MCP actions; the domain's tools are the only tools (never reset,
+  step, state or close). A call is one agent turn of the episode; a call the agent got wrong (bad arguments,
+  an unknown tool) is a result holding the error text, as `groundstate run` shows it;
+- `ReplyAction(content=...)` (an OpenEnv `Action`) is a message to the user: the task's user replies (in
+  `observation["messages"]`) or ends the conversation;
+- the reward comes only with `done`: 1.0 or 0.0, or None for a system error or an unjudged rubric task
+  (`observation["verdict"]` in full); every observation before it has reward None. `MCPToolClient` parses
+  tool observations into its own types (`result`, `reward`, `done`); `GenericEnvClient` returns every field.
+
+The episode is `groundstate run`'s (`attempt.play` through `SteppedEpisode`): same user, limits, finish
+reasons and grader. Each WebSocket session has its own environment and sandbox; sessions share the server's
+backend. OpenEnv's production mode (`/mcp` without step) is not served: it has no episode to grade.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+from typing import Any, Literal
+
+from openenv.core.env_server.interfaces import Environment as OpenEnvEnvironment
+from openenv.core.env_server.mcp_types import CallToolObservation, ListToolsObservation, Tool
+from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
+from pydantic import Field
+
+from groundstate.agents import make_user
+from groundstate.attempt import prepare_domains
+from groundstate.integrations.loop import run_sync
+from groundstate.integrations.stepped import Step, SteppedEpisode
+from groundstate.state.base import Backend
+from groundstate.tasks import Task
+from groundstate.types import AgentTurn, Domain, EpisodeLimits, ToolCallRequest
+
+
+class ReplyAction(Action):
+    """A message to the user (what a model writes when it does not call a tool)."""
+
+    type: Literal["reply"] = "reply"
+    content: str = Field(description="The message to the user")
+
+
+class GroundstateAction(Action):
+    """Every action the server takes: OpenEnv's `list_tools` and `call_tool` payloads, and `reply`."""
+
+    type: Literal["list_tools", "call_tool", "reply"]
+    tool_name: str | None = Field(default=None, description="call_tool: the tool")
+    arguments: dict[str, Any] = Field(default_factory=dict, description="call_tool: its arguments")
+    content: str | None = Field(default=None, description="reply: the message to the user")
+
+
+class GroundstateObservation(Observation):
+    """What `reset` and a reply return (`done` and `reward` travel beside it, as in every OpenEnv observation)."""
+
+    task_id: str | None = Field(default=None, description="The task of this episode")
+    messages: list[dict[str, Any]] = Field(default_factory=list, description="Chat messages added since the agent last acted")
+    tool_schemas: list[dict[str, Any]] = Field(default_factory=list, description="reset: the tools on offer (OpenAI format)")
+    verdict: dict[str, Any] | None = Field(default=None, description="When done: the whole verdict")
+    finish_reason: str | None = Field(default=None, description="When done: why the episode ended")
+
+
+class GroundstateToolObservation(CallToolObservation):
+    """What a `call_tool` returns: OpenEnv's tool observation (`result` is what the agent reads), with the same
+    episode fields as `GroundstateObservation`."""
+
+    messages: list[dict[str, Any]] = Field(default_factory=list, description="Chat messages the call added")
+    verdict: dict[str, Any] | None = Field(default=None, description="When the call ended the episode: the whole verdict")
+    finish_reason: str | None = Field(default=None, description="When done: why the episode ended")
+
+
+class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObservation, State]):
+    """One session's environment (see the module docstring); `environment_factory` makes the class a server
+    instantiates per session. Async throughout: the server awaits `reset_async` and `step_async` on its loop,
+    where the episode runs; the sync `reset` and `step` run them on the adapters' loop instead (for use in
+    process, without a server), so one instance is driven one way or the other, not both."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self, tasks: list[tuple[Task, Domain]], backend: Backend, limits: EpisodeLimits, user: str, name: str):
+        super().__init__()
+        self._tasks, self._by_id = tasks, {t.id: (t, d) for t, d in tasks}
+        self._backend, self._limits, self._user, self._name = backend, limits, user, name
+        self._episode: SteppedEpisode | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._state = State()
+        self._next_task = 0
+
+    # -- the OpenEnv API ------------------------------------------------------------------------------
+
+    async def reset_async(self, seed: int | None = None, episode_id: str | None = None, task_id: str | None = None, **_: Any) -> Observation:
+        await self._abandon()
+        if task_id is not None:
+            if task_id not in self._by_id:
+                raise ValueError(f"reset: task_id {task_id!r} is not one of this server's tasks")
+            task, domain = self._by_id[task_id]
+        elif seed is not None:
+            task, domain = self._tasks[random.Random(seed).randrange(len(self._tasks))]
+        else:
+            task, domain = self._tasks[self._next_task % len(self._tasks)]
+            self._next_task += 1
+        self._loop = asyncio.get_running_loop()
+        self._episode = SteppedEpisode(task, domain, self._backend, make_user(self._user, task), self._limits)
+        self._state = State(episode_id=episode_id, step_count=0, task_id=task.id)
+        step = await self._episode.start()
+        observation = GroundstateObservation(task_id=task.id, messages=step.messages, tool_schemas=step.tools)
+        return self._final(step, observation) if step.done else observation
+
+    async def step_async(self, action: Action, timeout_s: float | None = None, **_: Any) -> Observation:
+        act = action if isinstance(action, GroundstateAction) else GroundstateAction.model_validate(action.model_dump())
+        if self._episode is None:
+            raise RuntimeError("step before reset")
+        if act.type == "list_tools":
+            return ListToolsObservation(tools=[_tool(s) for s in self._episode.tools])
+        if self._episode.outcome is not None:
+            raise RuntimeError("the episode is over: reset to start another")
+        self._state.step_count += 1
+        observation: GroundstateObservation | GroundstateToolObservation
+        if act.type == "call_tool":
+            name, call_id = act.tool_name or "", f"call_{self._state.step_count}"
+            step = await self._episode.step(AgentTurn(tool_calls=[ToolCallRequest(call_id, name, dict(act.arguments))]))
+            result = next((m["content"] for m in step.messages if m["role"] == "tool" and m.get("tool_call_id") == call_id), None)
+            observation = GroundstateToolObservation(tool_name=name, result=result, messages=step.messages)
+        else:
+            step = await self._episode.step(AgentTurn(text=act.content or ""))
+            observation = GroundstateObservation(task_id=self._episode.task.id, messages=step.messages)
+        return self._final(step, observation) if step.done else observation
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, task_id: str | None = None, **kw: Any) -> Observation:
+        return run_sync(self.reset_async(seed, episode_id, task_id, **kw))
+
+    def step(self, action: Action, timeout_s: float | None = None, **kw: Any) -> Observation:
+        return run_sync(self.step_async(action, timeout_s, **kw))
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        return EnvironmentMetadata(name=self._name, description=f"groundstate tasks of {self._name}, graded on their final database state")
+
+    def close(self) -> None:
+        """Abandon a running episode (its sandbox is closed). The server calls this from a worker thread."""
+        loop, episode = self._loop, self._episode
+        self._episode = None
+        if episode is None or loop is None or loop.is_closed():
+            return
+        if _on_thread_of(loop):
+            loop.create_task(episode.close())
+        else:
+            asyncio.run_coroutine_threadsafe(episode.close(), loop).result(timeout=60)
+
+    # -- helpers --------------------------------------------------------------------------------------
+
+    async def _abandon(self) -> None:
+        episode, self._episode = self._episode, None
+        if episode is not None:
+            await episode.close()
+
+    def _final(self, step: Step, observation: GroundstateObservation | GroundstateToolObservation) -> Observation:
+        assert step.outcome is not None
+        verdict, trajectory = step.outcome.verdict, step.outcome.trajectory
+        observation.done = True
+        observation.reward = None if verdict.reward is None else float(verdict.reward)
+        observation.verdict = verdict.to_json()
+        observation.finish_reason = trajectory.finish_reason if trajectory is not None else None
+        return observation
+
+
+def _tool(schema: dict[str, Any]) -> Tool:
+    fn = schema["function"]
+    return Tool(name=fn["name"], description=fn.get("description", ""), input_schema=fn.get("parameters", {}))
+
+
+def _on_thread_of(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+def environment_factory(
+    tasks: list[tuple[Task, Domain]], backend: Backend, limits: EpisodeLimits = EpisodeLimits(), user: str = "scripted", name: str = "groundstate"
+):
+    """The per-session factory `openenv.core.env_server.create_app` takes: every session gets its own
+    `GroundstateOpenEnv` over `tasks`, all on `backend` (each domain prepared on it once, here)."""
+    if not tasks:
+        raise ValueError("no tasks to serve")
+    prepare_domains([d for _, d in tasks], backend)
+    lock = threading.Lock()  # the server may build sessions from several threads
+
+    def make() -> GroundstateOpenEnv:
+        with lock:
+            return GroundstateOpenEnv(list(tasks), backend, limits, user, name)
+
+    return make
+
+
+def create_app(
+    tasks: list[tuple[Task, Domain]],
+    backend: Backend,
+    limits: EpisodeLimits = EpisodeLimits(),
+    user: str = "scripted",
+    max_sessions: int = 64,
+    name: str = "groundstate",
+):
+    """The OpenEnv FastAPI app serving `tasks` (what `groundstate serve --protocol openenv` runs with uvicorn)."""
+    from openenv.core.env_server.http_server import create_fastapi_app
+    from starlette.websockets import WebSocketDisconnect
+
+    factory = environment_factory(tasks, backend, limits, user, name)
+    app = create_fastapi_app(factory, GroundstateAction, GroundstateObservation, max_concurrent_envs=max_sessions)
+
+    async def quiet_on_departed_clients(scope: Any, receive: Any, send: Any) -> None:
+        # openenv-core 0.3's WebSocket endpoint closes, after the session is torn down, a socket the client has
+        # already closed, and the ASGI server logs a traceback for every session: a client that left is no error
+        try:
+            await app(scope, receive, send)
+        except WebSocketDisconnect:
+            if scope.get("type") != "websocket":
+                raise
+
+    return quiet_on_departed_clients
+
+
+def serve(
+    tasks: list[tuple[Task, Domain]],
+    backend: Backend,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    limits: EpisodeLimits = EpisodeLimits(),
+    user: str = "scripted",
+    max_sessions: int = 64,
+    allow_remote: bool = False,
+    name: str = "groundstate",
+) -> None:
+    """Serve `tasks` over OpenEnv's protocol with uvicorn until interrupted (loopback only unless `allow_remote`:
+    OpenEnv's protocol has no authentication)."""
+    import sys
+
+    import uvicorn
+
+    from groundstate.tools.mcp_server import check_host
+
+    check_host(host.strip("[]"), allow_remote)
+    app = create_app(tasks, backend, limits, user, max_sessions, name)
+    print(f"[groundstate openenv] serving {len(tasks)} tasks of {name} at http://{host}:{port} (WebSocket /ws)", file=sys.stderr, flush=True)
+    uvicorn.run(app, host=host.strip("[]"), port=port, log_level="warning", ws_max_size=16 * 1024 * 1024)

@@ -1,0 +1,169 @@
+"""OpenEnv: `groundstate serve --protocol openenv` driven by OpenEnv's own clients (`MCPToolClient`,
+`GenericEnvClient`) over its WebSocket protocol; verdicts equal `groundstate run`'s, sessions stay isolated."""
+
+import asyncio
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("openenv")
+
+from openenv.core.generic_client import GenericEnvClient  # noqa: E402
+from openenv.core.mcp_client import MCPToolClient  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
+
+from groundstate.agents import ScriptedUser  # noqa: E402
+from groundstate.agents.scripted import make_scripted_agent  # noqa: E402
+from groundstate.attempt import play  # noqa: E402
+from groundstate.cli import app  # noqa: E402
+from groundstate.integrations.openenv import ReplyAction  # noqa: E402
+from groundstate.selectors import select_tasks  # noqa: E402
+from groundstate.state.sqlite import SqliteBackend  # noqa: E402
+
+SHOP = str(Path(__file__).parents[1] / "fixtures" / "shop")
+SELECTION = f"{SHOP},kiosk-cancel-00*,retail-*-001"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    port = _free_port()
+    log = tmp_path_factory.mktemp("openenv") / "server.log"
+    command = ["serve", "--protocol", "openenv", "--tasks", SELECTION, "--port", str(port), "--max-sessions", "32"]
+    with log.open("w") as sink:
+        proc = subprocess.Popen([sys.executable, "-m", "groundstate.cli", *command], stdout=sink, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/health", timeout=2)
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise AssertionError(f"the server did not start: {log.read_text()[-3000:]}")
+            time.sleep(0.3)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)
+    assert "Traceback" not in log.read_text(), log.read_text()[-3000:]  # sessions that end, or leave, are no errors
+
+
+def _ours(task_id: str, agent_spec: str):
+    [(task, domain)] = [p for p in select_tasks(SELECTION) if p[0].id == task_id]
+    agent = make_scripted_agent(agent_spec, task, domain)
+    return asyncio.run(play(task, domain, agent, ScriptedUser(task.user.script), backend=SqliteBackend())).verdict.to_json()
+
+
+def test_openenvs_tool_client_plays_an_episode_and_is_rewarded_only_at_the_end(server):
+    async def episode():
+        async with MCPToolClient(base_url=server) as env:
+            first = await env.reset(task_id="shop-cancel")
+            tools = await env.list_tools()
+            result = await env.call_tool("cancel_order", order_id=1)
+            mid = await env.step(ReplyAction(content="Cancelled."))  # the scripted user has nothing to add: done
+            return first, tools, result, mid
+
+    first, tools, result, final = asyncio.run(episode())
+    assert first.done is False and first.reward is None
+    names = {t.name for t in tools}
+    assert names == {"get_order", "find_customer", "cancel_order", "set_total", "set_tier", "add_note", "tag_customer", "broken_tool"}
+    assert not names & {"reset", "step", "state", "close"}
+    assert '"status": "cancelled"' in result
+    assert final.done is True and final.reward == 1.0
+
+
+def test_every_field_reaches_the_generic_client_and_the_verdict_is_groundstate_runs(server):
+    async def episode(task_id, calls, reply):
+        async with GenericEnvClient(base_url=server) as env:
+            first = await env.reset(task_id=task_id)
+            rewards = []
+            for call in calls:
+                step = await env.step({"type": "call_tool", "tool_name": call.tool, "arguments": call.args})
+                rewards.append(step.reward)
+                assert not step.done and step.observation["result"] is not None
+            while True:
+                step = await env.step({"type": "reply", "content": reply})
+                if step.done:
+                    return first.observation, rewards, step
+
+    for task, _ in select_tasks(SELECTION):
+        opening, rewards, final = asyncio.run(episode(task.id, task.gold, "Done."))
+        assert opening["task_id"] == task.id and opening["messages"][-1] == {"role": "user", "content": task.instruction}
+        assert {s["function"]["name"] for s in opening["tool_schemas"]} >= {c.tool for c in task.gold}
+        assert rewards == [None] * len(task.gold)  # never a reward mid-episode
+        assert final.reward == 1.0 and final.observation["verdict"] == _ours(task.id, "scripted:gold"), task.id
+        _, _, noop = asyncio.run(episode(task.id, [], "I cannot help."))
+        assert noop.reward == 0.0 and noop.observation["verdict"] == _ours(task.id, "scripted:noop"), task.id
+
+
+def test_concurrent_sessions_each_have_their_own_sandbox(server):
+    # 24 sessions at once on the same task: the even ones cancel the order, the odd ones only read it. A session
+    # that saw another's write would read "cancelled" or be graded on it.
+    async def session(i):
+        async with GenericEnvClient(base_url=server) as env:
+            await env.reset(task_id="shop-cancel")
+            before = await env.step({"type": "call_tool", "tool_name": "get_order", "arguments": {"order_id": 1}})
+            if i % 2 == 0:
+                await env.step({"type": "call_tool", "tool_name": "cancel_order", "arguments": {"order_id": 1}})
+            await asyncio.sleep(0.05)  # all sessions are open at once
+            final = await env.step({"type": "reply", "content": "Done."})
+            return before.observation["result"], final.reward
+
+    async def all_sessions():
+        return await asyncio.gather(*(session(i) for i in range(24)))
+
+    results = asyncio.run(all_sessions())
+    assert all('"status": "pending"' in before for before, _ in results)
+    assert [reward for _, reward in results] == [1.0 if i % 2 == 0 else 0.0 for i in range(24)]
+
+
+def test_hostile_and_careless_clients_get_errors_and_the_server_stays_up(server):
+    async def misuse():
+        out = {}
+        async with GenericEnvClient(base_url=server) as env:
+            with pytest.raises(Exception, match="step before reset"):
+                await env.step({"type": "reply", "content": "hi"})
+        async with GenericEnvClient(base_url=server) as env:
+            with pytest.raises(Exception, match="not one of this server's tasks"):
+                await env.reset(task_id="../../etc/passwd")
+        async with GenericEnvClient(base_url=server) as env:
+            await env.reset(task_id="shop-cancel")
+            with pytest.raises(Exception):
+                await env.step({"type": "exec", "code": "import os"})  # not an action of this server
+            bad = await env.step({"type": "call_tool", "tool_name": "cancel_order", "arguments": {"order_id": "1; DROP TABLE orders"}})
+            out["bad"] = bad
+            unknown = await env.step({"type": "call_tool", "tool_name": "reset", "arguments": {}})
+            out["unknown"] = unknown
+        async with GenericEnvClient(base_url=server) as env:  # a client that leaves mid-episode, then a fresh one
+            await env.reset(task_id="shop-cancel")
+            await env.step({"type": "call_tool", "tool_name": "cancel_order", "arguments": {"order_id": 1}})
+        async with GenericEnvClient(base_url=server) as env:
+            await env.reset(task_id="shop-cancel")
+            out["fresh"] = await env.step({"type": "call_tool", "tool_name": "get_order", "arguments": {"order_id": 1}})
+        return out
+
+    out = asyncio.run(misuse())
+    assert "invalid arguments" in out["bad"].observation["result"] and not out["bad"].done
+    assert "unknown tool 'reset'" in out["unknown"].observation["result"]
+    assert '"status": "pending"' in out["fresh"].observation["result"]  # the abandoned session's write is gone
+
+
+def test_the_command_refuses_what_it_cannot_serve():
+    runner = CliRunner()
+    r = runner.invoke(app, ["serve", "--protocol", "gopher", "--domain", "kiosk"])
+    assert r.exit_code == 2 and "unknown protocol 'gopher'" in r.output
+    r = runner.invoke(app, ["serve", "--protocol", "openenv"])
+    assert r.exit_code == 2 and "give --domain or --tasks" in r.output
+    r = runner.invoke(app, ["serve", "--protocol", "openenv", "--domain", "kiosk", "--host", "0.0.0.0"])
+    assert r.exit_code == 2 and "non-loopback host" in r.output
