@@ -13,6 +13,7 @@ import threading
 import typer
 
 from groundstate.cli import analysis, new, quickstart, tasks, train
+from groundstate.cli.conformance import conformance_command
 from groundstate.cli.mcp import serve_mcp
 from groundstate.cli.run import PROBE_HELP, RUN_HELP, attempts_command
 from groundstate.cli.select import select_command
@@ -55,6 +56,7 @@ app.command("merge")(train.merge)
 app.command("quickstart")(quickstart.quickstart)
 app.command("serve-mcp")(serve_mcp)
 app.command("serve")(serve)
+app.command("conformance")(conformance_command)
 
 
 def main() -> None:  # pragma: no cover

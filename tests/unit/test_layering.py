@@ -38,6 +38,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "groundstate.quickstart",
             "groundstate.scaffold",
             "groundstate.integrations",
+            "groundstate.conformance",
         ],
     ),
     ("command line", ["groundstate.cli"]),

@@ -1,0 +1,57 @@
+"""`groundstate conformance`: every adapter gives every trajectory `groundstate run`'s verdict and change set."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from groundstate.cli import options as opts
+from groundstate.cli.common import console, fail, out, progress, select
+
+
+def conformance_command(
+    tasks: str = typer.Option("all", "--tasks", help="Tasks to check (any --tasks selector of SQL domains; default: every bundled task)."),
+    adapters: Optional[str] = typer.Option(None, "--adapters", help="Comma-separated: trl, gymnasium, openenv (default: every one installed)."),
+    backend: str = opts.Backend,
+    pg_dsn: Optional[str] = opts.PgDsn,
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object: adapters, tasks, trajectories, checked, mismatches."),
+    out_file: Optional[Path] = opts.file_out(None, "--out", help="Also write the JSON report here."),
+) -> None:
+    """Play gold, no-op and every lint mutant of each task through each adapter and through `groundstate run`; list mismatches."""
+    from groundstate.conformance import ADAPTERS, conformance
+    from groundstate.state import make_backend
+
+    wanted = [a.strip() for a in adapters.split(",") if a.strip()] if adapters else list(ADAPTERS)
+    pairs = select(tasks, run=False)
+    try:
+        be = make_backend(backend, pg_dsn)
+    except ValueError as e:
+        fail(f"--backend: {e}")
+    try:
+        with progress() as bars:
+            bar = bars.add_task(f"conformance ({be.name})", total=len(pairs), status="")
+            report = conformance(pairs, be, wanted, on_task=lambda t: bars.update(bar, advance=1, status=t.id))
+    except ValueError as e:
+        fail(str(e))
+    finally:
+        be.close()
+    data = report.to_json()
+    if out_file:
+        out_file.parent.mkdir(parents=True, exist_ok=True)
+        out_file.write_text(json.dumps(data, indent=1, default=str))
+    if as_json:
+        out.print_json(data=data)
+    else:
+        for adapter, reason in report.skipped.items():
+            out.print(f"[yellow]skipped[/yellow] {adapter}: {reason}")
+        for m in report.mismatches[:50]:
+            out.print(f"[red]mismatch[/red] {m.adapter} · {m.task_id} · {m.trajectory}: {m.field} differs")
+        per = ", ".join(f"{a} {n}" for a, n in report.checked.items())
+        out.print(f"{report.tasks} tasks, {report.trajectories} trajectories; checked per adapter: {per}; mismatches: {len(report.mismatches)}")
+    if out_file:
+        console.print(f"report written to {out_file}")
+    if not report.ok:
+        raise typer.Exit(1)

@@ -1,0 +1,66 @@
+"""`groundstate conformance`: gold, no-op and every lint mutant give the same verdict and change set through TRL's
+environment, Gymnasium's and OpenEnv's as through `groundstate run`; a diverging adapter is caught and named."""
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from groundstate.cli import app
+from groundstate.conformance import conformance
+from groundstate.domain import bundled_domains, iter_tasks
+from groundstate.state.sqlite import SqliteBackend
+
+SHOP = str(Path(__file__).parents[1] / "fixtures" / "shop")
+
+
+def test_every_adapter_agrees_with_run_on_a_sample_of_every_domain():
+    pairs = [p for name in bundled_domains() for p in iter_tasks([name])[:2]]
+    report = conformance(pairs, SqliteBackend())
+    assert report.skipped == {} and report.adapters == ["trl", "gymnasium", "openenv"]
+    assert report.tasks == len(pairs) and report.trajectories > 3 * len(pairs)  # gold, no-op and mutants
+    assert report.checked == {a: report.trajectories for a in report.adapters}
+    assert report.mismatches == []
+
+
+def test_an_adapter_that_diverges_is_caught_naming_it(monkeypatch):
+    from groundstate.integrations import gymnasium
+
+    real = gymnasium.parse_response
+
+    def drops_the_second_argument(text, tools=None, id_offset=0):  # an adapter bug: one argument lost on the way
+        parsed = real(text, tools, id_offset)
+        for call in parsed.tool_calls:
+            if isinstance(call.arguments, dict) and len(call.arguments) > 1:
+                call.arguments.pop(sorted(call.arguments)[-1])
+        return parsed
+
+    monkeypatch.setattr(gymnasium, "parse_response", drops_the_second_argument)
+    from groundstate.domain import Domain
+
+    shop = Domain(Path(SHOP))
+    report = conformance([(shop.task("shop-multi"), shop)], SqliteBackend(), ["gymnasium", "trl"])
+    assert report.checked == {"gymnasium": report.trajectories, "trl": report.trajectories}
+    assert report.mismatches and {m.adapter for m in report.mismatches} == {"gymnasium"}
+    assert {m.task_id for m in report.mismatches} == {"shop-multi"} and "gold" in {m.trajectory for m in report.mismatches}
+
+
+def test_the_command_prints_the_json_report_and_refuses_unknown_adapters(tmp_path):
+    runner = CliRunner()
+    r = runner.invoke(app, ["conformance", "--tasks", "kiosk-cancel-00[12]", "--json", "--out", str(tmp_path / "c.json")])
+    assert r.exit_code == 0, r.output
+    data = json.loads((tmp_path / "c.json").read_text())
+    assert set(data) >= {"adapters", "tasks", "trajectories", "mismatches"}
+    assert data["tasks"] == 2 and data["mismatches"] == [] and data["adapters"] == ["trl", "gymnasium", "openenv"]
+    r = runner.invoke(app, ["conformance", "--tasks", "kiosk-cancel-001", "--adapters", "trl,verifiers"])
+    assert r.exit_code == 2 and "unknown adapter(s) verifiers" in r.output
+
+
+def test_rubric_tasks_are_refused_not_half_checked():
+    from groundstate.domain import Domain
+
+    shop = Domain(Path(SHOP))
+    task = shop.task("shop-cancel").model_copy(update={"rubrics": ["Was the user told?"]})
+    with pytest.raises(ValueError, match="has reply rubrics"):
+        conformance([(task, shop)], SqliteBackend())
