@@ -1,6 +1,10 @@
 import os
 from pathlib import Path
 
+# Wide enough that rich never wraps a message: tests match messages that hold long temporary paths, which a
+# parallel run (pytest -n, one temporary folder per worker) makes longer still. Set before any console exists.
+os.environ["COLUMNS"] = "400"
+
 import psycopg
 import pytest
 

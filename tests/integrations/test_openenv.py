@@ -2,6 +2,7 @@
 `GenericEnvClient`) over its WebSocket protocol; verdicts equal `groundstate run`'s, sessions stay isolated."""
 
 import asyncio
+import os
 import socket
 import subprocess
 import sys
@@ -167,3 +168,32 @@ def test_the_command_refuses_what_it_cannot_serve():
     assert r.exit_code == 2 and "give --domain or --tasks" in r.output
     r = runner.invoke(app, ["serve", "--protocol", "openenv", "--domain", "kiosk", "--host", "0.0.0.0"])
     assert r.exit_code == 2 and "non-loopback host" in r.output
+
+
+def test_the_documented_client_example_runs(tmp_path):
+    """docs/examples/openenv_client.py against a server started as docs/INTEGRATIONS.md says."""
+    port = _free_port()
+    log = tmp_path / "server.log"
+    with log.open("w") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "groundstate.cli", "serve", "--protocol", "openenv", "--domain", "kiosk", "--port", str(port)],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+                time.sleep(0.3)
+        script = Path(__file__).parents[2] / "docs" / "examples" / "openenv_client.py"
+        env = {**os.environ, "URL": f"http://127.0.0.1:{port}"}
+        done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "cancel_kiosk_order" in done.stdout and "done True, reward 1.0" in done.stdout

@@ -1,0 +1,250 @@
+#!/usr/bin/env python
+"""Served-protocol throughput: `python benchmarks/protocols.py [--sessions N] [--quick] [--no-write]`.
+
+N concurrent OpenEnv sessions (default 1,000) against one `groundstate serve --protocol openenv` process on this
+machine, driven by OpenEnv's own `GenericEnvClient` from one client process: every session connects and resets
+(a fresh sandbox of the shop fixture's `shop-cancel` task), then, once all N are open, each makes one tool call,
+then each replies and is graded. Timed per session: reset, the tool step, the final step (grading); the
+memory per session is the server's RSS growth with all N sessions open, divided by N. The baseline, measured
+in the same run: the same N sessions through the same environment class in process (no server, no socket),
+concurrently on one event loop. Both client and server share the machine's cores.
+
+Merges its keys into benchmarks/results.json and refreshes the "Served protocols" section of RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+SHOP = ROOT / "tests" / "fixtures" / "shop"
+RESULTS_JSON = ROOT / "benchmarks" / "results.json"
+RESULTS_MD = ROOT / "benchmarks" / "RESULTS.md"
+SECTION_START, SECTION_END = "<!-- protocols:start -->", "<!-- protocols:end -->"
+CALL = {"type": "call_tool", "tool_name": "cancel_order", "arguments": {"order_id": 1}}
+REPLY = {"type": "reply", "content": "Your order is cancelled."}
+
+
+def log(msg: str) -> None:
+    print(f"[protocols] {msg}", file=sys.stderr, flush=True)
+
+
+def percentile(xs: list[float], q: float) -> float:
+    ordered = sorted(xs)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+
+
+def summarise(prefix: str, samples: dict[str, list[float]], out: dict[str, Any]) -> None:
+    for op, xs in samples.items():
+        out[f"{prefix}_{op}_p50_ms"] = round(statistics.median(xs), 2)
+        out[f"{prefix}_{op}_p99_ms"] = round(percentile(xs, 99), 2)
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+async def sessions(
+    n: int, open_session: Callable[[], Awaitable[Any]], close: Callable[[Any], Awaitable[None]], step
+) -> tuple[dict[str, list[float]], list[Any], float]:
+    """N sessions in three waves (all reset, then all step, then all finish), each op timed per session."""
+    times: dict[str, list[float]] = {"reset": [], "step": [], "grade": []}
+    rewards: list[Any] = []
+
+    async def one_reset() -> Any:
+        t0 = time.perf_counter()
+        handle = await open_session()
+        await step(handle, "reset")
+        times["reset"].append((time.perf_counter() - t0) * 1000)
+        return handle
+
+    started = time.perf_counter()
+    handles = await asyncio.gather(*(one_reset() for _ in range(n)))
+
+    async def one(handle: Any, op: str, what: str) -> None:
+        t0 = time.perf_counter()
+        result = await step(handle, what)
+        times[op].append((time.perf_counter() - t0) * 1000)
+        if op == "grade":
+            rewards.append(result)
+
+    await asyncio.gather(*(one(h, "step", "call") for h in handles))
+    await asyncio.gather(*(one(h, "grade", "reply") for h in handles))
+    await asyncio.gather(*(close(h) for h in handles))
+    return times, rewards, time.perf_counter() - started
+
+
+def in_process(n: int) -> tuple[dict[str, list[float]], list[Any], float]:
+    from groundstate.domain import Domain
+    from groundstate.integrations.openenv import GroundstateAction, environment_factory
+    from groundstate.state.sqlite import SqliteBackend
+
+    domain = Domain(SHOP)
+    factory = environment_factory([(domain.task("shop-cancel"), domain)], SqliteBackend())
+
+    async def open_session() -> Any:
+        return factory()
+
+    async def step(env: Any, what: str) -> Any:
+        if what == "reset":
+            return await env.reset_async(task_id="shop-cancel")
+        observation = await env.step_async(GroundstateAction(**(CALL if what == "call" else REPLY)))
+        return observation.reward
+
+    async def close(env: Any) -> None:
+        env.close()
+
+    return asyncio.run(sessions(n, open_session, close, step))
+
+
+def served(n: int) -> tuple[dict[str, list[float]], list[Any], float, float, float]:
+    from openenv.core.generic_client import GenericEnvClient
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [
+        sys.executable,
+        "-m",
+        "groundstate.cli",
+        "serve",
+        "--protocol",
+        "openenv",
+        "--tasks",
+        str(SHOP),
+        "--port",
+        str(port),
+        "--max-sessions",
+        str(n),
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/health", timeout=2)
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the server did not start")
+                time.sleep(0.3)
+        idle_rss = rss_mib(proc.pid)
+        peak: list[float] = []
+
+        async def open_session() -> Any:
+            client = GenericEnvClient(base_url=url, connect_timeout_s=300, message_timeout_s=600)
+            await client.connect()
+            return client
+
+        async def step(client: Any, what: str) -> Any:
+            if what == "reset":
+                return await client.reset(task_id="shop-cancel")
+            if what == "call" and not peak:
+                peak.append(rss_mib(proc.pid))  # every session is open and holds its sandbox
+            result = await client.step(CALL if what == "call" else REPLY)
+            return result.reward
+
+        async def close(client: Any) -> None:
+            await client.close()
+
+        times, rewards, wall = asyncio.run(sessions(n, open_session, close, step))
+        return times, rewards, wall, idle_rss, peak[0]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sessions", type=int, default=1000)
+    ap.add_argument("--quick", action="store_true", help="100 sessions (a smoke run)")
+    ap.add_argument("--no-write", action="store_true", help="print only")
+    args = ap.parse_args()
+    n = 100 if args.quick else args.sessions
+    started = time.perf_counter()
+    R: dict[str, Any] = {}
+    log(f"in-process baseline: {n} concurrent sessions")
+    base_times, base_rewards, base_wall = in_process(n)
+    assert base_rewards == [1.0] * n, "every in-process session must pass"
+    summarise(f"inprocess_sessions_{n}", base_times, R)
+    R[f"inprocess_sessions_{n}_per_s"] = round(n / base_wall, 1)
+    log(f"OpenEnv server: {n} concurrent sessions over WebSocket")
+    times, rewards, wall, idle, peak = served(n)
+    assert rewards == [1.0] * n, f"every served session must pass: {sorted(set(map(str, rewards)))}"
+    summarise(f"openenv_sessions_{n}", times, R)
+    R[f"openenv_sessions_{n}_per_s"] = round(n / wall, 1)
+    R["openenv_session_mib"] = round((peak - idle) / n, 3)
+    R["openenv_server_idle_rss_mib"] = round(idle, 1)
+    for op in ("reset", "step", "grade"):
+        R[f"openenv_vs_inprocess_{op}_p50_ratio"] = round(R[f"openenv_sessions_{n}_{op}_p50_ms"] / R[f"inprocess_sessions_{n}_{op}_p50_ms"], 1)
+    R["protocols_sessions"] = n
+    R["protocols_wall_s"] = round(time.perf_counter() - started, 1)
+    R["protocols_finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    print(json.dumps(R, indent=1))
+    if args.no_write:
+        return
+    merged = json.loads(RESULTS_JSON.read_text()) if RESULTS_JSON.exists() else {}
+    merged.update(R)
+    RESULTS_JSON.write_text(json.dumps(merged, indent=1, ensure_ascii=False) + "\n")
+    write_markdown(R, n)
+    log(f"wrote {RESULTS_JSON.relative_to(ROOT)} and the section in {RESULTS_MD.relative_to(ROOT)}")
+
+
+def write_markdown(R: dict[str, Any], n: int) -> None:
+    def row(label: str, key: str, unit: str = " ms") -> str:
+        return f"| {label} | {R[key]:g}{unit} | `{key}` |"
+
+    lines = [
+        SECTION_START,
+        "## Served protocols",
+        "",
+        f"Command: `python benchmarks/protocols.py --sessions {n}` (part of `make bench`), {R['protocols_finished'][:10]}, "
+        f"{R['protocols_wall_s']:.0f} s in all, on this 2-core machine with the server and {n} clients sharing the cores "
+        f"({os.cpu_count()} CPUs seen).",
+        "",
+        f"{n} sessions held open at once against one `groundstate serve --protocol openenv` process, driven by OpenEnv's "
+        "`GenericEnvClient` over WebSocket: each resets (a fresh sandbox of `shop-cancel`), then, with all sessions "
+        "open, makes one tool call, then replies and is graded; every session passed. Baseline: the same sessions "
+        "through the same environment class in process, concurrently on one event loop.",
+        "",
+        "| measurement | value | key in results.json |",
+        "| --- | --- | --- |",
+    ]
+    for prefix, title in ((f"openenv_sessions_{n}", "OpenEnv server"), (f"inprocess_sessions_{n}", "in process (baseline)")):
+        for op, what in (("reset", "reset (connect + fresh sandbox)"), ("step", "one tool step"), ("grade", "final step (user, grading)")):
+            lines.append(row(f"{title}: {what}, p50", f"{prefix}_{op}_p50_ms"))
+            lines.append(row(f"{title}: {what}, p99", f"{prefix}_{op}_p99_ms"))
+        lines.append(row(f"{title}: sessions per second (first connect to last close)", f"{prefix}_per_s", "/s"))
+    lines.append(row("OpenEnv server: memory per open session (RSS growth / sessions)", "openenv_session_mib", " MiB"))
+    for op in ("reset", "step", "grade"):
+        lines.append(row(f"server / in-process, {op} p50", f"openenv_vs_inprocess_{op}_p50_ratio", "×"))
+    lines += ["", SECTION_END, ""]
+    section = "\n".join(lines)
+    text = RESULTS_MD.read_text()
+    if SECTION_START in text:
+        text = text[: text.index(SECTION_START)] + section + text[text.index(SECTION_END) + len(SECTION_END) :].lstrip("\n")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    RESULTS_MD.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
