@@ -236,7 +236,17 @@ def write_markdown(R: dict[str, Any], n: int) -> None:
     lines.append(row("OpenEnv server: memory per open session (RSS growth / sessions)", "openenv_session_mib", " MiB"))
     for op in ("reset", "step", "grade"):
         lines.append(row(f"server / in-process, {op} p50", f"openenv_vs_inprocess_{op}_p50_ratio", "×"))
-    lines += ["", SECTION_END, ""]
+    lines += [
+        "",
+        f"Each wave sends all {n} requests at once, so a figure is a session's time inside a wave of {n}: the p99 is about the "
+        f"time the whole wave took, and a wave's p99 divided by {n} is the service time per session "
+        f"({R[f'openenv_sessions_{n}_step_p99_ms'] / n:.2f} ms per tool step, {R[f'openenv_sessions_{n}_grade_p99_ms'] / n:.2f} ms per "
+        f"graded final step, {R[f'openenv_sessions_{n}_reset_p99_ms'] / n:.2f} ms per connect and reset on the server). The baseline runs its "
+        "sessions and their client on one event loop in one process, the served run uses two processes (server and "
+        "clients), which is why a served step can be faster than the in-process one.",
+        SECTION_END,
+        "",
+    ]
     section = "\n".join(lines)
     text = RESULTS_MD.read_text()
     if SECTION_START in text:
