@@ -6,6 +6,7 @@ from typing import Optional
 
 import typer
 
+from groundstate.cli import options as opts
 from groundstate.cli.common import fail, select
 from groundstate.cli.options import count, number
 
@@ -22,6 +23,10 @@ def serve(
     pg_dsn: Optional[str] = typer.Option(None, "--pg-dsn", help="PostgreSQL DSN (default: $GROUNDSTATE_PG_DSN or the local server)."),
     user: str = typer.Option("scripted", "--user", help="The user side: scripted (the task's script) or openai:MODEL[@URL]."),
     max_sessions: int = count(64, "--max-sessions", help="Sessions served at once (each holds a sandbox)."),
+    max_turns: Optional[int] = opts.MaxTurns,
+    attempt_timeout: Optional[float] = opts.AttemptTimeout,
+    grade_timeout: Optional[float] = opts.GradeTimeout,
+    max_result_chars: Optional[int] = opts.MaxResultChars,
     allow_remote: bool = typer.Option(
         False, "--allow-remote", help="Allow a non-loopback address (OpenEnv has no authentication: put a proxy in front)."
     ),
@@ -44,7 +49,8 @@ def serve(
         fail(f"--backend: {e}")
     name = domain if domain is not None else "groundstate"
     try:
-        serve_openenv(pairs, be, host, port, user=user, max_sessions=max_sessions, allow_remote=allow_remote, name=name)
+        limits = opts.limits(max_turns, attempt_timeout, grade_timeout, max_result_chars, None)
+        serve_openenv(pairs, be, host, port, limits=limits, user=user, max_sessions=max_sessions, allow_remote=allow_remote, name=name)
     except ValueError as e:
         fail(str(e))
     finally:

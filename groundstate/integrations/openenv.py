@@ -108,10 +108,12 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
     # -- the OpenEnv API ------------------------------------------------------------------------------
 
     async def reset_async(self, seed: int | None = None, episode_id: str | None = None, task_id: str | None = None, **_: Any) -> Observation:
+        if task_id is not None and (not isinstance(task_id, str) or task_id not in self._by_id):
+            raise ValueError(f"reset: task_id {task_id!r} is not one of this server's tasks")  # the running episode goes on
+        if seed is not None and not isinstance(seed, int):
+            raise ValueError(f"reset: seed must be an integer, got {seed!r}")
         await self._abandon()
         if task_id is not None:
-            if task_id not in self._by_id:
-                raise ValueError(f"reset: task_id {task_id!r} is not one of this server's tasks")
             task, domain = self._by_id[task_id]
         elif seed is not None:
             task, domain = self._tasks[random.Random(seed).randrange(len(self._tasks))]

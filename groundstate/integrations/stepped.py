@@ -91,7 +91,8 @@ class SteppedEpisode:
         if self._pending is None:
             raise RuntimeError("step before start")
         pending, self._pending = self._pending, None
-        pending.turn.set_result(turn)
+        if not pending.turn.done():  # done: the attempt's time limit ran out while the agent was thinking (its wait
+            pending.turn.set_result(turn)  # was cancelled); the turn is too late and the episode is graded as it is
         return await self._next()
 
     async def _next(self) -> Step:

@@ -176,3 +176,18 @@ def test_the_documented_example_runs_a_chat_model_through_the_environment():
     assert bodies[0]["tools"]  # the model saw the tools, then its call and the call's result, ids matching
     call, result = bodies[1]["messages"][-2:]
     assert call["role"] == "assistant" and result["role"] == "tool" and result["tool_call_id"] == call["tool_calls"][0]["id"]
+
+
+def test_an_agent_that_outlasts_the_time_limit_is_graded_on_the_state_it_reached():
+    """The attempt's clock runs out while the policy is thinking (between steps): the late turn is not executed,
+    and the state reached is graded with finish reason `timeout`, as `groundstate run` grades it."""
+    import time
+
+    from groundstate.types import EpisodeLimits
+
+    env = gym.make("groundstate/Text-v0", tasks=SHOP, limits=EpisodeLimits(timeout=0.5)).unwrapped
+    env.reset(options={"task_id": "shop-cancel"})
+    time.sleep(1.0)
+    obs, reward, terminated, truncated, info = env.step(render_tool_call("cancel_order", {"order_id": 1}))
+    assert truncated and not terminated and info["finish_reason"] == "timeout" and reward == 0.0
+    env.close()

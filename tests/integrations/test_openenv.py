@@ -197,3 +197,30 @@ def test_the_documented_client_example_runs(tmp_path):
         proc.wait(timeout=30)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "cancel_kiosk_order" in done.stdout and "done True, reward 1.0" in done.stdout
+
+
+def test_a_refused_reset_leaves_the_running_episode_alone_and_the_time_limit_ends_an_idle_one():
+    from groundstate.domain import Domain
+    from groundstate.integrations.openenv import GroundstateAction, environment_factory
+    from groundstate.types import EpisodeLimits
+
+    shop = Domain(Path(SHOP))
+    pairs = [(t, shop) for t in shop.tasks]
+
+    async def scenario():
+        env = environment_factory(pairs, SqliteBackend())()
+        await env.reset_async(task_id="shop-cancel")
+        await env.step_async(GroundstateAction(type="call_tool", tool_name="cancel_order", arguments={"order_id": 1}))
+        for bad in ({"task_id": "nope"}, {"task_id": ["shop-cancel"]}, {"seed": "abc"}):
+            with pytest.raises(ValueError, match="task_id|seed"):
+                await env.reset_async(**bad)
+        final = await env.step_async(GroundstateAction(type="reply", content="Done."))  # the episode went on
+        slow = environment_factory(pairs, SqliteBackend(), EpisodeLimits(timeout=0.5))()
+        await slow.reset_async(task_id="shop-cancel")
+        await asyncio.sleep(1.0)
+        late = await slow.step_async(GroundstateAction(type="call_tool", tool_name="cancel_order", arguments={"order_id": 1}))
+        return final, late
+
+    final, late = asyncio.run(scenario())
+    assert final.done and final.reward == 1.0
+    assert late.done and late.reward == 0.0 and late.finish_reason == "timeout"
