@@ -49,6 +49,7 @@ test-verl: verl-env
 bench: dev
 	$(PY) benchmarks/bench.py
 	$(PY) benchmarks/protocols.py
+	$(PY) benchmarks/decoding.py
 
 clean:
 	rm -rf $(VENV) $(VERL_VENV) runs .pytest_cache

@@ -54,6 +54,7 @@ class QuickstartConfig:
 
 
 def run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None] = print) -> dict[str, Any]:
+    from datasets.utils.logging import disable_progress_bar as no_dataset_bars
     from transformers.utils import logging as hf_logging
 
     from groundstate.selection import SelectionParams, build_exclude_set, select
@@ -62,6 +63,7 @@ def run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None] 
     from groundstate.train.trl_engine import TrainConfig, train_trl
 
     hf_logging.disable_progress_bar()  # a bar per model load and checkpoint write buries the stage lines
+    no_dataset_bars()  # and one per dataset the trainers map
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     seconds: dict[str, float] = {}
