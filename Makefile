@@ -4,8 +4,11 @@ PY := $(VENV)/bin/python
 # verl needs an older transformers than TRL's stack: its tests run in a second environment
 VERL_VENV ?= .venv-verl
 VERL_PY := $(VERL_VENV)/bin/python
+# verifiers pins mcp==2.0.0, below our MCP server's: its tests run in a third environment
+VF_VENV ?= .venv-verifiers
+VF_PY := $(VF_VENV)/bin/python
 
-.PHONY: install dev quickstart test lint test-verl verl-env bench clean
+.PHONY: install dev quickstart test lint test-verl verl-env test-verifiers verifiers-env bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -29,10 +32,11 @@ TEST_WORKERS ?= 2
 test: dev lint
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 	$(MAKE) test-verl
+	$(MAKE) test-verifiers
 
 lint: dev
-	$(VENV)/bin/ruff check groundstate tests benchmarks docs/examples
-	$(VENV)/bin/ruff format --check groundstate tests benchmarks docs/examples
+	$(VENV)/bin/ruff check groundstate groundstate_verifiers tests benchmarks docs/examples
+	$(VENV)/bin/ruff format --check groundstate groundstate_verifiers tests benchmarks docs/examples
 
 $(VERL_PY):
 	$(PYTHON) -m venv $(VERL_VENV)
@@ -46,10 +50,20 @@ verl-env: $(VERL_PY)
 test-verl: verl-env
 	$(VERL_PY) -m pytest -q tests/integrations/verl_env tests/integrations/test_verl_recipe.py
 
+$(VF_PY):
+	$(PYTHON) -m venv $(VF_VENV)
+	$(VF_PY) -m pip install -q --upgrade pip
+
+verifiers-env: $(VF_PY)
+	$(VF_PY) -m pip install -q -e ".[verifiers]" "pytest>=8" "pytest-timeout>=2.3"
+
+test-verifiers: verifiers-env
+	$(VF_PY) -m pytest -q tests/integrations/verifiers_env
+
 bench: dev
 	$(PY) benchmarks/bench.py
 	$(PY) benchmarks/protocols.py
 	$(PY) benchmarks/decoding.py
 
 clean:
-	rm -rf $(VENV) $(VERL_VENV) runs .pytest_cache
+	rm -rf $(VENV) $(VERL_VENV) $(VF_VENV) runs .pytest_cache
