@@ -2,7 +2,8 @@
 """Served-protocol throughput: `python benchmarks/protocols.py [--sessions N] [--quick] [--no-write]`.
 
 N concurrent OpenEnv sessions (default 1,000) against one `groundstate serve --protocol openenv` process on this
-machine, driven by OpenEnv's own `GenericEnvClient` from one client process: every session connects and resets
+machine, and N concurrent MCP sessions over streamable HTTP against one `groundstate serve-mcp --transport http` (the
+MCP SDK's own client; see `mcp_http`), driven by OpenEnv's own `GenericEnvClient` from one client process: every session connects and resets
 (a fresh sandbox of the shop fixture's `shop-cancel` task), then, once all N are open, each makes one tool call,
 then each replies and is graded. Timed per session: reset, the tool step, the final step (grading); the
 memory per session is the server's RSS growth with all N sessions open, divided by N. The baseline, measured
@@ -172,6 +173,92 @@ def served(n: int) -> tuple[dict[str, list[float]], list[Any], float, float, flo
         proc.wait(timeout=60)
 
 
+def mcp_http(n: int) -> tuple[dict[str, list[float]], int, float, float, float]:
+    """N concurrent MCP sessions over streamable HTTP against `groundstate serve-mcp --transport http`, with the MCP SDK's
+    own client (`streamable_http_client` + `ClientSession`), in the same three waves. An SDK session lives in one task
+    (its context managers cannot be left from another), so each session is one task and the waves are barriers:
+    reset = connect + `initialize` + `tools/list`; step = the first tool call (it opens the session's sandbox);
+    grade = leaving the session (the client's DELETE; the server grades the sandbox as it closes it and logs the
+    verdict, which is counted)."""
+    import secrets
+    import tempfile
+
+    import httpx2
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token = secrets.token_urlsafe(16)
+    cmd = [sys.executable, "-m", "groundstate.cli.mcp", "--domain", str(SHOP), "--task", "shop-cancel", "--transport", "http"]
+    cmd += ["--port", str(port), "--max-sessions", str(n), "--session-wait", "600"]
+    err = tempfile.NamedTemporaryFile("w+", prefix="gs_protocols_mcp_", suffix=".log", delete=False)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT, env={**os.environ, "GROUNDSTATE_MCP_TOKEN": token})
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                httpx2.post(url, json={}, timeout=2)
+                break
+            except httpx2.TransportError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the MCP server did not start")
+                time.sleep(0.3)
+        idle_rss = rss_mib(proc.pid)
+        times: dict[str, list[float]] = {"reset": [], "step": [], "grade": []}
+        peak: list[float] = []
+
+        async def run_all() -> float:
+            counts = {"open": 0, "stepped": 0}
+            all_open, all_stepped = asyncio.Event(), asyncio.Event()
+
+            async def one() -> None:
+                headers = {"Authorization": f"Bearer {token}"}
+                async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(600, read=600)) as http:
+                    t0 = time.perf_counter()
+                    async with streamable_http_client(url, http_client=http) as (read, write), ClientSession(read, write) as session:
+                        await session.initialize()
+                        await session.list_tools()
+                        times["reset"].append((time.perf_counter() - t0) * 1000)
+                        counts["open"] += 1
+                        if counts["open"] == n:
+                            all_open.set()
+                        await all_open.wait()
+                        t0 = time.perf_counter()
+                        result = await session.call_tool(CALL["tool_name"], CALL["arguments"])
+                        times["step"].append((time.perf_counter() - t0) * 1000)
+                        assert not result.is_error, result
+                        counts["stepped"] += 1
+                        if counts["stepped"] == n:
+                            peak.append(rss_mib(proc.pid))  # every session holds its sandbox
+                            all_stepped.set()
+                        await all_stepped.wait()
+                        t0 = time.perf_counter()
+                    times["grade"].append((time.perf_counter() - t0) * 1000)
+
+            started = time.perf_counter()
+            await asyncio.gather(*(one() for _ in range(n)))
+            return time.perf_counter() - started
+
+        wall = asyncio.run(run_all())
+        deadline = time.monotonic() + 120
+        while True:  # the verdicts of sessions that ended, as the server logged them
+            err.flush()
+            ended = [line for line in Path(err.name).read_text().splitlines() if " ended: task " in line]
+            if len(ended) >= n or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        passed = sum("reward=1" in line for line in ended)
+        return times, passed, wall, idle_rss, peak[0]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        err.close()
+        Path(err.name).unlink(missing_ok=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sessions", type=int, default=1000)
@@ -195,6 +282,12 @@ def main() -> None:
     R["openenv_server_idle_rss_mib"] = round(idle, 1)
     for op in ("reset", "step", "grade"):
         R[f"openenv_vs_inprocess_{op}_p50_ratio"] = round(R[f"openenv_sessions_{n}_{op}_p50_ms"] / R[f"inprocess_sessions_{n}_{op}_p50_ms"], 1)
+    log(f"MCP server: {n} concurrent sessions over streamable HTTP")
+    mtimes, passed, mwall, midle, mpeak = mcp_http(n)
+    assert passed == n, f"every MCP session must be graded 1: {passed} of {n}"
+    summarise(f"mcp_http_sessions_{n}", mtimes, R)
+    R[f"mcp_http_sessions_{n}_per_s"] = round(n / mwall, 1)
+    R["mcp_http_session_mib"] = round((mpeak - midle) / n, 3)
     R["protocols_sessions"] = n
     R["protocols_wall_s"] = round(time.perf_counter() - started, 1)
     R["protocols_finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -223,7 +316,11 @@ def write_markdown(R: dict[str, Any], n: int) -> None:
         f"{n} sessions held open at once against one `groundstate serve --protocol openenv` process, driven by OpenEnv's "
         "`GenericEnvClient` over WebSocket: each resets (a fresh sandbox of `shop-cancel`), then, with all sessions "
         "open, makes one tool call, then replies and is graded; every session passed. Baseline: the same sessions "
-        "through the same environment class in process, concurrently on one event loop.",
+        "through the same environment class in process, concurrently on one event loop. Then the same waves over MCP: "
+        f"{n} sessions at once against one `groundstate serve-mcp --transport http` process, driven by the MCP SDK's "
+        "`streamable_http_client` and `ClientSession` (reset = connect, `initialize`, `tools/list`; step = the first tool "
+        "call, which opens the session's sandbox; grade = leaving the session: the server grades the sandbox as it closes "
+        "it, and every session's logged verdict was 1).",
         "",
         "| measurement | value | key in results.json |",
         "| --- | --- | --- |",
@@ -234,6 +331,16 @@ def write_markdown(R: dict[str, Any], n: int) -> None:
             lines.append(row(f"{title}: {what}, p99", f"{prefix}_{op}_p99_ms"))
         lines.append(row(f"{title}: sessions per second (first connect to last close)", f"{prefix}_per_s", "/s"))
     lines.append(row("OpenEnv server: memory per open session (RSS growth / sessions)", "openenv_session_mib", " MiB"))
+    prefix = f"mcp_http_sessions_{n}"
+    for op, what in (
+        ("reset", "connect + initialize + tools/list"),
+        ("step", "first tool call (opens the sandbox)"),
+        ("grade", "leave the session (DELETE)"),
+    ):
+        lines.append(row(f"MCP over HTTP: {what}, p50", f"{prefix}_{op}_p50_ms"))
+        lines.append(row(f"MCP over HTTP: {what}, p99", f"{prefix}_{op}_p99_ms"))
+    lines.append(row("MCP over HTTP: sessions per second (first connect to last close)", f"{prefix}_per_s", "/s"))
+    lines.append(row("MCP over HTTP: memory per session holding its sandbox (RSS growth / sessions)", "mcp_http_session_mib", " MiB"))
     for op in ("reset", "step", "grade"):
         lines.append(row(f"server / in-process, {op} p50", f"openenv_vs_inprocess_{op}_p50_ratio", "×"))
     lines += [
