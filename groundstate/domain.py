@@ -404,16 +404,32 @@ def _introspect_schema(schema_sql: str, path: Path) -> tuple[dict[str, list[str]
     return columns, pks
 
 
-@functools.lru_cache(maxsize=None)
 def load_domain(name_or_path: str) -> Domain:
-    """A bundled domain by name, or any domain folder by path."""
+    """A bundled domain by name, or any domain folder by path: loaded once, and again after any of its files changed
+    (a long-lived process, a notebook or `regrade` after a task fix, never sees a stale definition)."""
     p = Path(name_or_path)
     if not (p / "domain.yaml").exists():
         p = DOMAINS_DIR / name_or_path
     if not (p / "domain.yaml").exists():
         known = ", ".join(bundled_domains())
         raise KeyError(f"unknown domain {name_or_path!r}; bundled: {known}")
-    return Domain(p)
+    return _load_domain(str(p), _files_stamp(p))
+
+
+def _files_stamp(folder: Path) -> tuple[tuple[str, int, int], ...]:
+    """Every file of a domain folder with its size and modification time (bytecode caches aside)."""
+    out = []
+    for f in sorted(folder.rglob("*")):
+        if "__pycache__" in f.parts or not f.is_file():
+            continue
+        st = f.stat()
+        out.append((str(f.relative_to(folder)), st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=64)
+def _load_domain(path: str, stamp: tuple[tuple[str, int, int], ...]) -> Domain:
+    return Domain(Path(path))
 
 
 def bundled_domains() -> list[str]:

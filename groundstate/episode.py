@@ -33,6 +33,8 @@ from groundstate.agents.base import valid_text, well_formed
 from groundstate.deadlines import within
 from groundstate.types import Agent, Environment, EpisodeHang, EpisodeLimits, Trajectory, UserSimulator
 
+NOT_EXECUTED = "call not executed"  # the end of the tool message that answers a call a limit stopped (regrade skips those calls)
+
 
 def truncate_result(content: str, max_chars: int | None) -> str:
     """The tool result as the agent sees it: at most `max_chars` characters, with a marker saying what was cut."""
@@ -102,7 +104,7 @@ async def run_episode(env: Environment, agent: Agent, user: UserSimulator | None
                     # answer every call id so the conversation stays well-formed for chat templates and training
                     limit = {"max_tokens": "token limit", "max_tool_calls": "tool-call limit", "timeout": "time limit"}[stop]
                     messages.append(
-                        {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": f"error: {limit} reached; call not executed"}
+                        {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": f"error: {limit} reached; {NOT_EXECUTED}"}
                     )
                     continue
                 calls_made += 1

@@ -2,7 +2,7 @@
 
 `run` / `probe` (cli.run), `tasks ...` (cli.tasks), `metrics` / `compare` / `report` / `export` (cli.analysis),
 `select` (cli.select), `train` / `merge` / `tiny build` (cli.train), `serve-mcp` (cli.mcp), `quickstart`
-(cli.quickstart), `new domain` (cli.new). Shared options and option groups are in cli.options, consoles and error exits in cli.common.
+(cli.quickstart), `new domain` (cli.new), `conformance` (cli.conformance), `regrade` (cli.regrade). Shared options and option groups are in cli.options, consoles and error exits in cli.common.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import typer
 from groundstate.cli import analysis, new, quickstart, tasks, train
 from groundstate.cli.conformance import conformance_command
 from groundstate.cli.mcp import serve_mcp
+from groundstate.cli.regrade import regrade_command
 from groundstate.cli.run import PROBE_HELP, RUN_HELP, attempts_command
 from groundstate.cli.select import select_command
 from groundstate.cli.serve import serve
@@ -57,6 +58,7 @@ app.command("quickstart")(quickstart.quickstart)
 app.command("serve-mcp")(serve_mcp)
 app.command("serve")(serve)
 app.command("conformance")(conformance_command)
+app.command("regrade")(regrade_command)
 
 
 def main() -> None:  # pragma: no cover

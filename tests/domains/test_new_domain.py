@@ -34,7 +34,6 @@ def _step_by_step() -> tuple[str, list[tuple[str, str]]]:
 
 def _run(line: str) -> str:
     """One command as a shell would run it: a fresh process, so nothing loaded by an earlier command is reused."""
-    load_domain.cache_clear()
     args = shlex.split(line)
     assert args[0] == "groundstate", line
     result = CliRunner().invoke(app, args[1:])
@@ -86,7 +85,6 @@ def test_the_step_by_step_runs_as_written(tmp_path, monkeypatch, request):
         "groundstate tasks lint",
         "groundstate tasks generate",
     ], commands
-    load_domain.cache_clear()
     assert len(load_domain(str(tmp_path / "bakery")).tasks) == 4
 
 
@@ -108,7 +106,6 @@ def test_a_new_domain_lints_green_with_no_survivors(tmp_path):
         "tasks",
         "tools.py",
     ]
-    load_domain.cache_clear()
     result = CliRunner().invoke(app, ["tasks", "lint", "--domain", str(folder), "--json"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)

@@ -241,7 +241,6 @@ def test_a_schema_postgres_rejects_fails_early_and_leaves_no_database(pg_backend
     assert left == []
     # the same folder with its schema fixed runs: no stale half-built template is in the way
     schema.write_text(schema.read_text().replace(" AUTOINCREMENT", ""))
-    load_domain.cache_clear()  # a new command is a new process: it reads the folder afresh
     out = tmp_path / "fixed.jsonl"
     r = cli("run", "--agent", "scripted:gold", "--tasks", str(folder), "--out", str(out), "--backend", "postgres")
     assert r.exit_code == 0, r.output
@@ -342,7 +341,6 @@ def cancel_later(db, order_id: int) -> dict:
         r = cli("run", "--agent", agent, "--tasks", str(folder), "--out", str(out))
         (record,) = [x for x in read_records(out) if x.task_id == "shop-cancel"]
         assert record.reward is None and "returned a" in record.system_error and "its work never ran" in record.system_error, r.output
-    from groundstate.domain import load_domain
     from groundstate.state import make_backend
 
     domain = load_domain(str(folder))

@@ -39,6 +39,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "groundstate.scaffold",
             "groundstate.integrations",
             "groundstate.conformance",
+            "groundstate.regrade",
         ],
     ),
     ("command line", ["groundstate.cli"]),

@@ -1,0 +1,67 @@
+"""`groundstate regrade`: re-score a run's stored attempts against today's task definitions and grader."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from groundstate.cli import options as opts
+from groundstate.cli.common import console, fail, out, progress, read_run, select
+
+
+def regrade_command(
+    results: Path = typer.Argument(..., help="Results JSONL of a run.", dir_okay=False),
+    out_file: Path = opts.file_out(..., "--out", help="Where the regraded records go (a new file; never the input)."),
+    tasks: str = typer.Option("all", "--tasks", help="Where today's task definitions come from (any --tasks selector; default: every bundled task)."),
+    judge: Optional[str] = typer.Option(
+        None, "--judge", help="openai:MODEL[@URL]: judge reply rubrics again (without: a passing state keeps its recorded judgement)."
+    ),
+    backend: str = opts.Backend,
+    pg_dsn: Optional[str] = opts.PgDsn,
+    concurrency: int = opts.Concurrency,
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object: records, replayed, kept, flips."),
+) -> None:
+    """Replay each attempt's recorded turns (no model calls) on a fresh sandbox of its task as defined now, grade it, and
+    print the verdicts that flipped, per task."""
+    from groundstate.judge import make_judge
+    from groundstate.regrade import regrade_records
+    from groundstate.results import ResultsWriter
+    from groundstate.state import make_backend
+
+    if out_file.resolve() == results.resolve():
+        fail("--out must be a new file: regrade never rewrites the run it reads")
+    if out_file.exists():
+        fail(f"--out {out_file} exists: choose a new file")
+    records = read_run(results)
+    pairs = {t.id: (t, d) for t, d in select(tasks, run=False)}
+    try:
+        the_judge = make_judge(judge)
+        be = make_backend(backend, pg_dsn)
+    except ValueError as e:
+        fail(str(e))
+    try:
+        with progress() as bars:
+            bar = bars.add_task("regrade", total=len(records), status="")
+            result = asyncio.run(regrade_records(records, pairs, be, the_judge, concurrency, on_record=lambda: bars.update(bar, advance=1)))
+    finally:
+        be.close()
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    with ResultsWriter(out_file) as writer:
+        writer.rewrite(result.records)  # in one step: an interrupted regrade leaves no half-written file
+    if as_json:
+        out.print_json(data=result.to_json())
+    else:
+        table = Table(title=f"verdict flips · {result.replayed} of {len(result.records)} attempts replayed")
+        table.add_column("task")
+        table.add_column("flips")
+        for task_id in sorted(result.flips):
+            table.add_row(escape(task_id), escape(", ".join(f"{k} ×{n}" for k, n in sorted(result.flips[task_id].items()))))
+        out.print(table if result.flips else "no verdict flipped")
+        for why, n in sorted(result.kept.items()):
+            out.print(f"kept as recorded (not replayed): {n} · {escape(why)}")
+    console.print(f"regraded records written to {escape(str(out_file))}")

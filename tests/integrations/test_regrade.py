@@ -1,0 +1,119 @@
+"""`groundstate regrade`: stored attempts replayed (no model calls) against edited task definitions give exactly the
+expected verdict flips; unchanged tasks keep their verdicts whole; what cannot be replayed is kept and counted."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from groundstate.cli import app
+from groundstate.domain import Domain
+from groundstate.regrade import regrade_records
+from groundstate.results import read_records
+from groundstate.state.sqlite import SqliteBackend
+
+SHOP = Path(__file__).parents[1] / "fixtures" / "shop"
+runner = CliRunner()
+
+
+def copy_shop(tmp_path: Path) -> Path:
+    shop = tmp_path / "shop"
+    shutil.copytree(SHOP, shop)
+    return shop
+
+
+def run(shop: Path, agent: str, out: Path, k: int = 2) -> list:
+    r = runner.invoke(app, ["run", "--agent", agent, "--tasks", str(shop), "--k", str(k), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    return read_records(out)
+
+
+def edit_task(shop: Path, old: str, new: str) -> None:
+    tasks = shop / "tasks" / "basic.yaml"
+    text = tasks.read_text()
+    assert text.count(old) == 1
+    tasks.write_text(text.replace(old, new))
+
+
+def test_a_fixed_gold_flips_exactly_the_attempts_it_should(tmp_path):
+    shop = copy_shop(tmp_path)
+    gold = run(shop, "scripted:gold", tmp_path / "gold.jsonl")
+    noop = run(shop, "scripted:noop", tmp_path / "noop.jsonl", k=1)
+    assert {r.outcome for r in gold} == {"pass"} and {r.outcome for r in noop} == {"fail"}
+    # the fix: order 1 must not be cancelled after all, only looked up (the correct outcome is now "no change")
+    edit_task(shop, "      - {tool: cancel_order, args: {order_id: 1}}\n", "      - {tool: get_order, args: {order_id: 1}}\n")
+    flips = {}
+    for name, records in (("gold", gold), ("noop", noop)):
+        out = tmp_path / f"{name}.regraded.jsonl"
+        r = runner.invoke(app, ["regrade", str(tmp_path / f"{name}.jsonl"), "--out", str(out), "--tasks", str(shop), "--json"])
+        assert r.exit_code == 0, r.output
+        report = json.loads(r.stdout)
+        flips[name] = report["flips"]
+        assert report["replayed"] == len(records) and report["kept"] == {}
+        new = read_records(out)
+        assert [x.key for x in new] == [x.key for x in records]  # every attempt, in the run's order
+        for before, after in zip(records, new):
+            assert after.regraded["reward"] == before.reward and after.usage == before.usage and after.run == before.run
+            if before.task_id != "shop-cancel":  # untouched tasks: the whole verdict as it was
+                assert after.verdict == before.verdict and after.task_fingerprint == before.task_fingerprint
+            else:
+                assert after.task_fingerprint != before.task_fingerprint
+    assert flips == {"gold": {"shop-cancel": {"pass→fail": 2}}, "noop": {"shop-cancel": {"fail→pass": 1}}}
+    # the regraded file is a run the analysis commands read
+    m = runner.invoke(app, ["metrics", str(tmp_path / "gold.regraded.jsonl"), "--json"])
+    assert m.exit_code == 0, m.output
+    assert json.loads(m.stdout)["pass_at_1"] == (len(gold) - 2) / len(gold)
+
+
+def test_regrading_an_unchanged_run_of_a_noisy_agent_changes_nothing(tmp_path):
+    run_file = tmp_path / "noisy.jsonl"
+    records = run(copy_shop(tmp_path), "scripted:noisy:0.5", run_file, k=4)
+    assert {r.outcome for r in records} == {"pass", "fail"}
+    r = runner.invoke(app, ["regrade", str(run_file), "--out", str(tmp_path / "again.jsonl"), "--tasks", str(tmp_path / "shop"), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["flips"] == {}
+    again = read_records(tmp_path / "again.jsonl")
+    assert [(x.reward, x.verdict, x.finish_reason) for x in again] == [(x.reward, x.verdict, x.finish_reason) for x in records]
+
+
+def test_what_cannot_be_replayed_is_kept_and_counted_and_the_input_is_never_overwritten(tmp_path):
+    shop = copy_shop(tmp_path)
+    records = run(shop, "scripted:gold", tmp_path / "run.jsonl", k=1)
+    broken = records[0].model_copy(update={"reward": None, "system_error": "SandboxLost: gone", "trajectory": None, "finish_reason": None})
+    cut = records[1].model_copy(
+        update={"reward": None, "system_error": "EpisodeHang: a tool hung", "trajectory": {**records[1].trajectory, "finish_reason": ""}}
+    )
+    pairs = {t.id: (t, d) for d in [Domain(shop)] for t in d.tasks}
+    del pairs[records[2].task_id]  # a task that no longer exists
+    result = asyncio.run(regrade_records([broken, cut, *records[2:]], pairs, SqliteBackend()))
+    assert result.kept == {"no trajectory": 1, "cut short by a system error": 1, "task no longer defined": 1}
+    assert result.records[:3] == [broken, cut, records[2]] and result.replayed == len(records) - 3
+    before = (tmp_path / "run.jsonl").read_bytes()
+    r = runner.invoke(app, ["regrade", str(tmp_path / "run.jsonl"), "--out", str(tmp_path / "run.jsonl"), "--tasks", str(shop)])
+    assert r.exit_code == 2 and "never rewrites the run it reads" in r.output
+    (tmp_path / "taken.jsonl").write_text("")
+    r = runner.invoke(app, ["regrade", str(tmp_path / "run.jsonl"), "--out", str(tmp_path / "taken.jsonl"), "--tasks", str(shop)])
+    assert r.exit_code == 2 and "exists" in r.output
+    assert (tmp_path / "run.jsonl").read_bytes() == before
+
+
+def test_a_rubric_judgement_is_kept_only_while_the_state_still_passes(tmp_path):
+    shop = copy_shop(tmp_path)
+    edit_task(shop, "    family: single_write\n", "    family: single_write\n    rubrics: [Did the agent confirm the cancellation?]\n")
+    records = [r for r in run(shop, "scripted:gold", tmp_path / "run.jsonl", k=1) if r.task_id == "shop-cancel"]
+    [unjudged] = records
+    assert unjudged.unjudged and unjudged.verdict["state_reward"] == 1
+    judged = unjudged.model_copy(update={"reward": 1, "unjudged": False})  # as a run with --judge recorded it
+    pairs = {t.id: (t, d) for d in [Domain(shop)] for t in d.tasks}
+    [kept] = asyncio.run(regrade_records([judged], pairs, SqliteBackend())).records
+    assert kept.reward == 1 and not kept.unjudged and any("recorded judgement is kept" in x for x in kept.verdict["reasons"])
+    [still] = asyncio.run(regrade_records([unjudged], pairs, SqliteBackend())).records
+    assert still.unjudged and still.reward is None  # never judged: regrade does not guess
+    edit_task(shop, "      - {tool: cancel_order, args: {order_id: 1}}\n", "      - {tool: get_order, args: {order_id: 1}}\n")
+    pairs = {t.id: (t, d) for d in [Domain(shop)] for t in d.tasks}
+    [failed] = asyncio.run(regrade_records([judged], pairs, SqliteBackend())).records
+    assert failed.reward == 0 and not failed.unjudged  # a failing state is a 0 whatever the reply
