@@ -51,7 +51,7 @@ class SqlEnvironment:
         template = await asyncio.to_thread(backend.prepare, domain, task.patch) if offload else backend.prepare(domain, task.patch)
         if grader.cached(task, template) is None:
             await bounded(asyncio.to_thread(grader.golden, task, template), limits.grade_timeout, f"the golden replay of {task.id}")
-        sandbox = await asyncio.to_thread(backend.open, template) if offload else backend.open(template)
+        sandbox = await _open_or_release(backend, template) if offload else backend.open(template)
         return cls(task, sandbox, limits, grader)
 
     def initial_messages(self) -> list[dict[str, Any]]:
@@ -105,3 +105,19 @@ class SqlEnvironment:
             await asyncio.to_thread(self.sandbox.close)
         else:
             self.sandbox.close()
+
+
+async def _open_or_release(backend: Backend, template: Any) -> Any:
+    """`backend.open(template)` in a thread. If the caller is cancelled while the thread opens it (a rollout's deadline, a
+    time limit), the thread still finishes: the sandbox it opened is then closed, since nobody will ever hold it."""
+    opening = asyncio.ensure_future(asyncio.to_thread(backend.open, template))
+    try:
+        return await asyncio.shield(opening)
+    except asyncio.CancelledError:
+        opening.add_done_callback(_close_if_opened)
+        raise
+
+
+def _close_if_opened(done: "asyncio.Future[Any]") -> None:
+    if not done.cancelled() and done.exception() is None:
+        done.result().close()

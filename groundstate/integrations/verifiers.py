@@ -23,25 +23,31 @@ What goes where:
 - `trace.info["groundstate"]` holds the attempt: verdict (reasons, row diff, change counts), finish reason, tool
   calls.
 
-Limits: the episode's limits are groundstate's (`--env.agent.harness.max-turns`, `max-tool-calls`, `attempt-timeout`,
-`grade-timeout`; unset, the task's own and groundstate's defaults). verifiers' own caps (`--env.agent.max-turns`, token caps) also hold: when one refuses a
-model call, the agent stops there and the final state is graded, as verifiers scores its capped rollouts.
-Tasks with reply rubrics are refused (this path has no judge), as are sandbox-free sources that cannot resolve by
-reference in another process.
+Options: the harness's (`backend`, `user`, `max-turns`, `max-tool-calls`, `attempt-timeout`, `grade-timeout`) are set on
+the command line after naming the harness: `--env.agent.harness.id groundstate-verifiers --env.agent.harness.max-turns
+8` (without the id verifiers does not know the harness's fields yet); bad values are refused when the flags are parsed.
+
+Limits: the episode's limits are groundstate's (those options; unset, the task's own and groundstate's defaults).
+verifiers' own caps (`--env.agent.max-turns`, token caps) also hold: when one refuses a model call, the agent stops
+there and the final state is graded, as verifiers scores its capped rollouts. verifiers' rollout timeout
+(`--env.agent.timeout.rollout`) cancels the attempt: its sandbox is closed and the rollout fails with no verdict; to
+grade what an agent reached in time, set `attempt-timeout` below it. Tasks with reply rubrics are refused (this path
+has no judge).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import threading
 from typing import Any
 
 import verifiers.v1 as vf
 from openai import AsyncOpenAI
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from groundstate.agents import make_user
-from groundstate.agents.openai_compat import EndpointError, OpenAIAgent, RetryPolicy
+from groundstate.agents.openai_compat import EndpointError, OpenAIAgent, RetryPolicy, parse_endpoint
 from groundstate.attempt import Outcome, play
 from groundstate.refs import TaskResolver
 from groundstate.selectors import select_tasks
@@ -72,6 +78,8 @@ class GroundstateTask(vf.Task[GroundstateData]):
         attempt = trace.info.get(INFO_KEY)
         if attempt is None:
             raise GroundstateError(f"no groundstate attempt was played for task {self.data.task_id}: run it with the harness {TASKSET_ID!r}")
+        if attempt.get("stopped"):
+            raise GroundstateError(f"task {self.data.task_id}: {attempt['stopped']}")
         verdict = attempt["verdict"]
         if verdict["system_error"] is not None:
             raise GroundstateError(f"task {self.data.task_id}: {verdict['system_error']}")
@@ -84,6 +92,18 @@ class GroundstateTasksetConfig(vf.TasksetConfig):
     id: str = TASKSET_ID
     tasks: str = "bench"
     """Which tasks: the `--tasks` syntax of `groundstate run` (a domain, a split, ids, a folder, `all`)."""
+
+    @field_validator("tasks")
+    @classmethod
+    def _selects(cls, value: str) -> str:
+        """Checked when the flags are parsed, so a bad selection is a config error naming the flag."""
+        try:
+            pairs = select_tasks(value)
+        except (ValueError, KeyError, OSError) as e:
+            raise ValueError(f"--env.taskset.tasks {value!r}: {e}") from None
+        if not pairs:
+            raise ValueError(f"--env.taskset.tasks {value!r} selects no tasks")
+        return value
 
 
 class GroundstateTaskset(vf.Taskset[GroundstateTask, GroundstateTasksetConfig]):
@@ -105,8 +125,6 @@ class GroundstateTaskset(vf.Taskset[GroundstateTask, GroundstateTasksetConfig]):
                 fingerprint=task.fingerprint(),
             )
             out.append(GroundstateTask(data, self.config.task))
-        if not out:
-            raise ValueError(f"--env.taskset.tasks {self.config.tasks!r} selects no tasks")
         return out
 
 
@@ -125,6 +143,22 @@ class GroundstateHarnessConfig(vf.HarnessConfig):
     grade_timeout: float | None = Field(None, gt=0)
     """Seconds grading may take (unset: groundstate's default bound); running out is a system error."""
 
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, value: str) -> str:
+        if value not in ("sqlite", "postgres", "postgresql", "pg"):
+            raise ValueError(f"unknown backend {value!r}: use sqlite or postgres")
+        return value
+
+    @field_validator("user")
+    @classmethod
+    def _known_user(cls, value: str) -> str:
+        if value.startswith("openai:"):
+            parse_endpoint(value)  # raises, naming what is wrong with the spec
+        elif value not in ("scripted", "scripted:task"):
+            raise ValueError(f"unknown user {value!r}: use scripted or openai:MODEL[@URL]")
+        return value
+
 
 class _UntilCapped:
     """The agent, until one of verifiers' caps refuses a model call: then it stops (the final state is graded)."""
@@ -141,24 +175,26 @@ class _UntilCapped:
             return AgentTurn(done=True, extra={"stopped_by": self.trace.stop_condition})
 
 
+_LOCK = threading.Lock()
+_BACKENDS: dict[str, Backend] = {}
+_RESOLVER = TaskResolver()
+
+
+def shared_backend(name: str) -> Backend:
+    """One backend per kind for the process: verifiers builds a harness per rollout, and a backend per rollout would
+    rebuild every template and golden state each time (and, on PostgreSQL, keep a clone pool and connections each)."""
+    with _LOCK:
+        if name not in _BACKENDS:
+            _BACKENDS[name] = make_backend(name)
+        return _BACKENDS[name]
+
+
 class GroundstateHarness(vf.Harness[GroundstateHarnessConfig]):
     """Plays each rollout with groundstate's attempt path, in process; the model is reached through `endpoint`."""
 
     APPENDS_SYSTEM_PROMPT = True
     NEEDS_CONTAINER = False
     EXECUTES_CODE = False
-
-    def __init__(self, config: GroundstateHarnessConfig):
-        super().__init__(config)
-        self._resolver = TaskResolver()
-        self._lock = threading.Lock()
-        self._backend: Backend | None = None
-
-    def backend(self) -> Backend:
-        with self._lock:
-            if self._backend is None:
-                self._backend = make_backend(self.config.backend)
-            return self._backend
 
     async def launch(
         self,
@@ -171,7 +207,7 @@ class GroundstateHarness(vf.Harness[GroundstateHarnessConfig]):
         data: GroundstateData,
         tool_interception_url: str | None = None,
     ) -> vf.ProgramResult:
-        task, domain = self._resolver.resolve(data.domain_ref, data.task_id)
+        task, domain = _RESOLVER.resolve(data.domain_ref, data.task_id)
         if task.fingerprint() != data.fingerprint:
             raise GroundstateError(f"task {data.task_id} changed since the taskset was loaded (its fingerprint differs)")
         cfg = self.config
@@ -182,7 +218,13 @@ class GroundstateHarness(vf.Harness[GroundstateHarnessConfig]):
         client = AsyncOpenAI(base_url=endpoint, api_key=secret, max_retries=0)
         try:
             agent = _UntilCapped(OpenAIAgent(ctx.model, endpoint, client=client, retry=RetryPolicy(max_retries=0)), trace)
-            outcome = await play(task, domain, agent, make_user(cfg.user, task), limits, backend=self.backend())
+            outcome = await play(task, domain, agent, make_user(cfg.user, task), limits, backend=shared_backend(cfg.backend))
+        except asyncio.CancelledError:  # verifiers stopped the rollout (its --env.agent.timeout.rollout): play closed the sandbox
+            trace.info[INFO_KEY] = {
+                "stopped": "verifiers stopped the rollout before groundstate graded it (its rollout timeout): no verdict. Set "
+                "--env.agent.harness.attempt-timeout below verifiers' rollout timeout to grade the state an agent reached in time"
+            }
+            raise
         finally:
             await client.close()
         trace.info[INFO_KEY] = attempt_info(outcome)

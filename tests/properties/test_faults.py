@@ -468,3 +468,42 @@ def test_concurrent_first_sandboxes_on_a_fresh_server_all_get_the_sandbox_role(s
             sb.close()
     finally:
         backend.close()
+
+
+@pytest.mark.postgres
+def test_a_sandbox_whose_opening_is_cancelled_is_still_closed(pg_backend, shop, monkeypatch):
+    """An attempt cancelled while its sandbox opens in a worker thread (a rollout deadline, a slow clone): the thread
+    finishes opening, and the sandbox it opened is closed, since no attempt will ever hold it."""
+    import asyncio
+    import threading
+    import time
+
+    from groundstate.environment import SqlEnvironment
+
+    task = shop.task("shop-cancel")
+
+    async def warm() -> None:  # the golden state, cached: what is left to open is the attempt's own sandbox
+        await (await SqlEnvironment.open(task, shop, pg_backend)).close()
+
+    asyncio.run(warm())
+    opening, real_open = threading.Event(), pg_backend.open
+
+    def slow_open(template):
+        opening.set()
+        time.sleep(0.5)
+        return real_open(template)
+
+    monkeypatch.setattr(pg_backend, "open", slow_open)
+
+    async def cancelled_while_opening() -> None:
+        attempt = asyncio.ensure_future(SqlEnvironment.open(task, shop, pg_backend))
+        while not opening.is_set():
+            await asyncio.sleep(0.01)
+        attempt.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await attempt
+        await asyncio.sleep(1.0)  # the thread finishes opening; its sandbox is then closed
+
+    before = pg_backend.in_use
+    asyncio.run(cancelled_while_opening())
+    assert pg_backend.in_use == before

@@ -26,7 +26,7 @@ from groundstate.state.sqlite import SqliteBackend
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests"))
-from openai_stub import OpenAIStub, error, text, tool_call, tool_calls  # noqa: E402
+from openai_stub import OpenAIStub, delayed, error, text, tool_call, tool_calls  # noqa: E402
 
 SHOP = ROOT / "tests" / "fixtures" / "shop"
 
@@ -192,3 +192,57 @@ def test_the_documented_example_evaluates_a_chat_model(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "kiosk-cancel-001: reward 1.0" in done.stdout
     assert list(tmp_path.rglob("traces.jsonl"))
+
+
+def test_bad_options_are_refused_when_the_flags_are_parsed(tmp_path):
+    from pydantic_config.cli import ConfigFileError
+
+    harness = ["--env.agent.harness.id", "groundstate-verifiers"]
+    with OpenAIStub([]) as stub:
+        for extra, message in (
+            ([*harness, "--env.agent.harness.backend", "oracle"], "unknown backend 'oracle'"),
+            ([*harness, "--env.agent.harness.user", "garbage"], "unknown user 'garbage'"),
+            ([*harness, "--env.agent.harness.user", "openai:"], "the model name is empty"),
+        ):
+            with pytest.raises(ConfigFileError, match=message):
+                evaluate(flags(stub, tmp_path, *extra))
+        argv = flags(stub, tmp_path)
+        argv[argv.index("--env.taskset.tasks") + 1] = "no-such-task-*"
+        with pytest.raises(ConfigFileError, match="--env.taskset.tasks 'no-such-task-\\*': task selector 'no-such-task-\\*' matched no task"):
+            evaluate(argv)
+        assert stub.requests == []  # nothing ran
+
+
+def test_verifiers_rollout_timeout_fails_the_rollout_naming_it_and_closes_the_sandbox(tmp_path):
+    from groundstate.integrations.verifiers import shared_backend
+
+    replies = [tool_call("cancel_order", {"order_id": 1}), delayed(30, text("Done."))]
+    with OpenAIStub(replies) as stub:
+        [trace] = traces(evaluate(flags(stub, tmp_path, "--env.agent.timeout.rollout", "2", n=1)))
+    assert not trace.ok and trace.rewards.get("final_state") is None
+    assert [e.type for e in trace.errors] == ["GroundstateError"] and "rollout timeout" in trace.errors[0].message
+    assert "attempt-timeout" in trace.errors[0].message  # what to do about it
+    assert shared_backend("sqlite").in_use == 0
+
+
+@pytest.mark.postgres
+def test_one_backend_serves_every_rollout_and_postgres_gives_sqlites_verdicts(tmp_path):
+    from groundstate.integrations.verifiers import shared_backend
+
+    def script(n):
+        return [r for _ in range(n) for r in (tool_call("cancel_order", {"order_id": 1}), text("Done."), text("Done, order 2 is cancelled."))]
+
+    verdicts = {}
+    for backend in ("sqlite", "postgres"):
+        with OpenAIStub(script(6)) as stub:
+            found = traces(
+                evaluate(
+                    flags(
+                        stub, tmp_path / backend, "--env.agent.harness.id", "groundstate-verifiers", "--env.agent.harness.backend", backend, "-r", "6"
+                    )
+                )
+            )
+        verdicts[backend] = sorted((t.task.data.task_id, json.dumps(t.info["groundstate"]["verdict"], sort_keys=True)) for t in found)
+        assert all(t.ok for t in found) and len(found) == 12
+    assert verdicts["sqlite"] == verdicts["postgres"]
+    assert shared_backend("postgres").in_use == 0  # every rollout's sandbox closed, on the one backend of the process
