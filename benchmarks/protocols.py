@@ -350,7 +350,9 @@ def write_markdown(R: dict[str, Any], n: int) -> None:
         f"({R[f'openenv_sessions_{n}_step_p99_ms'] / n:.2f} ms per tool step, {R[f'openenv_sessions_{n}_grade_p99_ms'] / n:.2f} ms per "
         f"graded final step, {R[f'openenv_sessions_{n}_reset_p99_ms'] / n:.2f} ms per connect and reset on the server). The baseline runs its "
         "sessions and their client on one event loop in one process, the served run uses two processes (server and "
-        "clients), which is why a served step can be faster than the in-process one.",
+        "clients), which is why a served step can be faster than the in-process one. The MCP waves carry the MCP SDK client's "
+        f"own cost as well: {n} SDK sessions (each its own HTTP client, event stream and JSON-RPC session) in one client "
+        "process on the same cores as the server.",
         SECTION_END,
         "",
     ]
