@@ -13,17 +13,18 @@ import random
 from typing import Any
 
 from groundstate.tasks import Task
-from groundstate.tools.mutate import corrupt
+from groundstate.tools.mutate import Injected, corrupt_noting
 from groundstate.types import AgentTurn, Domain, ToolCallRequest
 
 
 class ScriptedAgent:
     """Emits the given calls, one per turn, then a final message."""
 
-    def __init__(self, calls: list[dict[str, Any]], final_text: str = "Done.", name: str = "scripted"):
+    def __init__(self, calls: list[dict[str, Any]], final_text: str = "Done.", name: str = "scripted", injected: list[Injected] | None = None):
         self.calls = list(calls)
         self.final_text = final_text
         self.name = name
+        self.injected = list(injected or [])  # the noisy agent's mistakes, where `calls` are a corrupted gold
         self._next = 0
 
     async def act(self, conversation: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AgentTurn:
@@ -64,5 +65,6 @@ def make_scripted_agent(spec: str, task: Task, domain: Domain, attempt: int = 0,
         if not 0 <= p <= 1:
             raise ValueError(f"bad agent spec {spec!r}: P must be in [0, 1]")
         rng = random.Random(attempt_seed(task.id, attempt, seed))
-        return ScriptedAgent(corrupt(gold, domain.tools, p, rng), name=f"scripted:noisy:{p}")
+        calls, injected = corrupt_noting(gold, domain.tools, p, rng)
+        return ScriptedAgent(calls, name=f"scripted:noisy:{p}", injected=injected)
     raise ValueError(f"unknown agent spec {spec!r}: use scripted:gold, scripted:noop or scripted:noisy:P")

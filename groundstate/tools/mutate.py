@@ -6,6 +6,7 @@ import datetime as dt
 import random
 import types
 import typing
+from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 from groundstate.types import ToolCatalog
@@ -83,16 +84,34 @@ def mutants(gold: list[Call], toolset: ToolCatalog) -> list[Mutant]:
 
 def corrupt(gold: list[Call], toolset: ToolCatalog, p: float, rng: random.Random) -> list[Call]:
     """Each call independently, with probability p: dropped, one argument changed, or duplicated."""
+    return corrupt_noting(gold, toolset, p, rng)[0]
+
+
+@dataclass(frozen=True)
+class Injected:
+    """One mistake `corrupt` made: `kind` (drop, change, duplicate) of gold call `gold`; `at` is the index of the
+    wrong call in the corrupted list (the changed call, the second copy), or where the dropped call would have been."""
+
+    kind: str
+    gold: int
+    at: int
+
+
+def corrupt_noting(gold: list[Call], toolset: ToolCatalog, p: float, rng: random.Random) -> tuple[list[Call], list[Injected]]:
+    """`corrupt`, with the mistakes it made (the same random draws: the same calls for the same generator)."""
     out: list[Call] = []
-    for call in gold:
+    notes: list[Injected] = []
+    for i, call in enumerate(gold):
         if rng.random() >= p:
             out.append(call)
             continue
         how = rng.choice(["drop", "change", "duplicate"])
         if how == "drop":
+            notes.append(Injected("drop", i, len(out)))
             continue
         if how == "duplicate":
             out += [call, call]
+            notes.append(Injected("duplicate", i, len(out) - 1))
             continue
         spec = toolset.specs.get(call["tool"])
         names = [n for n in call["args"] if spec is not None]
@@ -101,7 +120,9 @@ def corrupt(gold: list[Call], toolset: ToolCatalog, p: float, rng: random.Random
             alt = alternative(spec.params.get(name, Any), call["args"][name])
             if alt is not None:
                 out.append({**call, "args": {**call["args"], name: alt}})
+                notes.append(Injected("change", i, len(out) - 1))
                 break
         else:
-            continue  # nothing to change: the call is lost
-    return out
+            notes.append(Injected("drop", i, len(out)))  # nothing to change: the call is lost
+            continue
+    return out, notes

@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("state and data", ["groundstate", "groundstate.tasks", "groundstate.results", "groundstate.state", "groundstate.deadlines"]),
     ("types", ["groundstate.types"]),
     ("tools and agents", ["groundstate.tools", "groundstate.agents"]),
-    ("grading", ["groundstate.grading", "groundstate.judge"]),
+    ("grading", ["groundstate.grading", "groundstate.judge", "groundstate.blame"]),
     (
         "worlds and episodes",
         ["groundstate.environment", "groundstate.domain", "groundstate.domains", "groundstate.thinkingbox", "groundstate.episode"],

@@ -1,0 +1,89 @@
+"""Blame: the first call after which a failed attempt could no longer reach the golden state, on hand-made attempts
+and on the noisy scripted agent, whose injected mistakes are known."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from groundstate.agents import ScriptedAgent, make_agent, make_user
+from groundstate.attempt import play
+from groundstate.blame import blame
+from groundstate.domain import Domain, iter_tasks
+from groundstate.grading import grader_for
+from groundstate.state.sqlite import SqliteBackend
+
+SHOP = Domain(Path(__file__).parents[1] / "fixtures" / "shop")
+
+
+def attempt(task, domain, agent, backend):
+    out = asyncio.run(play(task, domain, agent, make_user("scripted", task), backend=backend))
+    return out.verdict, out.trajectory.tool_calls
+
+
+def blame_of(task, domain, calls, backend):
+    template = backend.prepare(domain, task.patch)
+    return blame(task, template, grader_for(backend), calls)
+
+
+@pytest.mark.parametrize(
+    "task_id, calls, expected",
+    [
+        ("shop-cancel", [], ("never_acted", None)),
+        ("shop-cancel", [{"tool": "get_order", "args": {"order_id": 1}}], ("never_acted", None)),
+        (
+            "shop-cancel",
+            [{"tool": "cancel_order", "args": {"order_id": 1}}, {"tool": "add_note", "args": {"customer_id": 1, "body": "x"}}],
+            ("diverged", 1),
+        ),
+        (
+            "shop-multi",
+            [{"tool": "set_tier", "args": {"customer_id": 3, "tier": "gold"}}, {"tool": "set_total", "args": {"order_id": 3, "total": 41.0}}],
+            ("diverged", 1),
+        ),
+        ("shop-multi", [{"tool": "add_note", "args": {"customer_id": 3, "body": "hi"}}], ("diverged", 0)),  # a row the golden state leaves alone
+        (
+            "shop-multi",
+            [{"tool": "find_customer", "args": {"email": "c3@example.com"}}, {"tool": "set_tier", "args": {"customer_id": 3, "tier": "gold"}}],
+            ("stopped_early", None),
+        ),
+        ("shop-refuse", [{"tool": "get_order", "args": {"order_id": 2}}, {"tool": "cancel_order", "args": {"order_id": 2}}], ("never_acted", 1)),
+    ],
+)
+def test_blame_names_the_first_call_that_left_the_golden_path(task_id, calls, expected):
+    backend = SqliteBackend()
+    task = SHOP.task(task_id)
+    verdict, executed = attempt(task, SHOP, ScriptedAgent(calls), backend)
+    assert verdict.reward == 0
+    b = blame_of(task, SHOP, executed, backend)
+    assert (b.kind, b.call) == expected, b
+    if b.kind == "diverged":
+        assert b.tool == calls[b.call]["tool"] and b.rows
+
+
+def test_blame_on_the_noisy_agent_names_its_injected_mistake():
+    """Over the bundled suite, `scripted:noisy:0.3`: a failed attempt's blame is one of its injected mistakes (a changed
+    or duplicated call, by its index; a dropped one as `stopped_early` / `never_acted`) for at least 95% of them."""
+    backend = SqliteBackend()
+    failed = named = 0
+    misses = []
+    for task, domain in iter_tasks():
+        for a in range(2):
+            agent = make_agent("scripted:noisy:0.3", task, domain, a)
+            verdict, executed = attempt(task, domain, agent, backend)
+            if verdict.reward != 0:
+                continue
+            failed += 1
+            b = blame_of(task, domain, executed, backend)
+            # the injected mistake named: the changed or duplicated call itself (diverging, or refused by its tool);
+            # a dropped call is not in the trajectory, so the attempt stopped early or never acted (naming, if any, the
+            # first write that then failed: a symptom of the missing call)
+            ok = {m.at for m in agent.injected if m.kind != "drop"}
+            if (b.call in ok) or (any(m.kind == "drop" for m in agent.injected) and b.kind in ("stopped_early", "never_acted")):
+                named += 1
+            else:
+                misses.append((task.id, a, b.to_json(), agent.injected))
+    assert failed > 300
+    assert named / failed >= 0.95, misses[:10]
