@@ -88,11 +88,14 @@ async def play(
     backend: Backend,
     judge: Judge | None = None,
     keep_changes: bool = False,
+    blame: bool = False,
 ) -> Outcome:
     """Open the task's environment, run the episode, grade it and close the environment, whatever happens.
 
     `limits` are the episode's (see `groundstate.episode`) and the grading bound; `keep_changes` also returns the
-    environment's final change set (lint compares mutants with gold by it).
+    environment's final change set (lint compares mutants with gold by it); `blame` (what runs record) then finds
+    where a failed final state went wrong (`Domain.blame`, on a fresh world: `Verdict.blame`), which never changes the
+    verdict itself.
     """
     started = time.perf_counter()
     timings: dict[str, float] = {}
@@ -121,5 +124,12 @@ async def play(
                 await env.close()
             except Exception:  # noqa: BLE001 - a failed release must not hide the attempt's result
                 pass
+    if blame and traj is not None and verdict.system_error is None and verdict.state_reward == 0:
+        t0 = time.perf_counter()  # after the attempt's sandbox is released: the replay takes a fresh one
+        try:
+            verdict.blame = await domain.blame(task, backend, traj, limits)
+        except Exception as e:  # noqa: BLE001 - blame explains a verdict; failing to find it never changes one
+            verdict.blame = {"kind": "unavailable", "reason": f"{type(e).__name__}: {e}"}
+        timings["blame_s"] = time.perf_counter() - t0
     timings["total_s"] = time.perf_counter() - started
     return Outcome(traj, verdict, timings, changes)

@@ -9,6 +9,7 @@ A `Domain` implements `groundstate.types.Domain`: each attempt opens its own `Sq
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import functools
 import hashlib
@@ -29,7 +30,7 @@ from groundstate.state.base import Backend
 from groundstate.state.sqlite import check_authorizer
 from groundstate.tasks import Task, TaskFileError, _pydantic_error, _Strict, read_data_file
 from groundstate.tools import ToolError, Toolset
-from groundstate.types import EpisodeLimits
+from groundstate.types import EpisodeLimits, Trajectory
 
 DOMAINS_DIR = Path(__file__).parent / "domains"
 
@@ -190,6 +191,20 @@ class Domain:
     async def open_environment(self, task: Task, backend: Backend, limits: EpisodeLimits = EpisodeLimits()) -> SqlEnvironment:
         """A private sandbox of the task's start state on `backend`, for one attempt."""
         return await SqlEnvironment.open(task, self, backend, limits)
+
+    async def blame(self, task: Task, backend: Backend, trajectory: Trajectory, limits: EpisodeLimits = EpisodeLimits()) -> dict[str, Any]:
+        """`groundstate.blame.blame` of the attempt's executed calls, on a fresh sandbox of the task's start state, under
+        the grading bound (in a worker thread where the backend blocks on the network)."""
+        from groundstate.blame import blame
+        from groundstate.deadlines import bounded
+        from groundstate.grading import grader_for
+
+        def run() -> dict[str, Any]:
+            return blame(task, backend.prepare(self, task.patch), grader_for(backend), trajectory.tool_calls).to_json()
+
+        if backend.name == "sqlite":
+            return run()
+        return await bounded(asyncio.to_thread(run), limits.grade_timeout, f"the blame replay of {task.id}")
 
     # -- tasks ---------------------------------------------------------------------------------
     @property

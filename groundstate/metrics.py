@@ -351,6 +351,7 @@ def compute(
             for t in sorted(counts.values(), key=lambda t: t.task_id)
         ],
     }
+    out["blame_by_family"] = blame_by_family(records)
     for group in ("domain", "family"):
         if by is None and group == "domain":
             continue
@@ -367,6 +368,27 @@ def compute(
             for g, ts in sorted(groups.items())
         }
     return out
+
+
+def blame_by_family(records: Iterable[AttemptRecord]) -> dict[str, dict[str, Any]]:
+    """The failed attempts (the records that count) of each task family by where they went wrong (`Verdict.blame`):
+    `failed`, `kinds` (diverged, stopped_early, never_acted, or `not recorded` for records made without blame),
+    `calls` ("diverged at add_note" and the like, counted) and `most_common`, a sentence a person can read."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in latest_per_key(records).values():
+        if r.outcome != "fail":
+            continue
+        b = (r.verdict or {}).get("blame") or {}
+        kind = str(b.get("kind") or "not recorded")
+        d = out.setdefault(r.family or "unspecified", {"failed": 0, "kinds": Counter(), "calls": Counter()})
+        d["failed"] += 1
+        d["kinds"][kind] += 1
+        d["calls"][f"{kind.replace('_', ' ')} at {b['tool']}" if b.get("tool") else kind.replace("_", " ")] += 1
+    for d in out.values():
+        where, n = d["calls"].most_common(1)[0]
+        d["most_common"] = f"{n} of {d['failed']} failures: {where}"
+        d["kinds"], d["calls"] = dict(d["kinds"]), dict(d["calls"].most_common())
+    return dict(sorted(out.items()))
 
 
 def category(n: int, c: int) -> str:

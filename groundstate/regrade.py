@@ -144,6 +144,7 @@ async def regrade_records(
                 EpisodeLimits(),
                 backend=backend,
                 judge=judge,
+                blame=True,
             )
         verdict = outcome.verdict if judge is not None else _carry_rubric(r, outcome.verdict)
         traj = outcome.trajectory

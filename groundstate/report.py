@@ -196,6 +196,7 @@ def _render(records: list[AttemptRecord], title: str, baseline: list[AttemptReco
             reason = r.system_error or "; ".join(v.get("reasons", [])[:2])
             parts.append(
                 f"<details id='{_anchor(tid, a)}'><summary><b>{html.escape(tid)}</b> attempt {a} — {html.escape(str(reason))[:200]}</summary>"
+                f"{_blame_html(v.get('blame'), (r.trajectory or {}).get('tool_calls', []))}"
                 f"<div>verdict diff</div><pre>{html.escape(json.dumps(v.get('diff', []), indent=1, default=str))}</pre>"
                 f"<div>trajectory</div><pre>{html.escape(json.dumps((r.trajectory or {}).get('messages', []), indent=1, default=str)[:20000])}</pre></details>"
             )
@@ -204,6 +205,26 @@ def _render(records: list[AttemptRecord], title: str, baseline: list[AttemptReco
     )
     parts.append("</body></html>")
     return "".join(parts)
+
+
+def _blame_html(blame: dict | None, calls: list) -> str:
+    """Where the failed attempt went wrong, next to it: the blamed call with its arguments, or that it stopped early."""
+    if not blame:
+        return ""
+    kind = str(blame.get("kind", ""))
+    i = blame.get("call")
+    call = calls[i] if isinstance(i, int) and 0 <= i < len(calls) and isinstance(calls[i], dict) else None
+    what = {
+        "diverged": "went wrong at",
+        "stopped_early": "stopped early; its first failed write was",
+        "never_acted": "never acted; its first failed write was",
+    }
+    text = f"blame: {kind.replace('_', ' ')}"
+    if call is not None:
+        text = f"blame: {what.get(kind, kind)} call {i}, {call.get('name')}({json.dumps(call.get('arguments'), default=str)})"
+    rows = blame.get("rows") or []
+    detail = f"<pre>{html.escape(json.dumps(rows, indent=1, default=str))}</pre>" if rows else ""
+    return f"<div class='blame'><b>{html.escape(text)}</b></div>{detail}"
 
 
 def write_report(records: list[AttemptRecord], out: Path, title: str, baseline: list[AttemptRecord] | None = None) -> Path:

@@ -239,7 +239,7 @@ async def run_attempt(task: Task, domain: Domain, attempt: int, backend: Backend
         verdict = system_error(f"{type(e).__name__}: {e}")
         verdict.reasons.append(traceback.format_exc(limit=4))
         return make_record(task, attempt, cfg, verdict, None, {"total_s": 0.0})
-    out = await play(task, domain, agent, user, cfg.limits, backend=backend, judge=judge)
+    out = await play(task, domain, agent, user, cfg.limits, backend=backend, judge=judge, blame=True)
     return make_record(task, attempt, cfg, out.verdict, out.trajectory, out.timings)
 
 

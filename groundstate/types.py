@@ -121,6 +121,9 @@ class Verdict:
     state_reward: int | None = None  # the final-state part alone (before any rubric)
     unjudged: bool = False  # rubric task graded without a judge: counted apart, never pass or fail
     changes: dict[str, int] = field(default_factory=dict)
+    # where a failed final state went wrong (`groundstate.blame`): what `groundstate run` and `regrade` record for SQL
+    # domains (`attempt.play(blame=True)`); training rewards and the adapters do not compute it
+    blame: dict[str, Any] | None = None
 
     @property
     def passed(self) -> bool:
@@ -135,6 +138,7 @@ class Verdict:
             "system_error": self.system_error,
             "unjudged": self.unjudged,
             "changes": self.changes,
+            **({"blame": self.blame} if self.blame is not None else {}),
         }
 
 
@@ -263,3 +267,8 @@ class Domain(Protocol):
     def prepare(self, backend: "Backend") -> None: ...
 
     async def open_environment(self, task: "Task", backend: "Backend", limits: EpisodeLimits) -> Environment: ...
+
+    async def blame(self, task: "Task", backend: "Backend", trajectory: Trajectory, limits: EpisodeLimits) -> dict[str, Any] | None:
+        """Where an attempt whose final state failed went wrong (`groundstate.blame`), replayed on a fresh world of the
+        task; None where the domain cannot replay one cheaply."""
+        ...

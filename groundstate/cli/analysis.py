@@ -84,6 +84,19 @@ def metrics(
         for g, v in group.items():
             t2.add_row(g, str(v["tasks"]), _fmt(v["pass_at_1"]), _fmt(v["pass_at_k"]), _fmt(v["pass_hat_k"]), str(v["observed_k_of_k"]))
         out.print(t2)
+    if m["blame_by_family"]:
+        t3 = Table(title="where failed attempts went wrong (blame), by task family")
+        for col in ("family", "failed", "diverged", "stopped early", "never acted", "most common"):
+            t3.add_column(col)
+        for fam, b in m["blame_by_family"].items():
+            kinds = b["kinds"]
+            t3.add_row(
+                escape(fam),
+                str(b["failed"]),
+                *(str(kinds.get(k, 0)) for k in ("diverged", "stopped_early", "never_acted")),
+                escape(b["most_common"]),
+            )
+        out.print(t3)
 
 
 def compare(

@@ -70,6 +70,10 @@ class TbDomain:
     def prepare(self, backend: Backend) -> None:
         """Nothing to build: every attempt starts its own server processes."""
 
+    async def blame(self, task: Task, backend: Backend, trajectory: Any, limits: EpisodeLimits = EpisodeLimits()) -> None:
+        """None: replaying an attempt's prefixes would start the case's server processes once per prefix."""
+        return None
+
     async def open_environment(self, task: Task, backend: Backend, limits: EpisodeLimits = EpisodeLimits()) -> "TbEnvironment":
         """The case's servers, started for one attempt (`backend` is not used: the servers hold the state)."""
         from groundstate.thinkingbox.env import TbEnvironment, TbServerError

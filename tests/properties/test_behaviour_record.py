@@ -20,8 +20,10 @@ from tb_standin import write_dataset
 from typer.testing import CliRunner
 
 from groundstate.cli import app
+from groundstate.domain import bundled_domains
 
 RECORD = Path(__file__).parents[1] / "fixtures" / "behaviour" / "noisy-0.3-k4.txt"
+BUNDLED = set(bundled_domains())
 K = 4
 
 
@@ -40,7 +42,10 @@ def _lines(records: list[dict]) -> list[str]:
     for task_id, rs in sorted(by_task.items()):
         rs.sort(key=lambda r: r["attempt"])
         assert [r["attempt"] for r in rs] == list(range(K)), task_id
-        body = [{"reward": r["reward"], "verdict": r["verdict"], "trajectory": r["trajectory"]} for r in rs]
+        # the verdict as it was pinned; blame (issue #18, added after the record) is checked apart
+        body = [
+            {"reward": r["reward"], "verdict": {k: v for k, v in r["verdict"].items() if k != "blame"}, "trajectory": r["trajectory"]} for r in rs
+        ]
         digest = hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:20]
         rewards = "".join("-" if r["reward"] is None else str(r["reward"]) for r in rs)
         lines.append(f"{task_id} {rewards} {digest}")
@@ -55,6 +60,9 @@ def test_a_recorded_run_gives_the_same_verdicts_and_trajectories(tmp_path):
         tmp_path / "tb.jsonl", "--tasks", f"thinkingbox:{tb['dataset']}::{tb['list_main']}", "--tb-servers", str(tb["servers_ok"]), "--tb-no-sources"
     )
     assert not [r for r in records if r["system_error"]], "a recorded run has no system errors"
+    failed = [r for r in records if r["reward"] == 0]
+    assert failed and all(r["verdict"]["blame"]["kind"] in ("diverged", "stopped_early", "never_acted") for r in failed if r["domain"] in BUNDLED)
+    assert not [r for r in records if r["reward"] == 1 and "blame" in r["verdict"]]  # only failures are blamed
     lines = _lines(records)
     if os.environ.get("GS_RECORD_BEHAVIOUR"):
         RECORD.parent.mkdir(parents=True, exist_ok=True)

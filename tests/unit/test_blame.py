@@ -87,3 +87,35 @@ def test_blame_on_the_noisy_agent_names_its_injected_mistake():
                 misses.append((task.id, a, b.to_json(), agent.injected))
     assert failed > 300
     assert named / failed >= 0.95, misses[:10]
+
+
+def test_runs_record_blame_and_metrics_and_the_report_show_it(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from groundstate.cli import app
+    from groundstate.results import read_records
+
+    runner = CliRunner()
+    out = tmp_path / "run.jsonl"
+    r = runner.invoke(app, ["run", "--agent", "scripted:noisy:0.5", "--tasks", str(SHOP.path), "--k", "6", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    records = read_records(out)
+    failed = [x for x in records if x.outcome == "fail"]
+    assert failed and all(x.verdict["blame"]["kind"] in ("diverged", "stopped_early", "never_acted") for x in failed)
+    assert all("blame" not in x.verdict for x in records if x.outcome == "pass")
+    m = runner.invoke(app, ["metrics", str(out), "--json"])
+    assert m.exit_code == 0, m.output
+    by_family = json.loads(m.stdout)["blame_by_family"]
+    assert {f: b["failed"] for f, b in by_family.items()} == {f: sum(x.family == f for x in failed) for f in {x.family for x in failed}}
+    for b in by_family.values():
+        assert sum(b["kinds"].values()) == sum(b["calls"].values()) == b["failed"] and b["most_common"].endswith(tuple(b["calls"]))
+    html_path = tmp_path / "report.html"
+    rep = runner.invoke(app, ["report", str(out), "--output", str(html_path)])
+    assert rep.exit_code == 0, rep.output
+    page = html_path.read_text()
+    assert page.count("<div class='blame'>") == len(failed)
+    diverged = next((x for x in failed if x.verdict["blame"]["kind"] == "diverged"), None)
+    if diverged is not None:
+        assert f"went wrong at call {diverged.verdict['blame']['call']}, {diverged.verdict['blame']['tool']}(" in page
