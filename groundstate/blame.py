@@ -19,7 +19,7 @@ from typing import Any
 
 from groundstate.grading import Grader
 from groundstate.state.base import Template
-from groundstate.state.changes import ChangeSet, RowChange
+from groundstate.state.changes import ChangeSet, RowChange, _sort_key
 from groundstate.tasks import Task
 
 KINDS = ("diverged", "stopped_early", "never_acted")
@@ -40,7 +40,7 @@ class Blame:
 def wrong_rows(golden: ChangeSet, now: ChangeSet) -> list[dict[str, Any]]:
     """The rows of `now` that no continuation could turn into the golden state's, without undoing them."""
     out = []
-    for tk, change in now.rows.items():
+    for tk, change in sorted(now.rows.items(), key=lambda kv: (kv[0][0], _sort_key(kv[0][1]))):  # one order on every backend
         want = golden.rows.get(tk)
         table, key = tk
         problem = _problem(change, want)
