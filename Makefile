@@ -64,6 +64,7 @@ bench: dev
 	$(PY) benchmarks/bench.py
 	$(PY) benchmarks/protocols.py
 	$(PY) benchmarks/decoding.py
+	$(PY) benchmarks/blame_accuracy.py
 
 clean:
 	rm -rf $(VENV) $(VERL_VENV) $(VF_VENV) runs .pytest_cache
