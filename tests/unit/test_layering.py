@@ -25,7 +25,10 @@ LAYERS: list[tuple[str, list[str]]] = [
         "worlds and episodes",
         ["groundstate.environment", "groundstate.domain", "groundstate.domains", "groundstate.thinkingbox", "groundstate.episode"],
     ),
-    ("attempts and analysis", ["groundstate.attempt", "groundstate.lint", "groundstate.metrics", "groundstate.selectors", "groundstate.refs"]),
+    (
+        "attempts and analysis",
+        ["groundstate.attempt", "groundstate.lint", "groundstate.hacks", "groundstate.metrics", "groundstate.selectors", "groundstate.refs"],
+    ),
     (
         "runs, selection, training, reports",
         [
