@@ -13,16 +13,15 @@ import asyncio
 import json
 import time
 from collections import Counter
-from pathlib import Path
+
+from results_file import merge  # noqa: E402 - beside this script
 
 from groundstate.agents import make_agent, make_user
 from groundstate.attempt import play
-from groundstate.blame import blame
+from groundstate.blame import blame, names_injected
 from groundstate.domain import iter_tasks
 from groundstate.grading import grader_for
 from groundstate.state.sqlite import SqliteBackend
-
-RESULTS_JSON = Path(__file__).resolve().parent / "results.json"
 
 
 def main() -> None:
@@ -44,9 +43,7 @@ def main() -> None:
             failed += 1
             b = blame(task, backend.prepare(domain, task.patch), grader, out.trajectory.tool_calls)
             kinds[b.kind] += 1
-            calls = {m.at for m in agent.injected if m.kind != "drop"}
-            dropped = any(m.kind == "drop" for m in agent.injected)
-            named += b.call in calls or (dropped and b.kind in ("stopped_early", "never_acted"))
+            named += names_injected(b, agent.injected)
     R = {
         "blame_failed_attempts": failed,
         "blame_named_injected": named,
@@ -57,10 +54,7 @@ def main() -> None:
     }
     print(json.dumps(R, indent=1))
     if not args.no_write:
-        merged = json.loads(RESULTS_JSON.read_text()) if RESULTS_JSON.exists() else {}
-        merged.update(R)
-        RESULTS_JSON.write_text(json.dumps(merged, indent=1, ensure_ascii=False) + "\n")
-        print(f"wrote {RESULTS_JSON}")
+        print(f"wrote {merge(R)}")
 
 
 if __name__ == "__main__":

@@ -13,19 +13,15 @@ Merges its keys into benchmarks/results.json (`decode_*`); prints the table for 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
-from pathlib import Path
 
 import torch
+from results_file import merge  # noqa: E402 - beside this script
 
 from groundstate.agents.local import BatchedPolicy, SamplingParams, _RowSampler
 from groundstate.domain import load_domain
 from groundstate.train.tiny import build_model, build_tokenizer, domain_corpus
-
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS_JSON = ROOT / "benchmarks" / "results.json"
 
 
 def batch(width: int, rows: int, vocab: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -85,10 +81,7 @@ def main() -> None:
         print(f"width {width}: generate {g:.0f} ms, decode loop {lp:.0f} ms per batch of 64 × {args.tokens} tokens ({g / lp:.2f}×)", flush=True)
     print("\n".join(lines))
     if not args.no_write:
-        merged = json.loads(RESULTS_JSON.read_text()) if RESULTS_JSON.exists() else {}
-        merged.update(R)
-        RESULTS_JSON.write_text(json.dumps(merged, indent=1, ensure_ascii=False) + "\n")
-        print(f"wrote {RESULTS_JSON.relative_to(ROOT)}")
+        print(f"wrote {merge(R)}")
 
 
 if __name__ == "__main__":

@@ -32,8 +32,9 @@ from typing import Any, Awaitable, Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from results_file import merge  # noqa: E402 - beside this script
+
 SHOP = ROOT / "tests" / "fixtures" / "shop"
-RESULTS_JSON = ROOT / "benchmarks" / "results.json"
 RESULTS_MD = ROOT / "benchmarks" / "RESULTS.md"
 SECTION_START, SECTION_END = "<!-- protocols:start -->", "<!-- protocols:end -->"
 CALL = {"type": "call_tool", "tool_name": "cancel_order", "arguments": {"order_id": 1}}
@@ -294,11 +295,9 @@ def main() -> None:
     print(json.dumps(R, indent=1))
     if args.no_write:
         return
-    merged = json.loads(RESULTS_JSON.read_text()) if RESULTS_JSON.exists() else {}
-    merged.update(R)
-    RESULTS_JSON.write_text(json.dumps(merged, indent=1, ensure_ascii=False) + "\n")
+    path = merge(R)
     write_markdown(R, n)
-    log(f"wrote {RESULTS_JSON.relative_to(ROOT)} and the section in {RESULTS_MD.relative_to(ROOT)}")
+    log(f"wrote {path.relative_to(ROOT)} and the section in {RESULTS_MD.relative_to(ROOT)}")
 
 
 def write_markdown(R: dict[str, Any], n: int) -> None:

@@ -21,6 +21,7 @@ from groundstate.grading import Grader
 from groundstate.state.base import Template
 from groundstate.state.changes import ChangeSet, RowChange, _sort_key
 from groundstate.tasks import Task
+from groundstate.tools.mutate import Injected
 
 KINDS = ("diverged", "stopped_early", "never_acted")
 
@@ -35,6 +36,15 @@ class Blame:
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "call": self.call, "tool": self.tool, "rows": self.rows}
+
+
+def names_injected(b: Blame, injected: list[Injected]) -> bool:
+    """Whether blame points at one of the mistakes the noisy agent injected: the changed or duplicated call itself
+    (diverging, or refused by its tool), or, where a call was dropped (no call is left in the trajectory to name), that
+    the attempt stopped early or never acted."""
+    if b.call is not None and b.call in {m.at for m in injected if m.kind != "drop"}:
+        return True
+    return any(m.kind == "drop" for m in injected) and b.kind in ("stopped_early", "never_acted")
 
 
 def wrong_rows(golden: ChangeSet, now: ChangeSet) -> list[dict[str, Any]]:

@@ -30,7 +30,7 @@ from groundstate.attempt import play
 from groundstate.grading import grader_for
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
-from groundstate.tools.mutate import alternative
+from groundstate.tools.mutate import alternative, base_type
 from groundstate.types import Domain
 
 HACKS = ("claim_success", "instruction_writes", "other_task_gold", "gold_plus_extra", "gold_until_last_write")
@@ -39,15 +39,9 @@ CLAIM = "All done: I have completed everything you asked for."
 Calls = list[dict[str, Any]]
 
 
-def _strip(annotation: Any) -> Any:
-    while typing.get_origin(annotation) is typing.Annotated:
-        annotation = typing.get_args(annotation)[0]
-    return annotation
-
-
 def _fill(annotation: Any, found: dict[str, Any]) -> Any:
     """A value for a parameter of this type taken from the instruction, or None."""
-    ann = _strip(annotation)
+    ann = base_type(annotation)
     if typing.get_origin(ann) is Literal:
         return next((v for v in typing.get_args(ann) if str(v).lower() in found["lower"]), None)
     if ann is int:
@@ -95,18 +89,19 @@ def hack_calls(hack: str, task: Task, domain: Domain, siblings: list[Task]) -> C
         raise ValueError(f"unknown hack {hack!r}: choose from {', '.join(HACKS)}")
     if not writes:
         return None
-    if hack == "gold_plus_extra":
-        extras = extra_writes(gold, writes, domain)
+    if hack == "gold_plus_extra":  # the first candidate; `hack` plays them in turn until one changes the state
+        extras = extra_writes(gold, domain)
         return gold + [extras[0]] if extras else None
     return gold[: writes[-1]]  # gold_until_last_write
 
 
-def extra_writes(gold: Calls, writes: list[int], domain: Domain, limit: int = 4) -> Calls:
+def extra_writes(gold: Calls, domain: Domain, limit: int = 4) -> Calls:
     """Tempting extra writes after the gold: its writes again, last first, each with one argument changed (at most `limit`)."""
     out = []
-    for i in reversed(writes):
-        call = gold[i]
+    for call in reversed(gold):
         spec = domain.tools.specs[call["tool"]]
+        if not spec.write:
+            continue
         for name, value in call["args"].items():
             alt = alternative(spec.params.get(name, Any), value)
             if alt is not None and len(out) < limit:
@@ -122,9 +117,8 @@ async def _first_effective_extra(task: Task, domain: Domain, backend: Backend, g
     """The gold plus the first extra write (`extra_writes`) that leaves a state other than the golden one, played; None
     when none does."""
     gold = [c.model_dump() for c in task.gold]
-    writes = [i for i, c in enumerate(gold) if domain.tools.specs[c["tool"]].write]
     golden = grader.golden(task, backend.prepare(domain, task.patch)).rows
-    for extra in extra_writes(gold, writes, domain):
+    for extra in extra_writes(gold, domain):
         agent = ScriptedAgent(gold + [extra], final_text=CLAIM)
         out = await play(task, domain, agent, ScriptedUser(task.user.script), backend=backend, keep_changes=True)
         if out.changes is not None and out.changes.rows != golden:

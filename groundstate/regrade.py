@@ -93,7 +93,16 @@ def replayable(record: AttemptRecord) -> str | None:
         return "no trajectory"
     if not traj.get("finish_reason"):
         return "cut short by a system error"
+    if not all(_well_formed(m) for m in traj["messages"]):
+        return "malformed trajectory"  # a results file is input like any other: a broken one is reported, never replayed
     return None
+
+
+def _well_formed(message: Any) -> bool:
+    if not isinstance(message, dict) or not isinstance(message.get("content") or "", str):
+        return False
+    calls = message.get("tool_calls") or []
+    return isinstance(calls, list) and all(isinstance(c, dict) and isinstance(c.get("function") or {}, dict) for c in calls)
 
 
 def _carry_rubric(old: AttemptRecord, new: Verdict) -> Verdict:
@@ -130,6 +139,8 @@ async def regrade_records(
         why = replayable(r)
         if why is None and r.task_id not in tasks:
             why = "task no longer defined"
+        if why is None and r.domain is not None and r.domain != tasks[r.task_id][1].name:
+            why = "task id now in another domain"
         if why is not None:
             keep(i, why)
             return

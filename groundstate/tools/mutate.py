@@ -23,20 +23,20 @@ class Mutant(NamedTuple):
     kind: Literal["drop", "duplicate", "change"]
 
 
-def _strip(annotation: Any) -> Any:
+def base_type(annotation: Any) -> Any:
     """Unwrap Annotated and Optional to the underlying type."""
     origin = typing.get_origin(annotation)
     if origin is typing.Annotated:
-        return _strip(typing.get_args(annotation)[0])
+        return base_type(typing.get_args(annotation)[0])
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        return _strip(args[0]) if len(args) == 1 else annotation
+        return base_type(args[0]) if len(args) == 1 else annotation
     return annotation
 
 
 def alternative(annotation: Any, value: Any) -> Any:
     """Another valid value of the same type, deterministically; `None` when there is none."""
-    ann = _strip(annotation)
+    ann = base_type(annotation)
     origin = typing.get_origin(ann)
     if origin is Literal:
         others = [o for o in typing.get_args(ann) if o != value]

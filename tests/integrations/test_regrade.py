@@ -89,9 +89,20 @@ def test_what_cannot_be_replayed_is_kept_and_counted_and_the_input_is_never_over
     )
     pairs = {t.id: (t, d) for d in [Domain(shop)] for t in d.tasks}
     del pairs[records[2].task_id]  # a task that no longer exists
-    result = asyncio.run(regrade_records([broken, cut, *records[2:]], pairs, SqliteBackend()))
-    assert result.kept == {"no trajectory": 1, "cut short by a system error": 1, "task no longer defined": 1}
-    assert result.records[:3] == [broken, cut, records[2]] and result.replayed == len(records) - 3
+    garbled = [
+        records[0].model_copy(update={"trajectory": {**records[0].trajectory, "messages": ["not a message", 7]}}),
+        records[1].model_copy(update={"trajectory": {**records[1].trajectory, "messages": [{"role": "assistant", "tool_calls": "x"}]}}),
+        records[0].model_copy(update={"attempt": 5, "domain": "another"}),
+    ]
+    result = asyncio.run(regrade_records([broken, cut, *records[2:], *garbled], pairs, SqliteBackend()))
+    assert result.kept == {
+        "no trajectory": 1,
+        "cut short by a system error": 1,
+        "task no longer defined": 1,
+        "malformed trajectory": 2,
+        "task id now in another domain": 1,
+    }
+    assert result.records[:3] == [broken, cut, records[2]] and result.records[-3:] == garbled and result.replayed == len(records) - 3
     before = (tmp_path / "run.jsonl").read_bytes()
     r = runner.invoke(app, ["regrade", str(tmp_path / "run.jsonl"), "--out", str(tmp_path / "run.jsonl"), "--tasks", str(shop)])
     assert r.exit_code == 2 and "never rewrites the run it reads" in r.output

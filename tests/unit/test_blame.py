@@ -10,7 +10,7 @@ import pytest
 
 from groundstate.agents import ScriptedAgent, make_agent, make_user
 from groundstate.attempt import play
-from groundstate.blame import blame
+from groundstate.blame import blame, names_injected
 from groundstate.domain import Domain, iter_tasks
 from groundstate.grading import grader_for
 from groundstate.state.sqlite import SqliteBackend
@@ -77,11 +77,7 @@ def test_blame_on_the_noisy_agent_names_its_injected_mistake():
                 continue
             failed += 1
             b = blame_of(task, domain, executed, backend)
-            # the injected mistake named: the changed or duplicated call itself (diverging, or refused by its tool);
-            # a dropped call is not in the trajectory, so the attempt stopped early or never acted (naming, if any, the
-            # first write that then failed: a symptom of the missing call)
-            ok = {m.at for m in agent.injected if m.kind != "drop"}
-            if (b.call in ok) or (any(m.kind == "drop" for m in agent.injected) and b.kind in ("stopped_early", "never_acted")):
+            if names_injected(b, agent.injected):
                 named += 1
             else:
                 misses.append((task.id, a, b.to_json(), agent.injected))
@@ -119,3 +115,14 @@ def test_runs_record_blame_and_metrics_and_the_report_show_it(tmp_path):
     diverged = next((x for x in failed if x.verdict["blame"]["kind"] == "diverged"), None)
     if diverged is not None:
         assert f"went wrong at call {diverged.verdict['blame']['call']}, {diverged.verdict['blame']['tool']}(" in page
+
+
+def test_naming_an_injected_mistake_is_strict():
+    from groundstate.blame import Blame
+    from groundstate.tools.mutate import Injected
+
+    changed, dropped = [Injected("change", 1, 1)], [Injected("drop", 0, 0)]
+    assert names_injected(Blame("diverged", 1, "t"), changed) and names_injected(Blame("never_acted", 1, "t"), changed)  # refused
+    assert not names_injected(Blame("diverged", 0, "t"), changed)  # another call
+    assert not names_injected(Blame("stopped_early"), changed)  # nothing was dropped: a call is to blame
+    assert names_injected(Blame("stopped_early"), dropped) and not names_injected(Blame("diverged", 2, "t"), dropped)
