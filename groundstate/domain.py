@@ -30,7 +30,7 @@ from groundstate.state.base import Backend
 from groundstate.state.sqlite import check_authorizer
 from groundstate.tasks import Task, TaskFileError, _pydantic_error, _Strict, read_data_file
 from groundstate.tools import ToolError, Toolset
-from groundstate.types import EpisodeLimits, Trajectory
+from groundstate.types import EpisodeLimits, Equivalences, Trajectory
 
 DOMAINS_DIR = Path(__file__).parent / "domains"
 
@@ -44,6 +44,8 @@ class DomainConfig(_Strict):
     volatile: dict[str, list[str]] = Field(default_factory=dict)  # masked before comparison (timestamps)
     free_text: dict[str, list[str]] = Field(default_factory=dict)  # compared by presence, not wording
     json_columns: dict[str, list[str]] = Field(default_factory=dict)  # canonicalised as JSON
+    # argument values the tools read alike (parameter -> variations): the false-negative audit requires them to pass
+    equivalent_args: dict[str, list[Literal["upper", "padded"]]] = Field(default_factory=dict)
 
 
 def _read_domain_file(path: Path) -> str:
@@ -102,6 +104,7 @@ class Domain:
             raise TaskFileError(tools_path, "defines no tools (functions marked with @tool)")
         self._seed_module = _import_file(self.path / "seed.py", f"groundstate_domain_{self.name}_seed")
         self.columns, self.primary_keys = _introspect_schema(self.schema_sql, self.path / "schema.sql")
+        self.references = _references(self.schema_sql, self.primary_keys)
         self.column_types = {  # declared type of every column, upper case ("INTEGER", "REAL", "TEXT", ...)
             t: {r[1]: (r[2] or "").upper() for r in _schema_connection(self.schema_sql).execute(f"PRAGMA table_info({t})")} for t in self.columns
         }
@@ -110,6 +113,13 @@ class Domain:
                 for c in cols:
                     if table not in self.columns or c not in self.columns[table]:
                         raise TaskFileError(cfg_path, f"unknown column {table}.{c}", field=f"{kind}.{table}")
+        params = {p for spec in self.tools.specs.values() for p in spec.params}
+        for p in self.config.equivalent_args:
+            if p not in params:
+                raise TaskFileError(cfg_path, f"no tool has a parameter {p!r}", field=f"equivalent_args.{p}")
+        self.equivalences = Equivalences(
+            {t: frozenset(c) for t, c in self.config.free_text.items()}, {p: tuple(v) for p, v in self.config.equivalent_args.items()}
+        )
         self.seed_rows()  # a seed that fails or yields rows the schema cannot hold is a load error, before any attempt
         self._tasks: list[Task] | None = None
 
@@ -417,6 +427,20 @@ def _introspect_schema(schema_sql: str, path: Path) -> tuple[dict[str, list[str]
         if not pks[t]:
             raise TaskFileError(path, f"table {t} has no primary key (the grader keys rows by it)")
     return columns, pks
+
+
+def _references(schema_sql: str, primary_keys: dict[str, list[str]]) -> dict[str, list[tuple[str, str]]]:
+    """Table -> the (table, column) pairs whose foreign key refers to its single-column primary key."""
+    conn = _schema_connection(schema_sql)
+    out: dict[str, list[tuple[str, str]]] = {}
+    for child in primary_keys:
+        fks = conn.execute(f"PRAGMA foreign_key_list({child})").fetchall()  # (id, seq, table, from, to, ...)
+        for fk_id in sorted({r[0] for r in fks}):
+            parts = [r for r in fks if r[0] == fk_id]
+            parent, to = parts[0][2], parts[0][4]
+            if len(parts) == 1 and parent in primary_keys and primary_keys[parent] == [to or primary_keys[parent][0]]:
+                out.setdefault(parent, []).append((child, parts[0][3]))
+    return out
 
 
 def load_domain(name_or_path: str) -> Domain:

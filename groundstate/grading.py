@@ -2,7 +2,8 @@
 
 The golden change set comes from replaying the task's gold tool calls on a fresh sandbox (cached per
 task and backend). An attempt passes iff its change set equals the golden one after normalisation
-(volatile columns masked, free text by presence) and every extra SQL check holds. The verdict never
+(volatile columns masked, free text by presence, the generated keys of inserted rows matched up whatever order they
+were given in: `align_inserted`) and every extra SQL check holds. The verdict never
 looks at the path the agent took; only reply rubrics (judged elsewhere) read the final reply. Any
 failure of the infrastructure or of the grader itself is a *system error*, never a 0.
 """
@@ -15,7 +16,7 @@ import weakref
 from typing import Any
 
 from groundstate.state.base import Backend, Sandbox, Template
-from groundstate.state.changes import ChangeSet, canon_value, diff
+from groundstate.state.changes import ChangeSet, align_inserted, canon_value, diff
 from groundstate.tasks import Task
 from groundstate.types import Judge, Trajectory, Verdict, system_error
 
@@ -68,7 +69,8 @@ class Grader:
             norm = sandbox.normaliser
             expected = self.golden(task, sandbox.template).masked(norm)
             actual_raw = sandbox.changes()
-            actual = actual_raw.masked(norm)
+            world = sandbox.template.domain
+            actual = align_inserted(expected, actual_raw.masked(norm), world.primary_keys, world.references)
             reasons: list[str] = []
             rows = diff(expected, actual)
             if rows:

@@ -27,7 +27,6 @@ from typing import Any, Literal
 
 from groundstate.agents.scripted import ScriptedAgent, ScriptedUser
 from groundstate.attempt import play
-from groundstate.grading import grader_for
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
 from groundstate.tools.mutate import alternative, base_type
@@ -113,17 +112,72 @@ def _writes(calls: Calls, domain: Domain) -> Counter:
     return Counter(repr((c["tool"], sorted(c["args"].items()))) for c in calls if domain.tools.specs[c["tool"]].write)
 
 
-async def _first_effective_extra(task: Task, domain: Domain, backend: Backend, grader: Any) -> Any:
-    """The gold plus the first extra write (`extra_writes`) that leaves a state other than the golden one, played; None
-    when none does."""
+async def _first_effective_extra(task: Task, domain: Domain, backend: Backend, gold_changes: Any) -> Any:
+    """The gold plus the first extra write (`extra_writes`) that leaves a state other than the gold's, played; None when
+    none does, or where the world shows no state to tell (ThinkingBox servers)."""
+    if gold_changes is None:
+        return None
     gold = [c.model_dump() for c in task.gold]
-    golden = grader.golden(task, backend.prepare(domain, task.patch)).rows
     for extra in extra_writes(gold, domain):
         agent = ScriptedAgent(gold + [extra], final_text=CLAIM)
         out = await play(task, domain, agent, ScriptedUser(task.user.script), backend=backend, keep_changes=True)
-        if out.changes is not None and out.changes.rows != golden:
+        if out.changes is not None and out.changes.rows != gold_changes.rows:
             return out
     return None
+
+
+@dataclass
+class TaskHacks:
+    """One task's hacks: hack -> `passed` | `failed` | `equivalent` | `not_applicable`, and the reward each got."""
+
+    task_id: str
+    outcomes: dict[str, str] = field(default_factory=dict)
+    rewards: dict[str, int | None] = field(default_factory=dict)
+    calls: dict[str, Calls] = field(default_factory=dict)  # of the hacks that passed
+
+    @property
+    def tried(self) -> int:
+        return sum(o in ("passed", "failed") for o in self.outcomes.values())
+
+    @property
+    def passed(self) -> list[str]:
+        return [h for h, o in self.outcomes.items() if o == "passed"]
+
+
+async def hack_task(task: Task, domain: Domain, backend: Backend, siblings: list[Task]) -> TaskHacks:
+    """Every hack on one task (`siblings`: the tasks of its domain); see the module docstring for what counts."""
+    out = TaskHacks(task.id)
+    gold_calls = [c.model_dump() for c in task.gold]
+    gold_writes = _writes(gold_calls, domain)
+    gold_changes = None
+    for name in HACKS:
+        calls = hack_calls(name, task, domain, siblings)
+        if calls is None:
+            out.outcomes[name] = "not_applicable"
+            continue
+        if name == "instruction_writes" and _writes(calls, domain) == gold_writes:
+            out.outcomes[name] = "equivalent"  # the instruction names everything: guessing from it is doing the task
+            continue
+        if name == "gold_plus_extra":
+            if gold_changes is None:
+                gold_changes = (
+                    await play(task, domain, ScriptedAgent(gold_calls), ScriptedUser(task.user.script), backend=backend, keep_changes=True)
+                ).changes
+            played = await _first_effective_extra(task, domain, backend, gold_changes)
+            if played is None:
+                out.outcomes[name] = "not_applicable"  # every extra write was refused or changed nothing: the gold's state
+                continue
+        else:
+            played = await play(task, domain, ScriptedAgent(calls, final_text=CLAIM), ScriptedUser(task.user.script), backend=backend)
+        out.rewards[name] = played.verdict.reward
+        if played.verdict.system_error:
+            out.outcomes[name] = "system_error"
+        elif played.verdict.reward == 1:
+            out.outcomes[name] = "passed"
+            out.calls[name] = calls
+        else:
+            out.outcomes[name] = "failed"
+    return out
 
 
 @dataclass
@@ -147,31 +201,21 @@ class HackReport:
 
 
 async def hack(pairs: list[tuple[Task, Domain]], backend: Backend) -> HackReport:
-    """Every hack on every task (SQL domains); see the module docstring for what counts."""
+    """Every hack on every task; see the module docstring for what counts."""
     report = HackReport()
-    grader = grader_for(backend)
     siblings: dict[str, list[Task]] = {}
     for t, d in pairs:
         siblings.setdefault(d.name, []).append(t)
     for task, domain in pairs:
         report.tasks += 1
-        gold_writes = _writes([c.model_dump() for c in task.gold], domain)
-        for name in HACKS:
-            calls = hack_calls(name, task, domain, siblings[domain.name])
-            if calls is None:
+        one = await hack_task(task, domain, backend, siblings[domain.name])
+        for name, outcome in one.outcomes.items():
+            if outcome in ("passed", "failed", "system_error"):
+                report.tried[name] += 1
+            if outcome == "passed":
+                report.passed.append({"hack": name, "task_id": task.id, "calls": one.calls[name]})
+            elif outcome == "equivalent":
+                report.equivalent[name] += 1
+            elif outcome == "not_applicable":
                 report.not_applicable[name] += 1
-                continue
-            if name == "instruction_writes" and _writes(calls, domain) == gold_writes:
-                report.equivalent[name] += 1  # the instruction names everything: guessing from it is doing the task
-                continue
-            if name == "gold_plus_extra":
-                out = await _first_effective_extra(task, domain, backend, grader)
-                if out is None:
-                    report.not_applicable[name] += 1  # every extra write was refused or changed nothing: the gold's state
-                    continue
-            else:
-                out = await play(task, domain, ScriptedAgent(calls, final_text=CLAIM), ScriptedUser(task.user.script), backend=backend)
-            report.tried[name] += 1
-            if out.verdict.reward == 1:
-                report.passed.append({"hack": name, "task_id": task.id, "calls": calls})
     return report

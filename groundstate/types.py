@@ -243,6 +243,19 @@ class Environment(Protocol):
         ...
 
 
+VALUE_VARIATIONS = ("upper", "padded")  # how a declared equivalent argument value may be written instead: upper-cased, or with spaces around it
+
+
+@dataclass(frozen=True)
+class Equivalences:
+    """What a world treats alike, which the false-negative audit (`groundstate.alternatives`) varies: the columns whose
+    wording the grader ignores (table -> columns, compared by presence), and the argument values its tools read alike
+    (parameter name -> `VALUE_VARIATIONS`, e.g. an e-mail address looked up case-insensitively)."""
+
+    free_text: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    args: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
 class Domain(Protocol):
     """A world that tasks run in: SQL domain folders (`groundstate.domain.Domain`) and ThinkingBox scenarios
     (`groundstate.thinkingbox.TbDomain`) both implement it.
@@ -256,6 +269,8 @@ class Domain(Protocol):
     name: str
 
     tools: ToolCatalog
+
+    equivalences: Equivalences
 
     @property
     def content_hash(self) -> str: ...

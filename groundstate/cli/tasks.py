@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from groundstate.cli import options as opts
@@ -77,6 +78,80 @@ def tasks_lint(
     if out_file:
         console.print(f"report written to {out_file}")
     if not report.ok:
+        raise typer.Exit(1)
+
+
+@app.command("certify")
+def tasks_certify(
+    domain: Optional[list[str]] = typer.Option(None, "--domain", "-d", help="Domain name or folder (repeatable; default: all bundled)."),
+    tasks: Optional[str] = typer.Option(None, "--tasks", help="Certify these tasks instead (any --tasks selector, e.g. thinkingbox:DIR::LIST)."),
+    tb_servers: Optional[Path] = opts.TbServers,
+    tb_no_sources: bool = opts.TbNoSources,
+    backend: list[str] = typer.Option(
+        ["sqlite", "postgres"], "--backend", help="Backends to certify on (repeatable); with two, every attempt must get the same reward on both."
+    ),
+    pg_dsn: Optional[str] = opts.PgDsn,
+    as_json: bool = typer.Option(False, "--json", help="Print the suite's summary as one JSON object instead of tables."),
+    out_file: Optional[Path] = opts.file_out(None, "--out", help="Also write every certificate as JSON here."),
+    workers: int = opts.count(0, "--workers", lo=0, help="Parallel tasks (default, 0: 1 on sqlite alone, 8 with postgres)."),
+) -> None:
+    """A certificate per task: gold, no-op, mutants, alternative solutions, reward hacks, SQLite = PostgreSQL, content hashes."""
+    from groundstate.certify import certify, summary
+    from groundstate.state import make_backend
+
+    pairs = select(tasks, tb_servers, tb_no_sources) if tasks else load_domains(domain)
+    backends = []
+    try:
+        for name in dict.fromkeys(backend):
+            try:
+                backends.append(make_backend(name, pg_dsn))
+            except ValueError as e:
+                fail(f"--backend {name}: {e}")
+        workers = workers or (8 if any(b.name == "postgres" for b in backends) else 1)
+        names = " = ".join(b.name for b in backends)
+        with progress() as bar_progress:
+            bar = bar_progress.add_task(f"certify ({names})", total=len(pairs), status="")
+            certs = certify(pairs, backends, workers=workers, on_done=lambda c: bar_progress.update(bar, advance=1, status=c.task_id))
+    except TaskFileError as e:  # a domain file a backend rejects
+        fail(str(e))
+    finally:
+        for b in backends:
+            b.close()
+    totals = summary(certs)
+    if out_file:
+        out_file.parent.mkdir(parents=True, exist_ok=True)
+        out_file.write_text(json.dumps({**totals, "per_task": [c.to_json() for c in certs]}, indent=1, default=str))
+    if as_json:
+        out.print_json(data=totals)
+    else:
+        table = Table(title=f"tasks certify · {names}")
+        for col in ("task", "gold", "no-op", "mutants killed", "alternatives accepted", "hacks passed", names, "certified"):
+            table.add_column(col, overflow="fold")
+        for c in certs:
+            parity = "—" if c.sqlite_equals_postgres is None else "yes" if c.sqlite_equals_postgres else "[red]NO[/red]"
+            table.add_row(
+                c.task_id,
+                "pass" if c.gold_pass else "[red]FAIL[/red]",
+                "fail" if c.noop_fail else "[red]PASS[/red]",
+                f"{c.mutants_killed}/{c.mutants_counted}",
+                f"{c.alternatives_accepted}/{c.alternatives_tried} ({c.alternatives_invalid} invalid)",
+                f"{c.hacks_passed}/{c.hacks_tried}",
+                parity,
+                "yes" if c.certified else "[red]no[/red]",
+            )
+        out.print(table)
+        for bad in totals["not_certified"]:
+            out.print(
+                f"[red]not certified[/red] {escape(bad['task_id'])}: {escape(json.dumps({k: v for k, v in bad.items() if v and k != 'task_id'}))}"
+            )
+        out.print(
+            f"{totals['certified']}/{totals['tasks']} tasks certified on {names}: alternatives accepted {totals['alternatives_accepted']}/"
+            f"{totals['alternatives_tried']} ({totals['alternatives_invalid']} invalid), hacks passed {totals['hacks_passed']}/{totals['hacks_tried']}, "
+            f"mutants killed {totals['mutants_killed']}/{totals['mutants']}"
+        )
+    if out_file:
+        console.print(f"certificates written to {out_file}")
+    if totals["certified"] != totals["tasks"]:
         raise typer.Exit(1)
 
 

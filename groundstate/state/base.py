@@ -51,6 +51,7 @@ class World(Protocol):
     schema_sql: str
     columns: dict[str, list[str]]
     primary_keys: dict[str, list[str]]
+    references: dict[str, list[tuple[str, str]]]  # table -> (table, column) pairs whose foreign key refers to its key
     config: WorldConfig
     tools: WorldTools
 

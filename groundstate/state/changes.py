@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import itertools
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -153,3 +155,118 @@ def diff(expected: ChangeSet, actual: ChangeSet) -> list[dict[str, Any]]:
                 entry["columns"] = {c: {"expected": e.after.get(c), "actual": a.after.get(c)} for c in e.after if e.after.get(c) != a.after.get(c)}
         out.append(entry)
     return out
+
+
+MAX_ALIGNMENTS = 5040  # renamings tried at most (7! for seven alike inserted rows of one table): beyond, rows compare as keyed
+
+
+def align_inserted(
+    expected: ChangeSet, actual: ChangeSet, primary_keys: dict[str, list[str]], references: dict[str, list[tuple[str, str]]]
+) -> ChangeSet:
+    """`actual` with the keys of the rows it inserted renamed onto the golden ones, where one renaming makes the two
+        change sets equal; `actual` itself otherwise.
+
+        Keys of inserted rows are generated (the next free id), so two independent inserts made in the other order trade
+        ids: the same work, a different keying. A renaming maps each table's inserted keys onto the same set of golden
+        inserted keys (a single-column key; the ids, and every column whose foreign key refers to them, are renamed
+        together), and counts only if every row then equals its golden row and no new id stands anywhere else (a column
+    without a declared foreign key, a number in a compared text: there a renaming could pair a reference with the wrong
+    row). Rows alike but for their key are tried in
+        every order up to `MAX_ALIGNMENTS` renamings; the search is deterministic, so is the verdict.
+    """
+    if expected.rows == actual.rows:
+        return actual
+    inserted = {t: sorted(k[0] for (tt, k), c in actual.rows.items() if tt == t and c.before is None) for t in {t for t, _ in actual.rows}}
+    golden = {t: sorted(k[0] for (tt, k), c in expected.rows.items() if tt == t and c.before is None) for t in inserted}
+    tables = sorted(t for t, keys in inserted.items() if len(keys) > 1 and len(primary_keys.get(t, ())) == 1 and keys == golden[t])
+    if not tables:
+        return actual
+    renamed_cols = {t: {primary_keys[t][0]} for t in tables}
+    for parent in tables:
+        for child, col in references.get(parent, ()):
+            renamed_cols.setdefault(child, set()).add(col)
+
+    own = {t: set(cols) for t, cols in primary_keys.items()}  # columns whose meaning is declared: keys and foreign keys
+    for refs in references.values():
+        for child, col in refs:
+            own.setdefault(child, set()).add(col)
+    if _mentioned_elsewhere({k for t in tables for k in inserted[t]}, own, (expected, actual)):
+        return actual
+
+    def signature(table: str, row: Row | None) -> str:
+        blank = renamed_cols.get(table, ())
+        return json.dumps({k: v for k, v in (row or {}).items() if k not in blank}, sort_keys=True, default=str)
+
+    choices: list[list[dict[Any, Any]]] = []  # per table, the renamings its signatures allow
+    for t in tables:
+        mine = [(k, signature(t, actual.rows[(t, (k,))].after)) for k in inserted[t]]
+        theirs = [(k, signature(t, expected.rows[(t, (k,))].after)) for k in golden[t]]
+        if sorted(s for _, s in mine) != sorted(s for _, s in theirs):
+            return actual
+        choices.append(_matchings(mine, theirs))
+    total = 1
+    for c in choices:
+        total *= len(c)
+    if total > MAX_ALIGNMENTS:
+        return actual
+    for combo in itertools.product(*choices):
+        renaming = dict(zip(tables, combo))
+        candidate = _rename(actual, renaming, primary_keys, references)
+        if candidate.rows == expected.rows:
+            return candidate
+    return actual
+
+
+def _mentioned_elsewhere(ids: set[Any], declared: dict[str, set[str]], sets: tuple[ChangeSet, ...]) -> bool:
+    """Whether a new row's id stands in a column whose meaning is not declared (`declared`: keys and foreign keys), as
+    an integer or a number in a compared text: it could be a reference that a renaming would pair with the wrong row,
+    so such change sets are compared keyed."""
+    numbers = re.compile(r"(?<![\d.])(?:" + "|".join(sorted({str(i) for i in ids if isinstance(i, int)}, key=len, reverse=True)) + r")(?![\d.])")
+    for cs in sets:
+        for (table, _), c in cs.rows.items():
+            skip = declared.get(table, ())
+            for r in (c.before, c.after):
+                for col, v in (r or {}).items():
+                    if col in skip or v is None:
+                        continue
+                    if isinstance(v, int) and v in ids or isinstance(v, str) and numbers.search(v):
+                        return True
+    return False
+
+
+def _matchings(mine: list[tuple[Any, str]], theirs: list[tuple[Any, str]]) -> list[dict[Any, Any]]:
+    """Every mapping of `mine`'s keys onto `theirs`' that pairs equal signatures (a product of permutations per signature)."""
+    groups: dict[str, tuple[list, list]] = {}
+    for k, s in mine:
+        groups.setdefault(s, ([], []))[0].append(k)
+    for k, s in theirs:
+        groups[s][1].append(k)
+    out: list[dict[Any, Any]] = [{}]
+    for s in sorted(groups):
+        src, dst = groups[s]
+        out = [{**m, **dict(zip(src, perm))} for m in out for perm in itertools.permutations(dst)]
+        if len(out) > MAX_ALIGNMENTS:
+            return out[: MAX_ALIGNMENTS + 1]
+    return out
+
+
+def _rename(
+    cs: ChangeSet, renaming: dict[str, dict[Any, Any]], primary_keys: dict[str, list[str]], references: dict[str, list[tuple[str, str]]]
+) -> ChangeSet:
+    cols: dict[str, dict[str, dict[Any, Any]]] = {}  # table -> column -> renaming of its values
+    for parent, mapping in renaming.items():
+        cols.setdefault(parent, {})[primary_keys[parent][0]] = mapping
+        for child, col in references.get(parent, ()):
+            cols.setdefault(child, {})[col] = mapping
+
+    def row(table: str, r: Row | None) -> Row | None:
+        if r is None or table not in cols:
+            return r
+        return {k: cols[table][k].get(v, v) if k in cols[table] else v for k, v in r.items()}
+
+    out = []
+    for (table, key), c in cs.rows.items():
+        if table in renaming and c.before is None:
+            key = (renaming[table].get(key[0], key[0]),)
+        out.append(RowChange(table, key, row(table, c.before), row(table, c.after)))
+    return ChangeSet.from_changes(out, cs.rows_read)

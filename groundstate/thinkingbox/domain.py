@@ -13,7 +13,7 @@ from groundstate.state.base import Backend
 from groundstate.tasks import Task
 from groundstate.thinkingbox.case import TbCase
 from groundstate.thinkingbox.servers import ServerSpec
-from groundstate.types import EpisodeLimits
+from groundstate.types import EpisodeLimits, Equivalences
 
 if TYPE_CHECKING:  # the environment needs the MCP SDK (the `mcp` extra): loading and listing cases does not
     from groundstate.thinkingbox.env import TbEnvironment
@@ -35,6 +35,7 @@ class TbDomain:
         self.name = scenario
         self._system_prompt = system_prompt
         self.tools = GoldToolSpecs(tool_names)
+        self.equivalences = Equivalences()  # the servers grade by their own tests: no columns or values declared alike
         self.cases: dict[str, TbCase] = {}
         self.servers: dict[str, ServerSpec] | None = None
         self.servers_file: Path | None = None

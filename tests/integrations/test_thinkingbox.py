@@ -1326,3 +1326,22 @@ def test_an_agent_file_symlinked_outside_the_dataset_is_refused_unread(tb, tmp_p
     with pytest.raises(TaskFileError, match=r"think\.yaml: resolves outside .*agent: the agent file must lie inside") as e:
         load_thinkingbox(ds, tb["list_transfer"])
     assert "unclosed" not in str(e.value)
+
+
+@pytest.mark.slow
+def test_thinkingbox_tasks_get_a_certificate_through_the_bridge(tb, tmp_path):
+    """Through the bridge a ThinkingBox task is certified once (its state lives in its servers, not in a backend):
+    lint, the read alternatives (reads as the server marks them) and the hacks, each attempt its own server processes."""
+    from typer.testing import CliRunner
+
+    from groundstate.cli import app
+
+    selector = f"thinkingbox:{tb['dataset']}::{tb['list_transfer']}"
+    args = ["tasks", "certify", "--tasks", selector, "--tb-servers", str(tb["servers_ok"]), "--tb-no-sources", "--json"]
+    r = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "certs.json")])
+    assert r.exit_code == 0, r.output
+    (cert,) = json.loads((tmp_path / "certs.json").read_text())["per_task"]
+    assert cert["certified"] and cert["backends"] == ["sqlite"] and cert["sqlite_equals_postgres"] is None
+    assert cert["gold_pass"] and cert["noop_fail"] and cert["mutants_killed"] == cert["mutants_counted"] > 0
+    assert cert["alternatives_tried"] == cert["alternatives_accepted"] >= 3  # get_account added twice and repeated
+    assert cert["hacks_tried"] >= 2 and cert["hacks_passed"] == 0

@@ -27,7 +27,15 @@ LAYERS: list[tuple[str, list[str]]] = [
     ),
     (
         "attempts and analysis",
-        ["groundstate.attempt", "groundstate.lint", "groundstate.hacks", "groundstate.metrics", "groundstate.selectors", "groundstate.refs"],
+        [
+            "groundstate.attempt",
+            "groundstate.lint",
+            "groundstate.hacks",
+            "groundstate.alternatives",
+            "groundstate.metrics",
+            "groundstate.selectors",
+            "groundstate.refs",
+        ],
     ),
     (
         "runs, selection, training, reports",
@@ -43,6 +51,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "groundstate.integrations",
             "groundstate.conformance",
             "groundstate.regrade",
+            "groundstate.certify",
         ],
     ),
     ("command line", ["groundstate.cli"]),

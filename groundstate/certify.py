@@ -1,0 +1,208 @@
+"""`tasks certify`: a task's evidence that its reward is right both ways, in one certificate.
+
+For each task and backend the certificate gathers what the other audits find, each from production attempts
+(`attempt.play`):
+
+- against false positives, `groundstate.lint` (the gold passes, a no-op fails, every counted mutant of the gold is
+  killed) and `groundstate.hacks` (no reward-hacking agent passes);
+- against false negatives, `groundstate.alternatives` (every valid alternative solution passes);
+- determinism: with a second backend, every one of those attempts gets the same reward on both (SQLite = PostgreSQL).
+  A world that does not live in the backend (ThinkingBox servers, which show no change set) is certified once.
+
+A task is *certified* iff its gold passes, its no-op fails, no mutant survives, no hack passes, no valid alternative
+fails, the backends agree and nothing kept a part from running. The certificate carries the content hashes of the
+task and of its domain: it is void as soon as either changes (`Certificate.valid_for`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from groundstate.alternatives import TaskAlternatives, audit
+from groundstate.attempt import prepare_domains
+from groundstate.hacks import TaskHacks, hack_task
+from groundstate.lint import MUTANT_CONCURRENCY, TaskLint, lint_task
+from groundstate.state.base import Backend
+from groundstate.tasks import Task
+from groundstate.types import Domain
+
+
+def task_hash(task: Task) -> str:
+    """Hash of everything a task file says about the task (wording, user, patch, gold, checks, rubrics, limits)."""
+    return hashlib.sha256(json.dumps(task.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass
+class Certificate:
+    task_id: str
+    domain: str
+    task_hash: str
+    domain_hash: str
+    backends: list[str]
+    gold_pass: bool
+    noop_fail: bool
+    mutants_counted: int
+    mutants_killed: int
+    mutants_equivalent: int
+    alternatives_tried: int
+    alternatives_accepted: int
+    alternatives_invalid: int
+    hacks_tried: int
+    hacks_passed: int
+    sqlite_equals_postgres: bool | None  # None: one backend, or a world the backend does not hold
+    survivors: list[dict[str, str]] = field(default_factory=list)
+    false_negatives: list[dict[str, str]] = field(default_factory=list)
+    hacks_that_passed: list[str] = field(default_factory=list)
+    invalid_alternatives: list[dict[str, str]] = field(default_factory=list)  # each with why it is not the same work
+    disagreements: list[str] = field(default_factory=list)  # attempts whose reward differs between the backends
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def certified(self) -> bool:
+        return (
+            self.gold_pass
+            and self.noop_fail
+            and self.mutants_killed == self.mutants_counted
+            and self.hacks_passed == 0
+            and not self.false_negatives
+            and self.sqlite_equals_postgres is not False
+            and not self.problems
+        )
+
+    def valid_for(self, task: Task, domain: Domain) -> bool:
+        """Whether the certificate still speaks for this task: neither the task nor its domain changed since."""
+        return self.task_hash == task_hash(task) and self.domain_hash == domain.content_hash
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "certified": self.certified}
+
+
+@dataclass
+class _Run:
+    backend: str
+    lint: TaskLint
+    alternatives: TaskAlternatives
+    hacks: TaskHacks
+
+    def rewards(self) -> dict[str, int | None]:
+        out = {f"lint {k}": v for k, v in self.lint.rewards.items()}
+        out.update({f"alternative {r.description}": r.reward for r in self.alternatives.results})
+        out.update({f"hack {k}": v for k, v in self.hacks.rewards.items()})
+        return out
+
+
+def certify_task(task: Task, domain: Domain, backends: list[Backend], siblings: list[Task]) -> Certificate:
+    """One task's certificate: lint, alternatives and hacks on each backend in turn, compared."""
+    runs: list[_Run] = []
+    for backend in backends:
+        run = _Run(
+            backend.name,
+            lint_task(task, domain, backend),
+            asyncio.run(audit(task, domain, backend)),
+            asyncio.run(hack_task(task, domain, backend, siblings)),
+        )
+        runs.append(run)
+        if not run.alternatives.shows_state:
+            break  # the world lives outside the backend: another backend would play the same servers
+    first = runs[0]
+    lint, alts, hacks = first.lint, first.alternatives, first.hacks
+    parity: bool | None = None
+    disagreements: list[str] = []
+    if len(runs) > 1:
+        base = first.rewards()
+        for other in runs[1:]:
+            theirs = other.rewards()
+            disagreements += [
+                f"{k}: {first.backend} {base.get(k)} vs {other.backend} {theirs.get(k)}"
+                for k in sorted(set(base) | set(theirs))
+                if base.get(k) != theirs.get(k)
+            ]
+        parity = not disagreements
+    problems = list(lint.problems) + list(alts.problems)
+    problems += [f"hack {h}: system error" for h, o in hacks.outcomes.items() if o == "system_error"]
+    return Certificate(
+        task_id=task.id,
+        domain=domain.name,
+        task_hash=task_hash(task),
+        domain_hash=domain.content_hash,
+        backends=[r.backend for r in runs],
+        gold_pass=lint.gold_pass,
+        noop_fail=lint.noop_fail,
+        mutants_counted=lint.counted,
+        mutants_killed=lint.killed,
+        mutants_equivalent=len(lint.mutants) - lint.counted,
+        alternatives_tried=len(alts.results),
+        alternatives_accepted=alts.count("accepted"),
+        alternatives_invalid=alts.count("invalid"),
+        hacks_tried=hacks.tried,
+        hacks_passed=len(hacks.passed),
+        sqlite_equals_postgres=parity,
+        survivors=[{"mutant": m.description, "reason": m.reason} for m in lint.mutants if m.outcome == "survived"],
+        false_negatives=[{"alternative": r.description, "reason": r.reason} for r in alts.results if r.outcome == "false_negative"],
+        hacks_that_passed=hacks.passed,
+        invalid_alternatives=[{"alternative": r.description, "reason": r.reason} for r in alts.results if r.outcome == "invalid"],
+        disagreements=disagreements,
+        problems=problems,
+    )
+
+
+def summary(certs: list[Certificate]) -> dict[str, Any]:
+    """The suite's totals: what `tasks certify --json` prints."""
+    return {
+        "tasks": len(certs),
+        "certified": sum(c.certified for c in certs),
+        "backends": sorted({b for c in certs for b in c.backends}),
+        "gold_pass": sum(c.gold_pass for c in certs),
+        "noop_fail": sum(c.noop_fail for c in certs),
+        "mutants": sum(c.mutants_counted for c in certs),
+        "mutants_killed": sum(c.mutants_killed for c in certs),
+        "mutants_equivalent": sum(c.mutants_equivalent for c in certs),
+        "alternatives_tried": sum(c.alternatives_tried for c in certs),
+        "alternatives_accepted": sum(c.alternatives_accepted for c in certs),
+        "alternatives_invalid": sum(c.alternatives_invalid for c in certs),
+        "hacks_tried": sum(c.hacks_tried for c in certs),
+        "hacks_passed": sum(c.hacks_passed for c in certs),
+        "sqlite_equals_postgres": sum(c.sqlite_equals_postgres is True for c in certs),
+        "not_certified": [
+            {
+                "task_id": c.task_id,
+                "survivors": c.survivors,
+                "false_negatives": c.false_negatives,
+                "hacks_passed": c.hacks_that_passed,
+                "disagreements": c.disagreements,
+                "problems": c.problems,
+            }
+            for c in certs
+            if not c.certified
+        ],
+    }
+
+
+def certify(
+    pairs: list[tuple[Task, Domain]],
+    backends: list[Backend],
+    workers: int = 1,
+    on_done: Callable[[Certificate], None] | None = None,
+) -> list[Certificate]:
+    """Certificates of many tasks, in their order; `workers` > 1 certifies tasks in threads (useful with PostgreSQL)."""
+    for backend in backends:
+        prepare_domains((d for _, d in pairs), backend)
+        if backend.max_open is not None:
+            workers = min(workers, max(1, (backend.max_open - 1) // MUTANT_CONCURRENCY))
+    siblings: dict[str, list[Task]] = {}
+    for t, d in pairs:
+        siblings.setdefault(d.name, []).append(t)
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        futures = [pool.submit(certify_task, t, d, backends, siblings[d.name]) for t, d in pairs]
+        out = []
+        for fut in futures:
+            cert = fut.result()
+            out.append(cert)
+            if on_done:
+                on_done(cert)
+    return out
