@@ -54,6 +54,7 @@ class Variation:
     calls: Calls
     gold_at: list[int | None]  # per call, the gold call it is (None: an added read)
     varied: int | None = None  # reword and equivalent: the position of the changed call
+    swapped: tuple[int, int] | None = None  # reorder: the two gold calls swapped
 
 
 @dataclass
@@ -89,6 +90,7 @@ class _Gold:
     records: list[dict[str, Any]]  # the trajectory's record of each gold call (ok, result, write)
     touched: list[frozenset] | None  # per gold call, the rows it wrote; None where the world shows no change set
     changes: ChangeSet | None
+    created: list[frozenset] = field(default_factory=list)  # per gold call, the rows it inserted (kept or not)
 
 
 def _description(call: dict[str, Any]) -> str:
@@ -124,7 +126,13 @@ def variations(gold: _Gold, domain: Domain) -> list[Variation]:
             order = idx[:]
             order[a], order[b] = b, a
             out.append(
-                Variation("reorder", f"calls {a} ({calls[a]['tool']}) and {b} ({calls[b]['tool']}) swapped", [calls[i] for i in order], list(order))
+                Variation(
+                    "reorder",
+                    f"calls {a} ({calls[a]['tool']}) and {b} ({calls[b]['tool']}) swapped",
+                    [calls[i] for i in order],
+                    list(order),
+                    swapped=(a, b),
+                )
             )
     for read in _reads(gold, domain)[:1]:
         out.append(Variation("insert_read", f"{_description(read)} added before call 0", [read] + calls, [None] + idx))
@@ -203,6 +211,14 @@ def _validity(v: Variation, out: Outcome, gold: _Gold, domain: Domain) -> str | 
             return "the world shows no change set to compare"
         return _free_text_only(gold.changes, out.changes, domain.equivalences.free_text)
     new_ids = _inserted_ids(gold.changes) if v.kind == "reorder" else set()
+    if v.swapped is not None and gold.created:
+        a, b = v.swapped
+        new = [gold.created[a], gold.created[b]]
+        shared = {t for t, _ in new[0]} & {t for t, _ in new[1]}  # tables both insert into: there their ids trade places
+        theirs = {k[0] for t, k in new[0] | new[1] if t in shared}
+        named = [i for i in range(a + 1, len(gold.calls)) if i != b and theirs & _ints(gold.calls[i]["args"])]
+        if named:  # a later call names a new row whose id the swap gives to the other write's row
+            return f"call {named[0]} ({gold.calls[named[0]]['tool']}) names an id that the swapped writes create: the calls depend on each other"
     for pos, g in enumerate(v.gold_at):
         if g is None or (v.kind == "reorder" and not gold.records[g]["write"]):  # a read between swapped writes sees another state
             continue
@@ -218,6 +234,15 @@ def _dishonoured(v: Variation, out: Outcome, gold: _Gold) -> str | None:
     if (got["ok"], got["result"]) == (want["ok"], want["result"]):
         return None
     return f"{want['name']} does not read the declared equivalent value alike: it answered {got['result'][:160]!r}"
+
+
+def _ints(args: Any) -> set[int]:
+    """The integers among a call's arguments (nested lists and mappings included)."""
+    if isinstance(args, dict):
+        return set().union(*(_ints(v) for v in args.values())) if args else set()
+    if isinstance(args, list):
+        return set().union(*(_ints(v) for v in args)) if args else set()
+    return {args} if isinstance(args, int) and not isinstance(args, bool) else set()
 
 
 def _inserted_ids(changes: ChangeSet | None) -> set[int]:
@@ -257,18 +282,21 @@ async def _gold(task: Task, domain: Domain, backend: Backend) -> _Gold | str:
     if out.changes is None:
         return _Gold(calls, records, None, None)
     touched: list[frozenset] = []
+    created: list[frozenset] = []
     before: dict = {}
     for k in range(len(calls)):
         if not records[k]["write"]:
             touched.append(frozenset())
+            created.append(frozenset())
             continue
         prefix = out if k == len(calls) - 1 else await _play(task, domain, backend, calls[: k + 1])
         if prefix.changes is None:
             return f"the change set after gold call {k} is not available: {prefix.verdict.system_error or 'no changes'}"
         rows = prefix.changes.rows
         touched.append(frozenset(tk for tk in set(rows) | set(before) if rows.get(tk) != before.get(tk)))
+        created.append(frozenset(tk for tk in set(rows) - set(before) if rows[tk].before is None))
         before = rows
-    return _Gold(calls, records, touched, out.changes)
+    return _Gold(calls, records, touched, out.changes, created)
 
 
 async def audit(task: Task, domain: Domain, backend: Backend) -> TaskAlternatives:

@@ -7,10 +7,13 @@ For each task and backend the certificate gathers what the other audits find, ea
   killed) and `groundstate.hacks` (no reward-hacking agent passes);
 - against false negatives, `groundstate.alternatives` (every valid alternative solution passes);
 - determinism: with a second backend, every one of those attempts gets the same reward on both (SQLite = PostgreSQL).
-  A world that does not live in the backend (ThinkingBox servers, which show no change set) is certified once.
+  A world that does not live in the backend (ThinkingBox servers, which show no change set) is certified once;
+- for a task with reply rubrics and a judge: the gold with the task's `gold_reply` passes, and the gold with a reply
+  that states nothing (`SILENT_REPLY`) fails. Without a judge the reply is `unjudged`: the certificate covers the
+  final state only, and says so.
 
 A task is *certified* iff its gold passes, its no-op fails, no mutant survives, no hack passes, no valid alternative
-fails, the backends agree and nothing kept a part from running. The certificate carries the content hashes of the
+fails, the backends agree, a judged reply check gave what it must and nothing kept a part from running. The certificate carries the content hashes of the
 task and of its domain: it is void as soon as either changes (`Certificate.valid_for`).
 """
 
@@ -23,13 +26,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
+from groundstate.agents.scripted import ScriptedAgent, ScriptedUser
 from groundstate.alternatives import TaskAlternatives, audit
-from groundstate.attempt import prepare_domains
+from groundstate.attempt import play, prepare_domains
 from groundstate.hacks import TaskHacks, hack_task
 from groundstate.lint import MUTANT_CONCURRENCY, TaskLint, lint_task
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
-from groundstate.types import Domain
+from groundstate.types import Domain, Judge
+
+SILENT_REPLY = "I have taken care of your request."  # a reply that tells the customer nothing: rubrics must say no
 
 
 def task_hash(task: Task) -> str:
@@ -55,6 +61,7 @@ class Certificate:
     hacks_tried: int
     hacks_passed: int
     sqlite_equals_postgres: bool | None  # None: one backend, or a world the backend does not hold
+    reply: str | None = None  # rubric tasks: "judged" (both reply checks as they must be), "unjudged", or what went wrong
     survivors: list[dict[str, str]] = field(default_factory=list)
     false_negatives: list[dict[str, str]] = field(default_factory=list)
     hacks_that_passed: list[str] = field(default_factory=list)
@@ -71,6 +78,7 @@ class Certificate:
             and self.hacks_passed == 0
             and not self.false_negatives
             and self.sqlite_equals_postgres is not False
+            and self.reply in (None, "judged", "unjudged")
             and not self.problems
         )
 
@@ -96,8 +104,24 @@ class _Run:
         return out
 
 
-def certify_task(task: Task, domain: Domain, backends: list[Backend], siblings: list[Task]) -> Certificate:
-    """One task's certificate: lint, alternatives and hacks on each backend in turn, compared."""
+async def reply_checks(task: Task, domain: Domain, backend: Backend, judge: Judge) -> str:
+    """`judged` when the gold with the task's gold reply passes and with `SILENT_REPLY` fails, else what went wrong."""
+    if not task.gold_reply:
+        return "no gold_reply: the task gives no reply its rubrics accept"
+    gold = [c.model_dump() for c in task.gold]
+    got = []
+    for text, want in ((task.gold_reply, 1), (SILENT_REPLY, 0)):
+        out = await play(task, domain, ScriptedAgent(gold, final_text=text), ScriptedUser(task.user.script), backend=backend, judge=judge)
+        if out.verdict.system_error:
+            return f"system error judging the reply: {out.verdict.system_error}"
+        if out.verdict.reward != want:
+            got.append(f"{'the gold reply' if want else 'a reply that states nothing'} got {out.verdict.reward}, must get {want}")
+    return "; ".join(got) or "judged"
+
+
+def certify_task(task: Task, domain: Domain, backends: list[Backend], siblings: list[Task], judge: Judge | None = None) -> Certificate:
+    """One task's certificate: lint, alternatives and hacks on each backend in turn, compared; rubric replies judged on
+    the first backend where a judge is given."""
     runs: list[_Run] = []
     for backend in backends:
         run = _Run(
@@ -123,6 +147,9 @@ def certify_task(task: Task, domain: Domain, backends: list[Backend], siblings: 
                 if base.get(k) != theirs.get(k)
             ]
         parity = not disagreements
+    reply = None
+    if task.rubrics:
+        reply = "unjudged" if judge is None else asyncio.run(reply_checks(task, domain, backends[0], judge))
     problems = list(lint.problems) + list(alts.problems)
     problems += [f"hack {h}: system error" for h, o in hacks.outcomes.items() if o == "system_error"]
     return Certificate(
@@ -142,6 +169,7 @@ def certify_task(task: Task, domain: Domain, backends: list[Backend], siblings: 
         hacks_tried=hacks.tried,
         hacks_passed=len(hacks.passed),
         sqlite_equals_postgres=parity,
+        reply=reply,
         survivors=[{"mutant": m.description, "reason": m.reason} for m in lint.mutants if m.outcome == "survived"],
         false_negatives=[{"alternative": r.description, "reason": r.reason} for r in alts.results if r.outcome == "false_negative"],
         hacks_that_passed=hacks.passed,
@@ -168,6 +196,8 @@ def summary(certs: list[Certificate]) -> dict[str, Any]:
         "hacks_tried": sum(c.hacks_tried for c in certs),
         "hacks_passed": sum(c.hacks_passed for c in certs),
         "sqlite_equals_postgres": sum(c.sqlite_equals_postgres is True for c in certs),
+        "rubric_tasks": sum(c.reply is not None for c in certs),
+        "replies_judged": sum(c.reply == "judged" for c in certs),
         "not_certified": [
             {
                 "task_id": c.task_id,
@@ -175,6 +205,7 @@ def summary(certs: list[Certificate]) -> dict[str, Any]:
                 "false_negatives": c.false_negatives,
                 "hacks_passed": c.hacks_that_passed,
                 "disagreements": c.disagreements,
+                "reply": c.reply,
                 "problems": c.problems,
             }
             for c in certs
@@ -188,6 +219,7 @@ def certify(
     backends: list[Backend],
     workers: int = 1,
     on_done: Callable[[Certificate], None] | None = None,
+    judge: Judge | None = None,
 ) -> list[Certificate]:
     """Certificates of many tasks, in their order; `workers` > 1 certifies tasks in threads (useful with PostgreSQL)."""
     for backend in backends:
@@ -198,7 +230,7 @@ def certify(
     for t, d in pairs:
         siblings.setdefault(d.name, []).append(t)
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = [pool.submit(certify_task, t, d, backends, siblings[d.name]) for t, d in pairs]
+        futures = [pool.submit(certify_task, t, d, backends, siblings[d.name], judge) for t, d in pairs]
         out = []
         for fut in futures:
             cert = fut.result()

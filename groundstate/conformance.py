@@ -36,6 +36,8 @@ from groundstate.types import Environment, EpisodeLimits, Judge, ToolResult, Tra
 
 ADAPTERS = ("trl", "gymnasium", "openenv")
 _FRAMEWORK = {"trl": "trl", "gymnasium": "gymnasium", "openenv": "openenv"}  # the package each adapter's framework is
+# adapters that refuse tasks with reply rubrics, and why: their framework gives the environment no final reply to judge
+NO_REPLY = {"trl": "TRL's environment_factory gives the environment no final reply to judge"}
 
 
 @dataclass
@@ -63,6 +65,7 @@ class ConformanceReport:
     tasks: int = 0
     trajectories: int = 0
     checked: dict[str, int] = field(default_factory=dict)  # adapter -> trajectories compared
+    refused: dict[str, dict[str, Any]] = field(default_factory=dict)  # adapter -> {tasks, reason}: rubric tasks it refuses
     mismatches: list[Mismatch] = field(default_factory=list)
 
     @property
@@ -76,6 +79,7 @@ class ConformanceReport:
             "tasks": self.tasks,
             "trajectories": self.trajectories,
             "checked": self.checked,
+            "refused": self.refused,
             "mismatches": [m.__dict__ for m in self.mismatches],
         }
 
@@ -207,7 +211,8 @@ def conformance(
 ) -> ConformanceReport:
     """Play every trajectory of every task through `groundstate run`'s path and each adapter; report mismatches.
 
-    SQL domains only, and tasks without reply rubrics (the adapters that cannot judge a reply refuse them)."""
+    SQL domains only. A task with reply rubrics is compared through the adapters that can see a final reply (its
+    verdict is unjudged on every path); those that cannot (`NO_REPLY`) refuse it, counted in `refused`."""
     wanted = list(adapters or ADAPTERS)
     unknown = [a for a in wanted if a not in ADAPTERS]
     if unknown:
@@ -217,17 +222,18 @@ def conformance(
     for task, domain in tasks:
         if not isinstance(domain, Domain):
             raise ValueError(f"task {task.id}: conformance covers SQL domains; {type(domain).__name__} is not one")
-        if task.rubrics:
-            raise ValueError(f"task {task.id} has reply rubrics, which the adapters that cannot judge a reply refuse")
     prepare_domains([d for _, d in tasks], backend)
     report = ConformanceReport(active, skipped, checked={a: 0 for a in active})
     for task, domain in tasks:
-        paths = _Paths(task, domain, backend, active)
+        here = [a for a in active if not (task.rubrics and a in NO_REPLY)]
+        for adapter in set(active) - set(here):
+            report.refused.setdefault(adapter, {"tasks": 0, "reason": NO_REPLY[adapter]})["tasks"] += 1
+        paths = _Paths(task, domain, backend, here)
         report.tasks += 1
         for name, calls in trajectories(task, domain):
             report.trajectories += 1
             expected = paths.run(calls)
-            for adapter in active:
+            for adapter in here:
                 got = paths.drivers[adapter](calls)
                 report.checked[adapter] += 1
                 for field_name in ("verdict", "changes"):

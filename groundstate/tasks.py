@@ -66,6 +66,7 @@ class Task(_Strict):
     gold: list[ToolCall]
     checks: list[SqlCheck] = Field(default_factory=list)
     rubrics: list[str] = Field(default_factory=list)  # yes/no questions about the final reply, for an LLM judge
+    gold_reply: str | None = Field(None, min_length=1)  # a final reply the rubrics accept (the scripted gold agent's last message)
     tags: list[str] = Field(default_factory=list)
     family: str = "unspecified"
     template: str | None = None

@@ -16,12 +16,13 @@ malformed JSON), `error(status)`, and `delayed(seconds, reply)` (a slow server, 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Callable
 
 
 @dataclass
@@ -91,6 +92,16 @@ def delayed(seconds: float, reply: Reply) -> Reply:
     return Reply(reply.status, reply.body, reply.headers, seconds)
 
 
+def fact_judge(body: dict[str, Any]) -> Reply:
+    """A deterministic judge of reply rubrics (groundstate's `Judge` prompt): "yes" iff the question quotes facts and
+    the fenced reply states every one of them (case-insensitive), else "no"."""
+    prompt = body["messages"][1]["content"]
+    question = prompt.split("\n\n<<<REPLY\n", 1)[0].removeprefix("Question: ")
+    reply = prompt.split("<<<REPLY\n", 1)[1].rsplit("\nREPLY>>>", 1)[0].lower()
+    facts = re.findall(r'"([^"]+)"', question)
+    return text("yes" if facts and all(f.lower() in reply for f in facts) else "no")
+
+
 # a test that consumes more replies than it scripted fails fast: 400 is not retried by the clients
 EXHAUSTED = error(400, "openai stub: no scripted reply left")
 
@@ -98,9 +109,10 @@ EXHAUSTED = error(400, "openai stub: no scripted reply left")
 class OpenAIStub:
     """The server; use as a context manager. `requests` holds {path, headers (lower-cased names), body} per request received."""
 
-    def __init__(self, replies: list[Reply] | None = None, default: Reply = EXHAUSTED):
+    def __init__(self, replies: list[Reply] | None = None, default: Reply = EXHAUSTED, responder: Callable[[dict[str, Any]], Reply] | None = None):
         self.replies: deque[Reply] = deque(replies or [])
         self.default = default
+        self.responder = responder  # answers from the request body once the scripted replies ran out (e.g. `fact_judge`)
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         stub = self
@@ -114,7 +126,9 @@ class OpenAIStub:
                     body = {"_raw": raw.decode("utf-8", "replace")}
                 with stub._lock:
                     stub.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body})
-                    reply = stub.replies.popleft() if stub.replies else stub.default
+                    reply = stub.replies.popleft() if stub.replies else None
+                if reply is None:
+                    reply = stub.responder(body) if stub.responder is not None else stub.default
                 if not self.path.endswith("/chat/completions"):
                     reply = error(404, f"openai stub: no route {self.path}")
                 if reply.delay:

@@ -54,7 +54,7 @@ def make_scripted_agent(spec: str, task: Task, domain: Domain, attempt: int = 0,
     kind = spec.removeprefix("scripted:")
     gold = [c.model_dump() for c in task.gold]
     if kind == "gold":
-        return ScriptedAgent(gold, name="scripted:gold")
+        return ScriptedAgent(gold, final_text=task.gold_reply or "Done.", name="scripted:gold")
     if kind == "noop":
         return ScriptedAgent([], final_text="I have looked into it; nothing needs to change.", name="scripted:noop")
     if kind.startswith("noisy:"):
@@ -66,5 +66,5 @@ def make_scripted_agent(spec: str, task: Task, domain: Domain, attempt: int = 0,
             raise ValueError(f"bad agent spec {spec!r}: P must be in [0, 1]")
         rng = random.Random(attempt_seed(task.id, attempt, seed))
         calls, injected = corrupt_noting(gold, domain.tools, p, rng)
-        return ScriptedAgent(calls, name=f"scripted:noisy:{p}", injected=injected)
+        return ScriptedAgent(calls, final_text=task.gold_reply or "Done.", name=f"scripted:noisy:{p}", injected=injected)
     raise ValueError(f"unknown agent spec {spec!r}: use scripted:gold, scripted:noop or scripted:noisy:P")

@@ -17,7 +17,7 @@ def conformance_command(
     adapters: Optional[str] = typer.Option(None, "--adapters", help="Comma-separated: trl, gymnasium, openenv (default: every one installed)."),
     backend: str = opts.Backend,
     pg_dsn: Optional[str] = opts.PgDsn,
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object: adapters, tasks, trajectories, checked, mismatches."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object: adapters, tasks, trajectories, checked, refused, mismatches."),
     out_file: Optional[Path] = opts.file_out(None, "--out", help="Also write the JSON report here."),
 ) -> None:
     """Play gold, no-op and every lint mutant of each task through each adapter and through `groundstate run`; list mismatches."""
@@ -47,6 +47,8 @@ def conformance_command(
     else:
         for adapter, reason in report.skipped.items():
             out.print(f"[yellow]skipped[/yellow] {adapter}: {reason}")
+        for adapter, why in report.refused.items():
+            out.print(f"{adapter} refuses {why['tasks']} task(s) with reply rubrics: {why['reason']}")
         for m in report.mismatches[:50]:
             out.print(f"[red]mismatch[/red] {m.adapter} · {m.task_id} · {m.trajectory}: {m.field} differs")
         per = ", ".join(f"{a} {n}" for a, n in report.checked.items())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -94,12 +95,27 @@ def tasks_certify(
     as_json: bool = typer.Option(False, "--json", help="Print the suite's summary as one JSON object instead of tables."),
     out_file: Optional[Path] = opts.file_out(None, "--out", help="Also write every certificate as JSON here."),
     workers: int = opts.count(0, "--workers", lo=0, help="Parallel tasks (default, 0: 1 on sqlite alone, 8 with postgres)."),
+    judge: Optional[str] = typer.Option(
+        None, "--judge", help="openai:MODEL[@URL]: judge the replies of rubric tasks (the gold reply must pass, a reply that states nothing fail)."
+    ),
 ) -> None:
     """A certificate per task: gold, no-op, mutants, alternative solutions, reward hacks, SQLite = PostgreSQL, content hashes."""
     from groundstate.certify import certify, summary
+    from groundstate.judge import make_judge
     from groundstate.state import make_backend
 
     pairs = select(tasks, tb_servers, tb_no_sources) if tasks else load_domains(domain)
+    try:
+        the_judge = make_judge(judge)
+    except ValueError as e:
+        fail(f"--judge: {e}")
+    if out_file:  # a path that cannot be written is said now, not after the whole run
+        try:
+            out_file.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            fail(f"--out {out_file}: {e.strerror or e}")
+        if not os.access(out_file.parent, os.W_OK) or (out_file.exists() and not os.access(out_file, os.W_OK)):
+            fail(f"--out {out_file}: not writable")
     backends = []
     try:
         for name in dict.fromkeys(backend):
@@ -111,7 +127,9 @@ def tasks_certify(
         names = " = ".join(b.name for b in backends)
         with progress() as bar_progress:
             bar = bar_progress.add_task(f"certify ({names})", total=len(pairs), status="")
-            certs = certify(pairs, backends, workers=workers, on_done=lambda c: bar_progress.update(bar, advance=1, status=c.task_id))
+            certs = certify(
+                pairs, backends, workers=workers, on_done=lambda c: bar_progress.update(bar, advance=1, status=c.task_id), judge=the_judge
+            )
     except TaskFileError as e:  # a domain file a backend rejects
         fail(str(e))
     finally:
@@ -119,8 +137,10 @@ def tasks_certify(
             b.close()
     totals = summary(certs)
     if out_file:
-        out_file.parent.mkdir(parents=True, exist_ok=True)
-        out_file.write_text(json.dumps({**totals, "per_task": [c.to_json() for c in certs]}, indent=1, default=str))
+        try:
+            out_file.write_text(json.dumps({**totals, "per_task": [c.to_json() for c in certs]}, indent=1, default=str))
+        except OSError as e:
+            fail(f"--out {out_file}: {e.strerror or e}")
     if as_json:
         out.print_json(data=totals)
     else:
@@ -148,6 +168,10 @@ def tasks_certify(
             f"{totals['certified']}/{totals['tasks']} tasks certified on {names}: alternatives accepted {totals['alternatives_accepted']}/"
             f"{totals['alternatives_tried']} ({totals['alternatives_invalid']} invalid), hacks passed {totals['hacks_passed']}/{totals['hacks_tried']}, "
             f"mutants killed {totals['mutants_killed']}/{totals['mutants']}"
+        )
+    if totals["rubric_tasks"] > totals["replies_judged"]:
+        console.print(
+            f"{totals['rubric_tasks'] - totals['replies_judged']} rubric task(s) certified on their final state only (give --judge to judge replies)"
         )
     if out_file:
         console.print(f"certificates written to {out_file}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import importlib.util
 import random
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -24,7 +25,7 @@ from typing import Any
 # (family, template function named t_<template>, number of tasks)
 Template = tuple[str, Callable[[Any], dict], int]
 
-BODY_KEYS = {"instruction", "user", "gold", "patch", "checks", "tags"}
+BODY_KEYS = {"instruction", "user", "gold", "patch", "checks", "rubrics", "gold_reply", "tags"}
 MAX_DRAWS = 50  # draws of one task before a template is declared unable to yield another distinct instruction
 
 
@@ -202,6 +203,14 @@ def generate(folder: Path | str, templates: Sequence[Template], index: WorldInde
             task["gold"] = gold
             if body.get("checks"):
                 task["checks"] = body["checks"]
+            if body.get("rubrics"):
+                if not all(facts(r) for r in body["rubrics"]):  # a generator bug: a rubric names the fact it asks for
+                    raise ValueError(f"template {name}: a rubric quotes no fact (build it with rubric(question, fact))")
+                missing = [f for r in body["rubrics"] for f in facts(r) if f not in (body.get("gold_reply") or "")]
+                if not body.get("gold_reply") or missing:  # the gold's reply must say what its rubrics ask
+                    raise ValueError(f"template {name}: its gold_reply does not say {missing or 'anything'}")
+                task["rubrics"] = body["rubrics"]
+                task["gold_reply"] = body["gold_reply"]
             tasks.append(task)
     return tasks
 
@@ -218,6 +227,18 @@ def _draw(template: Callable[[Any], dict], index: WorldIndex, seen: set[str]) ->
 
 
 # -- text ----------------------------------------------------------------------------------------------
+
+
+def rubric(question: str, fact: str) -> str:
+    """A yes/no question about the final reply that names the fact it must state, quoted: `rubric("Does the reply
+    give the refund, {}?", "$42.50")` is `Does the reply give the refund, "$42.50"?`."""
+    return question.format(f'"{fact}"')
+
+
+def facts(rubric_text: str) -> list[str]:
+    """The quoted facts of a rubric (`rubric`): what a reply must state for it to be judged yes."""
+    return re.findall(r'"([^"]+)"', rubric_text)
+
 
 
 def said(phrase: str) -> str:

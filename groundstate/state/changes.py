@@ -163,34 +163,41 @@ MAX_ALIGNMENTS = 5040  # renamings tried at most (7! for seven alike inserted ro
 def align_inserted(
     expected: ChangeSet, actual: ChangeSet, primary_keys: dict[str, list[str]], references: dict[str, list[tuple[str, str]]]
 ) -> ChangeSet:
-    """`actual` with the keys of the rows it inserted renamed onto the golden ones, where one renaming makes the two
-        change sets equal; `actual` itself otherwise.
+    """`actual` with the ids of the rows it inserted renamed onto the golden ones, where one renaming makes the two
+    change sets equal; `actual` itself otherwise.
 
-        Keys of inserted rows are generated (the next free id), so two independent inserts made in the other order trade
-        ids: the same work, a different keying. A renaming maps each table's inserted keys onto the same set of golden
-        inserted keys (a single-column key; the ids, and every column whose foreign key refers to them, are renamed
-        together), and counts only if every row then equals its golden row and no new id stands anywhere else (a column
-    without a declared foreign key, a number in a compared text: there a renaming could pair a reference with the wrong
-    row). Rows alike but for their key are tried in
-        every order up to `MAX_ALIGNMENTS` renamings; the search is deterministic, so is the verdict.
+    Ids of inserted rows are generated (the next free id), so two independent inserts made in the other order trade
+    ids: the same work, a different keying. A renaming maps a table's inserted ids onto the same set of golden inserted
+    ids; it applies to tables keyed by one integer column that is not itself a foreign key (`renamable`), and renames
+    the ids and every column whose declared foreign key refers to them (keys of other tables included) together. It
+    counts only if every row then equals its golden row, and only if no new id stands where its meaning is not
+    declared (`_undeclared_id`): there a renaming could pair a reference with the wrong row. Rows alike but for their
+    ids are tried in every order up to `MAX_ALIGNMENTS` renamings; the search is deterministic, so is the verdict.
     """
     if expected.rows == actual.rows:
         return actual
-    inserted = {t: sorted(k[0] for (tt, k), c in actual.rows.items() if tt == t and c.before is None) for t in {t for t, _ in actual.rows}}
-    golden = {t: sorted(k[0] for (tt, k), c in expected.rows.items() if tt == t and c.before is None) for t in inserted}
-    tables = sorted(t for t, keys in inserted.items() if len(keys) > 1 and len(primary_keys.get(t, ())) == 1 and keys == golden[t])
+    fk_of = {(child, col): parent for parent, refs in references.items() for child, col in refs}
+    renamable = {t for t, pk in primary_keys.items() if len(pk) == 1 and (t, pk[0]) not in fk_of}
+
+    def new_ids(cs: ChangeSet) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for (t, k), c in cs.rows.items():
+            if c.before is None and t in renamable:
+                out.setdefault(t, []).append(k[0])
+        return out
+
+    inserted, golden = new_ids(actual), new_ids(expected)
+    if not all(isinstance(k, int) and not isinstance(k, bool) for keys in (*inserted.values(), *golden.values()) for k in keys):
+        return actual  # ids that are not generated integers: nothing to rename
+    tables = sorted(t for t, keys in inserted.items() if len(keys) > 1 and sorted(keys) == sorted(golden.get(t, ())))
     if not tables:
         return actual
     renamed_cols = {t: {primary_keys[t][0]} for t in tables}
     for parent in tables:
         for child, col in references.get(parent, ()):
             renamed_cols.setdefault(child, set()).add(col)
-
-    own = {t: set(cols) for t, cols in primary_keys.items()}  # columns whose meaning is declared: keys and foreign keys
-    for refs in references.values():
-        for child, col in refs:
-            own.setdefault(child, set()).add(col)
-    if _mentioned_elsewhere({k for t in tables for k in inserted[t]}, own, (expected, actual)):
+    all_new = {k for keys in inserted.values() for k in keys} | {k for keys in golden.values() for k in keys}
+    if _undeclared_id(all_new, inserted, golden, primary_keys, fk_of, (expected, actual)):
         return actual
 
     def signature(table: str, row: Row | None) -> str:
@@ -199,8 +206,8 @@ def align_inserted(
 
     choices: list[list[dict[Any, Any]]] = []  # per table, the renamings its signatures allow
     for t in tables:
-        mine = [(k, signature(t, actual.rows[(t, (k,))].after)) for k in inserted[t]]
-        theirs = [(k, signature(t, expected.rows[(t, (k,))].after)) for k in golden[t]]
+        mine = [(k, signature(t, actual.rows[(t, (k,))].after)) for k in sorted(inserted[t])]
+        theirs = [(k, signature(t, expected.rows[(t, (k,))].after)) for k in sorted(golden[t])]
         if sorted(s for _, s in mine) != sorted(s for _, s in theirs):
             return actual
         choices.append(_matchings(mine, theirs))
@@ -217,21 +224,51 @@ def align_inserted(
     return actual
 
 
-def _mentioned_elsewhere(ids: set[Any], declared: dict[str, set[str]], sets: tuple[ChangeSet, ...]) -> bool:
-    """Whether a new row's id stands in a column whose meaning is not declared (`declared`: keys and foreign keys), as
-    an integer or a number in a compared text: it could be a reference that a renaming would pair with the wrong row,
-    so such change sets are compared keyed."""
-    numbers = re.compile(r"(?<![\d.])(?:" + "|".join(sorted({str(i) for i in ids if isinstance(i, int)}, key=len, reverse=True)) + r")(?![\d.])")
-    for cs in sets:
-        for (table, _), c in cs.rows.items():
-            skip = declared.get(table, ())
+def _undeclared_id(
+    ids: set[int],
+    inserted: dict[str, list[int]],
+    golden: dict[str, list[int]],
+    primary_keys: dict[str, list[str]],
+    fk_of: dict[tuple[str, str], str],
+    sets: tuple[ChangeSet, ...],
+) -> bool:
+    """Whether a new row's id stands where its meaning is not declared: anywhere but its own row's key (unless a new
+    row of another table has the same id: a table keyed by another's id without a foreign key) or a column whose
+    declared foreign key holds it as an integer. That is an integer column without a foreign key (a key column
+    of another table too), an id stored as text, or a number in a compared text (`42`, `42.`, `42.0`; ISO dates are
+    not numbers). Such change sets are compared keyed: a false negative at worst, never a false positive."""
+    alternatives = "|".join(sorted((str(i) for i in ids), key=len, reverse=True))
+    number = re.compile(r"(?<!\d)(?<!\d\.)(?:" + alternatives + r")(?:\.0+)?(?!\.?\d)")
+    tables = set(inserted) | set(golden)
+    elsewhere = {t: {i for u in tables if u != t for i in (*inserted.get(u, ()), *golden.get(u, ()))} for t in tables}
+    for cs, own in zip(sets, (golden, inserted)):
+        for (table, key), c in cs.rows.items():
+            pk = primary_keys.get(table, [])
             for r in (c.before, c.after):
                 for col, v in (r or {}).items():
-                    if col in skip or v is None:
+                    if v is None or isinstance(v, bool):
                         continue
-                    if isinstance(v, int) and v in ids or isinstance(v, str) and numbers.search(v):
+                    if isinstance(v, int):
+                        if (table, col) in fk_of:
+                            continue  # a declared reference: renamed with its parent
+                        if col in pk and c.before is not None:
+                            continue  # an old row's key: it cannot refer to a row that did not exist
+                        own_id = len(pk) == 1 and v in own.get(table, ())
+                        if own_id and v not in elsewhere.get(table, ()):
+                            continue  # a new row's own generated id, which no other table's new rows also have
+                        if v in ids:
+                            return True
+                    elif isinstance(v, str) and number.search(v) and not _iso_date(v):
                         return True
     return False
+
+
+def _iso_date(v: str) -> bool:
+    try:
+        dt.datetime.fromisoformat(v)
+    except ValueError:
+        return False
+    return True
 
 
 def _matchings(mine: list[tuple[Any, str]], theirs: list[tuple[Any, str]]) -> list[dict[Any, Any]]:
@@ -266,7 +303,7 @@ def _rename(
 
     out = []
     for (table, key), c in cs.rows.items():
-        if table in renaming and c.before is None:
-            key = (renaming[table].get(key[0], key[0]),)
+        if table in cols and c.before is None:  # a new row's key: its own id, or a key column that refers to a renamed id
+            key = tuple(cols[table][k].get(v, v) if k in cols[table] else v for k, v in zip(primary_keys[table], key))
         out.append(RowChange(table, key, row(table, c.before), row(table, c.after)))
     return ChangeSet.from_changes(out, cs.rows_read)

@@ -122,7 +122,8 @@ def test_every_gold_passes_and_doing_nothing_fails(domain, engine):
             for i, (ok, content) in enumerate(results):
                 assert ok, f"{task.id}: gold[{i}] {task.gold[i].tool} failed: {content}"
             verdict = grade(task, sandbox)
-            assert verdict.reward == 1, f"{task.id}: {verdict.reasons}"
+            assert verdict.state_reward == 1, f"{task.id}: {verdict.reasons}"
+            assert verdict.reward == (None if task.rubrics else 1) and verdict.unjudged == bool(task.rubrics), task.id
         with engine.open(template) as noop:
             assert grade(task, noop).reward == 0, f"{task.id}: doing nothing passes"
 

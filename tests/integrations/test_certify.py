@@ -73,8 +73,75 @@ def test_a_certificate_is_void_once_its_task_or_its_domain_changes(tmp_path):
 
 @pytest.mark.slow
 def test_every_bundled_task_is_certified(tmp_path):
-    """The must-show run on SQLite (on both backends it takes ~7 minutes: benchmarks/RESULTS.md)."""
-    code, totals = certify_cli("--backend", "sqlite", "--out", str(tmp_path / "certs.json"))
+    """The must-show run on SQLite, replies judged by a deterministic judge (on both backends it takes ~7 minutes:
+    benchmarks/RESULTS.md)."""
+    from openai_stub import OpenAIStub, fact_judge
+
+    with OpenAIStub(responder=fact_judge) as stub:
+        code, totals = certify_cli("--backend", "sqlite", "--judge", f"openai:facts@{stub.base_url}", "--out", str(tmp_path / "certs.json"))
     assert totals["tasks"] == len(iter_tasks()) and totals["not_certified"] == []
     assert code == 0 and totals["certified"] == totals["tasks"] and totals["hacks_passed"] == 0
     assert totals["alternatives_accepted"] + totals["alternatives_invalid"] == totals["alternatives_tried"]
+    assert totals["replies_judged"] == totals["rubric_tasks"] == 48
+
+
+RUBRIC_TEMPLATES = ",".join(
+    f"{t}-0*"
+    for t in (
+        "retail-damaged-refund",
+        "retail-price-adjustment",
+        "retail-return-expired",
+        "travel-delay-compensation",
+        "insurance-settle-claim",
+        "hr-book-annual-leave",
+        "helpdesk-loaner",
+        "banking-overdraft-fee-error",
+    )
+)
+
+
+def test_about_one_bundled_task_in_twenty_must_also_tell_the_customer_something():
+    pairs = iter_tasks()
+    rubric = [t for t, _ in pairs if t.rubrics]
+    assert 0.04 <= len(rubric) / len(pairs) <= 0.06 and len({t.domain for t in rubric}) == 6
+    assert {t.split for t in rubric} == {"pool", "bench"} and not any(t.domain == "kiosk" for t in rubric)
+    for t in rubric:  # the gold reply states every quoted fact of every rubric (the kit refuses a generator that does not)
+        facts = [f for r in t.rubrics for f in r.split('"')[1::2]]
+        assert facts and all(f in t.gold_reply for f in facts), t.id
+    assert not any(t.gold_reply for t, _ in pairs if not t.rubrics)
+
+
+def test_rubric_tasks_are_certified_with_a_judge_and_on_their_state_only_without(tmp_path):
+    from openai_stub import OpenAIStub, fact_judge
+
+    code, totals = certify_cli("--tasks", RUBRIC_TEMPLATES, "--backend", "sqlite")
+    assert code == 0 and totals["rubric_tasks"] == totals["tasks"] == 48 and totals["replies_judged"] == 0
+    with OpenAIStub(responder=fact_judge) as stub:
+        code, totals = certify_cli("--tasks", RUBRIC_TEMPLATES, "--backend", "sqlite", "--judge", f"openai:facts@{stub.base_url}")
+        asked = len(stub.requests)
+    assert code == 0 and totals["replies_judged"] == totals["certified"] == 48, totals["not_certified"]
+    assert asked == 2 * 48  # one rubric each: the gold reply (yes) and the silent reply (no); failed states are never judged
+
+
+def test_a_gold_reply_that_omits_the_fact_is_not_certified(tmp_path):
+    from openai_stub import OpenAIStub, fact_judge
+
+    from groundstate.judge import Judge
+
+    shop = tmp_path / "shop"
+    shutil.copytree(SHOP, shop)
+    tasks = shop / "tasks" / "basic.yaml"
+    old = "    family: single_write\n"
+    told = '    rubrics: [\'Does the reply say that order "1" is cancelled?\']\n    gold_reply: "Order 1 is cancelled."\n'
+    tasks.write_text(tasks.read_text().replace(old, told + old, 1))
+    with OpenAIStub(responder=fact_judge) as stub:
+        judge = Judge(f"openai:facts@{stub.base_url}")
+        domain = Domain(shop)
+        cert = certify_task(domain.task("shop-cancel"), domain, [SqliteBackend()], domain.tasks, judge)
+        assert cert.certified and cert.reply == "judged"
+        unjudged = certify_task(domain.task("shop-cancel"), domain, [SqliteBackend()], domain.tasks)
+        assert unjudged.certified and unjudged.reply == "unjudged"
+        tasks.write_text(tasks.read_text().replace('gold_reply: "Order 1 is cancelled."', 'gold_reply: "Done, it is cancelled."'))
+        domain = Domain(shop)
+        cert = certify_task(domain.task("shop-cancel"), domain, [SqliteBackend()], domain.tasks, judge)
+    assert not cert.certified and cert.reply == "the gold reply got 0, must get 1"

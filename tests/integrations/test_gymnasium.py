@@ -71,7 +71,8 @@ def test_every_domains_gold_and_no_op_get_the_verdicts_of_groundstate_run():
         rewards, info = _play_gold(env, task)
         assert rewards[:-1] == [0.0] * (len(rewards) - 1)  # nothing until the end
         ours = asyncio.run(play(task, domain, make_scripted_agent("scripted:gold", task, domain), ScriptedUser(task.user.script), backend=backend))
-        assert rewards[-1] == 1.0 and info["verdict"] == ours.verdict.to_json(), task.id
+        # a task with reply rubrics is unjudged here (no judge): NaN, never a 0 or a 1
+        assert (math.isnan(rewards[-1]) if task.rubrics else rewards[-1] == 1.0) and info["verdict"] == ours.verdict.to_json(), task.id
 
         env.reset(options={"task_id": task.id})
         while True:  # the no-op: replies only

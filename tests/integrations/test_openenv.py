@@ -103,7 +103,7 @@ def test_every_field_reaches_the_generic_client_and_the_verdict_is_groundstate_r
         assert opening["task_id"] == task.id and opening["messages"][-1] == {"role": "user", "content": task.instruction}
         assert {s["function"]["name"] for s in opening["tool_schemas"]} >= {c.tool for c in task.gold}
         assert rewards == [None] * len(task.gold)  # never a reward mid-episode
-        assert final.reward == 1.0 and final.observation["verdict"] == _ours(task.id, "scripted:gold"), task.id
+        assert final.reward == (None if task.rubrics else 1.0) and final.observation["verdict"] == _ours(task.id, "scripted:gold"), task.id
         _, _, noop = asyncio.run(episode(task.id, [], "I cannot help."))
         assert noop.reward == 0.0 and noop.observation["verdict"] == _ours(task.id, "scripted:noop"), task.id
 

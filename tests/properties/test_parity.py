@@ -57,7 +57,7 @@ def _on_templates(task, domain, backend) -> dict[str, tuple[int | None, str]]:
         with backend.open(template) as sandbox:
             traj = asyncio.run(_play(task, domain, sandbox, calls))
             v = grader.grade(task, sandbox, traj)
-        out[name] = (v.reward, _digest(v))
+        out[name] = (v.state_reward, _digest(v))
     return out
 
 
@@ -87,7 +87,7 @@ def _on_postgres(task, domain, sandbox) -> dict[str, tuple[int | None, str]]:
         for name, calls in _trajectories(task, domain):
             traj = asyncio.run(_play(task, domain, sandbox, calls))
             v = grader.grade(task, sandbox, traj)
-            out[name] = (v.reward, _digest(v))
+            out[name] = (v.state_reward, _digest(v))
             raw.execute("ROLLBACK TO SAVEPOINT gs_parity_try")
     finally:
         raw.execute("ROLLBACK TO SAVEPOINT gs_parity_task")

@@ -85,3 +85,58 @@ def test_the_grader_passes_independent_writes_in_the_other_order_on_every_backen
     wrong = [dict(c) for c in swapped]
     wrong[5] = {**gold[6], "args": {**gold[6]["args"], "provisional_credit": False}}
     assert reward(wrong) == 0
+
+
+def _keyed(*rows: tuple) -> ChangeSet:
+    return ChangeSet.from_changes(RowChange(t, k if isinstance(k, tuple) else (k,), b, a) for t, k, b, a in rows)
+
+
+def T(i: int, subject: str, **extra) -> tuple:
+    return ("tickets", i, None, {"id": i, "subject": subject, **extra})
+
+
+def _passes(golden: ChangeSet, mine: ChangeSet, pk: dict, refs: dict) -> bool:
+    return diff(golden, align_inserted(golden, mine, pk, refs)) == []
+
+
+def test_wrong_work_found_by_the_hostile_review_still_fails():
+    swapped = (T(100, "vpn"), T(101, "printer"))
+    golden = (T(100, "printer"), T(101, "vpn"))
+    ext = ("details", 100, None, {"ticket_id": 100, "prio": "urgent"}), ("details", 101, None, {"ticket_id": 101, "prio": "low"})
+    # a one-to-one table keyed by the ticket's id, with or without a foreign key, whatever its name sorts as: the
+    # urgent flag must stay on the printer ticket
+    for name in ("details", "tickets_ext"):
+        rows = tuple((name, *r[1:]) for r in ext)
+        pk = {"tickets": ["id"], name: ["ticket_id"]}
+        for refs in ({"tickets": [(name, "ticket_id")]}, {}):
+            assert not _passes(_keyed(*golden, *rows), _keyed(*swapped, *rows), pk, refs), (name, refs)
+    # a composite key holding a ticket id without a foreign key
+    tags = ("ticket_tags", (100, "hw"), None, {"ticket_id": 100, "tag": "hw"}), ("ticket_tags", (101, "net"), None, {"ticket_id": 101, "tag": "net"})
+    pk = {"tickets": ["id"], "ticket_tags": ["ticket_id", "tag"]}
+    assert not _passes(_keyed(*golden, *tags), _keyed(*swapped, *tags), pk, {})
+    # ... which, declared, renames with the ticket: the right work passes
+    moved = ("ticket_tags", (101, "hw"), None, {"ticket_id": 101, "tag": "hw"}), ("ticket_tags", (100, "net"), None, {"ticket_id": 100, "tag": "net"})
+    assert _passes(_keyed(*golden, *tags), _keyed(*swapped, *moved), pk, {"tickets": [("ticket_tags", "ticket_id")]})
+    # an id stored as text in a declared column, or standing in a compared text however it is written
+    note = ("notes", 50, None, {"id": 50, "ticket_id": "100", "body": "toner"})
+    assert not _passes(_keyed(*golden, note), _keyed(*swapped, note), {"tickets": ["id"], "notes": ["id"]}, {"tickets": [("notes", "ticket_id")]})
+    for text in ("Escalated ticket 100.", "refs 100.0", '{"ticket":100.0}', "ids 100,101"):
+        log = ("log", 9, None, {"id": 9, "msg": text})
+        assert not _passes(_keyed(*golden, log), _keyed(*swapped, log), {"tickets": ["id"], "log": ["id"]}, {}), text
+    dated = ("log", 9, None, {"id": 9, "msg": "2026-05-10"})  # an ISO date is not a number: 10 is no ticket id here
+    pk = {"tickets": ["id"], "log": ["id"]}
+    assert _passes(_keyed(T(10, "printer"), T(11, "vpn"), dated), _keyed(T(10, "vpn"), T(11, "printer"), dated), pk, {})
+
+
+def test_keys_that_are_not_generated_integers_compare_keyed_without_crashing():
+    for golden, mine in (
+        (
+            _keyed(("codes", "a", None, {"code": "a"}), ("codes", 1, None, {"code": 1})),
+            _keyed(("codes", "a", None, {"code": "a"}), ("codes", 2, None, {"code": 2})),
+        ),
+        (
+            _keyed(("codes", None, None, {"code": None}), ("codes", "b", None, {"code": "b"})),
+            _keyed(("codes", None, None, {"code": None}), ("codes", "c", None, {"code": "c"})),
+        ),
+    ):
+        assert align_inserted(golden, mine, {"codes": ["code"]}, {}) is mine

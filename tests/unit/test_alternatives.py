@@ -107,3 +107,34 @@ def test_an_equivalence_on_a_parameter_no_tool_has_is_a_load_error(tmp_path):
         shop_copy(tmp_path, config="equivalent_args:\n  emial: [upper]\n")
     with pytest.raises(TaskFileError, match=r"domain.yaml: field 'equivalent_args.email\[0\]'"):
         shop_copy(tmp_path / "b", config="equivalent_args:\n  email: [reversed]\n")
+
+
+def test_swapping_inserts_that_a_later_call_names_by_id_is_invalid(tmp_path):
+    # gold: two notes, then the first one deleted by its id; swapped, that id is the other customer's note
+    tools = (SHOP / "tools.py").read_text() + '''
+
+@tool(write=True)
+def delete_note(db, note_id: int) -> dict:
+    """Delete a note.
+
+    Args:
+        note_id: The note.
+    """
+    if db.execute("DELETE FROM notes WHERE id = ?", note_id) == 0:
+        raise ToolError(f"no note {note_id}")
+    return {"deleted": note_id}
+'''
+    first = max((r["id"] for r in Domain(SHOP).seed_rows().get("notes", [])), default=0) + 1
+    tasks = f"""tasks:
+  - id: note-then-delete
+    instruction: Note on customers 1 and 2 that they called, then remove the first note again.
+    gold:
+      - {{tool: add_note, args: {{customer_id: 1, body: "Called about delivery."}}}}
+      - {{tool: add_note, args: {{customer_id: 2, body: "Called about billing."}}}}
+      - {{tool: delete_note, args: {{note_id: {first}}}}}
+    family: multi_step
+"""
+    domain = shop_copy(tmp_path, tasks)
+    (domain.path / "tools.py").write_text(tools)
+    outcome, reason = outcomes("note-then-delete", Domain(domain.path))["calls 0 (add_note) and 1 (add_note) swapped"]
+    assert outcome == "invalid" and "call 2 (delete_note) names an id that the swapped writes create" in reason

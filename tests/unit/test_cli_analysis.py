@@ -10,11 +10,15 @@ from groundstate.cli import app
 
 @pytest.fixture(scope="module")
 def bench_runs(tmp_path_factory):
+    from openai_stub import OpenAIStub, fact_judge
+
     d = tmp_path_factory.mktemp("bench")
     runner = CliRunner()
-    for p in ("0.3", "0.1"):
-        r = runner.invoke(app, ["run", "--agent", f"scripted:noisy:{p}", "--tasks", "bench", "--k", "8", "--out", str(d / f"n{p}.jsonl")])
-        assert r.exit_code == 0, r.output
+    with OpenAIStub(responder=fact_judge) as judge:  # the benchmark's rubric tasks judged, deterministically
+        for p in ("0.3", "0.1"):
+            args = ["run", "--agent", f"scripted:noisy:{p}", "--tasks", "bench", "--k", "8", "--judge", f"openai:facts@{judge.base_url}"]
+            r = runner.invoke(app, [*args, "--out", str(d / f"n{p}.jsonl")])
+            assert r.exit_code == 0, r.output
         assert "results written to" in r.output
     return d
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from groundstate.domains import _kit
-from groundstate.domains._kit import WorldIndex, call, cents, dollars, money, said
+from groundstate.domains._kit import WorldIndex, call, cents, dollars, money, rubric, said
 
 HERE = Path(__file__).resolve().parent
 
@@ -632,6 +632,8 @@ def t_overdraft_fee_error(g: Generator) -> dict:
                 "expect": [["bank_error"]],
             }
         ],
+        "rubrics": [rubric("Does the reply tell the customer the amount of the fee refunded, {}?", "$35.00")],
+        "gold_reply": "You are right, the account was not overdrawn: I have reversed the overdraft fee and refunded $35.00 to your checking account.",
         "tags": ["fee", "bank_error", "overdraft"],
     }
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from groundstate.domains import _kit
-from groundstate.domains._kit import WorldIndex, cap, long_date, said
+from groundstate.domains._kit import WorldIndex, cap, long_date, rubric, said
 
 HERE = Path(__file__).resolve().parent
 
@@ -469,6 +469,8 @@ def t_loaner(g: Generator) -> dict:
             call("search_hardware", kind=kind),
             call("lend_hardware", asset_id=spare["id"], staff_id=s["id"], due_on=due.isoformat(), purpose=purpose),
         ],
+        "rubrics": [rubric(f"Does the reply tell the staff member the date the {kind} is due back, {{}}?", long_date(due))],
+        "gold_reply": f"I have lent you a {kind}; please bring it back by {long_date(due)}.",
         "tags": ["hardware", "loan", kind, purpose],
     }
 

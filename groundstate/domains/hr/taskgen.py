@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from groundstate.domains import _kit
-from groundstate.domains._kit import WorldIndex, call, dollars, money, said
+from groundstate.domains._kit import WorldIndex, call, dollars, long_date, money, rubric, said
 
 HERE = Path(__file__).resolve().parent
 
@@ -364,6 +364,8 @@ def t_book_annual_leave(g: Generator) -> dict:
                 "expect": [["pending", g.days(start, end)]],
             }
         ],
+        "rubrics": [rubric("Does the reply tell the employee the first day of the leave requested, {}?", long_date(start))],
+        "gold_reply": f"I have submitted your annual leave request from {long_date(start)} to {long_date(end)}; it is pending your manager's approval.",
         "tags": ["leave", "annual", f"days:{g.days(start, end)}"],
     }
 

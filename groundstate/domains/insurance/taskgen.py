@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from groundstate.domains import _kit
-from groundstate.domains._kit import WorldIndex, call, cents, dollars, long_date, said
+from groundstate.domains._kit import WorldIndex, call, cents, dollars, long_date, rubric, said
 
 HERE = Path(__file__).resolve().parent
 
@@ -604,6 +604,8 @@ def t_settle_claim(g: Generator) -> dict:
         "patch": patch,
         "gold": [find(h), call("get_motor_claim", claim_id=claim["id"]), *_settle(claim, amount, method)],
         "checks": [{"sql": f"SELECT status, approved_amount FROM motor_claims WHERE id = {claim['id']}", "expect": [["paid", amount]]}],
+        "rubrics": [rubric("Does the reply tell the policyholder the amount paid on the claim, {}?", money(amount))],
+        "gold_reply": f"Claim #{claim['id']} is settled: we have paid {money(amount)}.",
         "tags": ["claim", "settle", variant, method],
     }
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from groundstate.domains import _kit
-from groundstate.domains._kit import WorldIndex, call, cents, dollars, money, said
+from groundstate.domains._kit import WorldIndex, call, cents, dollars, money, rubric, said
 
 HERE = Path(__file__).resolve().parent
 
@@ -457,6 +457,8 @@ def t_damaged_refund(g: Generator) -> dict:
         "user": g.user(c, f"Your email is {c['email']}. In order #{o['id']}, {text}. You want a refund for {units(n)}."),
         "patch": g.restate(o, "delivered", delivered_ago=g.rng.randint(1, 28)),
         "gold": [call("get_order", order_id=o["id"]), call("issue_refund", payment_id=g.payment(o)["id"], amount=amount, reason="damaged_item")],
+        "rubrics": [rubric("Does the reply tell the customer the amount refunded, {}?", money(amount))],
+        "gold_reply": f"I have refunded {money(amount)} for the damaged {'item' if n == 1 else 'items'}; you do not need to send anything back.",
         "tags": ["refund", "damaged"],
     }
 
@@ -491,6 +493,8 @@ def t_price_adjustment(g: Generator) -> dict:
             call("search_products", query=p["name"]),
             call("issue_refund", payment_id=g.payment(o)["id"], amount=dollars(diff), reason="price_adjustment"),
         ],
+        "rubrics": [rubric("Does the reply tell the customer the amount refunded, {}?", money(dollars(diff)))],
+        "gold_reply": f"The {p['name']} now sells for {money(dollars(now))}, so I have refunded the difference: {money(dollars(diff))}.",
         "tags": ["refund", "price_adjustment", status],
     }
 
@@ -593,6 +597,8 @@ def t_return_expired(g: Generator) -> dict:
         "gold": _refusal(
             g, c, o, f"Customer asked to return the {g.label(it)} from order #{o['id']}; refused: delivered {ago} days ago, past the 30-day window."
         ),
+        "rubrics": [rubric("Does the reply give the reason for the refusal: the return window of {} has passed?", "30 days")],
+        "gold_reply": f"I am sorry, I cannot accept this return: the order was delivered {ago} days ago, and returns are accepted within 30 days.",
         "tags": ["return", "refusal", "window"],
     }
 

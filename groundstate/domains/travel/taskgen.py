@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from groundstate.domains import _kit
-from groundstate.domains._kit import WorldIndex, call, cap, cents, dollars, long_date, money, said
+from groundstate.domains._kit import WorldIndex, call, cap, cents, dollars, long_date, money, rubric, said
 
 HERE = Path(__file__).resolve().parent
 
@@ -593,6 +593,8 @@ def t_delay_compensation(g: Generator) -> dict:
             call("issue_travel_credit", traveller_id=t["id"], locator=b["locator"], amount=amount, reason="delay_compensation"),
         ],
         "checks": [{"sql": f"SELECT amount, reason FROM travel_credits WHERE booking_id = {b['id']}", "expect": [[amount, "delay_compensation"]]}],
+        "rubrics": [rubric("Does the reply tell the traveller the amount of the travel credit, {}?", money(amount))],
+        "gold_reply": f"For a delay of {delay_text(delay)} you are entitled to compensation: I have issued you a travel credit of {money(amount)}.",
         "tags": ["compensation", "delay", cabin],
     }
 
