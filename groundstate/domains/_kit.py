@@ -240,7 +240,6 @@ def facts(rubric_text: str) -> list[str]:
     return re.findall(r'"([^"]+)"', rubric_text)
 
 
-
 def said(phrase: str) -> str:
     """A user's own words quoted inside their context (which speaks to them in the second person)."""
     return f'(in your words: "{phrase}")'

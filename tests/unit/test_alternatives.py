@@ -111,7 +111,9 @@ def test_an_equivalence_on_a_parameter_no_tool_has_is_a_load_error(tmp_path):
 
 def test_swapping_inserts_that_a_later_call_names_by_id_is_invalid(tmp_path):
     # gold: two notes, then the first one deleted by its id; swapped, that id is the other customer's note
-    tools = (SHOP / "tools.py").read_text() + '''
+    tools = (
+        (SHOP / "tools.py").read_text()
+        + '''
 
 @tool(write=True)
 def delete_note(db, note_id: int) -> dict:
@@ -124,6 +126,7 @@ def delete_note(db, note_id: int) -> dict:
         raise ToolError(f"no note {note_id}")
     return {"deleted": note_id}
 '''
+    )
     first = max((r["id"] for r in Domain(SHOP).seed_rows().get("notes", [])), default=0) + 1
     tasks = f"""tasks:
   - id: note-then-delete
