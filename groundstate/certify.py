@@ -13,18 +13,24 @@ For each task and backend the certificate gathers what the other audits find, ea
   final state only, and says so.
 
 A task is *certified* iff its gold passes, its no-op fails, no mutant survives, no hack passes, no valid alternative
-fails, the backends agree, a judged reply check gave what it must and nothing kept a part from running. The certificate carries the content hashes of the
-task and of its domain: it is void as soon as either changes (`Certificate.valid_for`).
+fails, the backends agree, a judged reply check gave what it must and nothing kept a part from running. The certificate
+carries the content hashes of the task, of its domain and of the code that grades and audits it (`checker_hash`): it
+is void as soon as any of them changes (`Certificate.valid_for`), and `tasks certify --reuse FILE` certifies anew
+exactly the tasks whose earlier certificate is void.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Callable
+
+import pydantic
 
 from groundstate.agents.scripted import ScriptedAgent, ScriptedUser
 from groundstate.alternatives import TaskAlternatives, audit
@@ -32,10 +38,24 @@ from groundstate.attempt import play, prepare_domains
 from groundstate.hacks import TaskHacks, hack_task
 from groundstate.lint import MUTANT_CONCURRENCY, TaskLint, lint_task
 from groundstate.state.base import Backend
-from groundstate.tasks import Task
+from groundstate.tasks import Task, TaskFileError, read_data_file
 from groundstate.types import Domain, Judge
 
 SILENT_REPLY = "I have taken care of your request."  # a reply that tells the customer nothing: rubrics must say no
+
+
+# the modules whose code decides a certificate: grading, the change sets it compares, and the audits
+_CHECKERS = ("grading", "judge", "state/changes", "lint", "hacks", "alternatives", "certify", "tools/mutate", "attempt", "episode", "environment")
+
+
+@functools.cache
+def checker_hash() -> str:
+    """Hash of the code that grades and audits tasks (`_CHECKERS`): a certificate is void once it changes."""
+    root = Path(__file__).parent
+    h = hashlib.sha256()
+    for name in _CHECKERS:
+        h.update((root / f"{name}.py").read_bytes())
+    return h.hexdigest()[:16]
 
 
 def task_hash(task: Task) -> str:
@@ -49,6 +69,7 @@ class Certificate:
     domain: str
     task_hash: str
     domain_hash: str
+    checker_hash: str
     backends: list[str]
     gold_pass: bool
     noop_fail: bool
@@ -61,6 +82,7 @@ class Certificate:
     hacks_tried: int
     hacks_passed: int
     sqlite_equals_postgres: bool | None  # None: one backend, or a world the backend does not hold
+    in_backend: bool = True  # whether the task's world lives in the backend (SQL domains) or outside it (ThinkingBox)
     reply: str | None = None  # rubric tasks: "judged" (both reply checks as they must be), "unjudged", or what went wrong
     survivors: list[dict[str, str]] = field(default_factory=list)
     false_negatives: list[dict[str, str]] = field(default_factory=list)
@@ -83,8 +105,9 @@ class Certificate:
         )
 
     def valid_for(self, task: Task, domain: Domain) -> bool:
-        """Whether the certificate still speaks for this task: neither the task nor its domain changed since."""
-        return self.task_hash == task_hash(task) and self.domain_hash == domain.content_hash
+        """Whether the certificate still speaks for this task: neither the task, its domain nor the checking code
+        changed since."""
+        return (self.task_id, self.task_hash, self.domain_hash, self.checker_hash) == (task.id, task_hash(task), domain.content_hash, checker_hash())
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "certified": self.certified}
@@ -157,6 +180,7 @@ def certify_task(task: Task, domain: Domain, backends: list[Backend], siblings: 
         domain=domain.name,
         task_hash=task_hash(task),
         domain_hash=domain.content_hash,
+        checker_hash=checker_hash(),
         backends=[r.backend for r in runs],
         gold_pass=lint.gold_pass,
         noop_fail=lint.noop_fail,
@@ -169,6 +193,7 @@ def certify_task(task: Task, domain: Domain, backends: list[Backend], siblings: 
         hacks_tried=hacks.tried,
         hacks_passed=len(hacks.passed),
         sqlite_equals_postgres=parity,
+        in_backend=first.alternatives.shows_state,
         reply=reply,
         survivors=[{"mutant": m.description, "reason": m.reason} for m in lint.mutants if m.outcome == "survived"],
         false_negatives=[{"alternative": r.description, "reason": r.reason} for r in alts.results if r.outcome == "false_negative"],
@@ -214,14 +239,48 @@ def summary(certs: list[Certificate]) -> dict[str, Any]:
     }
 
 
+def load_certificates(path: Path) -> dict[str, Certificate]:
+    """The certificates of an earlier `tasks certify --out` file by task id; `TaskFileError` naming the file and the
+    entry for anything else."""
+    data = read_data_file(path)
+    entries = data.get("per_task") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        raise TaskFileError(path, "is not a `tasks certify --out` file (no per_task list)")
+    adapter = pydantic.TypeAdapter(Certificate)
+    out: dict[str, Certificate] = {}
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise TaskFileError(path, "must be a mapping", field=f"per_task[{i}]")
+        try:
+            cert = adapter.validate_python({k: v for k, v in entry.items() if k != "certified"})
+        except pydantic.ValidationError as e:
+            err = e.errors()[0]
+            where = ".".join(str(x) for x in err["loc"])
+            raise TaskFileError(path, err["msg"], field=f"per_task[{i}]" + (f".{where}" if where else "")) from None
+        out[cert.task_id] = cert
+    return out
+
+
+def reusable(cert: Certificate | None, task: Task, domain: Domain, backends: list[str], judge: Judge | None) -> bool:
+    """Whether an earlier certificate still speaks for the task as certified now: valid for it (`valid_for`), on the
+    same backends (one, for a world outside the backend), and with its reply judged if a judge is given now."""
+    if cert is None or not cert.valid_for(task, domain):
+        return False
+    if cert.backends != (backends if cert.in_backend else backends[:1]):
+        return False
+    return not (task.rubrics and judge is not None and cert.reply != "judged")
+
+
 def certify(
     pairs: list[tuple[Task, Domain]],
     backends: list[Backend],
     workers: int = 1,
     on_done: Callable[[Certificate], None] | None = None,
     judge: Judge | None = None,
+    previous: dict[str, Certificate] | None = None,
 ) -> list[Certificate]:
-    """Certificates of many tasks, in their order; `workers` > 1 certifies tasks in threads (useful with PostgreSQL)."""
+    """Certificates of many tasks, in their order; `workers` > 1 certifies tasks in threads (useful with PostgreSQL).
+    A certificate in `previous` that is still `reusable` is kept instead of certifying its task again."""
     for backend in backends:
         prepare_domains((d for _, d in pairs), backend)
         if backend.max_open is not None:
@@ -230,10 +289,12 @@ def certify(
     for t, d in pairs:
         siblings.setdefault(d.name, []).append(t)
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = [pool.submit(certify_task, t, d, backends, siblings[d.name], judge) for t, d in pairs]
+        names = [b.name for b in backends]
+        kept = {t.id: previous[t.id] for t, d in pairs if previous and reusable(previous.get(t.id), t, d, names, judge)}
+        futures = [None if t.id in kept else pool.submit(certify_task, t, d, backends, siblings[d.name], judge) for t, d in pairs]
         out = []
-        for fut in futures:
-            cert = fut.result()
+        for (t, _), fut in zip(pairs, futures):
+            cert = kept[t.id] if fut is None else fut.result()
             out.append(cert)
             if on_done:
                 on_done(cert)

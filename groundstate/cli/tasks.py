@@ -98,9 +98,15 @@ def tasks_certify(
     judge: Optional[str] = typer.Option(
         None, "--judge", help="openai:MODEL[@URL]: judge the replies of rubric tasks (the gold reply must pass, a reply that states nothing fail)."
     ),
+    reuse: Optional[Path] = typer.Option(
+        None,
+        "--reuse",
+        dir_okay=False,
+        help="An earlier --out file: keep each certificate whose task, domain, checking code and backends are unchanged; certify the rest.",
+    ),
 ) -> None:
     """A certificate per task: gold, no-op, mutants, alternative solutions, reward hacks, SQLite = PostgreSQL, content hashes."""
-    from groundstate.certify import certify, summary
+    from groundstate.certify import certify, load_certificates, summary
     from groundstate.judge import make_judge
     from groundstate.state import make_backend
 
@@ -109,6 +115,10 @@ def tasks_certify(
         the_judge = make_judge(judge)
     except ValueError as e:
         fail(f"--judge: {e}")
+    try:
+        previous = load_certificates(reuse) if reuse else None
+    except TaskFileError as e:
+        fail(f"--reuse: {e}")
     if out_file:  # a path that cannot be written is said now, not after the whole run
         try:
             out_file.parent.mkdir(parents=True, exist_ok=True)
@@ -128,7 +138,12 @@ def tasks_certify(
         with progress() as bar_progress:
             bar = bar_progress.add_task(f"certify ({names})", total=len(pairs), status="")
             certs = certify(
-                pairs, backends, workers=workers, on_done=lambda c: bar_progress.update(bar, advance=1, status=c.task_id), judge=the_judge
+                pairs,
+                backends,
+                workers=workers,
+                on_done=lambda c: bar_progress.update(bar, advance=1, status=c.task_id),
+                judge=the_judge,
+                previous=previous,
             )
     except TaskFileError as e:  # a domain file a backend rejects
         fail(str(e))
@@ -136,6 +151,7 @@ def tasks_certify(
         for b in backends:
             b.close()
     totals = summary(certs)
+    totals["reused"] = sum(previous is not None and previous.get(c.task_id) is c for c in certs)
     if out_file:
         try:
             out_file.write_text(json.dumps({**totals, "per_task": [c.to_json() for c in certs]}, indent=1, default=str))
@@ -173,6 +189,8 @@ def tasks_certify(
         console.print(
             f"{totals['rubric_tasks'] - totals['replies_judged']} rubric task(s) certified on their final state only (give --judge to judge replies)"
         )
+    if reuse:
+        console.print(f"{totals['reused']} of {totals['tasks']} certificates reused from {reuse}; the rest certified anew")
     if out_file:
         console.print(f"certificates written to {out_file}")
     if totals["certified"] != totals["tasks"]:

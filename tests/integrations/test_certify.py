@@ -145,3 +145,37 @@ def test_a_gold_reply_that_omits_the_fact_is_not_certified(tmp_path):
         domain = Domain(shop)
         cert = certify_task(domain.task("shop-cancel"), domain, [SqliteBackend()], domain.tasks, judge)
     assert not cert.certified and cert.reply == "the gold reply got 0, must get 1"
+
+
+def test_reuse_certifies_anew_exactly_the_tasks_whose_certificate_is_void(tmp_path):
+    shop = tmp_path / "shop"
+    shutil.copytree(SHOP, shop)
+    first = tmp_path / "first.json"
+    certify_cli("--domain", str(shop), "--backend", "sqlite", "--out", str(first))
+    before = {c["task_id"]: c for c in json.loads(first.read_text())["per_task"]}
+    tasks = shop / "tasks" / "basic.yaml"
+    tasks.write_text(tasks.read_text().replace("Please cancel order 1.", "Please cancel my order 1.", 1))
+    second = tmp_path / "second.json"
+    _, totals = certify_cli("--domain", str(shop), "--backend", "sqlite", "--reuse", str(first), "--out", str(second))
+    after = {c["task_id"]: c for c in json.loads(second.read_text())["per_task"]}
+    assert totals["reused"] == 2 and totals["tasks"] == 3  # shop-cancel's wording changed: certified anew
+    assert after["shop-cancel"]["task_hash"] != before["shop-cancel"]["task_hash"]
+    assert after["shop-refuse"] == before["shop-refuse"] and after["shop-multi"] == before["shop-multi"]
+    _, totals = certify_cli("--domain", str(shop), "--backend", "sqlite", "--backend", "postgres", "--reuse", str(second))
+    assert totals["reused"] == 0  # certified on SQLite alone: not a certificate of SQLite = PostgreSQL
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[1, 2]", "is not a `tasks certify --out` file"),
+        ('{"per_task": [7]}', "field 'per_task[0]': must be a mapping"),
+        ('{"per_task": [{"task_id": "x"}]}', "field 'per_task[0].domain': Field required"),
+        ('{"per_task": [{"task_id": 5}]}', "field 'per_task[0]"),
+    ],
+)
+def test_a_broken_reuse_file_is_one_line_naming_it(tmp_path, text, message):
+    bad = tmp_path / "old.json"
+    bad.write_text(text)
+    r = CliRunner().invoke(app, ["tasks", "certify", "--domain", str(SHOP), "--backend", "sqlite", "--reuse", str(bad)])
+    assert r.exit_code == 2 and str(bad) in r.output and message in r.output and "Traceback" not in r.output, r.output
