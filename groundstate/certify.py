@@ -45,7 +45,11 @@ SILENT_REPLY = "I have taken care of your request."  # a reply that tells the cu
 
 
 # the modules whose code decides a certificate: grading, the change sets it compares, and the audits
-_CHECKERS = ("grading", "judge", "state/changes", "lint", "hacks", "alternatives", "certify", "tools/mutate", "attempt", "episode", "environment")
+_CHECKERS = (
+    "grading", "judge", "blame", "lint", "hacks", "alternatives", "certify", "attempt", "episode", "environment", "domain", "tasks", "types",
+    "state/changes", "state/base", "state/capture", "state/db", "state/sqlite", "state/postgres", "tools/__init__", "tools/mutate",
+    "agents/scripted",
+)  # fmt: skip
 
 
 @functools.cache
@@ -84,6 +88,7 @@ class Certificate:
     sqlite_equals_postgres: bool | None  # None: one backend, or a world the backend does not hold
     in_backend: bool = True  # whether the task's world lives in the backend (SQL domains) or outside it (ThinkingBox)
     reply: str | None = None  # rubric tasks: "judged" (both reply checks as they must be), "unjudged", or what went wrong
+    judge: str | None = None  # the judge of the replies (`openai:MODEL@URL`), where one judged them
     survivors: list[dict[str, str]] = field(default_factory=list)
     false_negatives: list[dict[str, str]] = field(default_factory=list)
     hacks_that_passed: list[str] = field(default_factory=list)
@@ -173,6 +178,7 @@ def certify_task(task: Task, domain: Domain, backends: list[Backend], siblings: 
     reply = None
     if task.rubrics:
         reply = "unjudged" if judge is None else asyncio.run(reply_checks(task, domain, backends[0], judge))
+    judged_by = judge.spec if task.rubrics and judge is not None else None
     problems = list(lint.problems) + list(alts.problems)
     problems += [f"hack {h}: system error" for h, o in hacks.outcomes.items() if o == "system_error"]
     return Certificate(
@@ -195,6 +201,7 @@ def certify_task(task: Task, domain: Domain, backends: list[Backend], siblings: 
         sqlite_equals_postgres=parity,
         in_backend=first.alternatives.shows_state,
         reply=reply,
+        judge=judged_by,
         survivors=[{"mutant": m.description, "reason": m.reason} for m in lint.mutants if m.outcome == "survived"],
         false_negatives=[{"alternative": r.description, "reason": r.reason} for r in alts.results if r.outcome == "false_negative"],
         hacks_that_passed=hacks.passed,
@@ -220,9 +227,13 @@ def summary(certs: list[Certificate]) -> dict[str, Any]:
         "alternatives_invalid": sum(c.alternatives_invalid for c in certs),
         "hacks_tried": sum(c.hacks_tried for c in certs),
         "hacks_passed": sum(c.hacks_passed for c in certs),
-        "sqlite_equals_postgres": sum(c.sqlite_equals_postgres is True for c in certs),
+        # tasks whose attempts got the same rewards on both backends (None: no task was certified on two)
+        "sqlite_equals_postgres": sum(c.sqlite_equals_postgres is True for c in certs)
+        if any(c.sqlite_equals_postgres is not None for c in certs)
+        else None,
         "rubric_tasks": sum(c.reply is not None for c in certs),
         "replies_judged": sum(c.reply == "judged" for c in certs),
+        "replies_unjudged": sum(c.reply == "unjudged" for c in certs),
         "not_certified": [
             {
                 "task_id": c.task_id,
@@ -242,8 +253,10 @@ def summary(certs: list[Certificate]) -> dict[str, Any]:
 def load_certificates(path: Path) -> dict[str, Certificate]:
     """The certificates of an earlier `tasks certify --out` file by task id; `TaskFileError` naming the file and the
     entry for anything else."""
+    if not Path(path).is_file():  # a FIFO or a device would block the read
+        raise TaskFileError(path, "is not a regular file")
     data = read_data_file(path)
-    entries = data.get("per_task") if isinstance(data, dict) else None
+    entries = data.get("per_task") if isinstance(data, dict) and "certified" in data else None
     if not isinstance(entries, list):
         raise TaskFileError(path, "is not a `tasks certify --out` file (no per_task list)")
     adapter = pydantic.TypeAdapter(Certificate)
@@ -262,13 +275,14 @@ def load_certificates(path: Path) -> dict[str, Certificate]:
 
 
 def reusable(cert: Certificate | None, task: Task, domain: Domain, backends: list[str], judge: Judge | None) -> bool:
-    """Whether an earlier certificate still speaks for the task as certified now: valid for it (`valid_for`), on the
-    same backends (one, for a world outside the backend), and with its reply judged if a judge is given now."""
-    if cert is None or not cert.valid_for(task, domain):
+    """Whether an earlier certificate still speaks for the task as certified now: certified (a failure, which may have
+    been a server gone away, is always certified anew), valid for the task (`valid_for`), on the same backends (one,
+    for a world outside the backend) and, where a judge is given now, with its reply judged by that judge."""
+    if cert is None or not cert.certified or not cert.valid_for(task, domain):
         return False
-    if cert.backends != (backends if cert.in_backend else backends[:1]):
+    if (sorted(cert.backends) != sorted(backends)) if cert.in_backend else (cert.backends != backends[:1]):
         return False
-    return not (task.rubrics and judge is not None and cert.reply != "judged")
+    return not (task.rubrics and judge is not None and (cert.reply != "judged" or cert.judge != judge.spec))
 
 
 def certify(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Optional
 
@@ -102,7 +101,7 @@ def tasks_certify(
         None,
         "--reuse",
         dir_okay=False,
-        help="An earlier --out file: keep each certificate whose task, domain, checking code and backends are unchanged; certify the rest.",
+        help="An earlier --out file: keep each certified certificate whose task, domain, checking code, backends and judge are unchanged (as the file says them: it is trusted, not checked again); certify the rest.",
     ),
 ) -> None:
     """A certificate per task: gold, no-op, mutants, alternative solutions, reward hacks, SQLite = PostgreSQL, content hashes."""
@@ -122,10 +121,18 @@ def tasks_certify(
     if out_file:  # a path that cannot be written is said now, not after the whole run
         try:
             out_file.parent.mkdir(parents=True, exist_ok=True)
+            existed = out_file.exists()
+            with out_file.open("a"):
+                pass
+            if not existed:
+                out_file.unlink()
         except OSError as e:
             fail(f"--out {out_file}: {e.strerror or e}")
-        if not os.access(out_file.parent, os.W_OK) or (out_file.exists() and not os.access(out_file, os.W_OK)):
-            fail(f"--out {out_file}: not writable")
+    if the_judge is not None and any(t.rubrics for t, _ in pairs):  # a dead or wrong judge is said once, before any attempt
+        try:
+            the_judge.judge_rubric("Does the reply say hello?", "Hello.")
+        except Exception as e:  # noqa: BLE001 - EndpointError, JudgeError: the judge cannot answer
+            fail(f"--judge {judge}: {e}")
     backends = []
     try:
         for name in dict.fromkeys(backend):
@@ -185,10 +192,11 @@ def tasks_certify(
             f"{totals['alternatives_tried']} ({totals['alternatives_invalid']} invalid), hacks passed {totals['hacks_passed']}/{totals['hacks_tried']}, "
             f"mutants killed {totals['mutants_killed']}/{totals['mutants']}"
         )
-    if totals["rubric_tasks"] > totals["replies_judged"]:
-        console.print(
-            f"{totals['rubric_tasks'] - totals['replies_judged']} rubric task(s) certified on their final state only (give --judge to judge replies)"
-        )
+    if totals["replies_unjudged"]:
+        console.print(f"{totals['replies_unjudged']} rubric task(s): replies unjudged, the final state certified only (give --judge to judge them)")
+    failed_replies = totals["rubric_tasks"] - totals["replies_judged"] - totals["replies_unjudged"]
+    if failed_replies:
+        console.print(f"{failed_replies} rubric task(s): the reply checks failed (see `reply` in their certificates)")
     if reuse:
         console.print(f"{totals['reused']} of {totals['tasks']} certificates reused from {reuse}; the rest certified anew")
     if out_file:

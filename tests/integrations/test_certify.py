@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from groundstate.certify import certify_task
+from groundstate.certify import certify_task, reusable
 from groundstate.cli import app
 from groundstate.domain import Domain, iter_tasks
 from groundstate.state.postgres import default_dsn
@@ -120,7 +120,7 @@ def test_rubric_tasks_are_certified_with_a_judge_and_on_their_state_only_without
         code, totals = certify_cli("--tasks", RUBRIC_TEMPLATES, "--backend", "sqlite", "--judge", f"openai:facts@{stub.base_url}")
         asked = len(stub.requests)
     assert code == 0 and totals["replies_judged"] == totals["certified"] == 48, totals["not_certified"]
-    assert asked == 2 * 48  # one rubric each: the gold reply (yes) and the silent reply (no); failed states are never judged
+    assert asked == 1 + 2 * 48  # the probe, then per task the gold reply (yes) and the silent one (no); failed states never
 
 
 def test_a_gold_reply_that_omits_the_fact_is_not_certified(tmp_path):
@@ -138,7 +138,10 @@ def test_a_gold_reply_that_omits_the_fact_is_not_certified(tmp_path):
         judge = Judge(f"openai:facts@{stub.base_url}")
         domain = Domain(shop)
         cert = certify_task(domain.task("shop-cancel"), domain, [SqliteBackend()], domain.tasks, judge)
-        assert cert.certified and cert.reply == "judged"
+        assert cert.certified and cert.reply == "judged" and cert.judge == judge.spec
+        other = Judge(f"openai:other@{stub.base_url}")  # --reuse keeps a judged reply only for the judge that judged it
+        assert reusable(cert, domain.task("shop-cancel"), domain, ["sqlite"], judge)
+        assert not reusable(cert, domain.task("shop-cancel"), domain, ["sqlite"], other)
         unjudged = certify_task(domain.task("shop-cancel"), domain, [SqliteBackend()], domain.tasks)
         assert unjudged.certified and unjudged.reply == "unjudged"
         tasks.write_text(tasks.read_text().replace('gold_reply: "Order 1 is cancelled."', 'gold_reply: "Done, it is cancelled."'))
@@ -158,7 +161,8 @@ def test_reuse_certifies_anew_exactly_the_tasks_whose_certificate_is_void(tmp_pa
     second = tmp_path / "second.json"
     _, totals = certify_cli("--domain", str(shop), "--backend", "sqlite", "--reuse", str(first), "--out", str(second))
     after = {c["task_id"]: c for c in json.loads(second.read_text())["per_task"]}
-    assert totals["reused"] == 2 and totals["tasks"] == 3  # shop-cancel's wording changed: certified anew
+    # shop-cancel's wording changed and shop-multi was not certified (a failure is always tried again): one kept
+    assert totals["reused"] == 1 and totals["tasks"] == 3 and totals["sqlite_equals_postgres"] is None
     assert after["shop-cancel"]["task_hash"] != before["shop-cancel"]["task_hash"]
     assert after["shop-refuse"] == before["shop-refuse"] and after["shop-multi"] == before["shop-multi"]
     _, totals = certify_cli("--domain", str(shop), "--backend", "sqlite", "--backend", "postgres", "--reuse", str(second))
@@ -169,9 +173,10 @@ def test_reuse_certifies_anew_exactly_the_tasks_whose_certificate_is_void(tmp_pa
     "text, message",
     [
         ("[1, 2]", "is not a `tasks certify --out` file"),
-        ('{"per_task": [7]}', "field 'per_task[0]': must be a mapping"),
-        ('{"per_task": [{"task_id": "x"}]}', "field 'per_task[0].domain': Field required"),
-        ('{"per_task": [{"task_id": 5}]}', "field 'per_task[0]"),
+        ('{"tasks": 1, "per_task": [{"task_id": "a"}]}', "is not a `tasks certify --out` file"),  # e.g. a lint report
+        ('{"certified": 1, "per_task": [7]}', "field 'per_task[0]': must be a mapping"),
+        ('{"certified": 1, "per_task": [{"task_id": "x"}]}', "field 'per_task[0].domain': Field required"),
+        ('{"certified": 1, "per_task": [{"task_id": 5}]}', "field 'per_task[0]"),
     ],
 )
 def test_a_broken_reuse_file_is_one_line_naming_it(tmp_path, text, message):
@@ -179,3 +184,11 @@ def test_a_broken_reuse_file_is_one_line_naming_it(tmp_path, text, message):
     bad.write_text(text)
     r = CliRunner().invoke(app, ["tasks", "certify", "--domain", str(SHOP), "--backend", "sqlite", "--reuse", str(bad)])
     assert r.exit_code == 2 and str(bad) in r.output and message in r.output and "Traceback" not in r.output, r.output
+
+
+def test_a_dead_judge_is_one_line_before_any_attempt(monkeypatch):
+    monkeypatch.setenv("GROUNDSTATE_ENDPOINT_RETRIES", "0")
+    r = CliRunner().invoke(
+        app, ["tasks", "certify", "--tasks", "hr-book-annual-leave-001", "--backend", "sqlite", "--judge", "openai:x@http://127.0.0.1:9/v1"]
+    )
+    assert r.exit_code == 2 and "--judge openai:x@http://127.0.0.1:9/v1" in r.output and "certify (" not in r.output, r.output

@@ -365,7 +365,9 @@ def t_book_annual_leave(g: Generator) -> dict:
             }
         ],
         "rubrics": [rubric("Does the reply tell the employee the first day of the leave requested, {}?", long_date(start))],
-        "gold_reply": f"I have submitted your annual leave request from {long_date(start)} to {long_date(end)}; it is pending your manager's approval.",
+        "gold_reply": "I have submitted your annual leave request "
+        + (f"for {long_date(start)}" if start == end else f"from {long_date(start)} to {long_date(end)}")
+        + "; it is pending your manager's approval.",
         "tags": ["leave", "annual", f"days:{g.days(start, end)}"],
     }
 

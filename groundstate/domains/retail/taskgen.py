@@ -494,7 +494,7 @@ def t_price_adjustment(g: Generator) -> dict:
             call("issue_refund", payment_id=g.payment(o)["id"], amount=dollars(diff), reason="price_adjustment"),
         ],
         "rubrics": [rubric("Does the reply tell the customer the amount refunded, {}?", money(dollars(diff)))],
-        "gold_reply": f"The {p['name']} now sells for {money(dollars(now))}, so I have refunded the difference: {money(dollars(diff))}.",
+        "gold_reply": f"The price of the {p['name']} is now {money(dollars(now))}, so I have refunded the difference: {money(dollars(diff))}.",
         "tags": ["refund", "price_adjustment", status],
     }
 
