@@ -95,7 +95,7 @@ def tasks_certify(
     out_file: Optional[Path] = opts.file_out(None, "--out", help="Also write every certificate as JSON here."),
     workers: int = opts.count(0, "--workers", lo=0, help="Parallel tasks (default, 0: 1 on sqlite alone, 8 with postgres)."),
     judge: Optional[str] = typer.Option(
-        None, "--judge", help="openai:MODEL[@URL]: judge the replies of rubric tasks (the gold reply must pass, a reply that states nothing fail)."
+        None, "--judge", help="openai:MODEL\\[@URL]: judge the replies of rubric tasks (the gold reply must pass, a reply that states nothing fail)."
     ),
     reuse: Optional[Path] = typer.Option(
         None,
