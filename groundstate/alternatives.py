@@ -28,18 +28,15 @@ from __future__ import annotations
 import asyncio
 import json
 import typing
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
-from groundstate.agents.scripted import ScriptedAgent, ScriptedUser
-from groundstate.attempt import Outcome, play
+from groundstate.attempt import Outcome, play_calls
 from groundstate.state.base import Backend
-from groundstate.state.changes import ChangeSet
+from groundstate.state.changes import ChangeSet, Normaliser, diff
 from groundstate.tasks import Task
 from groundstate.types import Domain
 
-KINDS = ("reorder", "insert_read", "repeat_read", "reword", "equivalent")
-OUTCOMES = ("accepted", "false_negative", "invalid")
 REWORD_PREFIX = "In other words: "
 PER_KIND = 3  # variations of each kind per task, at most
 CONCURRENCY = 4  # variations played at once (each attempt owns its environment)
@@ -61,7 +58,7 @@ class Variation:
 class AltResult:
     kind: str
     description: str
-    outcome: str  # one of OUTCOMES
+    outcome: str  # accepted | false_negative | invalid
     reason: str
     reward: int | None = None  # the state reward it got (parity between backends compares these)
 
@@ -75,13 +72,6 @@ class TaskAlternatives:
 
     def count(self, outcome: str) -> int:
         return sum(r.outcome == outcome for r in self.results)
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems and self.count("false_negative") == 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {"task_id": self.task_id, "results": [asdict(r) for r in self.results], "problems": self.problems}
 
 
 @dataclass
@@ -178,23 +168,17 @@ def _free_text_values(changes: ChangeSet, free_text: typing.Mapping[str, frozens
 
 
 def _free_text_only(gold: ChangeSet, got: ChangeSet, free_text: typing.Mapping[str, frozenset[str]]) -> str | None:
-    """None if `got` differs from `gold` somewhere and only in free-text columns; else what makes the rewording invalid."""
-    if set(gold.rows) != set(got.rows):
-        return "it changes which rows are written: the argument is not wording"
-    differing = False
-    for tk, want in gold.rows.items():
-        have = got.rows[tk]
-        for row_want, row_have in ((want.before, have.before), (want.after, have.after)):
-            if row_want is None or row_have is None:
-                if row_want != row_have:
-                    return "it changes which rows are written: the argument is not wording"
-                continue
-            for col in set(row_want) | set(row_have):
-                if row_want.get(col) != row_have.get(col):
-                    if col not in free_text.get(tk[0], ()):
-                        return f"it lands in {tk[0]}.{col}, which the domain compares exactly: the argument is data, not wording"
-                    differing = True
-    return None if differing else "the argument does not reach the final state"
+    """None if `got` differs from `gold`, and only in free-text columns (the grader's own masking of them); else what
+    makes the rewording invalid."""
+    if got.rows == gold.rows:
+        return "the argument does not reach the final state"
+    wording = Normaliser(free_text=dict(free_text))
+    rows = diff(gold.masked(wording), got.masked(wording))
+    if not rows:
+        return None
+    where = rows[0]
+    columns = ", ".join(f"{where['table']}.{c}" for c in where.get("columns", {})) or f"a {where['problem']} in {where['table']}"
+    return f"it changes {columns}, which the domain compares exactly: the argument is data, not wording"
 
 
 def _validity(v: Variation, out: Outcome, gold: _Gold, domain: Domain) -> str | None:
@@ -270,7 +254,7 @@ def _without(result: str, ids: set[int]) -> Any:
 
 
 async def _play(task: Task, domain: Domain, backend: Backend, calls: Calls) -> Outcome:
-    return await play(task, domain, ScriptedAgent(calls), ScriptedUser(task.user.script), backend=backend, keep_changes=True)
+    return await play_calls(task, domain, calls, backend=backend, keep_changes=True)
 
 
 async def _gold(task: Task, domain: Domain, backend: Backend) -> _Gold | str:

@@ -20,8 +20,9 @@ from __future__ import annotations
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable
 
+from groundstate.agents.scripted import ScriptedAgent, ScriptedUser
 from groundstate.deadlines import GradingTimeout, bounded
 from groundstate.episode import run_episode
 from groundstate.state.base import Backend
@@ -133,3 +134,19 @@ async def play(
         timings["blame_s"] = time.perf_counter() - t0
     timings["total_s"] = time.perf_counter() - started
     return Outcome(traj, verdict, timings, changes)
+
+
+async def play_calls(
+    task: Task,
+    domain: Domain,
+    calls: list[dict[str, Any]],
+    *,
+    backend: Backend,
+    final_text: str = "Done.",
+    judge: Judge | None = None,
+    keep_changes: bool = False,
+) -> Outcome:
+    """`play` of a scripted agent that makes `calls` (`{tool, args}`) in order and then says `final_text`, facing the
+    task's scripted user: how lint's mutants, the hacks, the alternatives and certificates play a list of calls."""
+    agent = ScriptedAgent(calls, final_text=final_text)
+    return await play(task, domain, agent, ScriptedUser(task.user.script), backend=backend, judge=judge, keep_changes=keep_changes)

@@ -32,9 +32,8 @@ from typing import Any, Callable
 
 import pydantic
 
-from groundstate.agents.scripted import ScriptedAgent, ScriptedUser
 from groundstate.alternatives import TaskAlternatives, audit
-from groundstate.attempt import play, prepare_domains
+from groundstate.attempt import play_calls, prepare_domains
 from groundstate.hacks import TaskHacks, hack_task
 from groundstate.lint import MUTANT_CONCURRENCY, TaskLint, lint_task
 from groundstate.state.base import Backend
@@ -139,7 +138,7 @@ async def reply_checks(task: Task, domain: Domain, backend: Backend, judge: Judg
     gold = [c.model_dump() for c in task.gold]
     got = []
     for text, want in ((task.gold_reply, 1), (SILENT_REPLY, 0)):
-        out = await play(task, domain, ScriptedAgent(gold, final_text=text), ScriptedUser(task.user.script), backend=backend, judge=judge)
+        out = await play_calls(task, domain, gold, backend=backend, final_text=text, judge=judge)
         if out.verdict.system_error:
             return f"system error judging the reply: {out.verdict.system_error}"
         if out.verdict.reward != want:

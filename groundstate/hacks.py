@@ -25,8 +25,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from groundstate.agents.scripted import ScriptedAgent, ScriptedUser
-from groundstate.attempt import play
+from groundstate.attempt import play_calls
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
 from groundstate.tools.mutate import alternative, base_type
@@ -119,8 +118,7 @@ async def _first_effective_extra(task: Task, domain: Domain, backend: Backend, g
         return None
     gold = [c.model_dump() for c in task.gold]
     for extra in extra_writes(gold, domain):
-        agent = ScriptedAgent(gold + [extra], final_text=CLAIM)
-        out = await play(task, domain, agent, ScriptedUser(task.user.script), backend=backend, keep_changes=True)
+        out = await play_calls(task, domain, gold + [extra], backend=backend, final_text=CLAIM, keep_changes=True)
         if out.changes is not None and out.changes.rows != gold_changes.rows:
             return out
     return None
@@ -160,15 +158,13 @@ async def hack_task(task: Task, domain: Domain, backend: Backend, siblings: list
             continue
         if name == "gold_plus_extra":
             if gold_changes is None:
-                gold_changes = (
-                    await play(task, domain, ScriptedAgent(gold_calls), ScriptedUser(task.user.script), backend=backend, keep_changes=True)
-                ).changes
+                gold_changes = (await play_calls(task, domain, gold_calls, backend=backend, keep_changes=True)).changes
             played = await _first_effective_extra(task, domain, backend, gold_changes)
             if played is None:
                 out.outcomes[name] = "not_applicable"  # every extra write was refused or changed nothing: the gold's state
                 continue
         else:
-            played = await play(task, domain, ScriptedAgent(calls, final_text=CLAIM), ScriptedUser(task.user.script), backend=backend)
+            played = await play_calls(task, domain, calls, backend=backend, final_text=CLAIM)
         out.rewards[name] = played.verdict.reward
         if played.verdict.system_error:
             out.outcomes[name] = "system_error"

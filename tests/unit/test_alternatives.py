@@ -87,12 +87,20 @@ def test_writes_that_depend_on_each_other_are_invalid_not_false_negatives():
     assert {o for o, _ in got.values()} <= {"accepted", "invalid"}
 
 
-def test_a_rewording_that_is_data_is_invalid():
-    # the street of a shipping address is stored and compared exactly: rewording it is another address, not a wording
-    domain = load_domain("retail")
-    task = next(t for t in domain.tasks if t.gold and t.gold[-1].tool == "update_shipping_address")
-    report = asyncio.run(audit(task, domain, SqliteBackend()))
-    assert not any(r.kind == "reword" and "street" in r.description for r in report.results)  # never a free-text candidate
+def test_a_rewording_is_valid_only_where_it_changes_free_text_alone():
+    from groundstate.alternatives import _free_text_only
+    from groundstate.state.changes import ChangeSet, RowChange
+
+    def note(body: str, author: str = "agent") -> ChangeSet:
+        return ChangeSet.from_changes([RowChange("notes", (9,), None, {"id": 9, "body": body, "author": author})])
+
+    free = {"notes": frozenset({"body"})}
+    gold = note("Refused: shipped.")
+    assert _free_text_only(gold, note(REWORD_PREFIX + "Refused: shipped."), free) is None
+    # the same words stored in a compared column too: the argument is data (a payee's name, an address), not wording
+    assert "notes.author, which the domain compares exactly" in _free_text_only(gold, note("x", author="x"), free)
+    assert _free_text_only(gold, note("Refused: shipped."), free) == "the argument does not reach the final state"
+    assert "which the domain compares exactly" in _free_text_only(gold, ChangeSet(), free)  # the row is not written at all
 
 
 def test_a_declared_equivalence_the_tools_do_not_honour_is_a_false_negative(tmp_path):
