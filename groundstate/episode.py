@@ -110,6 +110,8 @@ async def run_episode(env: Environment, agent: Agent, user: UserSimulator | None
                 calls_made += 1
                 ok, content, write = await run_call(call)
                 record: dict[str, Any] = {"name": call.name, "arguments": call.arguments, "ok": ok, "result": content, "write": write}
+                if call.parser:  # which parser read the call from the model's output (`agents.toolcall_format`)
+                    record["parser"] = call.parser
                 if max_result_chars is not None and len(content) > max_result_chars:
                     record["truncated"] = True  # the agent saw only the first max_result_chars characters
                 traj.tool_calls.append(record)

@@ -67,10 +67,14 @@ class RunIdentity(BaseModel):
     sampling: dict[str, Any] = Field(default_factory=dict)
     limits: dict[str, Any] = Field(default_factory=dict)
     tasks: str
+    tool_call_format: Optional[str] = None  # where an `openai:` agent read tool calls; None for other agents
 
     @property
     def id(self) -> str:
-        return hashlib.sha256(json.dumps(self.model_dump(), sort_keys=True).encode()).hexdigest()[:16]
+        data = self.model_dump()
+        if data["tool_call_format"] is None:  # not part of the identity of runs before it existed, nor of non-endpoint agents
+            del data["tool_call_format"]
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
     def differences(self, other: "RunIdentity") -> list[str]:
         """`field: this → other` for every field that differs (the task set is named, not its hash)."""

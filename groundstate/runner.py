@@ -35,6 +35,7 @@ from typing import Any, Callable, Protocol
 
 from groundstate import __version__
 from groundstate.agents import AgentSource, make_user
+from groundstate.agents.toolcall_format import looks_like_tool_call
 from groundstate.attempt import play, prepare_domains
 from groundstate.results import (
     RECORD_VERSION,
@@ -65,6 +66,7 @@ class RunConfig:
     seed: int = 0
     sampling: dict[str, Any] = field(default_factory=dict)  # temperature, top_p, top_k, max_tokens
     limits: EpisodeLimits = field(default_factory=EpisodeLimits)
+    tool_call_format: str = "auto"  # where an `openai:` agent reads tool calls (`agents.toolcall_format.TOOL_CALL_FORMATS`)
 
 
 @dataclass
@@ -80,6 +82,7 @@ class RunSummary:
     unjudged: int
     seconds: float
     notes: list[str] = field(default_factory=list)  # what resuming changed in the file (superseded duplicates, changed tasks re-run)
+    unread_tool_calls: int = 0  # attempts whose replies look like tool calls but that executed none (`unread_tool_calls`)
 
 
 class ResumeRefused(ValueError):
@@ -110,6 +113,7 @@ def run_identity(cfg: RunConfig, tasks: list[tuple[Task, Domain]]) -> RunIdentit
     }
     return RunIdentity(
         agent=cfg.agent,
+        tool_call_format=cfg.tool_call_format if cfg.agent.startswith("openai:") else None,
         user=cfg.user,
         judge=cfg.judge,
         seed=cfg.seed,
@@ -207,7 +211,7 @@ class RunAgents:
 
     def agent(self, task: Task, domain: Domain, attempt: int) -> Agent:
         if self._agents is None:
-            self._agents = AgentSource(self.cfg.agent, self.cfg.sampling, self.cfg.seed)
+            self._agents = AgentSource(self.cfg.agent, self.cfg.sampling, self.cfg.seed, self.cfg.tool_call_format)
         return self._agents.for_attempt(task, domain, attempt)
 
     def judge(self) -> Judge | None:
@@ -460,12 +464,14 @@ def run(
     planned = len(tasks) * cfg.k
     if on_plan:
         on_plan(planned, planned - len(resumed.todo))
-    tally = {"pass": 0, "fail": 0, "system_error": 0, "unjudged": 0}
+    tally = {"pass": 0, "fail": 0, "system_error": 0, "unjudged": 0, "unread_tool_calls": 0}
+    tool_names = {t.id: frozenset(d.tools.specs) for t, d in tasks}
 
     def record(r: AttemptRecord) -> None:
         r = stamp(r, identity, fingerprints[r.task_id])
         writer.write(r)
         tally[r.outcome] += 1
+        tally["unread_tool_calls"] += unread_tool_calls(r, tool_names[r.task_id])
         if on_result:
             on_result(r)
 
@@ -486,7 +492,20 @@ def run(
         tally["unjudged"],
         time.perf_counter() - start,
         resumed.notes,
+        tally["unread_tool_calls"],
     )
+
+
+def unread_tool_calls(record: AttemptRecord, tool_names: frozenset[str]) -> bool:
+    """Whether an attempt wrote replies that read as tool calls (`toolcall_format.looks_like_tool_call`) and executed
+    none: what a server that returns a model's calls as text (and a format that cannot read them) looks like."""
+    traj = record.trajectory or {}
+    if any(c.get("ok") for c in traj.get("tool_calls") or [] if isinstance(c, dict)):
+        return False
+    replies = [
+        m.get("content") for m in traj.get("messages") or [] if isinstance(m, dict) and m.get("role") == "assistant" and not m.get("tool_calls")
+    ]
+    return any(isinstance(t, str) and looks_like_tool_call(t, tool_names) for t in replies)
 
 
 def progress_status(tally: dict[str, int]) -> str:

@@ -49,6 +49,7 @@ class ToolCallRequest:
     name: str
     arguments: dict[str, Any] | str  # a string when the model produced unparsed JSON
     parse_error: str | None = None  # set when the model's call could not be parsed: the agent sees this error
+    parser: str | None = None  # what read the call from the model's output: native, hermes, qwen, json, xml (None: scripted)
 
     def to_message(self) -> dict[str, Any]:
         args = self.arguments if isinstance(self.arguments, str) else json.dumps(self.arguments, ensure_ascii=False)

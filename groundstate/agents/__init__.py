@@ -25,11 +25,12 @@ class AgentSource:
     own token-exact record (`agents.local.BatchedPolicy`). An endpoint client (`openai:`) is made once and shared.
     """
 
-    def __init__(self, spec: str, sampling: dict[str, Any] | None = None, seed: int = 0):
+    def __init__(self, spec: str, sampling: dict[str, Any] | None = None, seed: int = 0, tool_call_format: str = "auto"):
         kind = spec.split(":", 1)[0]
         if kind not in ("scripted", "openai", "hf"):
             raise ValueError(f"unknown agent spec {spec!r}: use {AGENT_SPECS}")
         self.spec, self.kind, self.sampling, self.seed = spec, kind, dict(sampling or {}), seed
+        self.tool_call_format = tool_call_format  # where an `openai:` agent reads tool calls (`OpenAIAgent`)
         self._shared: Any = None
 
     def for_attempt(self, task: Task, domain: Domain, attempt: int) -> Agent:
@@ -45,7 +46,7 @@ class AgentSource:
             else:
                 from groundstate.agents.openai_compat import make_openai_agent
 
-                self._shared = make_openai_agent(self.spec, self.sampling)
+                self._shared = make_openai_agent(self.spec, self.sampling, tool_call_format=self.tool_call_format)
         if self.kind == "hf":  # the attempt's own random stream: its samples do not depend on which attempts ran beside it
             return self._shared.agent(seed=attempt_seed(task.id, attempt, self.seed))
         return self._shared

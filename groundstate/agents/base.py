@@ -34,7 +34,7 @@ def _well_formed_call(call: ToolCallRequest) -> ToolCallRequest:
         f"the tool call's {' and '.join(invalid)} {'is' if invalid == ['name'] else 'are'} not valid Unicode "
         f"(a lone surrogate, shown here as {REPLACEMENT}); the call was not run"
     )
-    return ToolCallRequest(valid_text(call.id), name, valid_text(raw), parse_error=problem)
+    return ToolCallRequest(valid_text(call.id), name, valid_text(raw), parse_error=problem, parser=call.parser)
 
 
 def well_formed(turn: AgentTurn) -> AgentTurn:

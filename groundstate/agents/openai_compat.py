@@ -27,6 +27,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 import openai
 from openai import AsyncOpenAI, OpenAI
 
+from groundstate.agents.toolcall_format import TOOL_CALL_FORMATS, parse_content
 from groundstate.tasks import Task
 from groundstate.types import AgentTurn, ToolCallRequest, Usage
 
@@ -270,17 +271,17 @@ def parse_tool_call(call: Any, index: int) -> ToolCallRequest:
     raw = (fn.arguments if fn is not None else None) or ""
     call_id = call.id or f"call_{index}"  # some servers omit ids; the tool message must still answer one
     if not raw.strip():  # no arguments at all: a call to a parameterless tool
-        return ToolCallRequest(call_id, name, {})
+        return ToolCallRequest(call_id, name, {}, parser="native")
     shown = raw if len(raw) <= 2000 else raw[:2000] + "…"
     try:
         args = json.loads(raw)
     except json.JSONDecodeError as e:
         problem = f"could not parse the arguments of {name} as JSON ({e.msg} at position {e.pos}); raw arguments: {shown}"
-        return ToolCallRequest(call_id, name, raw, problem)
+        return ToolCallRequest(call_id, name, raw, problem, parser="native")
     if not isinstance(args, dict):
         problem = f"the arguments of {name} must be a JSON object, got {type(args).__name__}; raw arguments: {shown}"
-        return ToolCallRequest(call_id, name, raw, problem)
-    return ToolCallRequest(call_id, name, args)
+        return ToolCallRequest(call_id, name, raw, problem, parser="native")
+    return ToolCallRequest(call_id, name, args, parser="native")
 
 
 def usage_of(response: Any) -> Usage:
@@ -338,6 +339,10 @@ class OpenAIAgent:
     prompt tokens included when the server reports them), and in `extra` the finish reason and any
     reasoning text. Reasoning never enters the conversation, so the user never sees it.
     Transient failures are retried per `retry`; then, or on any other failure, `EndpointError`.
+
+    `tool_call_format` (`toolcall_format.TOOL_CALL_FORMATS`) says where calls are read: `native` only from the
+    server's `tool_calls`; any other value also from the content of a reply that has none (`parse_content`), for
+    servers that hand a model's calls back as text. Each call records its parser (`native`, `hermes`, ...).
     """
 
     def __init__(
@@ -349,8 +354,11 @@ class OpenAIAgent:
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
         client: AsyncOpenAI | None = None,
+        tool_call_format: str = "auto",
     ):
-        self.model, self.base_url = model, base_url
+        if tool_call_format not in TOOL_CALL_FORMATS:
+            raise ValueError(f"unknown tool-call format {tool_call_format!r}: use one of {', '.join(TOOL_CALL_FORMATS)}")
+        self.model, self.base_url, self.tool_call_format = model, base_url, tool_call_format
         self.sampling, self.extra_body = split_sampling(sampling)
         self.retry = retry or env_retry_policy()
         self.timeout = timeout if timeout is not None else env_timeout(600.0)
@@ -379,6 +387,11 @@ class OpenAIAgent:
         text, inline_reasoning = split_reasoning(message.content)
         reasoning = "\n".join(r for r in (reasoning_of(message), inline_reasoning) if r) or None
         calls = [parse_tool_call(c, i) for i, c in enumerate(message.tool_calls or [])]
+        if not calls and text and self.tool_call_format != "native":
+            parsed = parse_content(text, self.tool_call_format, tools)
+            if parsed.tool_calls:
+                text, calls = parsed.content or None, parsed.tool_calls
+                reasoning = "\n".join(r for r in (reasoning, parsed.reasoning) if r) or None
         extra: dict[str, Any] = {"finish_reason": finish_reason}
         if reasoning:
             extra["reasoning_content"] = reasoning
@@ -490,7 +503,8 @@ class OpenAIUser:
 
 def make_openai_agent(spec: str, sampling: dict[str, Any] | None = None, **kwargs: Any) -> OpenAIAgent:
     """An agent for `openai:MODEL[@BASE_URL]`; `sampling` holds temperature, top_p, max_tokens, seed,
-    top_k, min_p, repetition_penalty (unset ones are not sent); kwargs go to `OpenAIAgent` (retry, timeout)."""
+    top_k, min_p, repetition_penalty (unset ones are not sent); kwargs go to `OpenAIAgent` (retry, timeout,
+    tool_call_format)."""
     model, base_url = parse_endpoint(spec)
     return OpenAIAgent(model, base_url, sampling, **kwargs)
 

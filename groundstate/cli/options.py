@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import typer
 
+from groundstate.agents.toolcall_format import TOOL_CALL_FORMATS
 from groundstate.types import DEFAULT_GRADE_TIMEOUT_S, EpisodeLimits
 
 
@@ -121,3 +122,17 @@ def limits(
         max_tokens=max_attempt_tokens,
         grade_timeout=DEFAULT_GRADE_TIMEOUT_S if grade_timeout is None else grade_timeout,
     )
+
+
+ToolCallFormat: Any = typer.Option(
+    "auto",
+    "--tool-call-format",
+    callback=lambda v: v if v in TOOL_CALL_FORMATS else _bad_choice(v, TOOL_CALL_FORMATS),
+    help="Where an openai: agent's tool calls are read: native (the server's tool_calls only), or also from the reply's text "
+    'when it has none: json (fenced or bare), hermes (<tool_call> tags), qwen (<function=...>), xml (<tool_name arg="..."/>), '
+    "auto (the first of these that finds a call). Each executed call records its parser.",
+)
+
+
+def _bad_choice(value: str, choices: tuple[str, ...]) -> Any:
+    raise typer.BadParameter(f"{value!r} is not one of {', '.join(choices)}")

@@ -59,6 +59,7 @@ def attempts_command(
     ray_cpus: Optional[int] = opts.RayCpus,
     tb_servers: Optional[Path] = opts.TbServers,
     tb_no_sources: bool = opts.TbNoSources,
+    tool_call_format: str = opts.ToolCallFormat,
 ) -> None:
     from groundstate.results import RecordError, ResultsInUseError, ResultsWriteError
     from groundstate.runner import LocalExecutor, ResumeRefused, RunConfig, progress_status, run
@@ -79,6 +80,7 @@ def attempts_command(
         seed=seed,
         sampling=opts.sampling(temperature, top_p, top_k, max_tokens),
         limits=opts.limits(max_turns, attempt_timeout, grade_timeout, max_result_chars, max_attempt_tokens),
+        tool_call_format=tool_call_format,
     )
     if out_path is not None:
         path = out_path
@@ -147,6 +149,17 @@ def attempts_command(
     )
     for note in summary.notes:
         console.print(f"[yellow]note:[/yellow] {escape(note)}")
+    if summary.unread_tool_calls:  # the quiet 0% of a server that hands tool calls back as text
+        console.print(
+            f"[bold red]warning: {summary.unread_tool_calls} of {summary.ran} attempts wrote replies that look like tool calls "
+            "but executed none.[/bold red] The server returned them as text, not tool_calls"
+            + (
+                "; --tool-call-format native reads only tool_calls: try --tool-call-format auto."
+                if tool_call_format == "native"
+                else f", and --tool-call-format {tool_call_format} did not read them: try another format, or the server's "
+                "tool-call parser options (vLLM --enable-auto-tool-choice --tool-call-parser, llama.cpp --jinja)."
+            )
+        )
     console.print(f"{'probes' if probe else 'results'} written to {summary.path}\nmanifest written to {summary.manifest}")
     if summary.system_errors:
         console.print(

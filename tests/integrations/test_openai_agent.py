@@ -74,7 +74,7 @@ def test_episode_cancel_passes_with_usage_and_sampling(domain, stub):
     assert verdict.reward == 1, verdict.reasons
     assert traj.finish_reason == "user_done" and traj.turns == 2
     assert traj.tool_calls == [
-        {"name": "cancel_order", "arguments": {"order_id": 1}, "ok": True, "result": traj.tool_calls[0]["result"], "write": True}
+        {"name": "cancel_order", "arguments": {"order_id": 1}, "ok": True, "result": traj.tool_calls[0]["result"], "write": True, "parser": "native"}
     ]
     assert traj.final_reply == "Order 1 is cancelled."
     assert traj.usage == Usage(input_tokens=250, output_tokens=22, cached_input_tokens=40)

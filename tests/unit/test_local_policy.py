@@ -248,7 +248,14 @@ def test_a_generated_hermes_call_runs_against_the_sandbox(policy, domain, backen
     traj, status = _episode(domain, backend, agent, max_turns=3)
     assert status == "cancelled"
     assert traj.tool_calls == [
-        {"name": "cancel_order", "arguments": {"order_id": 1}, "ok": True, "result": '{"order_id": 1, "status": "cancelled"}', "write": True}
+        {
+            "name": "cancel_order",
+            "arguments": {"order_id": 1},
+            "ok": True,
+            "result": '{"order_id": 1, "status": "cancelled"}',
+            "write": True,
+            "parser": "hermes",
+        }
     ]
     assert traj.messages[2]["tool_calls"][0]["id"] == "call_0" and traj.messages[3]["tool_call_id"] == "call_0"
     assert traj.messages[4] == {"role": "assistant", "content": "Order 1 is cancelled."}
