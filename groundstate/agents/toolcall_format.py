@@ -129,6 +129,8 @@ def _parse_block(call_id: str, body: str, string_params: dict[str, set[str]]) ->
         obj = json.loads(stripped)
     except json.JSONDecodeError as e:
         return _malformed(call_id, body, f"tool call is not valid JSON: {e.msg} at position {e.pos}")
+    except RecursionError:
+        return _malformed(call_id, body, "tool call is nested too deeply to read")
     if not isinstance(obj, dict):
         return _malformed(call_id, body, 'tool call must be a JSON object {"name": ..., "arguments": {...}}')
     name = obj.get("name")
@@ -140,6 +142,8 @@ def _parse_block(call_id: str, body: str, string_params: dict[str, set[str]]) ->
             args = json.loads(args) if args.strip() else {}
         except json.JSONDecodeError as e:
             return ToolCallRequest(call_id, name, body, parse_error=f"arguments of {name} are not valid JSON: {e.msg}")
+        except RecursionError:
+            return ToolCallRequest(call_id, name, body, parse_error=f"arguments of {name} are nested too deeply to read")
     if args is None:
         args = {}
     if not isinstance(args, dict):
@@ -179,7 +183,7 @@ def _xml_value(raw: str, keep_string: bool) -> Any:
         return value
     try:
         return json.loads(value)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return value
 
 
@@ -206,6 +210,8 @@ _BARE_FUNCTION = re.compile(r"<function=([^>\n]*)>(.*?)</function>", re.DOTALL)
 _XML_ELEMENT = re.compile(r"<([A-Za-z_][\w.-]*)((?:\s+[\w.-]+\s*=\s*(?:\"[^\"]*\"|'[^']*'))*)\s*(?:/>|>\s*</\1\s*>)")
 _XML_ATTR = re.compile(r"([\w.-]+)\s*=\s*(?:\"([^\"]*)\"|'([^']*)')")
 _CALL_SHAPE_KEYS = ("arguments", "parameters")
+_JSON_START = re.compile(r'\{\s*"|\[\s*\{')
+MAX_JSON_STARTS = 64  # JSON starts tried per reply (a call is one of the first; prose rarely has many)
 
 
 def parse_content(text: str, fmt: str, tools: list[dict[str, Any]] | None = None, id_offset: int = 0) -> ParsedResponse:
@@ -286,6 +292,8 @@ def _calls_in_json_text(body: str, names: set[str], id_offset: int, fenced: bool
     stripped = body.strip()
     try:
         obj = json.loads(stripped)
+    except RecursionError:  # nested deeper than the decoder goes: not a call
+        return []
     except json.JSONDecodeError as e:
         # a fenced block that names an offered tool, or has a call's keys, was meant as a call: answer it with the error
         m = _NAME_FIELD.search(stripped)
@@ -300,25 +308,30 @@ def _calls_in_json_text(body: str, names: set[str], id_offset: int, fenced: bool
 
 
 def _bare_json(text: str, names: set[str], id_offset: int) -> tuple[list[ToolCallRequest], list[tuple[int, int]]]:
+    """Top-level JSON calls in free text. Only starts that can open a call (`{"` or `[{`) are tried, at most
+    `MAX_JSON_STARTS` of them, and nesting too deep for the decoder is not a call: a hostile reply of a million
+    brackets costs milliseconds and never raises."""
     decoder = json.JSONDecoder()
     calls: list[ToolCallRequest] = []
     spans: list[tuple[int, int]] = []
-    pos = 0
-    while True:
-        starts = [i for i in (text.find("{", pos), text.find("[", pos)) if i >= 0]
-        if not starts:
-            return calls, spans
-        start = min(starts)
+    pos, tried = 0, 0
+    for m in _JSON_START.finditer(text):
+        start = m.start()
+        if start < pos:
+            continue
+        if tried == MAX_JSON_STARTS:
+            break
+        tried += 1
         try:
             obj, end = decoder.raw_decode(text, start)
-        except json.JSONDecodeError:
-            pos = start + 1
+        except (json.JSONDecodeError, RecursionError):
             continue
         items = obj if isinstance(obj, list) else [obj]
         if items and all(_is_call(x, names) for x in items):
             calls += [_from_object(f"call_{id_offset + len(calls) + i}", x) for i, x in enumerate(items)]
             spans.append((start, end))
         pos = end
+    return calls, spans
 
 
 def _unwrap(obj: dict[str, Any]) -> dict[str, Any]:

@@ -154,3 +154,26 @@ def test_a_bad_format_is_refused_before_anything_runs(tmp_path):
         app, ["run", "--agent", "scripted:gold", "--tasks", "retail", "--tool-call-format", "yaml", "--out", str(tmp_path / "x.jsonl")]
     )
     assert r.exit_code == 2 and not (tmp_path / "x.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "[" * 100_000,
+        '{"a":' * 50_000,
+        "```json\n" + "[" * 100_000 + "```",
+        "<tool_call>" + "[" * 100_000 + "</tool_call>",
+        '<tool_call>{"name": "get_order", "arguments": "' + "[" * 100_000 + '"}</tool_call>',
+        "<function=get_order><parameter=order_id>" + "[" * 100_000 + "</parameter></function>",
+        "<get_order" + " " * 100_000,
+    ],
+    ids=range(7),
+)
+def test_hostile_replies_are_read_without_raising(reply):
+    """A model's reply is hostile input: nesting deeper than the JSON decoder goes is a malformed call or prose, never an
+    exception out of the agent."""
+    for fmt in CONTENT_FORMATS:
+        parsed = parse_content(reply, fmt, TOOLS)
+        # a call read from it is malformed, or (a deep value of a declared-by-name parameter) kept as a plain string
+        assert all(c.parse_error or c.arguments == {"order_id": "[" * 100_000} for c in parsed.tool_calls)
+    looks_like_tool_call(reply, NAMES)
