@@ -12,13 +12,15 @@ Aggregates over tasks:
   (c/n)^k that some published harnesses report, labelled as such;
 - Observed k/k = tasks solved in every one of their n attempts (an observation, so only for k = n);
 with per-task Jeffreys intervals and bootstrap-over-tasks intervals for each aggregate; and cost:
-total inference cost and cost per dependable task (total cost / tasks solved k/k).
+total inference cost and cost per dependable task (total cost / tasks solved k/k), priced by `price_key` from
+the bundled `prices.yaml` and `--prices FILE`; a model without a price is named (`cost_note`), never costed at 0.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import re
 import warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -28,6 +30,7 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 from scipy import stats
 
+from groundstate.agreement import run_agreement
 from groundstate.results import AttemptRecord, check_one_run, latest_per_key, task_set_hash
 from groundstate.types import FINISH_REASONS
 
@@ -205,13 +208,73 @@ def load_prices(path: Path | None = None) -> dict[str, dict[str, float]]:
     return prices
 
 
-def record_cost(r: AttemptRecord, prices: dict[str, dict[str, float]]) -> float | None:
-    """USD of one attempt's tokens, or None when its model has no price (scripted agents cost nothing)."""
-    if (r.agent or "").startswith("scripted:"):
-        return 0.0
-    p = prices.get(r.model or "") or prices.get(r.agent or "")
-    if p is None:
+# a snapshot's date (`gpt-4.1-mini-2025-04-14`, `claude-3-5-sonnet-20241022`): the same model at the undated name's
+# price. Nothing looser: `gpt-4.1-mini` is not `gpt-4.1`, and a fine-tune (`ft:gpt-4o-mini:...`) has prices of its own
+_SNAPSHOT_DATE = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|20\d{6})$")
+_ROUTER_PREFIX = "openai/"  # how OpenAI-compatible routers (OpenRouter, LiteLLM) name OpenAI's models
+
+
+def record_model(r: AttemptRecord) -> str:
+    """The model a record was made with, as a price table names it: its `model` field, else the MODEL of its agent spec
+    (`openai:MODEL[@URL]`, `hf:PATH`), else the spec itself."""
+    if r.model:
+        return r.model
+    spec = r.agent or (r.run.agent if r.run is not None else "") or ""
+    kind, _, rest = spec.partition(":")
+    if kind == "openai":
+        from groundstate.agents.openai_compat import parse_endpoint
+
+        try:
+            return parse_endpoint(spec)[0]
+        except ValueError:
+            return spec
+    return rest if kind == "hf" and rest else spec
+
+
+def price_key(r: AttemptRecord, prices: dict[str, dict[str, float]]) -> str | None:
+    """The entry of `prices` that prices `r`'s model: its name (`record_model`), then its agent spec, exactly; else
+    the name without a snapshot date or an `openai/` router prefix, also ignoring case. None when no entry fits."""
+    names = [n for n in dict.fromkeys([record_model(r), r.agent or "", r.run.agent if r.run is not None else ""]) if n]
+    for n in names:
+        if n in prices:
+            return n
+    folded = {k.casefold(): k for k in prices}
+    for n in names:
+        base = _SNAPSHOT_DATE.sub("", n.removeprefix(_ROUTER_PREFIX)).casefold()
+        if base in folded:
+            return folded[base]
+    return None
+
+
+def is_scripted(r: AttemptRecord) -> bool:
+    return (r.agent or (r.run.agent if r.run is not None else "") or "").startswith("scripted:")
+
+
+def unpriced_models(records: Iterable[AttemptRecord], prices: dict[str, dict[str, float]]) -> dict[str, int]:
+    """Attempts per model that `prices` has no price for (`price_key`), by the name a price table would use."""
+    return dict(Counter(record_model(r) or "unknown" for r in records if not is_scripted(r) and price_key(r, prices) is None))
+
+
+def cost_note(unpriced: dict[str, int]) -> str | None:
+    """What a person reads where a cost would be: which models have no price, and how to give one."""
+    if not unpriced:
         return None
+    names = ", ".join(f"{m} ({n} attempts)" for m, n in sorted(unpriced.items()))
+    example = next(iter(sorted(unpriced)))
+    return (
+        f"no price for {names}: cost not counted for them; give prices with --prices FILE, a YAML table such as "
+        f"`{example}: {{input: X, cached_input: Y, output: Z}}` (USD per million input, cached input and output tokens)"
+    )
+
+
+def record_cost(r: AttemptRecord, prices: dict[str, dict[str, float]]) -> float | None:
+    """USD of one attempt's tokens, or None when its model has no price (`price_key`; scripted agents cost nothing)."""
+    if is_scripted(r):
+        return 0.0
+    key = price_key(r, prices)
+    if key is None:
+        return None
+    p = prices[key]
     u = r.usage
     fresh = max(0, u.input_tokens - u.cached_input_tokens)
     return (fresh * p.get("input", 0) + u.cached_input_tokens * p.get("cached_input", p.get("input", 0)) + u.output_tokens * p.get("output", 0)) / 1e6
@@ -293,6 +356,7 @@ def compute(
     prices = prices if prices is not None else load_prices()
     costs = [record_cost(r, prices) for r in records]
     priced = [x for x in costs if x is not None]
+    unpriced = unpriced_models(records, prices)
     cost = float(sum(priced)) if priced and len(priced) == len(costs) else (None if not priced else float(sum(priced)))
     kk = sum(1 for t in judged if solved_every_time(t, n_run))
     agg = _aggregates(judged, k)
@@ -333,9 +397,17 @@ def compute(
         },
         "cost_usd": cost,
         "cost_priced_attempts": len(priced),
+        "unpriced_models": unpriced,
+        "cost_note": cost_note(unpriced),
         "cost_per_attempt": cost / len(records) if cost is not None and records else None,
         "cost_per_dependable_task": (cost / kk) if cost is not None and kk > 0 else None,
-        "cost_per_dependable_task_note": None if kk > 0 else f"undefined: no task was solved {n_run}/{n_run}",
+        "cost_per_dependable_task_note": (
+            f"undefined: no task was solved {n_run}/{n_run}"
+            if kk == 0
+            else f"no price for {', '.join(sorted(unpriced))} (see the cost note)"
+            if unpriced
+            else None
+        ),
         "per_task": [
             {
                 "task_id": t.task_id,
@@ -428,7 +500,8 @@ def compare(
 
     Each run must be one complete run, by `compute`'s rule (`allow_incomplete` compares anyway); `k` defaults to
     the smaller n and may not exceed it. Tasks that cannot be compared are listed in `left_out` with the reason, and what
-    an incomplete run lacks (system errors, missing keys, tasks with fewer clean attempts) in `incomplete`."""
+    an incomplete run lacks (system errors, missing keys, tasks with fewer clean attempts) in `incomplete`. `agreement`
+    is `agreement.run_agreement` of the two runs (not computed for different agents)."""
     runs = {}
     incomplete: dict[str, list[str]] = {}  # what --allow-incomplete compared anyway, per run: said, never silent
     for name, recs in (("base", base), ("candidate", cand)):
@@ -481,6 +554,7 @@ def compare(
     for name, recs in (("base", base), ("candidate", cand)):
         cs = [record_cost(r, prices) for r in recs if r.task_id in keep]
         costs[name] = float(sum(x for x in cs if x is not None)) if any(x is not None for x in cs) else None
+    unpriced = unpriced_models((r for r in [*base, *cand] if r.task_id in keep), prices)
     into_kk = sum(1 for x, y in zip(pb["observed_k_of_k_rate"], pc["observed_k_of_k_rate"]) if not x and y)
     out_kk = sum(1 for x, y in zip(pb["observed_k_of_k_rate"], pc["observed_k_of_k_rate"]) if x and not y)
     return {
@@ -500,6 +574,8 @@ def compare(
         },
         "transitions": transitions,
         "cost_usd": {**costs, "change": (costs["candidate"] - costs["base"]) if None not in costs.values() else None},
+        "cost_note": cost_note(unpriced),
+        "agreement": run_agreement(base, cand),
     }
 
 

@@ -177,13 +177,16 @@ def run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None] 
     with stage("compare_report", "compare and report"):
         from groundstate.report import write_report
 
-        cmp = compare(read_records(out / "eval" / "base_val.jsonl"), read_records(out / "eval" / "trained_val.jsonl"))
+        # the same notional prices as the console's cost per dependable task (the bundled table prices no local model)
+        notional = {str(base): NOTIONAL_PRICE, str(trained): NOTIONAL_PRICE}
+        cmp = compare(read_records(out / "eval" / "base_val.jsonl"), read_records(out / "eval" / "trained_val.jsonl"), prices=notional)
         (out / "compare.json").write_text(json.dumps(cmp, indent=1))
         write_report(
             read_records(out / "eval" / "trained_val.jsonl"),
             out / "report.html",
             "quickstart: trained vs base (validation)",
             baseline=read_records(out / "eval" / "base_val.jsonl"),
+            prices=notional,
         )
 
     base_ood = trained_ood = None

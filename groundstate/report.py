@@ -21,6 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from groundstate.agreement import describe_agreement  # noqa: E402
 from groundstate.metrics import compare, compute, pass_at_k, pass_hat_k, task_counts  # noqa: E402
 from groundstate.results import AttemptRecord, latest_per_key  # noqa: E402
 
@@ -95,14 +96,23 @@ def _transition_plot(c: dict[str, Any]) -> str:
     return _png(fig)
 
 
-def render(records: list[AttemptRecord], title: str, baseline: list[AttemptRecord] | None = None, allow_incomplete: bool = True) -> str:
-    """The report's HTML. A label such as `$\\frac{a}$` is a name, not a formula: plots render it as it is."""
+def render(
+    records: list[AttemptRecord],
+    title: str,
+    baseline: list[AttemptRecord] | None = None,
+    allow_incomplete: bool = True,
+    prices: dict[str, dict[str, float]] | None = None,
+) -> str:
+    """The report's HTML, costed with `prices` (default: the bundled table, `metrics.load_prices`). A label such as
+    `$\\frac{a}$` is a name, not a formula: plots render it as it is."""
     with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
-        return _render(records, title, baseline, allow_incomplete)
+        return _render(records, title, baseline, allow_incomplete, prices)
 
 
-def _render(records: list[AttemptRecord], title: str, baseline: list[AttemptRecord] | None, allow_incomplete: bool) -> str:
-    m = compute(records, allow_incomplete=allow_incomplete, bootstrap_reps=1000)
+def _render(
+    records: list[AttemptRecord], title: str, baseline: list[AttemptRecord] | None, allow_incomplete: bool, prices: dict[str, dict[str, float]] | None
+) -> str:
+    m = compute(records, prices=prices, allow_incomplete=allow_incomplete, bootstrap_reps=1000)
     k = m["k"]
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{CSS}</style></head><body>"]
     parts.append(
@@ -123,11 +133,11 @@ def _render(records: list[AttemptRecord], title: str, baseline: list[AttemptReco
         (f"pass^{k} (plug-in)", _pct(m["pass_hat_k_plugin"]), ""),
         (f"Observed {k}/{k}", f"{m['observed_k_of_k']} ({_pct(m['observed_k_of_k_rate'])})", ci("observed_k_of_k_rate")),
         ("solved at least once", str(m["solved_at_least_once"]), ""),
-        ("cost (USD)", "—" if m["cost_usd"] is None else f"{m['cost_usd']:.4f}", ""),
+        ("cost (USD)", "—" if m["cost_usd"] is None else f"{m['cost_usd']:.4f}", html.escape(m["cost_note"] or "")),
         (
             "cost per dependable task",
             "—" if m["cost_per_dependable_task"] is None else f"{m['cost_per_dependable_task']:.4f}",
-            m["cost_per_dependable_task_note"] or "",
+            html.escape(m["cost_per_dependable_task_note"] or ""),
         ),
     ]
     parts.append(
@@ -161,7 +171,7 @@ def _render(records: list[AttemptRecord], title: str, baseline: list[AttemptReco
                 parts.append(f"<a class='cell {cls}' href='#{_anchor(tid, a)}' title='{html.escape(tid)} #{a}: {cls}'></a>")
     parts.append("</div>")
     if baseline is not None:
-        c = compare(baseline, records, allow_incomplete=True, reps=1000)
+        c = compare(baseline, records, prices=prices, allow_incomplete=True, reps=1000)
         parts.append(
             f"<h2>Against the baseline ({c['shared_tasks']} shared tasks)</h2><table><tr><th>metric</th><th>baseline</th>"
             "<th>this run</th><th>lift</th><th>95% CI</th><th>P(lift &gt; 0)</th></tr>"
@@ -174,6 +184,7 @@ def _render(records: list[AttemptRecord], title: str, baseline: list[AttemptReco
         )
         kk = c["observed_k_of_k"]
         parts.append(f"<p>Observed k/k: {kk['base']} → {kk['candidate']} (moved in {kk['moved_in']}, fell out {kk['fell_out']}).</p>")
+        parts.append(f"<p id='agreement'>Run-to-run agreement: {html.escape(describe_agreement(c['agreement']))}</p>")
         names = {"base": "the baseline", "candidate": "this run"}
         parts += [
             f"<p class='incomplete'>{names[n]} is incomplete, compared anyway: {html.escape('; '.join(problems))}</p>"
@@ -227,8 +238,14 @@ def _blame_html(blame: dict | None, calls: list) -> str:
     return f"<div class='blame'><b>{html.escape(text)}</b></div>{detail}"
 
 
-def write_report(records: list[AttemptRecord], out: Path, title: str, baseline: list[AttemptRecord] | None = None) -> Path:
+def write_report(
+    records: list[AttemptRecord],
+    out: Path,
+    title: str,
+    baseline: list[AttemptRecord] | None = None,
+    prices: dict[str, dict[str, float]] | None = None,
+) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(records, title, baseline), encoding="utf-8")
+    out.write_text(render(records, title, baseline, prices=prices), encoding="utf-8")
     return out

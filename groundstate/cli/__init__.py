@@ -1,7 +1,7 @@
 """The `groundstate` command line: a thin typer app over the library, one module per command group.
 
 `run` / `probe` (cli.run), `tasks ...` (cli.tasks), `metrics` / `compare` / `report` / `export` (cli.analysis),
-`select` (cli.select), `train` / `merge` / `tiny build` (cli.train), `serve-mcp` (cli.mcp), `quickstart`
+`power` (cli.power), `select` (cli.select), `train` / `merge` / `tiny build` (cli.train), `serve-mcp` (cli.mcp), `quickstart`
 (cli.quickstart), `new domain` (cli.new), `conformance` (cli.conformance), `regrade` (cli.regrade). Shared options and option groups are in cli.options, consoles and error exits in cli.common.
 """
 
@@ -15,6 +15,7 @@ import typer
 from groundstate.cli import analysis, new, quickstart, tasks, train
 from groundstate.cli.conformance import conformance_command
 from groundstate.cli.mcp import serve_mcp
+from groundstate.cli.power import power_command
 from groundstate.cli.regrade import regrade_command
 from groundstate.cli.run import PROBE_HELP, RUN_HELP, attempts_command
 from groundstate.cli.select import select_command
@@ -49,6 +50,7 @@ app.command("run", help=RUN_HELP)(attempts_command)
 app.command("probe", help=PROBE_HELP)(attempts_command)
 app.command("metrics")(analysis.metrics)
 app.command("compare")(analysis.compare)
+app.command("power")(power_command)
 app.command("report")(analysis.report)
 app.command("export")(analysis.export_command)
 app.command("select")(select_command)

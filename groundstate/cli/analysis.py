@@ -69,11 +69,11 @@ def metrics(
     table.add_row(f"Observed {n}/{n}", f"{m['observed_k_of_k']} ({_fmt(m['observed_k_of_k_rate'])})", ci(iv, "observed_k_of_k_rate"))
     table.add_row("system errors", str(m["system_errors"]), "excluded from the rates")
     table.add_row("unjudged (rubric, no judge)", str(m["unjudged"]), "counted apart")
-    table.add_row("cost (USD)", "—" if m["cost_usd"] is None else f"{m['cost_usd']:.4f}", "")
+    table.add_row("cost (USD)", "—" if m["cost_usd"] is None else f"{m['cost_usd']:.4f}", escape(m["cost_note"] or ""))
     table.add_row(
         "cost per dependable task",
         "—" if m["cost_per_dependable_task"] is None else f"{m['cost_per_dependable_task']:.4f}",
-        m["cost_per_dependable_task_note"] or "",
+        escape(m["cost_per_dependable_task_note"] or ""),
     )
     out.print(table)
     group = m.get(f"by_{by}", {})
@@ -103,19 +103,26 @@ def compare(
     base: Path = typer.Argument(..., help="Baseline results JSONL."),
     cand: Path = typer.Argument(..., help="Candidate results JSONL."),
     k: Optional[int] = opts.count(None, "--k", help="k for pass@k / pass^k, at most the smaller n of the two runs (default: that n)."),
-    prices: Optional[Path] = typer.Option(None, "--prices"),
+    prices: Optional[Path] = typer.Option(None, "--prices", help="YAML price table extending the bundled one (as for metrics)."),
     allow_incomplete: bool = typer.Option(False, "--allow-incomplete"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Lift of each metric on the shared tasks (paired bootstrap CI, P(lift > 0)), task transitions, cost change."""
+    """Lift of each metric on the shared tasks (paired bootstrap CI, P(lift > 0)) and whether the pass@1 lift is
+    within the range this design detects (see `groundstate power`), task transitions, cost change; for
+    two runs of the same agent, run-to-run agreement with each disagreement's cause (agent sampling, user, judge)."""
     from groundstate.metrics import compare as compare_runs
     from groundstate.metrics import load_prices
+    from groundstate.power import detectable_range
 
+    base_records, cand_records = read_run(base), read_run(cand)
     try:
-        c = compare_runs(read_run(base), read_run(cand), k, load_prices(prices), allow_incomplete=allow_incomplete)
+        c = compare_runs(base_records, cand_records, k, load_prices(prices), allow_incomplete=allow_incomplete)
     except ValueError as e:
         console.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(1) from None
+    # whether the pass@1 lift is one this design detects with 80% power (groundstate.power; --json: under "power")
+    p1 = c["metrics"]["pass_at_1"]
+    c["power"] = asdict(detectable_range(base_records, cand_records, p1["lift"], ci_excludes_zero=p1["ci_95"][0] > 0 or p1["ci_95"][1] < 0))
     for name, problems in c["incomplete"].items():  # --allow-incomplete: compared anyway, and said, also with --json
         console.print(f"[yellow]{name} run incomplete, compared anyway:[/yellow] {escape('; '.join(problems))}")
     if c["left_out"]:  # always said, on stderr, also with --json
@@ -140,6 +147,7 @@ def compare(
             f"{v['p_lift_positive']:.3f}",
         )
     out.print(t)
+    out.print(f"detectable range: {escape(c['power']['sentence'])}")
     tr = Table(title="task transitions (rows: base, columns: candidate)")
     tr.add_column("base \\ candidate")
     for col in ("never", "sometimes", "always"):
@@ -149,14 +157,36 @@ def compare(
     out.print(tr)
     kk = c["observed_k_of_k"]
     out.print(f"Observed k/k: {kk['base']} → {kk['candidate']} (moved in {kk['moved_in']}, fell out {kk['fell_out']}); cost USD: {c['cost_usd']}")
+    if c["cost_note"]:
+        out.print(escape(c["cost_note"]))
+    _print_agreement(c["agreement"])
+
+
+def _print_agreement(a: dict) -> None:
+    """The agreement line, and the tasks whose attempts disagree most (all of them are in --json)."""
+    from groundstate.agreement import CAUSE_NAMES, describe_agreement
+
+    out.print(f"run-to-run agreement: {escape(describe_agreement(a))}")
+    worst = sorted((t for t in a.get("per_task", []) if t["agree"] < t["attempts"]), key=lambda t: (t["agreement"], t["task_id"]))
+    if not worst:
+        return
+    t = Table(title=f"tasks whose attempts disagree ({len(worst)}; the first 10)")
+    for col in ("task", "attempts agree", "base c/n", "candidate c/n", "disagreements by cause"):
+        t.add_column(col)
+    for row in worst[:10]:
+        causes = ", ".join(f"{CAUSE_NAMES[c]} {n}" for c, n in row["disagreements_by_cause"].items())
+        t.add_row(escape(row["task_id"]), f"{row['agree']}/{row['attempts']}", row["base"], row["candidate"], causes)
+    out.print(t)
 
 
 def report(
     results: Path = typer.Argument(..., help="Results JSONL of a run."),
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="Baseline results for a before/after comparison."),
     output: Path = opts.file_out(Path("report.html"), "-o", "--output", help="Where to write the HTML file."),
+    prices: Optional[Path] = typer.Option(None, "--prices", help="YAML price table extending the bundled one (as for metrics)."),
 ) -> None:
     """One self-contained HTML report: metrics, success grid, plots, and failing attempts with their diffs."""
+    from groundstate.metrics import load_prices
     from groundstate.report import write_report
 
     records = read_run(results)
@@ -164,7 +194,8 @@ def report(
         console.print(f"[red]error:[/red] {results} holds no records")
         raise typer.Exit(2)
     try:
-        path = write_report(records, output, f"groundstate report · {results}", read_run(baseline) if baseline else None)
+        table = load_prices(prices)
+        path = write_report(records, output, f"groundstate report · {results}", read_run(baseline) if baseline else None, prices=table)
     except ValueError as e:  # records of several runs, or a baseline that cannot be compared
         console.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(1) from None

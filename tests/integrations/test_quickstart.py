@@ -1,6 +1,7 @@
 """A reduced quickstart (few tasks and steps) runs every stage end to end; the full one is `make quickstart`."""
 
 import json
+import re
 
 import pytest
 
@@ -33,6 +34,8 @@ def test_reduced_quickstart_writes_every_artefact(tmp_path):
         assert summary[key]["k"] == 2 and summary[key]["tasks"] == s["val_tasks"] > 0
         assert {"pass_at_1", "pass_at_k", "pass_hat_k", "observed_k_of_k", "cost_per_dependable_task"} <= set(summary[key])
     assert (tmp_path / "report.html").exists() and (tmp_path / "selection" / "train.yaml").exists()
+    # the report costs the run at the same notional prices as the console table, rather than showing "—"
+    assert re.search(r"<td>cost \(USD\)</td><td>\d+\.\d{4}</td>", (tmp_path / "report.html").read_text())
     assert (tmp_path / "grpo" / "final" / "groundstate.json").exists()
     assert any("validation = unseen instances of seen templates" in line for line in lines)
     assert len(summary["stage_seconds"]) >= 6

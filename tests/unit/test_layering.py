@@ -33,6 +33,8 @@ LAYERS: list[tuple[str, list[str]]] = [
             "groundstate.hacks",
             "groundstate.alternatives",
             "groundstate.metrics",
+            "groundstate.agreement",
+            "groundstate.power",
             "groundstate.selectors",
             "groundstate.refs",
         ],

@@ -94,6 +94,7 @@ def test_every_reader_refuses_a_line_that_is_not_a_record_naming_file_line_and_f
     commands = {
         "metrics": ["metrics", str(path)],
         "compare": ["compare", str(path), str(path)],
+        "power": ["power", str(path)],
         "report": ["report", str(path), "-o", str(tmp_path / "r.html")],
         "export": ["export", str(path), "--format", "sft-jsonl", "--out", str(tmp_path / "export")],
         "select": ["select", str(path), "--out-dir", str(tmp_path / "sel")],

@@ -1,0 +1,88 @@
+"""`groundstate power`: the tasks and attempts a paired comparison with a base run needs to detect a lift, and the
+smallest lift the run's own design detects (the model: groundstate/power.py)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from groundstate.cli.common import console, fail, out, read_run
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{x:+.2%}"
+
+
+def _count(x: int | None) -> str:
+    return "—" if x is None else f"{x:,}"
+
+
+def power_command(
+    base: Path = typer.Argument(..., help="Results JSONL of the base run."),
+    lift: float = typer.Option(0.03, "--lift", help="pass@1 lift to detect, absolute (0.03: three points)."),
+    kk_lift: float = typer.Option(
+        0.05, "--kk-lift", help="Change in Observed k/k to detect: the absolute change in the fraction of tasks passing all k attempts."
+    ),
+    alpha: float = typer.Option(0.05, "--alpha", help="Two-sided significance level of the paired test."),
+    power: float = typer.Option(0.8, "--power", help="Chance the test detects the lift."),
+    k: Optional[str] = typer.Option(None, "--k", help="Attempts per task to tabulate, comma-separated (default: 1,2,4,8,16,32 and the run's n)."),
+    allow_incomplete: bool = typer.Option(False, "--allow-incomplete", help="Plan from a run with missing, duplicated or system-error keys."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Tasks and attempts per task a paired comparison needs to detect a pass@1 lift and an Observed k/k change, and the
+    smallest lift this run's tasks and attempts detect (normal approximation, rates from the base run)."""
+    from groundstate.metrics import parse_ks
+    from groundstate.power import UnreachableLift, plan
+
+    for name, value in (("--lift", lift), ("--kk-lift", kk_lift), ("--alpha", alpha), ("--power", power)):
+        if not 0 < value < 1:  # also NaN
+            fail(f"{name} {value}: must be between 0 and 1, exclusive")
+    if power <= alpha:
+        fail(f"--power {power} must exceed --alpha {alpha}: any test detects a lift with probability at least alpha")
+    try:
+        ks = parse_ks(k) if k is not None else None
+    except ValueError as e:
+        fail(str(e))
+    records = read_run(base)
+    try:
+        p = plan(records, lift, kk_lift, alpha, power, ks, allow_incomplete)
+    except UnreachableLift as e:
+        fail(f"--lift {lift}: {e}")
+    except ValueError as e:
+        fail(str(e), 1)
+    if as_json:
+        out.print_json(data=asdict(p))
+        return
+    out.print(
+        f"{escape(str(base))}: {p.tasks} tasks × n={p.n}, pass@1 {p.base_pass_at_1:.2%}, Observed {p.n}/{p.n} "
+        f"{p.base_observed_k_of_k_rate:.2%} · two-sided α = {p.alpha:g}, power {p.power:.0%}"
+    )
+    out.print(
+        f"this run's design ({p.tasks} tasks × {p.n} attempt{'s' if p.n != 1 else ''}, paired) detects a pass@1 lift of {_pct(p.min_detectable_lift)} "
+        f"and an Observed {p.n}/{p.n} change of {_pct(p.min_detectable_kk_change)}"
+    )
+    if p.attempts_needed is not None:
+        out.print(f"to detect {p.lift:+.2%} pass@1 with these {p.tasks} tasks: {p.attempts_needed:,} attempts per task in each run")
+    else:
+        out.print(f"to detect {p.lift:+.2%} pass@1, {p.tasks} tasks are too few at any k: at least {p.min_tasks:,} tasks are needed")
+    t = Table(title=f"tasks needed (paired; each run makes k attempts per task) for pass@1 {p.lift:+.2%} and Observed k/k {p.kk_lift:+.2%}")
+    for col in (
+        "k",
+        f"tasks for pass@1 {p.lift:+.2%}",
+        "attempts (both runs)",
+        "base Observed k/k (model)",
+        f"tasks for Observed k/k {p.kk_lift:+.2%}",
+    ):
+        t.add_column(col)
+    for row in p.designs:
+        total = None if row.tasks_for_lift is None else 2 * row.k * row.tasks_for_lift
+        t.add_row(str(row.k), _count(row.tasks_for_lift), _count(total), f"{row.base_kk_rate:.2%}", _count(row.tasks_for_kk))
+    out.print(t)
+    out.print(f"model: {escape(p.model)} (groundstate/power.py)")
+    for note in p.notes:
+        console.print(f"[yellow]note:[/yellow] {escape(note)}")
