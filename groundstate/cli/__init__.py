@@ -24,8 +24,18 @@ from groundstate.cli.serve import serve
 app = typer.Typer(help="Train and evaluate tool-using LLM agents with rewards read from the final state of a real database.", no_args_is_help=True)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"groundstate {version('groundstate')}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _stop_on_sigterm() -> None:
+def _stop_on_sigterm(
+    _version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+) -> None:
     # SIGTERM (`timeout`, a scheduler, `kill`) ends a command the way Ctrl-C does: Python's default would end the process at
     # once, skipping the clean-up that stops the process groups of MCP servers and ThinkingBox test workers, which then
     # run on for good (a worker in `while True`, whatever a server spawned). Only in the main thread of a process whose

@@ -28,7 +28,7 @@ def metrics(
         None, "--k", help="k for pass@k / pass^k: one or more, comma-separated (e.g. 1,5,20), each at most n, the attempts per task (default: n)."
     ),
     prices: Optional[Path] = typer.Option(None, "--prices", help="YAML price table overriding the bundled one."),
-    by: str = typer.Option("domain", "--by", help="Breakdown: domain (family is always included in --json)."),
+    by: str = opts.choice("domain", "--by", choices=("domain", "family"), help="Breakdown: domain or family (--json has both)."),
     allow_incomplete: bool = typer.Option(False, "--allow-incomplete", help="Compute despite missing, duplicated or system-error keys."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:

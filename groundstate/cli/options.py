@@ -136,3 +136,8 @@ ToolCallFormat: Any = typer.Option(
 
 def _bad_choice(value: str, choices: tuple[str, ...]) -> Any:
     raise typer.BadParameter(f"{value!r} is not one of {', '.join(choices)}")
+
+
+def choice(default: Any, *decls: str, choices: tuple[str, ...], **kw: Any) -> Any:
+    """An option whose value must be one of `choices` (or the default None): anything else is a usage error, exit 2."""
+    return typer.Option(default, *decls, callback=lambda v: v if v is None or v in choices else _bad_choice(v, choices), **kw)

@@ -232,15 +232,27 @@ def tasks_generate(
         console.print(f"{len(names)} task files reproduced exactly")
 
 
+SPLITS = ("pool", "bench")
+
+
+def _tasks_for(tasks: Optional[str], domain: Optional[list[str]], split: Optional[str]) -> list:
+    """The tasks a listing command names: a --tasks selector, else the named (default: every bundled) domains, of one split."""
+    if tasks:
+        return [(t, d) for t, d in select(tasks, run=False) if split is None or t.split == split]
+    return load_domains(domain, split)
+
+
 @app.command("list")
 def tasks_list(
-    split: Optional[str] = typer.Option(None, help="pool or bench."),
-    domain: Optional[list[str]] = typer.Option(None, "--domain", "-d", help="Domain name (repeatable)."),
+    split: Optional[str] = opts.choice(None, "--split", choices=SPLITS, help="Only this split: pool or bench."),
+    domain: Optional[list[str]] = typer.Option(None, "--domain", "-d", help="Domain name or folder (repeatable; default: all bundled)."),
     tasks: Optional[str] = typer.Option(None, "--tasks", help="List these tasks instead (any --tasks selector, e.g. thinkingbox:DIR::LIST)."),
+    counts_only: bool = typer.Option(False, "--counts", help="Only the counts per domain, split and family, not every task."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON array of tasks."),
 ) -> None:
-    """Tasks with their domain, split, family and template; counts per domain, family and split."""
-    pairs = [(t, d) for t, d in select(tasks, run=False) if split is None or t.split == split] if tasks else load_domains(domain, split)
+    """Every task's id with its domain, split, family and gold calls (--json adds template and tags); then counts per domain, split and family.
+    `groundstate tasks show ID` prints one task in full."""
+    pairs = _tasks_for(tasks, domain, split)
     if as_json:
         out.print_json(
             data=[
@@ -257,12 +269,90 @@ def tasks_list(
             ]
         )
         return
+    if not pairs:
+        fail("no tasks match" + (f" --split {split}" if split else "") + (f" in --tasks {tasks}" if tasks else ""), 1)
+    if not counts_only:
+        table = Table(title=f"{len(pairs)} tasks (groundstate tasks show ID: one in full)")
+        table.add_column("id", no_wrap=True)  # an id is never wrapped or cut: it is what a person copies
+        for col in ("domain", "split", "family", "gold calls"):
+            table.add_column(col, overflow="fold")
+        for t, _ in pairs:
+            table.add_row(escape(t.id), escape(t.domain), t.split or "", escape(t.family), str(len(t.gold)))
+        out.print(table)
     counts: dict[tuple[str, str, str], int] = {}
     for t, _ in pairs:
         counts[(t.domain, t.split or "", t.family)] = counts.get((t.domain, t.split or "", t.family), 0) + 1
-    table = Table(title=f"{len(pairs)} tasks")
+    table = Table(title=f"{len(pairs)} tasks by domain, split and family")
     for col in ("domain", "split", "family", "tasks"):
         table.add_column(col)
     for (d, s, f), n in sorted(counts.items()):
-        table.add_row(d, s, f, str(n))
+        table.add_row(escape(d), s, escape(f), str(n))
     out.print(table)
+
+
+@app.command("show")
+def tasks_show(
+    task_id: str = typer.Argument(..., help="The task's id (as `groundstate tasks list` prints it)."),
+    domain: Optional[list[str]] = typer.Option(None, "--domain", "-d", help="Domain name or folder to look in (repeatable; default: all bundled)."),
+    tasks: Optional[str] = typer.Option(None, "--tasks", help="Look in these tasks instead (any --tasks selector, e.g. thinkingbox:DIR::LIST)."),
+    certify_it: bool = typer.Option(False, "--certify", help="Also certify the task (gold, no-op, mutants, alternatives, hacks) on --backend."),
+    backend: str = opts.Backend,
+    pg_dsn: Optional[str] = opts.PgDsn,
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (the task as its file holds it, and its certificate)."),
+) -> None:
+    """One task in full: instruction, user, data patch, gold solution, checks, rubrics, limits, and with --certify its certificate."""
+    import difflib
+    from dataclasses import asdict
+
+    pairs = _tasks_for(tasks, domain, None)
+    found = [(t, d) for t, d in pairs if t.id == task_id]
+    if not found:
+        near = difflib.get_close_matches(task_id, [t.id for t, _ in pairs], n=3)
+        hint = f"; did you mean {', '.join(near)}?" if near else "; `groundstate tasks list` prints every id"
+        fail(f"no task {task_id!r} in {'--tasks ' + tasks if tasks else ', '.join(domain) if domain else 'the bundled domains'}{hint}", 1)
+    task, dom = found[0]
+    data = {"task": task.model_dump(mode="json", exclude_defaults=False), "fingerprint": task.fingerprint(), "domain_path": str(dom.path)}
+    if certify_it:
+        from groundstate.certify import certify
+        from groundstate.state import make_backend
+
+        try:
+            be = make_backend(backend, pg_dsn)
+        except ValueError as e:
+            fail(f"--backend: {e}")
+        try:
+            cert = certify([(task, dom)], [be])[0]
+        except TaskFileError as e:
+            fail(str(e))
+        finally:
+            be.close()
+        data["certificate"] = {**asdict(cert), "certified": cert.certified}
+    if as_json:
+        out.print_json(data=data)
+        return
+    t = data["task"]
+    out.print(f"[bold]{escape(task.id)}[/bold] · domain {escape(task.domain)} ({escape(str(dom.path))}) · split {task.split or '—'}", soft_wrap=True)
+    out.print(
+        f"family {escape(task.family)} · template {escape(task.template or '—')} · tags {escape(', '.join(task.tags) or '—')} · fingerprint {data['fingerprint']}"
+    )
+    sections = [
+        ("instruction", task.instruction),
+        ("user", json.dumps(t["user"], indent=1, ensure_ascii=False)),
+        ("data patch", json.dumps(t["patch"], indent=1, ensure_ascii=False, default=str) if task.patch else "none"),
+        (
+            "gold solution",
+            "\n".join(f"{i}. {c.tool}({json.dumps(c.args, ensure_ascii=False, default=str)})" for i, c in enumerate(task.gold, 1)) or "none",
+        ),
+        ("checks", json.dumps(t["checks"], indent=1, ensure_ascii=False) if task.checks else "none"),
+        ("rubrics", "\n".join(f"- {r}" for r in task.rubrics) or "none"),
+        ("gold reply", task.gold_reply or "none"),
+        ("limits", json.dumps(t["limits"])),
+    ]
+    for title, body in sections:
+        out.print(f"\n[bold]{title}[/bold]")
+        out.print(escape(body), soft_wrap=True)
+    if certify_it:
+        c = data["certificate"]
+        verdict = "[green]certified[/green]" if c["certified"] else "[red]not certified[/red]"
+        out.print(f"\n[bold]certificate[/bold] ({escape(backend)}): {verdict}")
+        out.print(escape(json.dumps(c, indent=1, ensure_ascii=False, default=str)), soft_wrap=True)

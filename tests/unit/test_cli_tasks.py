@@ -1,0 +1,86 @@
+"""`groundstate --version`, `tasks list` (every id, never cut at 80 columns), `tasks show ID`, and filters that refuse
+values they do not know (#21 items 8 and 9)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from importlib.metadata import version
+
+from typer.testing import CliRunner
+
+from groundstate.cli import app
+from groundstate.domain import load_domain
+
+NARROW = {"COLUMNS": "80", "TERM": "dumb"}
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, list(args), env=NARROW)
+
+
+def test_version():
+    r = invoke("--version")
+    assert r.exit_code == 0 and r.stdout.strip() == f"groundstate {version('groundstate')}"
+
+
+def test_list_prints_every_id_whole_at_80_columns():
+    ids = [t.id for t in load_domain("hr").tasks]
+    # a process of its own: the consoles take their width from COLUMNS when they are made, at import
+    r = subprocess.run(
+        [sys.executable, "-m", "groundstate.cli", "tasks", "list", "--domain", "hr"], capture_output=True, text=True, env={**os.environ, **NARROW}
+    )
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    for tid in ids:  # each id on one line, whole: a person copies it from here
+        assert sum(1 for line in lines if f" {tid} " in line) == 1, tid
+    assert f"{len(ids)} tasks by domain, split and family" in r.stdout
+
+
+def test_list_counts_only():
+    r = invoke("tasks", "list", "--domain", "hr", "--counts")
+    assert r.exit_code == 0 and "hr-book-annual-leave-001" not in r.stdout and "policy_refusal" in r.stdout
+
+
+def test_an_unknown_split_is_a_usage_error_and_an_empty_listing_an_error():
+    r = invoke("tasks", "list", "--split", "test")
+    assert r.exit_code == 2 and "'test' is not one of pool, bench" in r.output
+    r = invoke("tasks", "list", "--domain", "hr", "--split", "pool")  # hr has benchmark tasks only
+    assert r.exit_code == 1 and "no tasks match --split pool" in r.output
+
+
+def test_show_prints_the_task_in_full():
+    task = load_domain("hr").tasks[0]
+    r = invoke("tasks", "show", task.id)
+    assert r.exit_code == 0, r.output
+    assert task.instruction in r.stdout and task.user.context.split(".")[0] in r.stdout
+    for i, call in enumerate(task.gold, 1):
+        assert f"{i}. {call.tool}(" in r.stdout
+    for section in ("instruction", "user", "data patch", "gold solution", "checks", "rubrics", "gold reply", "limits"):
+        assert f"\n{section}\n" in r.stdout
+    data = json.loads(invoke("tasks", "show", task.id, "--json").stdout)
+    assert data["task"]["id"] == task.id and data["fingerprint"] == task.fingerprint() and "certificate" not in data
+
+
+def test_show_certifies_on_request():
+    task = load_domain("hr").tasks[0]
+    data = json.loads(invoke("tasks", "show", task.id, "--certify", "--json").stdout)
+    cert = data["certificate"]
+    assert cert["certified"] is True and cert["gold_pass"] and cert["noop_fail"] and cert["backends"] == ["sqlite"]
+    r = invoke("tasks", "show", task.id, "--certify")
+    assert "certificate (sqlite): certified" in r.stdout
+
+
+def test_show_an_unknown_id_suggests_near_ones():
+    r = invoke("tasks", "show", "hr-book-annual-leave-01", "--domain", "hr")
+    assert r.exit_code == 1 and "no task 'hr-book-annual-leave-01' in hr" in r.output and "hr-book-annual-leave-001" in r.output
+    r = invoke("tasks", "show", "zzz-[bold]nothing", "--domain", "hr")  # markup in an id is printed as written
+    assert r.exit_code == 1 and "zzz-[bold]nothing" in r.output and "tasks list" in r.output
+
+
+def test_metrics_refuses_an_unknown_breakdown(tmp_path):
+    r = invoke("metrics", str(tmp_path / "missing.jsonl"), "--by", "foo")
+    assert r.exit_code == 2 and "'foo' is not one of domain, family" in r.output
