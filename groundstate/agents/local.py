@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,48 @@ from groundstate.agents.toolcall_format import parse_response
 from groundstate.types import AgentTurn, Usage
 
 PROMPT_FLAGS = "groundstate.json"
+
+
+# a Hugging Face hub id: NAME or OWNER/NAME of letters, digits, `-`, `_`, `.` (what the hub itself accepts)
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?")
+
+
+def check_model_ref(ref: str) -> None:
+    """`ValueError` in one line unless `ref` is a Hugging Face model folder (holding config.json) or a hub id. A path
+    that does not exist is named as such, rather than reaching the hub as an id it cannot be."""
+    if not ref.strip():
+        raise ValueError("no model given (a Hugging Face model folder or a hub id)")
+    path = Path(ref).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise ValueError(f"{ref}: is a file, not a model folder (a Hugging Face model folder holds config.json and the weights)")
+        if not (path / "config.json").is_file():
+            raise ValueError(f"{ref}: is not a Hugging Face model folder (no config.json in it)")
+        return
+    if ref.startswith(("/", ".", "~")) or not _HUB_ID.fullmatch(ref):
+        raise ValueError(
+            f"{ref}: no such model folder (give a Hugging Face model folder, e.g. one `groundstate tiny build --out DIR` wrote, or a hub id)"
+        )
+
+
+class ModelLoadError(ValueError):
+    """A model reference that names no loadable model (a missing folder, a hub id with no hub, damaged weights)."""
+
+
+def load_pretrained(ref: str) -> tuple[Any, Any]:
+    """The tokenizer and float32 causal LM of a model folder or hub id; `ModelLoadError` in one line when it cannot be loaded."""
+    try:
+        check_model_ref(ref)
+    except ValueError as e:
+        raise ModelLoadError(str(e)) from None
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(ref), AutoModelForCausalLM.from_pretrained(ref, dtype=torch.float32)
+    except OSError as e:  # transformers' own: no hub, no such repo, missing or damaged files
+        lines = str(e).strip().splitlines()
+        raise ModelLoadError(f"{ref}: cannot load the model: {lines[0] if lines else type(e).__name__}") from None
 
 
 def prompt_flags(model_path: str | Path) -> dict[str, bool]:
@@ -219,12 +262,8 @@ class BatchedPolicy:
     @classmethod
     def from_pretrained(cls, path: str, sampling: SamplingParams | None = None, **kw: Any) -> "BatchedPolicy":
         """Load a local model directory; its `groundstate.json`, if any, says how it expects its prompt."""
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        tok = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-        return cls(model, tok, sampling, **{**prompt_flags(path), **kw})
+        tok, model = load_pretrained(path)
+        return cls(model.eval(), tok, sampling, **{**prompt_flags(path), **kw})
 
     def agent(self, seed: int | None = None) -> "EpisodeAgent":
         """One episode's handle. Its random stream is seeded by `seed` (e.g. the attempt's: task, index and run seed), or,

@@ -154,8 +154,14 @@ def train(
     ),
 ) -> None:
     """GRPO with the final-state verdict as the only reward; checkpoints are Hugging Face model directories."""
+    from groundstate.agents.local import check_model_ref
+
     if engine not in ("trl", "verl"):
         fail(f"unknown engine {engine!r}: use trl or verl")
+    try:
+        check_model_ref(model)
+    except ValueError as e:
+        fail(f"--model {e}")
     pairs = select(train_tasks, tb_servers, tb_no_sources)
     common = _given(
         group_size=group_size,
@@ -232,18 +238,24 @@ def _train_trl(
     except TaskFileError as e:
         be.close()
         fail(str(e))
-    with progress() as bar_progress:
-        bar = bar_progress.add_task("GRPO", total=cfg.steps, status="")
-        final = train_trl(
-            model,
-            pairs,
-            be,
-            out_dir,
-            cfg,
-            on_step=lambda r: bar_progress.update(
-                bar, completed=r["step"], status=f"reward {r['sampled_reward']:.2f} · informative {r['informative']}/{r['groups']}"
-            ),
-        )
+    from groundstate.agents.local import ModelLoadError
+
+    try:
+        with progress() as bar_progress:
+            bar = bar_progress.add_task("GRPO", total=cfg.steps, status="")
+            final = train_trl(
+                model,
+                pairs,
+                be,
+                out_dir,
+                cfg,
+                on_step=lambda r: bar_progress.update(
+                    bar, completed=r["step"], status=f"reward {r['sampled_reward']:.2f} · informative {r['informative']}/{r['groups']}"
+                ),
+            )
+    except ModelLoadError as e:
+        be.close()
+        fail(f"--model {e}")
     console.print(f"checkpoint written to {final}\nmetrics written to {out_dir / 'metrics.jsonl'}\nrollouts written to {out_dir / 'rollouts.jsonl'}")
     if val_pairs:
         from groundstate.results import RecordError

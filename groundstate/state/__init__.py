@@ -15,7 +15,8 @@ BACKENDS = ("sqlite", "postgres")
 
 
 def make_backend(name: str, dsn: str | None = None, **kw: Any) -> "Backend":
-    """A backend by name: `sqlite` (default) or `postgres` (`dsn`, default `$GROUNDSTATE_PG_DSN`); `ValueError` otherwise."""
+    """A backend by name: `sqlite` (default) or `postgres` (`dsn`, default `$GROUNDSTATE_PG_DSN`, connected to once
+    here); `ValueError` for an unknown name or an unreachable server."""
     if name == "sqlite":
         from groundstate.state.sqlite import SqliteBackend
 
@@ -23,5 +24,7 @@ def make_backend(name: str, dsn: str | None = None, **kw: Any) -> "Backend":
     if name in ("postgres", "postgresql", "pg"):
         from groundstate.state.postgres import PostgresBackend
 
-        return PostgresBackend(dsn, **kw)
+        backend = PostgresBackend(dsn, **kw)
+        backend.check_reachable()  # one clear line now (`BackendUnreachable`, a ValueError), not a failure per attempt
+        return backend
     raise ValueError(f"unknown backend {name!r}: use sqlite or postgres")

@@ -58,6 +58,26 @@ def default_dsn() -> str:
     return os.environ.get("GROUNDSTATE_PG_DSN", DEFAULT_DSN)
 
 
+class BackendUnreachable(ValueError):
+    """The PostgreSQL server of a DSN cannot be reached or refuses the login: the message says which and how to fix it."""
+
+
+def describe_dsn(dsn: str) -> str:
+    """`user@host:port/dbname` of a DSN, without its password (a DSN psycopg cannot parse is named as unparseable)."""
+    try:
+        d = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "an unparseable --pg-dsn / $GROUNDSTATE_PG_DSN"
+    return f"{d.get('user') or os.environ.get('PGUSER') or 'the default user'}@{d.get('host') or 'localhost'}:{d.get('port') or 5432}/{d.get('dbname') or 'postgres'}"
+
+
+def first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return (
+        text[0] if text else type(e).__name__
+    ) + " (give the server with --pg-dsn or $GROUNDSTATE_PG_DSN, e.g. postgresql://postgres@127.0.0.1:5432/postgres)"
+
+
 def portable_to_postgres(schema_sql: str) -> str:
     """Adapt portable schema SQL to PostgreSQL: the dialect differs, the domain does not."""
     # SQLite's REAL is 8 bytes; PostgreSQL's REAL is 4 bytes and would round money.
@@ -169,6 +189,14 @@ class PostgresBackend(Backend):
         self._role_lock = threading.Lock()
 
     # -- connections ---------------------------------------------------------------------------
+    def check_reachable(self) -> None:
+        """Connect once to the DSN's database: `BackendUnreachable` naming the server (never the password) and the fix
+        when that fails, so a command stops in one line before any work instead of failing every attempt."""
+        try:
+            self._admin_execute("SELECT 1")
+        except psycopg.Error as e:
+            raise BackendUnreachable(f"cannot reach PostgreSQL at {describe_dsn(self.dsn)}: {first_line(e)}") from None
+
     def connect(self, dbname: str) -> psycopg.Connection:
         """An autocommit connection to `dbname`: sandbox databases as the sandbox login (`sandbox_user`),
         any other database as the DSN's user."""

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from groundstate.agents.local import PROMPT_FLAGS, BatchedPolicy, SamplingParams, prompt_flags
+from groundstate.agents.local import PROMPT_FLAGS, BatchedPolicy, SamplingParams, load_pretrained, prompt_flags
 from groundstate.domain import Domain
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
@@ -74,15 +74,14 @@ def train_trl(
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     import torch
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
+    torch.manual_seed(cfg.seed)
+    tok, model = load_pretrained(model_path)  # ModelLoadError before anything is written
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "train_config.json").write_text(json.dumps({"model": model_path, "tasks": [t.id for t, _ in train], **asdict(cfg)}, indent=1))
-    torch.manual_seed(cfg.seed)
-    tok = AutoTokenizer.from_pretrained(model_path)
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
     flags = prompt_flags(model_path)
     policy = policy_cls(
         model, tok, SamplingParams(cfg.temperature, cfg.top_p, cfg.top_k, cfg.max_new_tokens, cfg.max_context), seed=cfg.seed, **flags

@@ -60,3 +60,13 @@ def test_the_other_folders_it_names_exist():
         for sub in re.findall(r"\b(\w+)/", rest):
             if sub != "name":
                 assert (REPO / folder / sub).is_dir(), f"{folder}{sub}/"
+
+
+def test_every_extra_the_readme_installs_exists():
+    import tomllib
+
+    extras = set(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    named = {e for group in re.findall(r'pip install -e "\.\[([\w,]+)\]"', text) for e in group.split(",")}
+    assert {"openai", "hf", "train", "mcp", "verl", "verifiers"} <= named
+    assert named <= extras, named - extras
