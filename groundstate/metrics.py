@@ -37,6 +37,12 @@ from groundstate.types import FINISH_REASONS
 DEFAULT_PRICES = Path(__file__).parent / "prices.yaml"
 
 
+def metric_label(name: str, k: int) -> str:
+    """How every table names a metric key of `compute`/`compare` (`pass_at_k` → `pass@5`): one naming everywhere."""
+    labels = {"pass_at_1": "pass@1", "pass_at_k": f"pass@{k}", "pass_hat_k": f"pass^{k}", "observed_k_of_k_rate": f"Observed {k}/{k}"}
+    return labels.get(name, name)
+
+
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k: 1 − C(n−c, k)/C(n, k)."""
     _check(n, c, k)

@@ -1,10 +1,12 @@
 """`groundstate report`: one self-contained HTML file a person would rather look at than read.
 
 Plots are rendered with matplotlib and embedded as PNG data URIs, so the file opens without network.
-Contents: headline metrics, the task × attempt success grid sorted by pass rate (each failing attempt
-links to its verdict diff and trajectory), the histogram of c/k, pass@k and pass^k against k,
-per-domain bars, and with a baseline the before/after comparison and transition chart. Names from the
-records (domains, tasks) are plain text everywhere: in plots, mathtext (`$...$`) is off.
+In reading order: a one-line summary, the headline metrics, with a baseline the before/after comparison
+(lifts, transitions, agreement), the task × attempt success grid with the least-solved tasks first (each
+failing attempt links to its verdict), the plots (c/k histogram, pass@k and pass^k against k, per-domain
+bars), and the failing attempts: blame, the diff against the golden state as tables with the differing
+columns marked, and the conversation turn by turn. Metrics are named as in `metrics` (`metric_label`).
+Names from the records (domains, tasks) are plain text everywhere: in plots, mathtext (`$...$`) is off.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from groundstate.agreement import describe_agreement  # noqa: E402
-from groundstate.metrics import compare, compute, pass_at_k, pass_hat_k, task_counts  # noqa: E402
+from groundstate.metrics import compare, compute, metric_label, pass_at_k, pass_hat_k, task_counts  # noqa: E402
 from groundstate.results import AttemptRecord, latest_per_key  # noqa: E402
 
 CSS = """
@@ -33,7 +36,11 @@ th{background:#f4f6f9}.muted{color:#6b7585}.grid{display:grid;gap:2px;align-item
 .cell{width:14px;height:14px;border-radius:2px;display:block}.pass{background:#2e9d5b}.fail{background:#d64545}
 .err{background:#9aa3b2}.unj{background:#e0b400}.tid{font:11px monospace;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;max-width:260px}
 .plots img{max-width:48%;margin:4px;border:1px solid #eef0f4}pre{background:#f6f8fa;padding:8px;overflow:auto;max-height:360px;font-size:12px}
-details{margin:6px 0;border:1px solid #eef0f4;padding:4px 8px}
+details{margin:6px 0;border:1px solid #eef0f4;padding:4px 8px}.summary{font-size:16px;margin:8px 0 0}
+table.diff td{font:12px monospace;white-space:pre-wrap;max-width:260px}.chg{background:#ffe1e1;font-weight:bold}
+.turn{margin:4px 0;padding:4px 8px;border-left:3px solid #dde2ea;white-space:pre-wrap;font-size:13px}
+.turn b{display:block;font-size:11px;color:#6b7585;text-transform:uppercase}.turn.user{border-color:#3a6fd8}
+.turn.assistant{border-color:#2e9d5b}.turn.tool{border-color:#e0b400;font:12px monospace}
 """
 
 
@@ -67,7 +74,9 @@ def _plots(records: list[AttemptRecord], m: dict[str, Any]) -> list[str]:
         ax.plot(ks, [sum(pass_at_k(t.n, t.c, j) for t in full) / len(full) for j in ks], "o-", label="pass@k", color="#2e9d5b")
         ax.plot(ks, [sum(pass_hat_k(t.n, t.c, j) for t in full) / len(full) for j in ks], "o-", label="pass^k", color="#d64545")
     ax.set(xlabel="k", ylabel="rate", ylim=(0, 1.02), title="pass@k and pass^k against k")
-    ax.legend()
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # k is a count: no tick at 1.5
+    if full:
+        ax.legend()
     out.append(_png(fig))
     by = m.get("by_domain", {})
     if by:
@@ -77,7 +86,7 @@ def _plots(records: list[AttemptRecord], m: dict[str, Any]) -> list[str]:
         ax.bar([i + 0.2 for i in range(len(names))], [by[n]["pass_hat_k"] for n in names], 0.4, label=f"pass^{k}", color="#d64545")
         ax.set_xticks(range(len(names)), names, rotation=20)
         ax.set(ylim=(0, 1.02), title="By domain")
-        ax.legend()
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)  # beside the axes: it never covers a bar
         out.append(_png(fig))
     return out
 
@@ -92,7 +101,7 @@ def _transition_plot(c: dict[str, Any]) -> str:
         ax.bar(cats, vals, bottom=bottom, label=f"→ {to}", color=colors[to])
         bottom = [b + v for b, v in zip(bottom, vals)]
     ax.set(xlabel="baseline category", ylabel="tasks", title="Before → after transitions")
-    ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
     return _png(fig)
 
 
@@ -114,9 +123,11 @@ def _render(
 ) -> str:
     m = compute(records, prices=prices, allow_incomplete=allow_incomplete, bootstrap_reps=1000)
     k = m["k"]
+    c = compare(baseline, records, prices=prices, allow_incomplete=True, reps=1000) if baseline is not None else None
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{CSS}</style></head><body>"]
+    parts.append(f"<h1>{html.escape(title)}</h1>{_summary(m, c)}")
     parts.append(
-        f"<h1>{html.escape(title)}</h1><div class='muted'>{m['tasks']} tasks × k = {k} · {m['attempts']} attempts · "
+        f"<div class='muted'>{m['tasks']} tasks × k = {k} · {m['attempts']} attempts · "
         f"{m['system_errors']} system errors · {m['unjudged']} unjudged · finish reasons: "
         + html.escape(", ".join(f"{name} {n}" for name, n in m["finish_reasons"].items()))
         + "</div>"
@@ -127,11 +138,11 @@ def _render(
         return f"[{_pct(iv[n][0])}, {_pct(iv[n][1])}]" if n in iv else ""
 
     rows = [
-        ("pass@1", _pct(m["pass_at_1"]), ci("pass_at_1")),
-        (f"pass@{k}", _pct(m["pass_at_k"]), ci("pass_at_k")),
-        (f"pass^{k} (unbiased)", _pct(m["pass_hat_k"]), ci("pass_hat_k")),
-        (f"pass^{k} (plug-in)", _pct(m["pass_hat_k_plugin"]), ""),
-        (f"Observed {k}/{k}", f"{m['observed_k_of_k']} ({_pct(m['observed_k_of_k_rate'])})", ci("observed_k_of_k_rate")),
+        (metric_label("pass_at_1", k), _pct(m["pass_at_1"]), ci("pass_at_1")),
+        (metric_label("pass_at_k", k), _pct(m["pass_at_k"]), ci("pass_at_k")),
+        (f"{metric_label('pass_hat_k', k)} (unbiased)", _pct(m["pass_hat_k"]), ci("pass_hat_k")),
+        (f"{metric_label('pass_hat_k', k)} (plug-in)", _pct(m["pass_hat_k_plugin"]), ""),
+        (metric_label("observed_k_of_k_rate", k), f"{m['observed_k_of_k']} ({_pct(m['observed_k_of_k_rate'])})", ci("observed_k_of_k_rate")),
         ("solved at least once", str(m["solved_at_least_once"]), ""),
         ("cost (USD)", "—" if m["cost_usd"] is None else f"{m['cost_usd']:.4f}", html.escape(m["cost_note"] or "")),
         (
@@ -141,19 +152,21 @@ def _render(
         ),
     ]
     parts.append(
-        "<h2>Metrics</h2><table><tr><th>metric</th><th>value</th><th>95% CI / note</th></tr>"
+        "<h2>Metrics</h2><table id='metrics'><tr><th>metric</th><th>value</th><th>95% CI / note</th></tr>"
         + "".join(f"<tr><td>{a}</td><td>{b}</td><td class='muted'>{c}</td></tr>" for a, b, c in rows)
         + "</table>"
     )
-    # the success grid: tasks sorted by pass rate, one cell per attempt
+    if c is not None:
+        parts += _comparison(c)
+    # the success grid: the least-solved tasks first (what a reader came to fix), one cell per attempt
     by_task: dict[str, dict[int, AttemptRecord]] = {}
     for r in latest_per_key(records).values():
         by_task.setdefault(r.task_id, {})[r.attempt] = r
     rate = {t.task_id: (t.c / t.n if t.n else -1) for t in task_counts(records).values()}
-    order = sorted(by_task, key=lambda t: (-rate[t], t))
+    order = sorted(by_task, key=lambda t: (rate[t] if rate[t] >= 0 else 2, t))  # tasks with no clean attempt after the judged ones
     parts.append(
         f"<h2>Success grid</h2><div class='muted'>green pass · red fail (links to the verdict) · grey system error · "
-        f"yellow unjudged; tasks sorted by pass rate</div><div class='grid' id='success-grid' "
+        f"yellow unjudged; the least-solved tasks first, then those without a clean attempt</div><div class='grid' id='success-grid' "
         f"style='grid-template-columns:260px 48px repeat({k},16px)'>"
     )
     for tid in order:
@@ -170,33 +183,6 @@ def _render(
             else:
                 parts.append(f"<a class='cell {cls}' href='#{_anchor(tid, a)}' title='{html.escape(tid)} #{a}: {cls}'></a>")
     parts.append("</div>")
-    if baseline is not None:
-        c = compare(baseline, records, prices=prices, allow_incomplete=True, reps=1000)
-        parts.append(
-            f"<h2>Against the baseline ({c['shared_tasks']} shared tasks)</h2><table><tr><th>metric</th><th>baseline</th>"
-            "<th>this run</th><th>lift</th><th>95% CI</th><th>P(lift &gt; 0)</th></tr>"
-            + "".join(
-                f"<tr><td>{n}</td><td>{_pct(v['base'])}</td><td>{_pct(v['candidate'])}</td><td>{v['lift']:+.1%}</td>"
-                f"<td>[{v['ci_95'][0]:+.1%}, {v['ci_95'][1]:+.1%}]</td><td>{v['p_lift_positive']:.3f}</td></tr>"
-                for n, v in c["metrics"].items()
-            )
-            + "</table>"
-        )
-        kk = c["observed_k_of_k"]
-        parts.append(f"<p>Observed k/k: {kk['base']} → {kk['candidate']} (moved in {kk['moved_in']}, fell out {kk['fell_out']}).</p>")
-        parts.append(f"<p id='agreement'>Run-to-run agreement: {html.escape(describe_agreement(c['agreement']))}</p>")
-        names = {"base": "the baseline", "candidate": "this run"}
-        parts += [
-            f"<p class='incomplete'>{names[n]} is incomplete, compared anyway: {html.escape('; '.join(problems))}</p>"
-            for n, problems in c["incomplete"].items()
-        ]
-        if c["left_out"]:
-            parts.append(
-                f"<p>{len(c['left_out'])} tasks left out of the comparison:</p><ul id='left-out'>"
-                + "".join(f"<li>{html.escape(r['task_id'])}: {html.escape(r['reason'])}</li>" for r in c["left_out"])
-                + "</ul>"
-            )
-        parts.append(f"<div class='plots'><img alt='transitions' src='{_transition_plot(c)}'></div>")
     parts.append("<h2>Plots</h2><div class='plots'>" + "".join(f"<img alt='plot' src='{p}'>" for p in _plots(records, m)) + "</div>")
     parts.append("<h2>Failing attempts</h2>")
     for tid in order:
@@ -205,17 +191,131 @@ def _render(
                 continue
             v = r.verdict or {}
             reason = r.system_error or "; ".join(v.get("reasons", [])[:2])
+            traj = r.trajectory or {}
             parts.append(
-                f"<details id='{_anchor(tid, a)}'><summary><b>{html.escape(tid)}</b> attempt {a} — {html.escape(str(reason))[:200]}</summary>"
-                f"{_blame_html(v.get('blame'), (r.trajectory or {}).get('tool_calls', []))}"
-                f"<div>verdict diff</div><pre>{html.escape(json.dumps(v.get('diff', []), indent=1, default=str))}</pre>"
-                f"<div>trajectory</div><pre>{html.escape(json.dumps((r.trajectory or {}).get('messages', []), indent=1, default=str)[:20000])}</pre></details>"
+                f"<details id='{_anchor(tid, a)}'><summary><b>{html.escape(tid)}</b> attempt {a} — {html.escape(str(reason)[:200])}</summary>"
+                f"{_blame_html(v.get('blame'), traj.get('tool_calls', []))}"
+                f"<div>against the golden state</div>{_diff_html(v.get('diff', []))}"
+                f"<div>conversation</div>{_conversation_html(traj.get('messages', []))}</details>"
             )
     parts.append(
         "<script>document.querySelectorAll('a.cell').forEach(a=>a.addEventListener('click',()=>{const d=document.getElementById(a.getAttribute('href').slice(1));if(d)d.open=true;}));</script>"
     )
     parts.append("</body></html>")
     return "".join(parts)
+
+
+def _summary(m: dict[str, Any], c: dict[str, Any] | None) -> str:
+    """The line a reader came for: the run's pass@1 and Observed k/k and, with a baseline, the pass@1 lift."""
+    k = m["k"]
+    text = f"{metric_label('pass_at_1', k)} {_pct(m['pass_at_1'])} · {metric_label('observed_k_of_k_rate', k)}: {m['observed_k_of_k']} of {m['tasks']} tasks"
+    if c is not None:
+        p1 = c["metrics"]["pass_at_1"]
+        text += (
+            f" · against the baseline, on the {c['shared_tasks']} shared tasks: pass@1 {_pct(p1['base'])} → {_pct(p1['candidate'])} ({p1['lift']:+.1%}, 95% CI "
+            f"[{p1['ci_95'][0]:+.1%}, {p1['ci_95'][1]:+.1%}]), Observed k/k {c['observed_k_of_k']['base']} → {c['observed_k_of_k']['candidate']}"
+        )
+    return f"<p class='summary' id='summary'>{html.escape(text)}</p>"
+
+
+def _comparison(c: dict[str, Any]) -> list[str]:
+    parts = [
+        f"<h2>Against the baseline ({c['shared_tasks']} shared tasks)</h2><table id='comparison'><tr><th>metric</th><th>baseline</th>"
+        "<th>this run</th><th>lift</th><th>95% CI</th><th>P(lift &gt; 0)</th></tr>"
+        + "".join(
+            f"<tr><td>{html.escape(metric_label(n, c['k']))}</td><td>{_pct(v['base'])}</td><td>{_pct(v['candidate'])}</td><td>{v['lift']:+.1%}</td>"
+            f"<td>[{v['ci_95'][0]:+.1%}, {v['ci_95'][1]:+.1%}]</td><td>{v['p_lift_positive']:.3f}</td></tr>"
+            for n, v in c["metrics"].items()
+        )
+        + "</table>"
+    ]
+    kk = c["observed_k_of_k"]
+    parts.append(f"<p>Observed k/k: {kk['base']} → {kk['candidate']} (moved in {kk['moved_in']}, fell out {kk['fell_out']}).</p>")
+    parts.append(f"<p id='agreement'>Run-to-run agreement: {html.escape(describe_agreement(c['agreement']))}</p>")
+    names = {"base": "the baseline", "candidate": "this run"}
+    parts += [
+        f"<p class='incomplete'>{names[n]} is incomplete, compared anyway: {html.escape('; '.join(problems))}</p>"
+        for n, problems in c["incomplete"].items()
+    ]
+    if c["left_out"]:
+        parts.append(
+            f"<details{' open' if len(c['left_out']) <= 5 else ''}><summary>{len(c['left_out'])} tasks left out of the comparison</summary><ul id='left-out'>"
+            + "".join(f"<li>{html.escape(r['task_id'])}: {html.escape(r['reason'])}</li>" for r in c["left_out"])
+            + "</ul></details>"
+        )
+    parts.append(f"<div class='plots'><img alt='transitions' src='{_transition_plot(c)}'></div>")
+    return parts
+
+
+def _cell(value: Any) -> str:
+    return html.escape(value if isinstance(value, str) else json.dumps(value, default=str))
+
+
+def _diff_html(diff: Any) -> str:
+    """The verdict's diff as one small table per row: golden and actual values, the columns that differ marked (`chg`).
+    A diff that is not the grader's list of row entries is shown as JSON."""
+    if not diff:
+        return "<p class='muted'>no difference in the database (the verdict's reasons say what failed)</p>"
+    if not isinstance(diff, list) or not all(isinstance(e, dict) for e in diff):
+        return f"<pre>{html.escape(json.dumps(diff, indent=1, default=str))}</pre>"
+    out = []
+    for e in diff[:50]:
+        expected, actual = e.get("expected"), e.get("actual")
+        expected = expected if isinstance(expected, dict) else None
+        actual = actual if isinstance(actual, dict) else None
+        changed = set(e.get("columns") or {}) if isinstance(e.get("columns"), dict) else set()
+        cols = list(dict.fromkeys([*(expected or {}), *(actual or {})]))
+        if expected is not None and actual is not None and not changed:
+            changed = {col for col in cols if expected.get(col) != actual.get(col)}
+        head = f"{e.get('table', '?')} {json.dumps(e.get('key'), default=str)}: {e.get('problem', '')}"
+        rows = [(name, row) for name, row in (("golden", expected), ("actual", actual)) if row is not None]
+        # a changed row shows its first column (the key, as a rule) and the columns that differ; every column one click away
+        shown = [col for i, col in enumerate(cols) if i == 0 or col in changed] if changed else cols
+        out.append(f"<div><b>{html.escape(head)}</b></div>{_row_table(rows, shown, changed)}")
+        if shown != cols:
+            out.append(f"<details><summary class='muted'>all {len(cols)} columns</summary>{_row_table(rows, cols, changed)}</details>")
+    if len(diff) > 50:
+        out.append(f"<p class='muted'>... and {len(diff) - 50} more rows</p>")
+    return "".join(out)
+
+
+def _row_table(rows: list[tuple[str, dict]], cols: list[Any], changed: set) -> str:
+    mark = lambda col: " class='chg'" if col in changed else ""  # noqa: E731
+    header = "<tr><th></th>" + "".join(f"<th{mark(col)}>{html.escape(str(col))}</th>" for col in cols) + "</tr>"
+    body = "".join(f"<tr><th>{name}</th>" + "".join(f"<td{mark(col)}>{_cell(row.get(col))}</td>" for col in cols) + "</tr>" for name, row in rows)
+    return f"<div style='overflow-x:auto'><table class='diff'>{header}{body}</table></div>"
+
+
+def _conversation_html(messages: Any) -> str:
+    """The conversation turn by turn: who spoke, what they said, each tool call as name(arguments) and its result;
+    the system prompt folded away."""
+    if not isinstance(messages, list):
+        return ""
+    out = []
+    for msg in messages[:200]:
+        if not isinstance(msg, dict):
+            continue
+        role = str(msg.get("role", "?"))
+        content = msg.get("content")
+        text = content if isinstance(content, str) else json.dumps(content, default=str) if content is not None else ""
+        if role == "system":
+            out.append(
+                f"<details><summary class='muted'>system prompt ({len(text):,} characters)</summary><pre>{html.escape(text[:20000])}</pre></details>"
+            )
+            continue
+        calls = msg.get("tool_calls") or []
+        shown = [text[:4000]] if text else []
+        for call in calls if isinstance(calls, list) else []:
+            fn = call.get("function", call) if isinstance(call, dict) else {}
+            fn = fn if isinstance(fn, dict) else {}
+            shown.append(
+                f"→ {fn.get('name', '?')}({fn.get('arguments', '') if isinstance(fn.get('arguments'), str) else json.dumps(fn.get('arguments'), default=str)})"
+            )
+        cls = role if role in ("user", "assistant", "tool") else ""
+        out.append(f"<div class='turn {cls}'><b>{html.escape(role)}</b>{html.escape(chr(10).join(shown))}</div>")
+    if len(messages) > 200:
+        out.append(f"<p class='muted'>... and {len(messages) - 200} more messages</p>")
+    return "".join(out)
 
 
 def _blame_html(blame: dict | None, calls: list) -> str:

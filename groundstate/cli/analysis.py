@@ -111,7 +111,7 @@ def compare(
     within the range this design detects (see `groundstate power`), task transitions, cost change; for
     two runs of the same agent, run-to-run agreement with each disagreement's cause (agent sampling, user, judge)."""
     from groundstate.metrics import compare as compare_runs
-    from groundstate.metrics import load_prices
+    from groundstate.metrics import load_prices, metric_label
     from groundstate.power import detectable_range
 
     base_records, cand_records = read_run(base), read_run(cand)
@@ -139,7 +139,7 @@ def compare(
         t.add_column(col)
     for name, v in c["metrics"].items():
         t.add_row(
-            name,
+            metric_label(name, c["k"]),
             _fmt(v["base"]),
             _fmt(v["candidate"]),
             f"{v['lift']:+.2%}",

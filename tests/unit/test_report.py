@@ -58,7 +58,8 @@ def test_report_opens_in_headless_chromium_without_console_errors(runs, tmp_path
     console_errors = [line for line in dom.stderr.splitlines() if "CONSOLE" in line and ("Uncaught" in line or "Error" in line)]
     assert console_errors == []
     shot = tmp_path / "grid.png"
-    subprocess.run([CHROMIUM, *flags, f"--screenshot={shot}", "--window-size=1200,900", out.as_uri()], capture_output=True, timeout=120, check=True)
+    alone = write_report(cand, tmp_path / "alone.html", "report")  # without a baseline the grid follows the metrics at once
+    subprocess.run([CHROMIUM, *flags, f"--screenshot={shot}", "--window-size=1200,900", alone.as_uri()], capture_output=True, timeout=120, check=True)
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", data[16:24])
@@ -70,3 +71,72 @@ def test_report_opens_in_headless_chromium_without_console_errors(runs, tmp_path
     red = ((pixels[:, :, 0] > 0.7) & (pixels[:, :, 1] < 0.35) & (pixels[:, :, 2] < 0.35)).sum()
     assert green > 100 and red > 50, "the success grid's pass and fail cells are visible above the fold"
     Path("/tmp/groundstate-report-grid.png").write_bytes(data)  # kept for a person to look at
+
+
+def test_the_report_leads_with_the_summary_and_the_comparison_then_failures_first(runs):
+    base, cand, _ = runs
+    page = render(cand, "t", baseline=base)
+    at = {
+        name: page.index(marker)
+        for name, marker in [
+            ("summary", "id='summary'"),
+            ("metrics", "id='metrics'"),
+            ("comparison", "id='comparison'"),
+            ("grid", "id='success-grid'"),
+            ("failing", "<h2>Failing attempts"),
+        ]
+    }
+    assert list(at) == sorted(at, key=at.get)  # in reading order
+    summary = page[at["summary"] : page.index("</p>", at["summary"])]
+    assert "pass@1" in summary and "against the baseline" in summary and "Observed k/k" in summary
+    # one naming: the comparison says pass@1, pass@8, pass^8, Observed 8/8 as the metrics table does, never pass_at_1
+    comparison = page[at["comparison"] : page.index("</table>", at["comparison"])]
+    assert all(f"<td>{label}</td>" in comparison for label in ("pass@1", "pass@8", "pass^8", "Observed 8/8"))
+    assert "pass_at_1" not in page and "observed_k_of_k" not in page
+    # the grid lists the least-solved tasks first
+    grid = page[at["grid"] : page.index("<h2>", at["grid"])]
+    shown = re.findall(r"<div class='muted'>(\d+)/(\d+)</div>", grid)
+    rates = [int(c) / int(n) for c, n in shown]
+    assert rates == sorted(rates) and rates[0] < rates[-1]
+
+
+def test_failing_attempts_show_the_diff_as_a_table_with_the_differing_columns_marked(runs):
+    _, cand, _ = runs
+    failing = next(r for r in cand if r.reward == 0 and any(e.get("columns") for e in r.verdict["diff"]))
+    page = render([r for r in cand if r.task_id == failing.task_id], "t")
+    entry = next(e for e in failing.verdict["diff"] if e.get("columns"))
+    for col in entry["columns"]:
+        assert f"<th class='chg'>{col}</th>" in page
+    assert "<table class='diff'>" in page and "all " in page and " columns</summary>" in page
+    # the conversation turn by turn: each executed call as name(arguments), no raw message JSON
+    for call in failing.trajectory["tool_calls"]:
+        assert f"→ {call['name']}(" in page
+    assert '"role": "assistant"' not in page
+
+
+def test_hostile_strings_in_records_are_text(runs):
+    _, cand, _ = runs
+    r = next(r for r in cand if r.reward == 0).model_copy(deep=True)
+    evil = "<script>alert(1)</script>"
+    r.trajectory["messages"].append({"role": "assistant", "content": evil, "tool_calls": [{"function": {"name": evil, "arguments": evil}}]})
+    r.verdict["diff"] = [{"table": evil, "key": [evil], "problem": evil, "expected": {evil: evil}, "actual": {evil: 1}, "columns": {evil: {}}}]
+    page = render([r], "t")
+    assert evil not in page and "&lt;script&gt;" in page
+    r.verdict["diff"] = {"not": "a list"}  # a diff of another shape is shown as JSON, not a crash
+    assert "&quot;not&quot;" in render([r], "t")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (.ci/run installs it)")
+def test_in_the_browser_the_summary_and_comparison_are_above_the_fold(runs, tmp_path):
+    base, cand, _ = runs
+    out = write_report(cand, tmp_path / "report.html", "report", baseline=base)
+    probe = "<script>const at=id=>Math.round(document.getElementById(id).getBoundingClientRect().top);document.body.setAttribute('data-top',JSON.stringify({summary:at('summary'),comparison:at('comparison'),grid:at('success-grid')}))</script>"
+    page = tmp_path / "probe.html"
+    page.write_text(out.read_text().replace("</body>", probe + "</body>"))
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", f"--user-data-dir={tmp_path / 'p'}", "--window-size=1200,900"]
+    dom = subprocess.run([CHROMIUM, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120).stdout
+    import html as html_lib
+    import json
+
+    top = json.loads(html_lib.unescape(re.search(r'data-top="([^"]+)"', dom).group(1)))
+    assert top["summary"] < 120 and top["summary"] < top["comparison"] < 900 and top["comparison"] < top["grid"], top
