@@ -142,11 +142,23 @@ def domain_corpus(domain: Any, repeat: int = 20) -> list[str]:
 
 
 def build_tiny_policy(
-    out_dir: str | Path, domain_name: str = "kiosk", *, vocab_size: int = 512, sft: Any = None, log: Any = print, **model_kw: Any
+    out_dir: str | Path,
+    domain_name: str = "kiosk",
+    *,
+    vocab_size: int = 512,
+    sft: Any = None,
+    log: Any = print,
+    tools_in_prompt: bool = False,
+    system_in_prompt: bool = False,
+    **model_kw: Any,
 ) -> dict[str, Any]:
     """`groundstate tiny build`: tokenizer + tiny Qwen2 + supervised warm-start on the pool domain, saved as a
-    Hugging Face directory (`hf:DIR`). The prompt omits tool schemas and the policy text: the tiny model
-    learns its tools from the demonstrations (recorded in `groundstate.json`). Nothing is downloaded."""
+    Hugging Face directory (`hf:DIR`). By default the prompt omits tool schemas and the policy text: the tiny model
+    learns its tools from the demonstrations (recorded in `groundstate.json`). Nothing is downloaded.
+
+    Only `hf:DIR` reads those flags: a generic OpenAI-compatible server (`transformers serve DIR`) renders every request
+    with the system message and the tools it is sent. A model meant to be served the same way as it runs locally is
+    built with `tools_in_prompt=True, system_in_prompt=True` (longer prompts, slower to train)."""
     import time
 
     from groundstate.agents.local import PROMPT_FLAGS, ChatCodec
@@ -156,13 +168,14 @@ def build_tiny_policy(
     t0 = time.perf_counter()
     out_dir = Path(out_dir)
     domain = load_domain(domain_name)
-    flags = {"tools_in_prompt": False, "system_in_prompt": False}
+    flags = {"tools_in_prompt": tools_in_prompt, "system_in_prompt": system_in_prompt}
     cfg = sft or SftConfig()
     texts = domain_corpus(domain, repeat=5)
     bootstrap = build_tokenizer(texts, vocab_size=vocab_size)  # a first tokenizer only to render sample prompts
     codec = ChatCodec(bootstrap, **flags)
-    for t in fresh_tasks(domain, 200, cfg.seed + 7, "corpus"):
-        texts.append(codec.render([{"role": "user", "content": t.instruction}], None, True))
+    system, schemas = [{"role": "system", "content": domain.system_prompt()}], domain.tools.openai_schemas()
+    for t in fresh_tasks(domain, 200, cfg.seed + 7, "corpus"):  # prompts as the flags render them (the codec drops what they omit)
+        texts.append(codec.render(system + [{"role": "user", "content": t.instruction}], schemas, True))
     tokenizer = build_tokenizer(texts, vocab_size=vocab_size)
     model = build_model(tokenizer, **model_kw)
     params = sum(p.numel() for p in model.parameters())

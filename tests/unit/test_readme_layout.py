@@ -68,5 +68,5 @@ def test_every_extra_the_readme_installs_exists():
     extras = set(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"])
     text = (REPO / "README.md").read_text(encoding="utf-8")
     named = {e for group in re.findall(r'pip install -e "\.\[([\w,]+)\]"', text) for e in group.split(",")}
-    assert {"openai", "hf", "train", "mcp", "verl", "verifiers"} <= named
+    assert {"openai", "hf", "train", "mcp", "serving", "verl", "verifiers"} <= named
     assert named <= extras, named - extras
