@@ -18,8 +18,9 @@ from groundstate.agents.toolcall_format import TOOL_CALL_FORMATS
 from groundstate.types import DEFAULT_GRADE_TIMEOUT_S, EpisodeLimits
 
 
-def in_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False) -> Callable[[Any], Any]:
-    """A typer callback accepting None or a finite number with lo ≤ value ≤ hi (lo < value with `lo_open`)."""
+def in_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False, hi_open: bool = False) -> Callable[[Any], Any]:
+    """A typer callback accepting None or a finite number with lo ≤ value ≤ hi (lo < value with `lo_open`, value < hi
+    with `hi_open`)."""
 
     def check(value: Any) -> Any:
         if value is None:
@@ -28,18 +29,21 @@ def in_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool 
         if isinstance(value, float) and not math.isfinite(value):
             raise typer.BadParameter(f"{value} is not a finite number")
         low = lo is not None and (value <= lo if lo_open else value < lo)
-        if low or (hi is not None and value > hi):
+        high = hi is not None and (value >= hi if hi_open else value > hi)
+        if low or high:
             bounds = [f"{'>' if lo_open else '>='} {lo:g}"] if lo is not None else []
-            bounds += [f"<= {hi:g}"] if hi is not None else []
+            bounds += [f"{'<' if hi_open else '<='} {hi:g}"] if hi is not None else []
             raise typer.BadParameter(f"{value} is not {kind} {' and '.join(bounds)}")
         return value
 
     return check
 
 
-def number(default: Any, *decls: str, lo: float | None = None, hi: float | None = None, lo_open: bool = False, **kw: Any) -> Any:
+def number(
+    default: Any, *decls: str, lo: float | None = None, hi: float | None = None, lo_open: bool = False, hi_open: bool = False, **kw: Any
+) -> Any:
     """A numeric option (int or float, by the parameter's annotation) checked by `in_range`."""
-    return typer.Option(default, *decls, callback=in_range(lo, hi, lo_open=lo_open), **kw)
+    return typer.Option(default, *decls, callback=in_range(lo, hi, lo_open=lo_open, hi_open=hi_open), **kw)
 
 
 def count(default: Any, *decls: str, lo: int = 1, **kw: Any) -> Any:

@@ -11,6 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from groundstate.cli import options as opts
 from groundstate.cli.common import console, fail, out, read_run
 
 
@@ -24,12 +25,18 @@ def _count(x: int | None) -> str:
 
 def power_command(
     base: Path = typer.Argument(..., help="Results JSONL of the base run."),
-    lift: float = typer.Option(0.03, "--lift", help="pass@1 lift to detect, absolute (0.03: three points)."),
-    kk_lift: float = typer.Option(
-        0.05, "--kk-lift", help="Change in Observed k/k to detect: the absolute change in the fraction of tasks passing all k attempts."
+    lift: float = opts.number(0.03, "--lift", lo=0, hi=1, lo_open=True, hi_open=True, help="pass@1 lift to detect, absolute (0.03: three points)."),
+    kk_lift: float = opts.number(
+        0.05,
+        "--kk-lift",
+        lo=0,
+        hi=1,
+        lo_open=True,
+        hi_open=True,
+        help="Change in Observed k/k to detect: the absolute change in the fraction of tasks passing all k attempts.",
     ),
-    alpha: float = typer.Option(0.05, "--alpha", help="Two-sided significance level of the paired test."),
-    power: float = typer.Option(0.8, "--power", help="Chance the test detects the lift."),
+    alpha: float = opts.number(0.05, "--alpha", lo=0, hi=1, lo_open=True, hi_open=True, help="Two-sided significance level of the paired test."),
+    power: float = opts.number(0.8, "--power", lo=0, hi=1, lo_open=True, hi_open=True, help="Chance the test detects the lift."),
     k: Optional[str] = typer.Option(None, "--k", help="Attempts per task to tabulate, comma-separated (default: 1,2,4,8,16,32 and the run's n)."),
     allow_incomplete: bool = typer.Option(False, "--allow-incomplete", help="Plan from a run with missing, duplicated or system-error keys."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
@@ -39,9 +46,6 @@ def power_command(
     from groundstate.metrics import parse_ks
     from groundstate.power import UnreachableLift, plan
 
-    for name, value in (("--lift", lift), ("--kk-lift", kk_lift), ("--alpha", alpha), ("--power", power)):
-        if not 0 < value < 1:  # also NaN
-            fail(f"{name} {value}: must be between 0 and 1, exclusive")
     if power <= alpha:
         fail(f"--power {power} must exceed --alpha {alpha}: any test detects a lift with probability at least alpha")
     try:
