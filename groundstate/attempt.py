@@ -5,8 +5,9 @@ graded the same way everywhere. The world is any `groundstate.types.Domain`: a S
 sandbox on the backend (`SqlEnvironment`), a ThinkingBox scenario starts its MCP server processes; the episode
 loop and the grading bound below are the same for both.
 
-Anything that goes wrong outside the agent's control (a backend down, a server that dies, a grader bug)
-becomes a system error verdict; the environment is closed in every case.
+Anything that goes wrong outside the agent's control (a backend down, a server that dies, a grader bug, an LLM user
+that breaks its persona: `agents.user_audit.UserSimulatorFault`) becomes a system error verdict; the environment is
+closed in every case.
 
 Grading is bounded on every source by `limits.grade_timeout` (`--grade-timeout`, default
 `DEFAULT_GRADE_TIMEOUT_S`): the golden replay of a SQL task, its state comparison, checks and rubric judging; a
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from groundstate.agents.scripted import ScriptedAgent, ScriptedUser
+from groundstate.agents.user_audit import UserSimulatorFault
 from groundstate.deadlines import GradingTimeout, bounded
 from groundstate.episode import run_episode
 from groundstate.state.base import Backend
@@ -117,6 +119,10 @@ async def play(
             changes = await env.changes()
     except GradingTimeout as e:  # the golden replay ran out of its bound (`SqlEnvironment.open`)
         verdict = system_error(str(e))
+    except UserSimulatorFault as e:  # the LLM user broke its persona (`agents.user_audit`): the user's failure, not the agent's
+        verdict = system_error(str(e))
+        if e.reply is not None:
+            verdict.reasons.append(f"the user's whole reply: {e.reply!r}")
     except Exception as e:  # endpoint down, database gone, a bug: never the agent's failure
         verdict = _crashed(e)
     finally:

@@ -30,6 +30,7 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 from scipy import stats
 
+from groundstate.agents.user_audit import FAULT_KINDS, fault_kind
 from groundstate.agreement import run_agreement
 from groundstate.results import AttemptRecord, check_one_run, latest_per_key, task_set_hash
 from groundstate.types import FINISH_REASONS
@@ -354,7 +355,7 @@ def compute(
     cov = coverage(records)
     n_run = cov.n
     if not cov.complete and not allow_incomplete:
-        raise ValueError("incomplete run: " + "; ".join(cov.problems()) + " — use --allow-incomplete to compute anyway")
+        raise ValueError("incomplete run: " + "; ".join(cov.problems()) + user_fault_note(records) + " — use --allow-incomplete to compute anyway")
     ks = check_ks(k, n_run)
     k = ks[-1]
     counts = task_counts(records)
@@ -430,6 +431,7 @@ def compute(
         ],
     }
     out["blame_by_family"] = blame_by_family(records)
+    out["user_simulator_faults"] = user_simulator_faults(records)
     for group in ("domain", "family"):
         if by is None and group == "domain":
             continue
@@ -446,6 +448,39 @@ def compute(
             for g, ts in sorted(groups.items())
         }
     return out
+
+
+def user_simulator_faults(records: Iterable[AttemptRecord]) -> dict[str, dict[str, Any]]:
+    """Per LLM user (the records' `user`, `openai:` specs only): `tries`, the `faults` among them
+    (`agents.user_audit`: system errors whose text names a fault kind), their `rate` and the count per kind (`kinds`),
+    and `unrepaired`, the faults still standing. A try is a record that counts, or an earlier try of its key that a
+    fault ended and `--repair` replaced (kept in the new record's `user_faults`), so the rate survives a repair."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in latest_per_key(records).values():
+        if not (r.user or "").startswith("openai:"):
+            continue
+        carried = (r.model_extra or {}).get("user_faults")
+        earlier = [k for k in carried if k in FAULT_KINDS] if isinstance(carried, list) else []
+        now = fault_kind(r.system_error)
+        d = out.setdefault(r.user, {"tries": 0, "faults": 0, "unrepaired": 0, "kinds": Counter()})
+        d["tries"] += 1 + len(earlier)
+        d["faults"] += len(earlier) + (now is not None)
+        d["unrepaired"] += now is not None
+        d["kinds"].update(earlier + ([now] if now else []))
+    for d in out.values():
+        d["rate"] = d["faults"] / d["tries"]
+        d["kinds"] = {k: d["kinds"][k] for k in FAULT_KINDS}
+    return dict(sorted(out.items()))
+
+
+def user_fault_note(records: Iterable[AttemptRecord]) -> str:
+    """The user-simulator fault rate of each LLM user, as a clause of the refusal of an incomplete run ("" if none)."""
+    parts = [
+        f"{user}: {d['faults']} of {d['tries']} tries ({d['rate']:.1%}; " + ", ".join(f"{k} {n}" for k, n in d["kinds"].items() if n) + ")"
+        for user, d in user_simulator_faults(records).items()
+        if d["faults"]
+    ]
+    return "; user-simulator faults " + "; ".join(parts) if parts else ""
 
 
 def blame_by_family(records: Iterable[AttemptRecord]) -> dict[str, dict[str, Any]]:

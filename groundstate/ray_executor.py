@@ -98,6 +98,7 @@ class AttemptWorker:
         return os.getpid()
 
     def close(self) -> None:
+        self.agents.close()
         self.backend.close()
 
 

@@ -7,8 +7,8 @@ in flight, and a half-written last line is ignored and cut off on the next run.
 Records are `AttemptRecord`s, validated on every read: a line that is not one (`null`, `[]`, a reward of 7, an
 attempt of "zero", a negative or NaN token count) is a `RecordError` naming the file, the line and the field.
 Version 2 records (`record_version: 2`, written since runs carry their identity) also hold `run`, the
-`RunIdentity` of the run that wrote them (agent, user, judge, seed, sampling, the limits that change
-verdicts, the selected task ids), and `task_fingerprint`, the version of the task they attempted. Records
+`RunIdentity` of the run that wrote them (agent, user, judge, seed, sampling, an LLM user's sampling and audit, the
+limits that change verdicts, the selected task ids), and `task_fingerprint`, the version of the task they attempted. Records
 without them (version 1, older files or other tools) stay readable: each file of them counts as the run of its
 records' own `agent`/`user`/`seed` fields (`run_key`), and `groundstate run` refuses to resume onto them.
 """
@@ -68,12 +68,17 @@ class RunIdentity(BaseModel):
     limits: dict[str, Any] = Field(default_factory=dict)
     tasks: str
     tool_call_format: Optional[str] = None  # where an `openai:` agent read tool calls; None for other agents
+    # an LLM user's sampling settings as given (None: its defaults), and whether its replies were audited
+    # (`agents.user_audit`: a fault is a system error, not a verdict); None for the scripted user
+    user_sampling: Optional[dict[str, Any]] = None
+    user_audit: Optional[bool] = None
 
     @property
     def id(self) -> str:
         data = self.model_dump()
-        if data["tool_call_format"] is None:  # not part of the identity of runs before it existed, nor of non-endpoint agents
-            del data["tool_call_format"]
+        for name in ("tool_call_format", "user_sampling", "user_audit"):
+            if data[name] is None:  # not part of the identity of runs before it existed, nor where it does not apply
+                del data[name]
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
     def differences(self, other: "RunIdentity") -> list[str]:

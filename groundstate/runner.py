@@ -10,12 +10,18 @@ Each attempt is keyed (task id, attempt index) and appended to a JSONL file as i
 run's identity and its task's fingerprint (`groundstate.results`). Running the same command again resumes:
 finished keys are skipped, and system-error keys are retried (`repair=True` retries only those). Resuming is
 refused (`ResumeRefused`, naming what differs) when the file holds another run (another agent, user, judge,
-seed, sampling, limit or task set), attempts beyond this run's k (a larger k only adds attempts), or records
-without a run identity (older files: start a new file), and when a task changed since its attempts were
-recorded, unless `rerun_changed` (then those attempts run again). A key recorded more than once keeps its
-last clean record (`results.latest_per_key`); the summary says so. If the results file cannot be written (disk
-full, permission denied) the run stops with `ResultsWriteError`: attempts in flight are cancelled, never
-half-recorded.
+seed, sampling, an LLM user's sampling or audit, limit or task set), attempts beyond this run's k (a larger k
+only adds attempts), or records without a run identity (older files: start a new file), and when a task changed
+since its attempts were recorded, unless `rerun_changed` (then those attempts run again). A key recorded more
+than once keeps its last clean record (`results.latest_per_key`); the summary says so. If the results file cannot
+be written (disk full, permission denied) the run stops with `ResultsWriteError`: attempts in flight are
+cancelled, never half-recorded.
+
+An LLM user (`--user openai:...`) is audited (`agents.user_audit`: a reply that invents or contradicts one of its
+facts, or walks away when asked for one, is a system error, so `--repair` plays it again; the record that replaces it
+keeps the fault in `user_faults`), and with `user_cache` its replies are replayed from a cache folder
+(`agents.user_cache`; each record counts its `user_replies` cached and generated). The cache is opened before
+anything is written, and is not part of the run's identity: a run resumed with or without it is the same run.
 """
 
 from __future__ import annotations
@@ -34,8 +40,10 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from groundstate import __version__
-from groundstate.agents import AgentSource, make_user
+from groundstate.agents import AgentSource, is_llm_user, make_user
 from groundstate.agents.toolcall_format import looks_like_tool_call
+from groundstate.agents.user_audit import FAULT_KINDS, fault_kind
+from groundstate.agents.user_cache import CachedUser, UserCache, UserCacheError
 from groundstate.attempt import play, prepare_domains
 from groundstate.results import (
     RECORD_VERSION,
@@ -50,7 +58,7 @@ from groundstate.results import (
 )
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
-from groundstate.types import Agent, Domain, EpisodeLimits, Judge, Trajectory, Verdict, system_error
+from groundstate.types import Agent, Domain, EpisodeLimits, Judge, Trajectory, UserSimulator, Verdict, system_error
 
 Planned = tuple[Task, Domain, int]  # an attempt to run: the task, its domain, the attempt index
 RecordSink = Callable[[AttemptRecord], None]
@@ -67,6 +75,11 @@ class RunConfig:
     sampling: dict[str, Any] = field(default_factory=dict)  # temperature, top_p, top_k, max_tokens
     limits: EpisodeLimits = field(default_factory=EpisodeLimits)
     tool_call_format: str = "auto"  # where an `openai:` agent reads tool calls (`agents.toolcall_format.TOOL_CALL_FORMATS`)
+    user_sampling: dict[str, Any] = field(default_factory=dict)  # an LLM user's temperature (default 0)
+    user_audit: bool = True  # check every LLM-user reply against the task's user facts (`agents.user_audit`)
+    # replay LLM-user replies from this folder's cache and store new ones (`agents.user_cache`); not part of the run's
+    # identity (a cached reply is the reply the model gave), recorded in the manifest's config
+    user_cache: Path | None = None
 
 
 @dataclass
@@ -83,6 +96,7 @@ class RunSummary:
     seconds: float
     notes: list[str] = field(default_factory=list)  # what resuming changed in the file (superseded duplicates, changed tasks re-run)
     unread_tool_calls: int = 0  # attempts whose replies look like tool calls but that executed none (`unread_tool_calls`)
+    user_replies: dict[str, int] = field(default_factory=dict)  # with a user cache: LLM-user replies `cached` and `generated`
 
 
 class ResumeRefused(ValueError):
@@ -104,6 +118,7 @@ class Executor(Protocol):
 def run_identity(cfg: RunConfig, tasks: list[tuple[Task, Domain]]) -> RunIdentity:
     """The identity every record of this run carries (see `RunIdentity`)."""
     lim = cfg.limits
+    llm_user = is_llm_user(cfg.user)
     limits = {
         "max_turns": lim.max_turns,
         "max_tool_calls": lim.max_tool_calls,
@@ -115,6 +130,8 @@ def run_identity(cfg: RunConfig, tasks: list[tuple[Task, Domain]]) -> RunIdentit
         agent=cfg.agent,
         tool_call_format=cfg.tool_call_format if cfg.agent.startswith("openai:") else None,
         user=cfg.user,
+        user_sampling=dict(cfg.user_sampling) if llm_user and cfg.user_sampling else None,
+        user_audit=cfg.user_audit if llm_user else None,
         judge=cfg.judge,
         seed=cfg.seed,
         sampling=dict(cfg.sampling),
@@ -202,17 +219,29 @@ def write_manifest(path: Path, cfg: RunConfig, tasks: list[tuple[Task, Domain]],
 
 class RunAgents:
     """The agents, users and judge of one run's attempts, each made on first use (agents from one `AgentSource`, so
-    models are shared); a spec that cannot be built fails the attempts that need it, as system errors."""
+    models are shared; the user cache opened once); a spec that cannot be built fails the attempts that need it, as
+    system errors. `close` closes the user cache."""
 
     def __init__(self, cfg: RunConfig):
         self.cfg = cfg
         self._agents: AgentSource | None = None
         self._judge: Judge | None = None
+        self._user_cache: UserCache | None = None
 
     def agent(self, task: Task, domain: Domain, attempt: int) -> Agent:
         if self._agents is None:
             self._agents = AgentSource(self.cfg.agent, self.cfg.sampling, self.cfg.seed, self.cfg.tool_call_format)
         return self._agents.for_attempt(task, domain, attempt)
+
+    def user(self, task: Task, attempt: int) -> UserSimulator:
+        if self.cfg.user_cache is not None and self._user_cache is None:
+            self._user_cache = UserCache(self.cfg.user_cache)
+        return make_user(self.cfg.user, task, attempt, sampling=self.cfg.user_sampling, cache=self._user_cache, audit=self.cfg.user_audit)
+
+    def close(self) -> None:
+        if self._user_cache is not None:
+            self._user_cache.close()
+            self._user_cache = None
 
     def judge(self) -> Judge | None:
         if self.cfg.judge is None:
@@ -237,18 +266,29 @@ async def run_attempt(task: Task, domain: Domain, attempt: int, backend: Backend
     """One attempt to one results record. Anything that is not the agent's doing becomes a system error."""
     try:
         agent = agents.agent(task, domain, attempt)
-        user = make_user(cfg.user, task)
+        user = agents.user(task, attempt)
         judge = agents.judge()
     except Exception as e:  # a bad endpoint spec or a model that fails to load: not the agent's failure
         verdict = system_error(f"{type(e).__name__}: {e}")
         verdict.reasons.append(traceback.format_exc(limit=4))
         return make_record(task, attempt, cfg, verdict, None, {"total_s": 0.0})
     out = await play(task, domain, agent, user, cfg.limits, backend=backend, judge=judge, blame=True)
-    return make_record(task, attempt, cfg, out.verdict, out.trajectory, out.timings)
+    replies = user.count.to_json() if isinstance(user, CachedUser) else None
+    return make_record(task, attempt, cfg, out.verdict, out.trajectory, out.timings, user_replies=replies)
 
 
-def make_record(task: Task, attempt: int, cfg: RunConfig, verdict: Verdict, traj: Trajectory | None, timings: dict[str, float]) -> AttemptRecord:
-    """The record of one attempt, before the run stamps its identity (`stamp`)."""
+def make_record(
+    task: Task,
+    attempt: int,
+    cfg: RunConfig,
+    verdict: Verdict,
+    traj: Trajectory | None,
+    timings: dict[str, float],
+    *,
+    user_replies: dict[str, int] | None = None,
+) -> AttemptRecord:
+    """The record of one attempt, before the run stamps its identity (`stamp`). `user_replies`: with a user cache, how
+    many of the attempt's LLM-user replies were `cached` and how many `generated` (recorded as the record's field)."""
     return AttemptRecord.model_validate(
         {
             "task_id": task.id,
@@ -269,13 +309,29 @@ def make_record(task: Task, attempt: int, cfg: RunConfig, verdict: Verdict, traj
             "verdict": verdict.to_json(),
             "trajectory": traj.to_json() if traj is not None else None,
             "timings": {k: round(v, 6) for k, v in timings.items()},
+            **({"user_replies": user_replies} if user_replies is not None else {}),
         }
     )
 
 
-def stamp(record: AttemptRecord, identity: RunIdentity, fingerprint: str) -> AttemptRecord:
-    """A record as written: the attempt's record with the run's identity and the task's fingerprint."""
-    return record.model_copy(update={"record_version": RECORD_VERSION, "run": identity, "task_fingerprint": fingerprint})
+def stamp(record: AttemptRecord, identity: RunIdentity, fingerprint: str, user_faults: list[str] | None = None) -> AttemptRecord:
+    """A record as written: the attempt's record with the run's identity and the task's fingerprint, and `user_faults`,
+    the user-simulator faults (kinds) that ended the earlier tries of its key (`earlier_user_faults`), where there were."""
+    update: dict[str, Any] = {"record_version": RECORD_VERSION, "run": identity, "task_fingerprint": fingerprint}
+    if user_faults:
+        update["user_faults"] = user_faults
+    return record.model_copy(update=update)
+
+
+def earlier_user_faults(replaced: AttemptRecord | None) -> list[str]:
+    """The user-simulator faults of the tries a new record of a key replaces: the replaced record's own fault and
+    those it carried. Kept so that `metrics` counts a user model's faults also after `--repair` replaced them."""
+    if replaced is None:
+        return []
+    carried = (replaced.model_extra or {}).get("user_faults")
+    kinds = [k for k in carried if k in FAULT_KINDS] if isinstance(carried, list) else []
+    now = fault_kind(replaced.system_error)
+    return kinds + ([now] if now else [])
 
 
 @dataclass
@@ -285,6 +341,7 @@ class Resume:
     todo: list[Planned]
     kept: list[AttemptRecord]
     notes: list[str]
+    replaced: dict[tuple[str, int], AttemptRecord] = field(default_factory=dict)  # the system-error record of each key retried
 
 
 def plan(tasks: list[tuple[Task, Domain]], k: int, existing: list[AttemptRecord], repair: bool) -> tuple[list[Planned], list[AttemptRecord]]:
@@ -356,7 +413,9 @@ def resume(
             "the others were removed from the file"
         )
     todo, kept = plan(tasks, cfg.k, existing, repair)
-    return Resume(todo, kept, notes)
+    retried = {(t.id, a) for t, _, a in todo}
+    replaced = {key: r for key, r in latest_per_key(existing).items() if key in retried and r.system_error is not None}
+    return Resume(todo, kept, notes, replaced)
 
 
 def take_results_file(
@@ -433,6 +492,8 @@ class LocalExecutor:
                 task.cancel()
             await asyncio.gather(*running, return_exceptions=True)
             raise
+        finally:
+            agents.close()
 
 
 def run(
@@ -457,6 +518,7 @@ def run(
     start = time.perf_counter()
     results_path = Path(results_path)
     executor = executor or LocalExecutor(backend)
+    check_user(cfg)
     prepare_domains((d for _, d in tasks), backend)
     identity = run_identity(cfg, tasks)
     fingerprints = {t.id: task_fingerprint(t, d) for t, d in tasks}
@@ -465,13 +527,16 @@ def run(
     if on_plan:
         on_plan(planned, planned - len(resumed.todo))
     tally = {"pass": 0, "fail": 0, "system_error": 0, "unjudged": 0, "unread_tool_calls": 0}
+    user_replies = {"cached": 0, "generated": 0} if cfg.user_cache is not None else {}
     tool_names = {t.id: frozenset(d.tools.specs) for t, d in tasks}
 
     def record(r: AttemptRecord) -> None:
-        r = stamp(r, identity, fingerprints[r.task_id])
+        r = stamp(r, identity, fingerprints[r.task_id], earlier_user_faults(resumed.replaced.get(r.key)))
         writer.write(r)
         tally[r.outcome] += 1
         tally["unread_tool_calls"] += unread_tool_calls(r, tool_names[r.task_id])
+        for how, n in ((r.model_extra or {}).get("user_replies") or {}).items():
+            user_replies[how] = user_replies.get(how, 0) + n
         if on_result:
             on_result(r)
 
@@ -493,7 +558,24 @@ def run(
         time.perf_counter() - start,
         resumed.notes,
         tally["unread_tool_calls"],
+        user_replies,
     )
+
+
+def check_user(cfg: RunConfig) -> None:
+    """Refuse, before anything is written, a user side that would fail every attempt: user sampling settings for the
+    scripted user (`ValueError`), and a user cache that cannot be used (`UserCacheError`, naming the path: a folder that
+    is a file or read-only, a file of another schema, or a cache for the scripted user, which has nothing to cache)."""
+    if cfg.user_sampling and not is_llm_user(cfg.user):
+        raise ValueError(f"user sampling settings are for an LLM user (openai:MODEL[@URL]); user {cfg.user} replays the task's script")
+    if cfg.user_cache is None:
+        return
+    if not is_llm_user(cfg.user):
+        raise UserCacheError(
+            Path(cfg.user_cache),
+            f"a user cache replays an LLM user's replies, and --user {cfg.user} is the task's script: use --user openai:MODEL[@URL]",
+        )
+    UserCache(cfg.user_cache).close()
 
 
 def unread_tool_calls(record: AttemptRecord, tool_names: frozenset[str]) -> bool:

@@ -1,7 +1,8 @@
 """Agents (policies) and user simulators, built from spec strings.
 
 Agent specs: `scripted:gold|noop|noisy:P`, `openai:MODEL[@BASE_URL]`, `hf:PATH`.
-User specs: `scripted` (the task's script) or `openai:MODEL[@BASE_URL]` (an LLM playing the persona).
+User specs: `scripted` (the task's script) or `openai:MODEL[@BASE_URL]` (an LLM playing the persona, checked by the
+user-turn audit, `user_audit`, and replayable from a user cache, `user_cache`).
 """
 
 from __future__ import annotations
@@ -9,10 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from groundstate.agents.scripted import ScriptedAgent, ScriptedUser, attempt_seed, make_scripted_agent
+from groundstate.agents.user_audit import AuditedUser, UserAudit
+from groundstate.agents.user_cache import CachedUser, UserCache
 from groundstate.tasks import Task
 from groundstate.types import Agent, Domain, UserSimulator
 
-__all__ = ["AgentSource", "ScriptedAgent", "ScriptedUser", "make_agent", "make_user"]
+__all__ = ["AgentSource", "ScriptedAgent", "ScriptedUser", "is_llm_user", "make_agent", "make_user"]
 
 AGENT_SPECS = "scripted:gold|noop|noisy:P, openai:MODEL[@URL] or hf:PATH"
 
@@ -57,12 +60,47 @@ def make_agent(spec: str, task: Task, domain: Domain, attempt: int = 0, seed: in
     return AgentSource(spec, sampling, seed).for_attempt(task, domain, attempt)
 
 
-def make_user(spec: str, task: Task) -> UserSimulator:
-    """The simulated user of one attempt."""
-    if spec in ("scripted", "scripted:task"):
-        return ScriptedUser(task.user.script)
-    if spec.startswith("openai:"):
-        from groundstate.agents.openai_compat import make_openai_user
+def is_llm_user(spec: str) -> bool:
+    """Whether a user spec names an LLM user (audited, cacheable, sampled) rather than the task's script."""
+    return spec.startswith("openai:")
 
-        return make_openai_user(spec, task)
+
+def make_user(
+    spec: str,
+    task: Task,
+    attempt: int = 0,
+    *,
+    sampling: dict[str, Any] | None = None,
+    cache: UserCache | None = None,
+    audit: bool = True,
+) -> UserSimulator:
+    """The simulated user of one attempt.
+
+    An LLM user (`openai:`) samples with `sampling` (default temperature 0), has every reply checked by the user-turn
+    audit (`user_audit`: a fault raises `UserSimulatorFault`, a system error) unless `audit` is False, and with a `cache`
+    (`user_cache.UserCache`) replays the replies stored for this task, attempt and conversation. The scripted user
+    replays its task's script: nothing to sample, audit or cache (a cache or sampling for it is a `ValueError`)."""
+    if spec in ("scripted", "scripted:task"):
+        if cache is not None or sampling:
+            raise ValueError(
+                "a user cache and user sampling settings are for an LLM user (openai:MODEL[@URL]); the scripted user replays its task's script"
+            )
+        return ScriptedUser(task.user.script)
+    if is_llm_user(spec):
+        from groundstate.agents.openai_compat import make_openai_user, user_view
+
+        user = make_openai_user(spec, task, sampling)
+        checks = UserAudit(task) if audit else None
+        if cache is not None:
+            return CachedUser(
+                user,
+                cache,
+                task=task,
+                user_model=user.endpoint,
+                sampling={**user.sampling, **user.extra_body},
+                attempt=attempt,
+                view=lambda conversation: user_view(conversation, user.system_prompt),
+                audit=checks,
+            )
+        return AuditedUser(user, checks) if checks is not None else user
     raise ValueError(f"unknown user spec {spec!r}: use scripted or openai:MODEL[@URL]")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from typing import Any
 
 from groundstate.types import AgentTurn, ToolCallRequest
 
@@ -49,3 +50,16 @@ def well_formed(turn: AgentTurn) -> AgentTurn:
     return dataclasses.replace(
         turn, text=valid_text(turn.text) if turn.text is not None else None, tool_calls=[_well_formed_call(c) for c in turn.tool_calls], extra=extra
     )
+
+
+def delivered_turns(conversation: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The text turns the customer saw, in order, as (role, text): its own messages (`user`) and the agent's messages
+    delivered to it (`assistant` text without tool calls; text that came with tool calls was never delivered). Empty
+    texts are left out. What an LLM user is shown (`openai_compat.user_view`) and what the user-turn audit reads."""
+    turns = []
+    for m in conversation:
+        if m["role"] == "user" or (m["role"] == "assistant" and not m.get("tool_calls")):
+            content = m.get("content") or ""
+            if content.strip():
+                turns.append((m["role"], content))
+    return turns

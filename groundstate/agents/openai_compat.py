@@ -27,6 +27,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 import openai
 from openai import AsyncOpenAI, OpenAI
 
+from groundstate.agents.base import delivered_turns
 from groundstate.agents.toolcall_format import TOOL_CALL_FORMATS, parse_content
 from groundstate.tasks import Task
 from groundstate.types import AgentTurn, ToolCallRequest, Usage
@@ -437,15 +438,8 @@ def user_view(conversation: list[dict[str, Any]], system_prompt: str) -> list[di
     require the first non-system message to be the `user`'s; same-role neighbours are merged so roles alternate.
     """
     view: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}, {"role": "user", "content": "Hi! How can I help you today?"}]
-    for m in conversation:
-        if m["role"] == "user":
-            role, content = "assistant", m.get("content") or ""
-        elif m["role"] == "assistant" and not m.get("tool_calls"):
-            role, content = "user", m.get("content") or ""
-        else:
-            continue
-        if not content.strip():
-            continue
+    for speaker, content in delivered_turns(conversation):
+        role = "assistant" if speaker == "user" else "user"
         if view[-1]["role"] == role:
             view[-1] = {"role": role, "content": view[-1]["content"] + "\n\n" + content}
         else:

@@ -33,6 +33,7 @@ def metrics(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """pass@1, pass@k, pass^k, Observed k/k with intervals, per-domain breakdown, tokens and cost."""
+    from groundstate.agents.user_audit import FAULT_KINDS
     from groundstate.metrics import compute, load_prices, parse_ks
 
     try:
@@ -97,6 +98,15 @@ def metrics(
                 escape(b["most_common"]),
             )
         out.print(t3)
+    if m["user_simulator_faults"]:  # an LLM user played the customer: how often it broke its persona (`agents.user_audit`)
+        t4 = Table(title="user-simulator faults (system errors, never the agent's 0; --repair reruns them), by user model")
+        for col in ("user", "tries", "faults", "rate", *FAULT_KINDS, "unrepaired"):
+            t4.add_column(col)
+        for user, f in m["user_simulator_faults"].items():
+            t4.add_row(
+                escape(user), str(f["tries"]), str(f["faults"]), _fmt(f["rate"]), *(str(f["kinds"][k]) for k in FAULT_KINDS), str(f["unrepaired"])
+            )
+        out.print(t4)
 
 
 def compare(

@@ -27,6 +27,23 @@ def attempts_command(
     ),
     k: Optional[int] = opts.count(None, "--k", "--n", hi=MAX_ATTEMPTS, help="Attempts per task (default: 1 for run, 8 for probe)."),
     user: str = typer.Option("scripted", "--user", help="scripted or openai:MODEL[@URL]."),
+    user_temperature: Optional[float] = opts.number(
+        None, "--user-temperature", lo=0.0, help="Sampling temperature of an openai: user (default 0); part of the run's identity."
+    ),
+    user_cache: Optional[Path] = opts.folder_out(
+        None,
+        "--user-cache",
+        help="Folder of an LLM user's reply cache (user-replies.sqlite, created if missing): every reply is stored under "
+        "(task, user model and sampling, attempt, conversation so far) and replayed on later runs, so a rerun, another agent "
+        "or checkpoint meets the same customer. Not part of the run's identity; recorded in the manifest.",
+    ),
+    user_audit: bool = typer.Option(
+        True,
+        "--user-audit/--no-user-audit",
+        help="Check each openai: user reply against the task's user facts: an invented or contradicted fact, or ending "
+        "the conversation when asked for one, is a user-simulator fault, a system error (--repair reruns it), never the "
+        "agent's 0. Part of the run's identity.",
+    ),
     judge: Optional[str] = typer.Option(None, "--judge", help="openai:MODEL[@URL] for reply rubrics (without: rubric tasks are unjudged)."),
     out_path: Optional[Path] = opts.file_out(
         None,
@@ -61,6 +78,9 @@ def attempts_command(
     tb_no_sources: bool = opts.TbNoSources,
     tool_call_format: str = opts.ToolCallFormat,
 ) -> None:
+    from groundstate.agents import is_llm_user
+    from groundstate.agents.user_audit import fault_kind
+    from groundstate.agents.user_cache import CACHE_FILE, UserCacheError
     from groundstate.results import RecordError, ResultsInUseError, ResultsWriteError
     from groundstate.runner import LocalExecutor, ResumeRefused, RunConfig, progress_status, run
     from groundstate.state import make_backend
@@ -70,6 +90,9 @@ def attempts_command(
     noun = "probe" if probe else "run"
     tasks = tasks or ("pool" if probe else "bench")
     k = k or (8 if probe else 1)
+    if (user_temperature is not None or user_cache is not None) and not is_llm_user(user):
+        given = "--user-temperature" if user_temperature is not None else "--user-cache"
+        fail(f"{given} is for an LLM user (--user openai:MODEL[@URL]); --user {user} replays the task's script")
     pairs = select(tasks, tb_servers, tb_no_sources)
     cfg = RunConfig(
         agent=agent,
@@ -81,6 +104,9 @@ def attempts_command(
         sampling=opts.sampling(temperature, top_p, top_k, max_tokens),
         limits=opts.limits(max_turns, attempt_timeout, grade_timeout, max_result_chars, max_attempt_tokens),
         tool_call_format=tool_call_format,
+        user_sampling={} if user_temperature is None else {"temperature": user_temperature},
+        user_audit=user_audit,
+        user_cache=user_cache,
     )
     if out_path is not None:
         path = out_path
@@ -107,9 +133,12 @@ def attempts_command(
     with progress() as bar_progress:
         bar = bar_progress.add_task(f"{noun} {agent}", total=len(pairs) * k, status="")
         tally = {"pass": 0, "fail": 0, "system_error": 0, "unjudged": 0}
+        user_faults = 0
 
         def on_result(r) -> None:
+            nonlocal user_faults
             tally[r.outcome] += 1
+            user_faults += fault_kind(r.system_error) is not None
             bar_progress.update(bar, advance=1, status=progress_status(tally))
 
         try:
@@ -137,7 +166,7 @@ def attempts_command(
                 "Free space or fix permissions, then re-run the same command to finish it.",
                 3,
             )
-        except (RecordError, ResumeRefused) as e:  # a results line that is not a record, or another run's file
+        except (RecordError, ResumeRefused, UserCacheError) as e:  # a results line that is not a record, another run's file, an unusable user cache
             bar_progress.stop()
             fail(f"{e}\nnothing was {'probed' if probe else 'run'} or written.")
         finally:
@@ -161,10 +190,16 @@ def attempts_command(
             )
         )
     console.print(f"{'probes' if probe else 'results'} written to {summary.path}\nmanifest written to {summary.manifest}")
+    if user_cache is not None:
+        cached, generated = summary.user_replies.get("cached", 0), summary.user_replies.get("generated", 0)
+        console.print(
+            f"user cache {escape(str(user_cache / CACHE_FILE))}: {cached} user replies served from the cache, {generated} generated and stored"
+        )
     if summary.system_errors:
         console.print(
             f"[yellow]{summary.system_errors} system errors:[/yellow] re-run with --repair to retry them"
             + (" (they are not counted as runs)" if probe else "")
+            + (f"; {user_faults} of them user-simulator faults (see groundstate metrics)" if user_faults else "")
         )
     if probe:
         console.print(f"next: groundstate select {summary.path} --out-dir {summary.path.parent / 'selection'} --exclude bench")

@@ -1,0 +1,198 @@
+"""The user-turn audit: each rule fires on a clear case and stays quiet on legitimate replies (a value the agent told
+the user, the instruction's own dates and amounts, "I don't know", a goodbye after "anything else?")."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from groundstate.agents import ScriptedUser, make_user
+from groundstate.agents.openai_compat import OpenAIUser
+from groundstate.agents.user_audit import (
+    FAULT_PREFIX,
+    AuditedUser,
+    UserAudit,
+    UserSimulatorFault,
+    fact_tokens,
+    fault_kind,
+    find_fault,
+    user_facts,
+)
+from groundstate.domain import iter_tasks, load_domain
+
+
+@pytest.fixture(scope="module")
+def leave():
+    """hr-book-annual-leave-001: "Your work email is mei.garcia@brightwater.example and your employee number is E10181.
+    You want annual leave from Monday, July 6, 2026 to Friday, July 10, 2026 ..."."""
+    return load_domain("hr").task("hr-book-annual-leave-001")
+
+
+def said(task, *agent_messages: str) -> list[dict]:
+    """A conversation: the instruction, then the agent's messages (each answered by "OK." but the last)."""
+    conv = [{"role": "system", "content": "the domain's policy"}, {"role": "user", "content": task.instruction}]
+    for i, text in enumerate(agent_messages):
+        conv.append({"role": "assistant", "content": text})
+        if i < len(agent_messages) - 1:
+            conv.append({"role": "user", "content": "OK."})
+    return conv
+
+
+def test_the_task_facts_and_their_labels(leave):
+    assert "E10181" in leave.user.context and "mei.garcia@brightwater.example" in leave.user.context
+    facts = {f.token.text: f for f in user_facts(leave)}
+    assert set(facts) == {"E10181", "mei.garcia@brightwater.example"}  # no date, year or day of the month
+    assert ("employee", "number") in facts["E10181"].labels and facts["mei.garcia@brightwater.example"].labels == {("email",)}
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Sure, it's E10181.",
+        "My employee number is e-10181 and my email is MEI.GARCIA@brightwater.example.",
+        "E 10181",
+        "From July 6 to July 10, 2026, so 5 working days.",
+        "2026-07-06 to 2026-07-10, i.e. 07/06/2026 to 07/10/2026.",
+        "I've been here since 2019 and this is my 3rd request this year.",
+        "It cost about $1,500.00, or 1,500 dollars, roughly 1500 USD.",
+        "Around 10:30am, or maybe 3 pm.",
+        "About 15% of my allowance, 12.5 days left.",
+        "I don't know my manager's employee number, sorry.",
+        "My iPhone15 calendar shows it, and the trip is 1500 miles.",
+        "Thanks, that's all. Maybe 10-12 people are off that week.",
+    ],
+)
+def test_legitimate_replies_are_not_faults(leave, reply):
+    assert find_fault(leave, said(leave, "Could you confirm your employee number and the dates?"), reply) is None
+
+
+def test_a_value_the_agent_told_the_user_is_the_users_to_repeat(leave):
+    told = said(leave, "Your request is LR-20931 and HR will call you on 555-0123. Anything to add?")
+    assert find_fault(leave, told, "Great, so LR-20931 it is, and 555 0123 is the number to expect.") is None
+    fault = find_fault(leave, said(leave, "Anything to add?"), "Great, so LR-20931 it is.")
+    assert fault is not None and fault.kind == "invented_fact" and "LR-20931" in fault.detail
+
+
+@pytest.mark.parametrize(
+    "reply, invented",
+    [
+        ("You can call me on 555-0199.", "555-0199"),
+        ("It is about order ORD-4412.", "ORD-4412"),
+        ("My ticket is #5513.", "#5513"),
+        ("The account is 99881.", "99881"),
+    ],
+)
+def test_a_fact_the_user_never_had_is_invented(leave, reply, invented):
+    fault = find_fault(leave, said(leave, "How can I help?"), reply)
+    assert fault is not None and fault.kind == "invented_fact" and invented in fault.detail
+
+
+@pytest.mark.parametrize(
+    "reply, given, own",
+    [
+        ("My employee number is E10182.", "E10182", "employee number is E10181"),
+        ("Use mei.garcia@gmail.com please.", "mei.garcia@gmail.com", "email is mei.garcia@brightwater.example"),
+    ],
+)
+def test_a_fact_of_the_same_kind_as_one_of_the_users_contradicts_it(leave, reply, given, own):
+    fault = find_fault(leave, said(leave, "What is your employee number?"), reply)
+    assert fault is not None and fault.kind == "contradicted_fact"
+    assert given in fault.detail and own in fault.detail
+
+
+def test_a_reference_of_the_same_shape_contradicts_the_users_own():
+    task = load_domain("retail").task(next(t.id for t in load_domain("retail").tasks if "#" in (t.user.context or "")))
+    (ref,) = [f.token for f in user_facts(task) if f.token.kind == "ref"][:1]
+    other = "#" + str(int(ref.key) + 1).zfill(len(ref.key))
+    fault = find_fault(task, said(task, "Which order is it?"), f"It is order {other}.")
+    assert fault is not None and fault.kind == "contradicted_fact" and ref.text in fault.detail
+
+
+@pytest.mark.parametrize(
+    "agent",
+    [
+        "What is your employee number?",
+        "Thanks. Could you confirm your work email address?",
+        "May I have your employee ID, please?",
+        "Please provide your employee number so I can look you up.",
+    ],
+)
+def test_ending_the_conversation_when_asked_for_a_fact_is_a_premature_stop(leave, agent):
+    fault = find_fault(leave, said(leave, agent), None)
+    assert fault is not None and fault.kind == "premature_stop"
+
+
+@pytest.mark.parametrize(
+    "agent",
+    [
+        "Your leave from July 6 to July 10 is booked. Is there anything else I can help with?",
+        "Done! Enjoy the move.",
+        "Shall I go ahead and submit the request?",
+        "Would you like me to file it under employee number E10181?",  # states the value: not asking for it
+        "I have sent the confirmation to your email. Is that all?",
+        "What would you like me to do with your old employee record number after the move?",
+        "I cannot book leave that overlaps a blackout period, sorry.",
+    ],
+)
+def test_ending_the_conversation_otherwise_is_not_a_fault(leave, agent):
+    assert find_fault(leave, said(leave, agent), None) is None
+
+
+def test_a_stop_right_after_the_users_own_message_is_not_judged(leave):
+    assert find_fault(leave, said(leave)[:2], None) is None
+
+
+def test_the_bundled_tasks_own_user_replies_raise_no_fault():
+    """Every scripted reply written for a bundled task (dates, amounts, ids in real phrasing), said after an agent that
+    told the user what the task's world holds, is clean: the audit flags what no task author would write."""
+    checked = 0
+    for task, _ in iter_tasks(None):
+        world = json.dumps(task.patch, default=str)
+        conv = said(task, f"Here is what I found: {world}. What exactly would you like?")
+        for line in task.user.script:
+            assert find_fault(task, conv, line) is None, (task.id, line)
+            conv += [{"role": "user", "content": line}, {"role": "assistant", "content": "Noted."}]
+            checked += 1
+        assert find_fault(task, conv + [{"role": "assistant", "content": "All done. Anything else I can do for you?"}], None) is None
+    assert checked > 500
+
+
+def test_fact_tokens_mask_dates_times_amounts_and_years():
+    text = "On 2026-05-13 at 10:30 I paid $137.51 (1,234.50 in total, 15% off) for 3 items since 2017; ref #412, E10181, 4RATSN, 555-0123."
+    assert [t.text for t in fact_tokens(text)] == ["#412", "E10181", "4RATSN", "555-0123"]
+    assert [t.shape for t in fact_tokens(text)] == ["#999", "E99999", "9AAAAA", "999-9999"]
+
+
+def test_a_fault_names_its_kind_in_a_fixed_prefix():
+    e = UserSimulatorFault("premature_stop", "the user ended the conversation")
+    assert str(e).startswith(f"{FAULT_PREFIX} (premature_stop): ")
+    assert fault_kind(str(e)) == "premature_stop"
+    assert fault_kind("EndpointError: user simulator completion on m@u: gave up") is None
+    assert fault_kind(f"{FAULT_PREFIX} (made_up): x") is None and fault_kind(None) is None
+
+
+def test_llm_users_are_audited_by_default_and_scripted_users_never(leave):
+    assert isinstance(make_user("scripted", leave), ScriptedUser)
+    assert isinstance(make_user("openai:u@http://127.0.0.1:9/v1", leave), AuditedUser)
+    assert isinstance(make_user("openai:u@http://127.0.0.1:9/v1", leave, audit=False), OpenAIUser)
+    with pytest.raises(ValueError, match="LLM user"):
+        make_user("scripted", leave, sampling={"temperature": 0.5})
+
+
+def test_the_audited_user_raises_the_fault_of_a_bad_reply(leave):
+    class Says:
+        def __init__(self, reply):
+            self.text = reply
+
+        async def reply(self, conversation):
+            return self.text
+
+    conv = said(leave, "What is your employee number?")
+    assert asyncio.run(AuditedUser(Says("E10181"), UserAudit(leave)).reply(conv)) == "E10181"
+    with pytest.raises(UserSimulatorFault) as e:
+        asyncio.run(AuditedUser(Says("E10999"), UserAudit(leave)).reply(conv))
+    assert e.value.kind == "contradicted_fact" and e.value.reply == "E10999"
+    with pytest.raises(UserSimulatorFault, match="premature_stop"):
+        asyncio.run(AuditedUser(Says(None), UserAudit(leave)).reply(conv))
