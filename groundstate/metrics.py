@@ -156,6 +156,28 @@ def coverage(records: list[AttemptRecord]) -> Coverage:
     )
 
 
+class IncompleteRun(ValueError):
+    """A run that is not complete by `coverage`'s rule, refused by every read command unless `--allow-incomplete`."""
+
+
+def require_complete(records: list[AttemptRecord], verb: str, allow_incomplete: bool = False, name: str = "") -> list[str]:
+    """The one rule of every read command (metrics, compare, power, report, select): a run with missing, duplicated or
+    system-error keys, or tasks with fewer clean attempts, is refused (`IncompleteRun`, naming what it lacks and both
+    ways on: --repair, or --allow-incomplete to `verb` anyway); allowed, it returns the problems for the command to say.
+    `name` names the run in the message (`base`, `candidate`)."""
+    cov = coverage(records)
+    if cov.complete:
+        return []
+    problems = cov.problems()
+    if not allow_incomplete:
+        run = f"{name} run" if name else "run"
+        raise IncompleteRun(
+            f"incomplete {run}: " + "; ".join(problems) + user_fault_note(records)
+            + f" — re-run it with --repair to finish it, or use --allow-incomplete to {verb} anyway"
+        )  # fmt: skip
+    return problems
+
+
 def _missing_below(attempts: set[int], n: int) -> Iterator[int]:
     """The indices in 0..n−1 that `attempts` lacks, ascending; the next one comes after at most len(attempts) steps."""
     a = 0
@@ -354,8 +376,7 @@ def compute(
     check_one_run(records)
     cov = coverage(records)
     n_run = cov.n
-    if not cov.complete and not allow_incomplete:
-        raise ValueError("incomplete run: " + "; ".join(cov.problems()) + user_fault_note(records) + " — use --allow-incomplete to compute anyway")
+    require_complete(records, "compute", allow_incomplete)
     ks = check_ks(k, n_run)
     k = ks[-1]
     counts = task_counts(records)
@@ -550,8 +571,7 @@ def compare(
             raise ValueError(f"the {name} run holds no records")
         check_one_run(recs, f"the {name} run")
         cov = coverage(recs)
-        if not cov.complete and not allow_incomplete:
-            raise ValueError(f"{name} run incomplete: " + "; ".join(cov.problems()) + " — use --allow-incomplete to compare anyway")
+        require_complete(recs, "compare", allow_incomplete, name)
         if not cov.complete:
             incomplete[name] = cov.problems()
         runs[name] = cov.n

@@ -35,7 +35,7 @@ from typing import Literal
 import numpy as np
 from scipy import optimize, special, stats
 
-from groundstate.metrics import coverage, left_out, task_counts
+from groundstate.metrics import left_out, require_complete, task_counts
 from groundstate.results import AttemptRecord, check_one_run
 
 Metric = Literal["pass_at_1", "observed_k_of_k"]
@@ -129,9 +129,7 @@ def base_rates(records: list[AttemptRecord], allow_incomplete: bool = False) -> 
     if not records:
         raise ValueError("no results records")
     check_one_run(records)
-    cov = coverage(records)
-    if not cov.complete and not allow_incomplete:
-        raise ValueError("incomplete run: " + "; ".join(cov.problems()) + " — use --allow-incomplete to plan anyway")
+    incomplete = require_complete(records, "plan", allow_incomplete)
     counts = [t for t in task_counts(records).values() if t.n > 0]
     if not counts:
         raise ValueError("no task has a clean attempt (only system errors or unjudged attempts)")
@@ -142,8 +140,8 @@ def base_rates(records: list[AttemptRecord], allow_incomplete: bool = False) -> 
             f"the base run passed every attempt of its {len(counts)} tasks (pass@1 = 100%): it shows no variance to plan from, and no lift is possible"
         )
     notes = rate_notes(n, c)
-    if not cov.complete:
-        notes.append("incomplete run, planned anyway: " + "; ".join(cov.problems()))
+    if incomplete:
+        notes.append("incomplete run, planned anyway: " + "; ".join(incomplete))
     return BaseRates(n, c, (c + 0.5) / (n + 1), notes)
 
 

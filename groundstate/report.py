@@ -126,6 +126,8 @@ def _render(
     c = compare(baseline, records, prices=prices, allow_incomplete=True, reps=1000) if baseline is not None else None
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{CSS}</style></head><body>"]
     parts.append(f"<h1>{html.escape(title)}</h1>{_summary(m, c)}")
+    if not m["complete"]:  # allowed, and said: never a silent figure from an incomplete run
+        parts.append(f"<p class='incomplete'>incomplete run, reported anyway: {html.escape('; '.join(m['coverage_problems']))}</p>")
     parts.append(
         f"<div class='muted'>{m['tasks']} tasks × k = {k} · {m['attempts']} attempts · "
         f"{m['system_errors']} system errors · {m['unjudged']} unjudged · finish reasons: "
@@ -253,13 +255,17 @@ def _cell(value: Any) -> str:
 
 def _diff_html(diff: Any) -> str:
     """The verdict's diff as one small table per row: golden and actual values, the columns that differ marked (`chg`).
-    A diff that is not the grader's list of row entries is shown as JSON."""
+    An item without a `table` (a ThinkingBox server's) is a table of its fields; a diff that is not a list, JSON."""
     if not diff:
         return "<p class='muted'>no difference in the database (the verdict's reasons say what failed)</p>"
     if not isinstance(diff, list) or not all(isinstance(e, dict) for e in diff):
         return f"<pre>{html.escape(json.dumps(diff, indent=1, default=str))}</pre>"
     out = []
     for e in diff[:50]:
+        if "table" not in e:  # another grader's item (a ThinkingBox server's diff): its fields as they are
+            rows = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{_cell(v)}</td></tr>" for k, v in e.items())
+            out.append(f"<table class='diff'>{rows}</table>")
+            continue
         expected, actual = e.get("expected"), e.get("actual")
         expected = expected if isinstance(expected, dict) else None
         actual = actual if isinstance(actual, dict) else None
@@ -344,8 +350,10 @@ def write_report(
     title: str,
     baseline: list[AttemptRecord] | None = None,
     prices: dict[str, dict[str, float]] | None = None,
+    allow_incomplete: bool = True,
 ) -> Path:
+    """Write `render`'s page to `out`; `allow_incomplete=False` refuses an incomplete run (`metrics.IncompleteRun`)."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(records, title, baseline, prices=prices), encoding="utf-8")
+    out.write_text(render(records, title, baseline, allow_incomplete, prices), encoding="utf-8")
     return out

@@ -80,6 +80,8 @@ class RunConfig:
     # replay LLM-user replies from this folder's cache and store new ones (`agents.user_cache`); not part of the run's
     # identity (a cached reply is the reply the model gave), recorded in the manifest's config
     user_cache: Path | None = None
+    # stop the run (`EndpointsDown`, resumable) after this many attempts in a row ended by an endpoint failure; 0: never
+    max_endpoint_failures: int = 5
 
 
 @dataclass
@@ -518,7 +520,7 @@ def run(
     start = time.perf_counter()
     results_path = Path(results_path)
     executor = executor or LocalExecutor(backend)
-    check_user(cfg)
+    check_config(cfg)
     prepare_domains((d for _, d in tasks), backend)
     identity = run_identity(cfg, tasks)
     fingerprints = {t.id: task_fingerprint(t, d) for t, d in tasks}
@@ -530,15 +532,21 @@ def run(
     user_replies = {"cached": 0, "generated": 0} if cfg.user_cache is not None else {}
     tool_names = {t.id: frozenset(d.tools.specs) for t, d in tasks}
 
+    in_a_row = {"endpoint_failures": 0}
+
     def record(r: AttemptRecord) -> None:
         r = stamp(r, identity, fingerprints[r.task_id], earlier_user_faults(resumed.replaced.get(r.key)))
         writer.write(r)
+        ended_by_endpoint = (r.system_error or "").startswith(ENDPOINT_FAILURE)
+        in_a_row["endpoint_failures"] = in_a_row["endpoint_failures"] + 1 if ended_by_endpoint else 0
         tally[r.outcome] += 1
         tally["unread_tool_calls"] += unread_tool_calls(r, tool_names[r.task_id])
         for how, n in ((r.model_extra or {}).get("user_replies") or {}).items():
             user_replies[how] = user_replies.get(how, 0) + n
         if on_result:
             on_result(r)
+        if cfg.max_endpoint_failures and in_a_row["endpoint_failures"] >= cfg.max_endpoint_failures:
+            raise EndpointsDown(in_a_row["endpoint_failures"], (r.system_error or "").splitlines()[0][:300])
 
     try:
         if resumed.todo:
@@ -560,6 +568,43 @@ def run(
         tally["unread_tool_calls"],
         user_replies,
     )
+
+
+ENDPOINT_FAILURE = "EndpointError:"  # how the system error of an attempt ended by its model endpoint begins (`attempt._crashed`)
+
+
+class EndpointsDown(RuntimeError):
+    """`max_endpoint_failures` attempts in a row were ended by their model endpoint: the run stopped, every record
+    written so far is intact and the attempts not run are unfinished keys (re-run the command to resume)."""
+
+    def __init__(self, failures: int, last: str):
+        super().__init__(f"{failures} attempts in a row failed on their model endpoint; the last: {last}")
+        self.failures, self.last = failures, last
+
+
+def check_config(cfg: RunConfig) -> None:
+    """`ValueError` in one line for a run that could only fail: an agent, user or judge spec that cannot be built
+    (`agents.check_agent_spec`, `check_user_spec`, the judge's endpoint syntax), and what `check_user` refuses.
+    Called before anything is written; it loads no model and calls no endpoint (`endpoint_specs` to probe those)."""
+    from groundstate.agents import check_agent_spec, check_user_spec
+    from groundstate.agents.openai_compat import parse_endpoint
+
+    check_agent_spec(cfg.agent)
+    check_user_spec(cfg.user)
+    if cfg.judge is not None and cfg.judge.strip().lower() not in ("", "none"):
+        try:
+            parse_endpoint(cfg.judge)
+        except ValueError as e:
+            raise ValueError(f"judge: {e}") from None
+    if cfg.max_endpoint_failures < 0:
+        raise ValueError(f"max_endpoint_failures must be 0 (never stop) or more, got {cfg.max_endpoint_failures}")
+    check_user(cfg)
+
+
+def endpoint_specs(cfg: RunConfig) -> dict[str, str]:
+    """The run's OpenAI-compatible endpoints by role (agent, user, judge): what to probe before the first attempt."""
+    roles = {"agent": cfg.agent, "user": cfg.user, "judge": cfg.judge or ""}
+    return {role: spec for role, spec in roles.items() if spec.startswith("openai:")}
 
 
 def check_user(cfg: RunConfig) -> None:

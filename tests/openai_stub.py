@@ -109,8 +109,16 @@ EXHAUSTED = error(400, "openai stub: no scripted reply left")
 class OpenAIStub:
     """The server; use as a context manager. `requests` holds {path, headers (lower-cased names), body} per request received."""
 
-    def __init__(self, replies: list[Reply] | None = None, default: Reply = EXHAUSTED, responder: Callable[[dict[str, Any]], Reply] | None = None):
+    def __init__(
+        self,
+        replies: list[Reply] | None = None,
+        default: Reply = EXHAUSTED,
+        responder: Callable[[dict[str, Any]], Reply] | None = None,
+        models: Reply | None = None,
+    ):
         self.replies: deque[Reply] = deque(replies or [])
+        self.models = models  # the answer to GET /models (what a run probes first); None: 404, a server without the route
+        self.gets: list[str] = []  # the paths of GET requests, apart from `requests`
         self.default = default
         self.responder = responder  # answers from the request body once the scripted replies ran out (e.g. `fact_judge`)
         self.requests: list[dict[str, Any]] = []
@@ -144,6 +152,18 @@ class OpenAIStub:
                     self.wfile.write(payload)
                 except (BrokenPipeError, ConnectionResetError):  # the client timed out and hung up: expected
                     pass
+
+            def do_GET(self) -> None:  # noqa: N802
+                with stub._lock:
+                    stub.gets.append(self.path)
+                routed = self.path.endswith("/models") and stub.models is not None
+                reply = stub.models if routed else error(404, f"openai stub: no route {self.path}")
+                payload = json.dumps(reply.body).encode()
+                self.send_response(reply.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
 
             def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
                 pass

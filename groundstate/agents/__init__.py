@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from groundstate.agents.scripted import ScriptedAgent, ScriptedUser, attempt_seed, make_scripted_agent
+from groundstate.agents.scripted import ScriptedAgent, ScriptedUser, attempt_seed, make_scripted_agent, parse_scripted_spec
 from groundstate.agents.user_audit import AuditedUser, UserAudit
 from groundstate.agents.user_cache import CachedUser, UserCache
 from groundstate.tasks import Task
 from groundstate.types import Agent, Domain, UserSimulator
 
-__all__ = ["AgentSource", "ScriptedAgent", "ScriptedUser", "is_llm_user", "make_agent", "make_user"]
+__all__ = ["AgentSource", "ScriptedAgent", "ScriptedUser", "check_agent_spec", "check_user_spec", "is_llm_user", "make_agent", "make_user"]
 
 AGENT_SPECS = "scripted:gold|noop|noisy:P, openai:MODEL[@URL] or hf:PATH"
 
@@ -53,6 +53,42 @@ class AgentSource:
         if self.kind == "hf":  # the attempt's own random stream: its samples do not depend on which attempts ran beside it
             return self._shared.agent(seed=attempt_seed(task.id, attempt, self.seed))
         return self._shared
+
+
+def check_agent_spec(spec: str) -> None:
+    """`ValueError` in one line, naming the spec and the fix, unless `spec` is an agent spec that can be built: its
+    syntax (`scripted:gold|noop|noisy:P`, `openai:MODEL[@URL]`) and, for `hf:PATH`, a model folder or hub id
+    (`local.check_model_ref`). Nothing is loaded and no endpoint is called (`openai_compat.probe_endpoint` does that)."""
+    kind, sep, rest = spec.partition(":")
+    if kind == "scripted" and sep:
+        parse_scripted_spec(spec)
+    elif kind == "openai" and sep:
+        from groundstate.agents.openai_compat import parse_endpoint
+
+        parse_endpoint(spec)
+    elif kind == "hf" and sep:
+        from groundstate.agents.local import check_model_ref
+
+        try:
+            check_model_ref(rest)
+        except ValueError as e:
+            raise ValueError(f"bad agent spec {spec!r}: {e}") from None
+    else:
+        hint = f" (did you mean scripted:{spec}?)" if spec in ("gold", "noop") or spec.startswith("noisy") else ""
+        hint = " (openai needs its model: openai:MODEL[@URL])" if spec == "openai" else " (hf needs its folder: hf:PATH)" if spec == "hf" else hint
+        raise ValueError(f"unknown agent spec {spec!r}: use {AGENT_SPECS}{hint}")
+
+
+def check_user_spec(spec: str) -> None:
+    """`ValueError` in one line unless `spec` is a user spec: `scripted` or `openai:MODEL[@URL]`."""
+    if spec in ("scripted", "scripted:task"):
+        return
+    if is_llm_user(spec):
+        from groundstate.agents.openai_compat import parse_endpoint
+
+        parse_endpoint(spec)
+        return
+    raise ValueError(f"unknown user spec {spec!r}: use scripted or openai:MODEL[@URL]")
 
 
 def make_agent(spec: str, task: Task, domain: Domain, attempt: int = 0, seed: int = 0, sampling: dict[str, Any] | None = None) -> Agent:

@@ -80,7 +80,58 @@ def api_key() -> str:
 
 
 def describe_endpoint(model: str, base_url: str | None) -> str:
-    return f"{model}@{base_url or os.environ.get('OPENAI_BASE_URL') or 'https://api.openai.com/v1'}"
+    return f"{model}@{base_url or os.environ.get('OPENAI_BASE_URL') or OFFICIAL_API}"
+
+
+OFFICIAL_API = "https://api.openai.com/v1"
+
+
+@dataclass(frozen=True)
+class EndpointProbe:
+    """What one request to an endpoint's `/models` found: `problem` (the endpoint cannot serve a run: unreachable, or
+    it refuses the key) or a `warning` (it answers but does not list the model), each one line naming the endpoint."""
+
+    endpoint: str
+    problem: str | None = None
+    warning: str | None = None
+
+
+def probe_endpoint(spec: str, timeout: float = 10.0) -> EndpointProbe:
+    """One `GET /models` to the endpoint of `openai:MODEL[@URL]`, no retries, before a run starts: so a dead or
+    unauthorised endpoint is one line now, not a system error per attempt minutes later. Any HTTP answer but 401/403
+    counts as reachable (servers without `/models` answer 404 or 501). Without `@URL` and `OPENAI_BASE_URL` the official
+    API is meant, and a missing `OPENAI_API_KEY` is the problem."""
+    model, base_url = parse_endpoint(spec)
+    url = base_url or os.environ.get("OPENAI_BASE_URL") or OFFICIAL_API
+    endpoint = f"{model}@{url}"
+    key_set = bool(os.environ.get("OPENAI_API_KEY"))
+    if url.rstrip("/") == OFFICIAL_API and not key_set:
+        return EndpointProbe(
+            endpoint,
+            problem=f"without @URL requests go to the official API ({OFFICIAL_API}) and OPENAI_API_KEY is not set: "
+            "set it, or name your server, e.g. openai:MODEL@http://127.0.0.1:8000/v1",
+        )
+    client = OpenAI(base_url=url, api_key=api_key(), max_retries=0, timeout=timeout)
+    try:
+        listed = [m.id for m in client.models.list()]
+    except (openai.AuthenticationError, openai.PermissionDeniedError) as e:
+        why = "OPENAI_API_KEY is not set" if not key_set else "check OPENAI_API_KEY"
+        return EndpointProbe(endpoint, problem=f"{url} refused the request (HTTP {e.status_code}): {why}")
+    except openai.APIStatusError:
+        return EndpointProbe(endpoint)  # it answered: a server without /models (or a broken one) still serves chat
+    except openai.APIConnectionError as e:  # refused, unknown host, timed out (APITimeoutError is one)
+        cause = e.__cause__ or e
+        return EndpointProbe(
+            endpoint, problem=f"cannot reach {url} ({type(cause).__name__}: {str(cause).strip()[:200] or e}): is the server running?"
+        )
+    except (ValueError, TypeError):  # a reply that is not a model list
+        return EndpointProbe(endpoint)
+    finally:
+        client.close()
+    if listed and model not in listed:
+        shown = ", ".join(listed[:5]) + (f" and {len(listed) - 5} more" if len(listed) > 5 else "")
+        return EndpointProbe(endpoint, warning=f"{url} does not list model {model!r} (it lists {shown}): requests may fail")
+    return EndpointProbe(endpoint)
 
 
 # One async client per (event loop, base URL, key, timeout): the runner builds users per attempt and

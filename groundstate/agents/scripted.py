@@ -49,22 +49,32 @@ def attempt_seed(task_id: str, attempt: int, seed: int = 0) -> int:
     return int.from_bytes(hashlib.sha256(f"{task_id}:{attempt}:{seed}".encode()).digest()[:8], "big")
 
 
-def make_scripted_agent(spec: str, task: Task, domain: Domain, attempt: int = 0, seed: int = 0):
-    """An agent from a spec string for one attempt (`scripted:gold`, `scripted:noop`, `scripted:noisy:0.3`)."""
+def parse_scripted_spec(spec: str) -> tuple[str, float | None]:
+    """(`gold`|`noop`|`noisy`, P or None) of `scripted:gold`, `scripted:noop`, `scripted:noisy:P` (0 ≤ P ≤ 1); a
+    `ValueError` naming the spec and the fix for anything else."""
     kind = spec.removeprefix("scripted:")
-    gold = [c.model_dump() for c in task.gold]
-    if kind == "gold":
-        return ScriptedAgent(gold, final_text=task.gold_reply or "Done.", name="scripted:gold")
-    if kind == "noop":
-        return ScriptedAgent([], final_text="I have looked into it; nothing needs to change.", name="scripted:noop")
+    if kind in ("gold", "noop"):
+        return kind, None
     if kind.startswith("noisy:"):
         try:
             p = float(kind.split(":", 1)[1])
         except ValueError:
             raise ValueError(f"bad agent spec {spec!r}: noisy:P needs a probability, e.g. scripted:noisy:0.3") from None
-        if not 0 <= p <= 1:
+        if not 0 <= p <= 1:  # also NaN
             raise ValueError(f"bad agent spec {spec!r}: P must be in [0, 1]")
-        rng = random.Random(attempt_seed(task.id, attempt, seed))
-        calls, injected = corrupt_noting(gold, domain.tools, p, rng)
-        return ScriptedAgent(calls, final_text=task.gold_reply or "Done.", name=f"scripted:noisy:{p}", injected=injected)
-    raise ValueError(f"unknown agent spec {spec!r}: use scripted:gold, scripted:noop or scripted:noisy:P")
+        return "noisy", p
+    hint = " (noisy needs its probability: scripted:noisy:0.3)" if kind == "noisy" else ""
+    raise ValueError(f"unknown agent spec {spec!r}: use scripted:gold, scripted:noop or scripted:noisy:P{hint}")
+
+
+def make_scripted_agent(spec: str, task: Task, domain: Domain, attempt: int = 0, seed: int = 0):
+    """An agent from a spec string for one attempt (`scripted:gold`, `scripted:noop`, `scripted:noisy:0.3`)."""
+    kind, p = parse_scripted_spec(spec)
+    gold = [c.model_dump() for c in task.gold]
+    if kind == "gold":
+        return ScriptedAgent(gold, final_text=task.gold_reply or "Done.", name="scripted:gold")
+    if kind == "noop":
+        return ScriptedAgent([], final_text="I have looked into it; nothing needs to change.", name="scripted:noop")
+    rng = random.Random(attempt_seed(task.id, attempt, seed))
+    calls, injected = corrupt_noting(gold, domain.tools, p, rng)
+    return ScriptedAgent(calls, final_text=task.gold_reply or "Done.", name=f"scripted:noisy:{p}", injected=injected)

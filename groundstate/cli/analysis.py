@@ -47,6 +47,8 @@ def metrics(
     except ValueError as e:
         console.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(1) from None
+    if not m["complete"]:  # --allow-incomplete: computed anyway, and said (on stderr, also with --json)
+        console.print(f"[yellow]incomplete run, computed anyway:[/yellow] {escape('; '.join(m['coverage_problems']))}")
     if as_json:
         out.print_json(data={k_: v for k_, v in m.items() if k_ != "per_task"} | {"per_task": m["per_task"]})
         return
@@ -114,8 +116,10 @@ def compare(
     cand: Path = typer.Argument(..., help="Candidate results JSONL."),
     k: Optional[int] = opts.count(None, "--k", help="k for pass@k / pass^k, at most the smaller n of the two runs (default: that n)."),
     prices: Optional[Path] = typer.Option(None, "--prices", help="YAML price table extending the bundled one (as for metrics)."),
-    allow_incomplete: bool = typer.Option(False, "--allow-incomplete"),
-    as_json: bool = typer.Option(False, "--json"),
+    allow_incomplete: bool = typer.Option(
+        False, "--allow-incomplete", help="Compare despite missing, duplicated or system-error keys (said in the output)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Lift of each metric on the shared tasks (paired bootstrap CI, P(lift > 0)) and whether the pass@1 lift is
     within the range this design detects (see `groundstate power`), task transitions, cost change; for
@@ -194,18 +198,25 @@ def report(
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="Baseline results for a before/after comparison."),
     output: Path = opts.file_out(Path("report.html"), "-o", "--output", help="Where to write the HTML file."),
     prices: Optional[Path] = typer.Option(None, "--prices", help="YAML price table extending the bundled one (as for metrics)."),
+    allow_incomplete: bool = typer.Option(
+        False, "--allow-incomplete", help="Report runs with missing, duplicated or system-error keys (said in the report)."
+    ),
 ) -> None:
     """One self-contained HTML report: metrics, success grid, plots, and failing attempts with their diffs."""
-    from groundstate.metrics import load_prices
+    from groundstate.metrics import load_prices, require_complete
     from groundstate.report import write_report
 
     records = read_run(results)
     if not records:
         console.print(f"[red]error:[/red] {results} holds no records")
         raise typer.Exit(2)
+    base_records = read_run(baseline) if baseline else None
     try:
+        for name, recs in (("", records), ("baseline", base_records or [])):
+            if recs and require_complete(recs, "report", allow_incomplete, name):
+                console.print(f"[yellow]{name or 'the'} run incomplete, reported anyway[/yellow] (the report says what it lacks)")
         table = load_prices(prices)
-        path = write_report(records, output, f"groundstate report · {results}", read_run(baseline) if baseline else None, prices=table)
+        path = write_report(records, output, f"groundstate report · {results}", base_records, prices=table, allow_incomplete=allow_incomplete)
     except ValueError as e:  # records of several runs, or a baseline that cannot be compared
         console.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(1) from None

@@ -22,9 +22,13 @@ def _fmt(x, pct=True):
 
 def quickstart(
     out_dir: Path = opts.folder_out(Path("runs/quickstart"), "--out", help="Where every artefact goes."),
-    seed: int = typer.Option(0),
-    grpo_steps: int = opts.count(QuickstartConfig.grpo_steps, "--grpo-steps"),
-    sft_max_steps: int = opts.count(QuickstartConfig.sft_max_steps, "--sft-max-steps"),
+    seed: int = typer.Option(0, "--seed", help="Seed of every random choice (model, data, sampling): the same seed gives the same figures."),
+    grpo_steps: int = opts.count(QuickstartConfig.grpo_steps, "--grpo-steps", help="GRPO steps on the selected pool."),
+    sft_max_steps: int = opts.count(
+        QuickstartConfig.sft_max_steps,
+        "--sft-max-steps",
+        help="At most this many supervised warm-up steps (it stops earlier on its validation target).",
+    ),
     max_pool: Optional[int] = opts.count(None, "--max-pool", help="Use only the first N pool tasks (a reduced run)."),
     ood: bool = typer.Option(True, "--ood/--no-ood", help="Also evaluate on the out-of-distribution benchmark."),
 ) -> None:

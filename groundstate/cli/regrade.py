@@ -19,7 +19,7 @@ def regrade_command(
     out_file: Path = opts.file_out(..., "--out", help="Where the regraded records go (a new file; never the input)."),
     tasks: str = typer.Option("all", "--tasks", help="Where today's task definitions come from (any --tasks selector; default: every bundled task)."),
     judge: Optional[str] = typer.Option(
-        None, "--judge", help="openai:MODEL[@URL]: judge reply rubrics again (without: a passing state keeps its recorded judgement)."
+        None, "--judge", help="openai:MODEL\\[@URL]: judge reply rubrics again (without: a passing state keeps its recorded judgement)."
     ),
     backend: str = opts.Backend,
     pg_dsn: Optional[str] = opts.PgDsn,

@@ -19,14 +19,14 @@ PROBE_HELP = "Probe candidate tasks: N attempts each with the policy to be train
 
 def attempts_command(
     ctx: typer.Context,
-    agent: str = typer.Option(..., "--agent", help="scripted:gold|noop|noisy:P, openai:MODEL[@URL] or hf:PATH."),
+    agent: str = typer.Option(..., "--agent", help="scripted:gold|noop|noisy:P, openai:MODEL\\[@URL] or hf:PATH."),
     tasks: Optional[str] = typer.Option(
         None,
         "--tasks",
         help="pool, bench, all, a domain name or folder, a YAML list of ids, or a glob; comma-separated (default: bench for run, pool for probe).",
     ),
     k: Optional[int] = opts.count(None, "--k", "--n", hi=MAX_ATTEMPTS, help="Attempts per task (default: 1 for run, 8 for probe)."),
-    user: str = typer.Option("scripted", "--user", help="scripted or openai:MODEL[@URL]."),
+    user: str = typer.Option("scripted", "--user", help="scripted or openai:MODEL\\[@URL]."),
     user_temperature: Optional[float] = opts.number(
         None, "--user-temperature", lo=0.0, help="Sampling temperature of an openai: user (default 0); part of the run's identity."
     ),
@@ -44,7 +44,7 @@ def attempts_command(
         "the conversation when asked for one, is a user-simulator fault, a system error (--repair reruns it), never the "
         "agent's 0. Part of the run's identity.",
     ),
-    judge: Optional[str] = typer.Option(None, "--judge", help="openai:MODEL[@URL] for reply rubrics (without: rubric tasks are unjudged)."),
+    judge: Optional[str] = typer.Option(None, "--judge", help="openai:MODEL\\[@URL] for reply rubrics (without: rubric tasks are unjudged)."),
     out_path: Optional[Path] = opts.file_out(
         None,
         "--out",
@@ -77,12 +77,19 @@ def attempts_command(
     tb_servers: Optional[Path] = opts.TbServers,
     tb_no_sources: bool = opts.TbNoSources,
     tool_call_format: str = opts.ToolCallFormat,
+    max_endpoint_failures: int = opts.count(
+        5,
+        "--max-endpoint-failures",
+        lo=0,
+        help="Stop the run after this many attempts in a row fail on their model endpoint (0: never); the run stays resumable.",
+    ),
 ) -> None:
     from groundstate.agents import is_llm_user
+    from groundstate.agents.openai_compat import probe_endpoint
     from groundstate.agents.user_audit import fault_kind
     from groundstate.agents.user_cache import CACHE_FILE, UserCacheError
     from groundstate.results import RecordError, ResultsInUseError, ResultsWriteError
-    from groundstate.runner import LocalExecutor, ResumeRefused, RunConfig, progress_status, run
+    from groundstate.runner import EndpointsDown, LocalExecutor, ResumeRefused, RunConfig, check_config, endpoint_specs, progress_status, run
     from groundstate.state import make_backend
     from groundstate.tasks import TaskFileError
 
@@ -107,7 +114,18 @@ def attempts_command(
         user_sampling={} if user_temperature is None else {"temperature": user_temperature},
         user_audit=user_audit,
         user_cache=user_cache,
+        max_endpoint_failures=max_endpoint_failures,
     )
+    try:  # a spec that could only fail every attempt stops here: one line, nothing written
+        check_config(cfg)
+    except ValueError as e:
+        fail(f"{e}\nnothing was {'probed' if probe else 'run'} or written.")
+    for role, spec in endpoint_specs(cfg).items():  # one request each, before the first attempt
+        found = probe_endpoint(spec)
+        if found.problem:
+            fail(f"--{role} {spec}: {found.problem}\nnothing was {'probed' if probe else 'run'} or written.")
+        if found.warning:
+            console.print(f"[yellow]warning:[/yellow] --{role} {escape(spec)}: {escape(found.warning)}")
     if out_path is not None:
         path = out_path
     elif probe:
@@ -166,6 +184,13 @@ def attempts_command(
                 "Free space or fix permissions, then re-run the same command to finish it.",
                 3,
             )
+        except EndpointsDown as e:  # the endpoint went away mid-run: stop instead of failing every attempt left
+            bar_progress.stop()
+            fail(
+                f"{e}\nthe {noun} stopped; every record written is intact ({path}). Fix the endpoint, then re-run the same "
+                "command: it resumes, and --repair retries the attempts the endpoint failed.",
+                1,
+            )
         except (RecordError, ResumeRefused, UserCacheError) as e:  # a results line that is not a record, another run's file, an unusable user cache
             bar_progress.stop()
             fail(f"{e}\nnothing was {'probed' if probe else 'run'} or written.")
@@ -203,3 +228,5 @@ def attempts_command(
         )
     if probe:
         console.print(f"next: groundstate select {summary.path} --out-dir {summary.path.parent / 'selection'} --exclude bench")
+    if summary.ran and summary.system_errors == summary.ran:  # nothing was measured: never a quiet exit 0
+        fail(f"every one of the {summary.ran} attempts run was a system error: nothing was measured (the first: see {summary.path})", 1)

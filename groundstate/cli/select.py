@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from groundstate.cli import options as opts
-from groundstate.cli.common import console, out
+from groundstate.cli.common import console, fail, out, read_run
 from groundstate.tasks import TaskFileError
 
 
@@ -55,13 +56,20 @@ def select_command(
         False, "--require-content-check", help="Exclude probe tasks whose definition cannot be loaded (so cannot be content-checked)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary on stdout."),
+    allow_incomplete: bool = typer.Option(
+        False, "--allow-incomplete", help="Select from probes with missing, duplicated or system-error keys (said in the output)."
+    ),
 ) -> None:
     """Select a training pool from probe runs: difficulty bands, learning signal, benchmark exclusion, grouped train/val split."""
+    from groundstate.metrics import IncompleteRun, require_complete
     from groundstate.selection import SelectionParams, select_files
 
-    if not probes.exists():
-        console.print(f"[red]error:[/red] {probes}: no such results file")
-        raise typer.Exit(2)
+    try:
+        incomplete = require_complete(read_run(probes), "select", allow_incomplete)
+    except IncompleteRun as e:
+        fail(str(e), 1)
+    if incomplete:
+        console.print(f"[yellow]probes incomplete, selected from anyway:[/yellow] {escape('; '.join(incomplete))}")
     try:
         params = SelectionParams(
             edges=_floats(band_edges, "--band-edges"),
@@ -112,4 +120,8 @@ def select_command(
     if as_json:
         typer.echo(json.dumps({**summary, "outputs": {k: str(v) for k, v in paths.items()}}, indent=1, sort_keys=True))
     console.print("\n".join(f"{name} written to {p}" for name, p in paths.items()))
-    console.print(f"train on it with: --tasks {paths['train.yaml']}")
+    if summary["train"]:
+        val = f" --val {paths['val.yaml']}" if summary["val"] else ""
+        console.print(f"next: groundstate train --model MODEL --train {paths['train.yaml']}{val}")
+    else:
+        console.print("[yellow]nothing to train on:[/yellow] no task was selected for training (see the bands and decisions above)")

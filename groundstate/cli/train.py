@@ -55,7 +55,7 @@ def tiny_build(
         None, "--demonstrations", help="Fresh demonstrations to render (default: 6000 from scratch, 400 from smollm2)."
     ),
     cache: Optional[Path] = typer.Option(None, "--cache", help="--from smollm2: where the converted base is kept (default: OUT/../.smollm2-hf)."),
-    seed: int = typer.Option(0),
+    seed: int = typer.Option(0, "--seed", help="Seed of every random choice (initialisation, data order, sampling)."),
 ) -> None:
     """Build a small policy and warm-start it with TRL's SFTTrainer — nothing is downloaded.
 
@@ -124,8 +124,8 @@ def train(
     max_turns: Optional[int] = opts.count(None, "--max-turns", help="Override the tasks' agent-turn limit (default: the tasks' own)."),
     use_vllm: bool = typer.Option(False, "--use-vllm", help="trl, GPU: TRL's vLLM integration for generation."),
     val_k: Optional[int] = opts.count(None, "--val-k", help=_default("val_k")),
-    seed: int = typer.Option(0),
-    out_dir: Path = opts.folder_out(Path("runs/train"), "--out"),
+    seed: int = typer.Option(0, "--seed", help="Seed of every random choice (initialisation, data order, sampling)."),
+    out_dir: Path = opts.folder_out(Path("runs/train"), "--out", help="Folder of the checkpoints, metrics.jsonl and rollouts.jsonl."),
     backend: str = opts.Backend,
     pg_dsn: Optional[str] = opts.PgDsn,
     tb_servers: Optional[Path] = opts.TbServers,
@@ -144,8 +144,10 @@ def train(
     micro_batch: Optional[int] = opts.count(
         None, "--micro-batch", help=f"verl: trajectories per GPU per forward/backward pass (default {VerlRecipe.micro_batch_per_gpu})."
     ),
-    user: str = typer.Option("scripted", "--user", help="verl: simulated user of the episodes, scripted or openai:MODEL[@URL]."),
-    judge: Optional[str] = typer.Option(None, "--judge", help="verl: openai:MODEL[@URL] for reply rubrics (without: rubric tasks fail their group)."),
+    user: str = typer.Option("scripted", "--user", help="verl: simulated user of the episodes, scripted or openai:MODEL\\[@URL]."),
+    judge: Optional[str] = typer.Option(
+        None, "--judge", help="verl: openai:MODEL\\[@URL] for reply rubrics (without: rubric tasks fail their group)."
+    ),
     dry_run: bool = typer.Option(
         False, "--dry-run", help="verl: check the topology and print the resolved config and launch command; start nothing."
     ),
@@ -158,11 +160,11 @@ def train(
 
     if engine not in ("trl", "verl"):
         fail(f"unknown engine {engine!r}: use trl or verl")
+    pairs = select(train_tasks, tb_servers, tb_no_sources)
     try:
         check_model_ref(model)
     except ValueError as e:
         fail(f"--model {e}")
-    pairs = select(train_tasks, tb_servers, tb_no_sources)
     common = _given(
         group_size=group_size,
         tasks_per_step=tasks_per_step,

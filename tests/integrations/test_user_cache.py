@@ -184,7 +184,7 @@ def test_a_user_fault_is_a_system_error_that_repair_reruns_and_metrics_counts(sh
         faulty = gs_run(stub, shop_llm, out, "--user-cache", str(cache), k="1")
         user_model = f"openai:user-model@{stub.base_url}"
         records = read_records(out)
-        assert faulty.exit_code == 0, faulty.output
+        assert faulty.exit_code == 1, faulty.output  # every attempt a system error: nothing measured, never exit 0
         for r in records:
             assert r.reward is None and r.system_error.startswith("user-simulator fault (contradicted_fact): the reply gives #7"), r.verdict
             assert f"its own order number is #{r.task_id[-1]}" in r.system_error
@@ -218,7 +218,7 @@ def test_walking_away_when_asked_for_a_fact_is_a_premature_stop(shop_llm, tmp_pa
     out = tmp_path / "r.jsonl"
     with OpenAIStub(responder=Shop(user_says="###STOP###")) as stub:
         r = gs_run(stub, shop_llm, out, k="1")
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 1, r.output  # every attempt a system error
     for record in read_records(out):
         assert record.system_error.startswith(
             "user-simulator fault (premature_stop): the user ended the conversation when the agent asked for its order number"
@@ -239,7 +239,7 @@ def test_without_the_audit_a_faulty_user_is_graded_and_the_identity_says_so(shop
         # an audited run meeting the stored faulty reply: a fault, and the reply leaves the cache
         audited = gs_run(stub, shop_llm, tmp_path / "audited.jsonl", "--user-cache", str(cache), k="1")
         calls = len(stub.bodies("user-model"))
-    assert audited.exit_code == 0, audited.output
+    assert audited.exit_code == 1, audited.output  # every attempt a system error
     assert all(r.system_error.startswith("user-simulator fault (contradicted_fact)") for r in read_records(tmp_path / "audited.jsonl"))
     assert calls == 4  # served from the cache, not asked again
     assert stored(cache) == 2  # the two faulty replies were deleted, so --repair asks the model again

@@ -105,21 +105,29 @@ def test_agent_endpoint_fault_is_retried_then_a_system_error_then_repaired(tmp_p
 
 
 def test_cli_endpoint_outage_then_repair(tmp_path):
-    """`groundstate run` against an endpoint that returns 500s: system errors and a hint; `--repair` completes."""
+    """`groundstate run` against an endpoint that returns 500s stops after --max-endpoint-failures attempts in a row
+    (exit 1, resumable) instead of failing every attempt left; healthy again, re-running the command completes it."""
     path = tmp_path / "results.jsonl"
     runner = CliRunner()
+    keys = [(t, a) for t in ("shop-cancel", "shop-refuse", "shop-multi") for a in range(2)]
     with OpenAIStub(default=error(500)) as stub:
-        args = ["run", "--agent", f"openai:m@{stub.base_url}", "--tasks", SHOP, "--k", "2", "--out", str(path), "--concurrency", "2"]
-        result = runner.invoke(app, args)
-        assert result.exit_code == 0, result.output
-        assert "0 passed, 0 failed, 6 system errors" in result.output and "--repair" in result.output
-        assert len(stub.requests) == 6 * (RETRIES + 1)
+        args = ["run", "--agent", f"openai:m@{stub.base_url}", "--tasks", SHOP, "--k", "2", "--out", str(path), "--concurrency", "1"]
+        result = runner.invoke(app, [*args, "--max-endpoint-failures", "3"])
+        assert result.exit_code == 1, result.output
+        assert "3 attempts in a row failed on their model endpoint" in result.output and "re-run the same command" in result.output
+        stopped = read_records(path)
+        assert len(stopped) == 3 and all(r.system_error.startswith("EndpointError:") for r in stopped)
+        assert len(stub.requests) == 3 * (RETRIES + 1)  # the probe's GET /models is not a completion request
+        # with no stop, every attempt is a system error: exit 1 ("nothing was measured") and the --repair hint
+        result = runner.invoke(app, [*args, "--max-endpoint-failures", "0"])
+        assert result.exit_code == 1 and "6 system errors" in result.output and "--repair" in result.output, result.output
+        assert "nothing was measured" in result.output
         # healthy again: every turn ends the conversation (a text reply; the scripted user has nothing to add)
         stub.default = text("I looked into it.")
         result = runner.invoke(app, args + ["--repair"])
         assert result.exit_code == 0, result.output
     assert "6 attempts run" in result.output and "0 system errors" in result.output
-    final = assert_each_key_once(path, [(t, a) for t in ("shop-cancel", "shop-refuse", "shop-multi") for a in range(2)])
+    final = assert_each_key_once(path, keys)
     assert all(r.system_error is None and r.reward == 0 for r in final)  # graded: the agent did nothing
 
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
 from groundstate.agents.local import ModelLoadError, check_model_ref, load_pretrained
 from groundstate.cli import app
 
-DEAD_PG = "postgresql://nobody:s3cret@127.0.0.1:1/nowhere"  # nothing listens on port 1
+DEAD_PG = "postgresql://nobody:s3cret@127.0.0.1:1/nowhere"
+SHOP = Path(__file__).parents[1] / "fixtures" / "shop"  # nothing listens on port 1
 
 
 def invoke(*args: str):
@@ -72,3 +75,113 @@ def test_model_references():
         check_model_ref(" ")
     with pytest.raises(ModelLoadError, match="no such model folder"):
         load_pretrained("/nonexistent")
+
+
+# -- a bad --agent, --user or --judge, a dead or unauthorised endpoint: before any attempt (#21 items 1-2) -------------
+
+
+@pytest.mark.parametrize(
+    "option, spec, says",
+    [
+        ("--agent", "scripted:nosiy:0.3", "unknown agent spec 'scripted:nosiy:0.3'"),
+        ("--agent", "gold", "did you mean scripted:gold?"),
+        ("--agent", "scripted:noisy", "noisy needs its probability"),
+        ("--agent", "scripted:noisy:1.5", "P must be in [0, 1]"),
+        ("--agent", "scripted:noisy:nan", "P must be in [0, 1]"),
+        ("--agent", "hf:/nonexistent", "/nonexistent: no such model folder"),
+        ("--agent", "openai", "openai needs its model"),
+        ("--agent", "openai:", "bad endpoint spec"),
+        ("--user", "llm", "unknown user spec 'llm'"),
+        ("--judge", "gpt-4o", "judge: bad endpoint spec 'gpt-4o'"),
+    ],
+)
+def test_a_spec_that_cannot_be_built_stops_the_run_in_one_line(tmp_path, monkeypatch, option, spec, says):
+    monkeypatch.chdir(tmp_path)
+    args = ["--agent", "scripted:gold"] if option != "--agent" else []
+    r = invoke("run", *args, option, spec, "--tasks", "hr")
+    assert r.exit_code == 2, r.output
+    assert r.output.startswith("error: ") and says in r.output and "nothing was run or written" in r.output
+    assert "Traceback" not in r.output and list(tmp_path.iterdir()) == []  # no junk runs/ folder
+
+
+def test_a_dead_endpoint_is_one_line_before_any_attempt(tmp_path, monkeypatch):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.chdir(tmp_path)
+    for option in ("--agent", "--user", "--judge"):
+        args = {"--agent": [], "--user": ["--agent", "scripted:gold"], "--judge": ["--agent", "scripted:gold"]}[option]
+        r = invoke("run", *args, option, f"openai:m@http://127.0.0.1:{port}/v1", "--tasks", "hr")
+        assert r.exit_code == 2, r.output
+        assert (
+            f"{option} openai:m@http://127.0.0.1:{port}/v1: cannot reach http://127.0.0.1:{port}/v1" in r.output
+            and "is the server running?" in r.output
+        )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_no_url_and_no_key_names_the_key(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    r = invoke("run", "--agent", "openai:gpt-4o", "--tasks", "hr")
+    assert r.exit_code == 2 and "official API (https://api.openai.com/v1) and OPENAI_API_KEY is not set" in r.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_unauthorised_endpoint_says_so_and_an_unlisted_model_is_a_warning(tmp_path, monkeypatch):
+    from openai_stub import OpenAIStub, Reply, error, text
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with OpenAIStub(models=error(401, "invalid key")) as stub:
+        r = invoke("run", "--agent", f"openai:m@{stub.base_url}", "--tasks", "hr")
+        assert r.exit_code == 2 and "refused the request (HTTP 401): OPENAI_API_KEY is not set" in r.output, r.output
+        assert stub.gets == ["/v1/models"] and stub.requests == []  # one probe, no attempt
+    listing = Reply(body={"object": "list", "data": [{"id": "other-model", "object": "model", "created": 0, "owned_by": "x"}]})
+    with OpenAIStub(models=listing, default=text("Done.")) as stub:
+        r = invoke("run", "--agent", f"openai:m@{stub.base_url}", "--tasks", str(SHOP), "--out", str(tmp_path / "r.jsonl"))
+    assert r.exit_code == 0, r.output
+    assert "does not list model 'm' (it lists other-model): requests may fail" in r.output
+
+
+def test_a_run_of_only_system_errors_exits_non_zero(tmp_path):
+    from openai_stub import OpenAIStub, error
+
+    with OpenAIStub(default=error(400, "bad request")) as stub:  # not transient: each attempt fails at once
+        r = invoke(
+            "run", "--agent", f"openai:m@{stub.base_url}", "--tasks", str(SHOP), "--out", str(tmp_path / "r.jsonl"), "--max-endpoint-failures", "0"
+        )
+    assert r.exit_code == 1 and "system errors" in r.output and "nothing was measured" in r.output, r.output
+
+
+# -- one rule for incomplete runs in every read command (#21 item 10) -------------------------------------------
+
+
+def test_every_read_command_refuses_an_incomplete_run_in_the_same_words(tmp_path):
+    full, partial = tmp_path / "full.jsonl", tmp_path / "partial.jsonl"
+    r = invoke("run", "--agent", "scripted:noisy:0.5", "--tasks", str(SHOP), "--k", "4", "--out", str(full))
+    assert r.exit_code == 0, r.output
+    lines = full.read_text().splitlines()
+    partial.write_text("\n".join(lines[:-1]) + "\n")  # one key missing
+    commands = {
+        "compute": ["metrics", str(partial)],
+        "compare": ["compare", str(partial), str(full)],
+        "plan": ["power", str(partial)],
+        "report": ["report", str(partial), "-o", str(tmp_path / "r.html")],
+        "select": ["select", str(partial), "--out-dir", str(tmp_path / "sel")],
+    }
+    for verb, args in commands.items():
+        r = invoke(*args)
+        assert r.exit_code == 1, (args, r.output)
+        line = one_error_line(r)
+        assert line.startswith("error: incomplete ") and "1 missing keys" in line, line
+        assert line.endswith(f"re-run it with --repair to finish it, or use --allow-incomplete to {verb} anyway"), line
+    assert not (tmp_path / "r.html").exists() and not (tmp_path / "sel").exists()
+    for verb, args in commands.items():  # allowed: it goes on, and says so
+        r = invoke(*args, "--allow-incomplete")
+        assert r.exit_code == 0, (args, r.output)
+        assert "incomplete" in r.output, (args, r.output)
+    assert "incomplete run, reported anyway: 1 missing keys" in (tmp_path / "r.html").read_text()

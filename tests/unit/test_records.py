@@ -328,7 +328,7 @@ def test_compare_applies_the_completeness_rule_and_names_left_out_tasks(tmp_path
     counts = {"t0": 1, "t1": 2, "t2": 0, "t3": 2}
     base = synthetic(counts, 2)
     cand = [r if r.task_id != "t2" else r.model_copy(update={"reward": None, "system_error": "endpoint down"}) for r in synthetic(counts, 2)]
-    with pytest.raises(ValueError, match="candidate run incomplete: 2 system errors"):
+    with pytest.raises(ValueError, match="incomplete candidate run: 2 system errors"):
         compare(base, cand, prices={})
     c = compare(base, cand, prices={}, allow_incomplete=True)
     assert c["shared_tasks"] == 3
