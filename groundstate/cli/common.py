@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from groundstate.results import AttemptRecord, read_records
 from groundstate.tasks import Task, TaskFileError
 from groundstate.types import Domain
 
-console = Console(stderr=True)  # progress, notes, errors and where outputs went
-out = Console()  # the command's answer (tables, JSON)
+# soft_wrap: printed lines are never broken by rich (a path or an id stays whole; the terminal wraps what is too long),
+# while tables still fit the width
+console = Console(stderr=True, soft_wrap=True)  # progress, notes, errors and where outputs went
+out = Console(soft_wrap=True)  # the command's answer (tables, JSON)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -26,8 +28,46 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
+class LineProgress(Progress):
+    """A progress bar on a terminal; elsewhere (a log file, CI, a pipe), plain lines: one each time a task passes another
+    tenth of its total or `every_s` seconds have gone by, and one when it is done (rich alone prints nothing until the end)."""
+
+    def __init__(self, *columns: Any, every_s: float = 30.0, **kw: Any):
+        plain = not kw["console"].is_terminal
+        super().__init__(*columns, disable=plain, **kw)
+        self.plain, self.every_s = plain, every_s
+        self._said: dict[TaskID, tuple[int, float]] = {}  # per task: the last tenth said, and when
+        self._finished: set[TaskID] = set()
+
+    def update(self, task_id: TaskID, **kw: Any) -> None:
+        super().update(task_id, **kw)
+        if self.plain:
+            self._say(task_id)
+
+    def advance(self, task_id: TaskID, advance: float = 1) -> None:
+        super().advance(task_id, advance)
+        if self.plain:
+            self._say(task_id)
+
+    def _say(self, task_id: TaskID) -> None:
+        with self._lock:
+            task = self._tasks[task_id]
+            total, done, status, elapsed = task.total, task.completed, task.fields.get("status", ""), task.elapsed or 0.0
+        if task_id in self._finished:
+            return
+        tenth = int(10 * done / total) if total else 0
+        last_tenth, last_at = self._said.get(task_id, (0, 0.0))
+        finished = bool(total) and done >= total
+        if tenth > last_tenth or elapsed - last_at >= self.every_s or finished:
+            self._said[task_id] = (tenth, elapsed)
+            if finished:
+                self._finished.add(task_id)
+            share = f" ({done / total:.0%})" if total else ""
+            self.console.print(f"{task.description}: {done:g}/{total:g}{share} {status} · {elapsed:.0f} s", markup=False, highlight=False)
+
+
 def progress() -> Progress:
-    return Progress(
+    return LineProgress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),

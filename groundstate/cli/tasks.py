@@ -55,20 +55,24 @@ def tasks_lint(
         out.print_json(data=summary)
     else:
         table = Table(title=f"tasks lint · {be.name}")
-        for col in ("task", "gold", "no-op", "mutants killed", "equivalent", "problems"):
+        table.add_column("task", no_wrap=True)  # whole: two tasks must never look the same
+        for col in ("gold", "no-op", "mutants killed", "equivalent", "problems"):
             table.add_column(col)
         for t in report.tasks:
             table.add_row(
-                t.task_id,
+                escape(t.task_id),
                 "pass" if t.gold_pass else "[red]FAIL[/red]",
                 "fail" if t.noop_fail else "[red]PASS[/red]",
                 f"{t.killed}/{t.counted}",
                 str(len(t.mutants) - t.counted),
-                "; ".join(t.problems)[:80],
+                f"[red]{len(t.problems)}[/red]" if t.problems else "",
             )
         out.print(table)
+        for t in report.tasks:  # in full, below the table: the real error (a ZeroDivisionError) must not be cut off
+            for problem in t.problems:
+                out.print(f"[red]problem[/red] {escape(t.task_id)}: {escape(problem)}")
         for s in summary["survivors"]:
-            out.print(f"[yellow]survivor[/yellow] {s['task_id']}: {s['mutant']} — {s['reason']}")
+            out.print(f"[yellow]survivor[/yellow] {escape(s['task_id'])}: {escape(str(s['mutant']))} — {escape(str(s['reason']))}")
         n = summary["tasks"]
         out.print(
             f"{n} tasks on {be.name}: gold pass {summary['gold_pass']}/{n}, no-op fail {summary['noop_fail']}/{n}, "

@@ -84,3 +84,37 @@ def test_show_an_unknown_id_suggests_near_ones():
 def test_metrics_refuses_an_unknown_breakdown(tmp_path):
     r = invoke("metrics", str(tmp_path / "missing.jsonl"), "--by", "foo")
     assert r.exit_code == 2 and "'foo' is not one of domain, family" in r.output
+
+
+# -- output a person can read: narrow terminals and no terminal at all (#21 item 4) -------------------------------
+
+
+def run_narrow(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    """The command in a process of its own at 80 columns and without a terminal (a log file, CI, a pipe)."""
+    return subprocess.run([sys.executable, "-m", "groundstate.cli", *args], capture_output=True, text=True, env={**os.environ, **NARROW}, cwd=cwd)
+
+
+def test_without_a_terminal_a_run_prints_plain_progress_lines_and_whole_paths(tmp_path):
+    out = tmp_path / ("a-rather-long-folder-name-for-the-results-of-this-run" * 2) / "results.jsonl"
+    r = run_narrow("run", "--agent", "scripted:gold", "--tasks", "hr", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    progress = [line for line in r.stderr.splitlines() if line.startswith("run scripted:gold: ")]
+    assert len(progress) >= 5 and progress[-1].startswith("run scripted:gold: 68/68 (100%) pass "), r.stderr
+    assert f"results written to {out}" in r.stderr.splitlines()  # one line, never cut inside the path
+
+
+def test_lint_lists_every_problem_in_full_and_ids_whole(tmp_path):
+    from groundstate.scaffold import new_domain
+
+    folder = new_domain(tmp_path, "narrow")
+    tools = folder / "tools.py"
+    text = tools.read_text()
+    at = text.index("def cancel_narrow_order")
+    body = text.index('"""', text.index('"""', at) + 3) + 3
+    tools.write_text(text[:body] + "\n    1 / 0" + text[body:])  # a tool with a bug: every gold replay fails
+    r = run_narrow("tasks", "lint", "--domain", str(folder))
+    assert r.returncode == 1
+    problems = [line for line in r.stdout.splitlines() if line.startswith("problem ")]
+    assert problems and all("ZeroDivisionError: division by zero" in line for line in problems), r.stdout
+    ids = [line.split()[1].rstrip(":") for line in problems]
+    assert len(set(ids)) == len(ids) and all(f"│ {i} " in r.stdout for i in ids)  # whole in the table too
