@@ -25,6 +25,7 @@ from typing import Any, Iterable
 
 from groundstate.agents.scripted import ScriptedAgent, ScriptedUser
 from groundstate.agents.user_audit import UserSimulatorFault
+from groundstate.agents.user_cache import early_stop_fault
 from groundstate.deadlines import GradingTimeout, bounded
 from groundstate.episode import run_episode
 from groundstate.state.base import Backend
@@ -131,6 +132,12 @@ async def play(
                 await env.close()
             except Exception:  # noqa: BLE001 - a failed release must not hide the attempt's result
                 pass
+    early = early_stop_fault(user)
+    if early is not None and verdict.system_error is None:
+        if verdict.state_reward == 0:  # the user walked away from an unfinished task: its failure, not the agent's
+            verdict = system_error(f"{early}; the final state fails, so the task was left undone by the user")
+        else:
+            verdict.reasons.append(f"the user ended the conversation when asked for a fact, after the task was done: {early.detail}")
     if blame and traj is not None and verdict.system_error is None and verdict.state_reward == 0:
         t0 = time.perf_counter()  # after the attempt's sandbox is released: the replay takes a fresh one
         try:

@@ -39,6 +39,7 @@ class ExportCounts:
     exported: int = 0  # examples written
     system_errors: int = 0  # skipped: infrastructure failures, never training data
     not_passed: int = 0  # skipped by passed_only (reward 0 or unjudged)
+    not_passed_kept: int = 0  # exported although not passed (reward 0 or unjudged): passed_only was off
     duplicates: int = 0  # skipped: an earlier record of a key that appears again
     no_trajectory: int = 0  # skipped: a record without messages
     unparsed_arguments: int = 0  # tool calls whose arguments stay a raw string (not a JSON object)
@@ -113,9 +114,11 @@ def to_examples(
     counts.duplicates = len(records) - counts.system_errors - len(latest)
     examples = []
     for r in latest:
-        if passed_only and r.outcome != "pass":
-            counts.not_passed += 1
-            continue
+        if r.outcome != "pass":
+            if passed_only:
+                counts.not_passed += 1
+                continue
+            counts.not_passed_kept += 1
         messages = (r.trajectory or {}).get("messages")
         if not messages:
             counts.no_trajectory += 1

@@ -133,6 +133,8 @@ def base_rates(records: list[AttemptRecord], allow_incomplete: bool = False) -> 
     counts = [t for t in task_counts(records).values() if t.n > 0]
     if not counts:
         raise ValueError("no task has a clean attempt (only system errors or unjudged attempts)")
+    if len(counts) < 2:
+        raise ValueError("one task with a clean attempt: a paired test across tasks needs two or more")
     n = np.array([t.n for t in counts], dtype=float)
     c = np.array([t.c for t in counts], dtype=float)
     if np.all(c == n):
@@ -270,6 +272,8 @@ def plan(
             raise ValueError(f"{name} must be between 0 and 1 (exclusive), got {value}")
     if power <= alpha:
         raise ValueError(f"power ({power}) must exceed alpha ({alpha}): a test detects any lift with probability at least alpha")
+    if alpha < 1e-12 or power > 1 - 1e-12:  # beyond what a normal quantile in double precision tells apart from 0 or 1
+        raise ValueError(f"alpha ({alpha:g}) must be at least 1e-12 and power ({power:g}) at most 1 - 1e-12")
     if ks is not None and any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
         raise ValueError(f"attempts per task must be whole numbers >= 1, got {ks}")
     base = base_rates(records, allow_incomplete)
@@ -328,6 +332,11 @@ def detectable_range(
     n_b = np.array([bc[t].n for t in shared], dtype=float)
     c_b = np.array([bc[t].c for t in shared], dtype=float)
     n_c = np.array([cc[t].n for t in shared], dtype=float)
+    if np.all(c_b == n_b) or len(shared) < 2:  # as `base_rates` refuses: no variance to plan from, or no spread to test
+        why = "the base run passed every attempt of the shared tasks" if np.all(c_b == n_b) else "one shared task: a paired test needs two or more"
+        sentence = f"no detectable range: {why}, so this design's power cannot be estimated (observed lift {observed_lift:+.2%})"
+        kb, kc = int(n_b.max()), int(n_c.max())
+        return DetectableRange(observed_lift, None, False, len(shared), kb, kc, alpha, power, sentence, rate_notes(n_b, c_b))
     sign = -1 if observed_lift < 0 else 1
     mde = min_detectable((c_b + 0.5) / (n_b + 1), len(shared), n_b, n_c, alpha, power, sign=sign)
     detectable = mde is not None and abs(observed_lift) >= abs(mde)

@@ -130,6 +130,11 @@ def run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None] 
             )
         log(f"  bands: {result.counts()}")
         log(f"  train {len(train_ids)} tasks, validation {len(val_ids)} tasks (--group-by none: held-out instances of seen templates)")
+        select_command = (
+            f"groundstate select {out / 'probes.jsonl'} --out {out / 'selection'} --exclude bench --group-by none "
+            f"--bands {','.join(cfg.bands)} --test-fraction {cfg.test_fraction:g} --seed {42 + cfg.seed} --min-clean-runs {min(3, cfg.probe_n)}"
+        )
+        log(f"  the same selection by hand: {select_command}")
     by_id = {t.id: (t, d) for t, d in pool}
     train_pairs = [by_id[i] for i in train_ids]
     val_pairs = [by_id[i] for i in val_ids]
@@ -214,6 +219,7 @@ def run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None] 
         "train_tasks": len(train_pairs),
         "val_tasks": len(val_pairs),
         "checkpoint": str(trained),
+        "select_command": select_command,
         "paths": {
             "base": str(base),
             "trained": str(trained),

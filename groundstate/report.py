@@ -192,7 +192,7 @@ def _render(
             if r.outcome == "pass":
                 continue
             v = r.verdict or {}
-            reason = r.system_error or "; ".join(v.get("reasons", [])[:2])
+            reason = r.system_error or "; ".join(str(x) for x in (v.get("reasons") or [])[:2])
             traj = r.trajectory or {}
             parts.append(
                 f"<details id='{_anchor(tid, a)}'><summary><b>{html.escape(tid)}</b> attempt {a} — {html.escape(str(reason)[:200])}</summary>"

@@ -132,7 +132,8 @@ def run_identity(cfg: RunConfig, tasks: list[tuple[Task, Domain]]) -> RunIdentit
         agent=cfg.agent,
         tool_call_format=cfg.tool_call_format if cfg.agent.startswith("openai:") else None,
         user=cfg.user,
-        user_sampling=dict(cfg.user_sampling) if llm_user and cfg.user_sampling else None,
+        # the default (temperature 0) given explicitly is the same run as not giving it
+        user_sampling=dict(cfg.user_sampling) if llm_user and cfg.user_sampling and cfg.user_sampling != {"temperature": 0.0} else None,
         user_audit=cfg.user_audit if llm_user else None,
         judge=cfg.judge,
         seed=cfg.seed,

@@ -67,6 +67,9 @@ def parse_endpoint(spec: str) -> tuple[str, str | None]:
     if kind != "openai" or not sep:
         raise ValueError(f"bad endpoint spec {spec!r}: expected openai:MODEL[@BASE_URL]")
     model, at, url = rest.rpartition("@")
+    if at and not url.startswith(("http://", "https://")) and re.match(r"(localhost|[\w.-]+:\d+|\d+\.\d+\.\d+\.\d+)([:/]|$)", url):
+        # a server without its scheme would silently become part of the model name, and the requests go to the official API
+        raise ValueError(f"bad endpoint spec {spec!r}: the URL needs its scheme, e.g. openai:{model}@http://{url}")
     if not at or not url.startswith(("http://", "https://")):
         model, url = rest, ""
     model = model.strip()

@@ -5,8 +5,10 @@ invents a fact, contradicts one or walks away is a *user-simulator fault*, recor
 What the user knows is its task's instruction, persona and context; what it has seen is that and every text turn
 delivered to it (`base.delivered_turns`): a value the agent told it is the user's to repeat. Facts are the fact-like
 tokens of a text (`fact_tokens`): e-mail addresses; codes that mix letters and digits (E10181, ORD-1234, 4RATSN);
-numbers written as references (#412); and numbers of four or more digits (an account ending 5910, a routing number,
-555-0123) that are not a year (1900-2099), a date, a time, an amount, a percentage or a quantity ("1500 miles").
+numbers written as references (#412); and numbers of five or more digits (a routing number, 555-0123) that are not a
+date, a time, an amount, a percentage, a ZIP+4 or a quantity ("15000 miles"); four digits are too often a time, an
+amount or a street number. A reply to an agent message that asks the user to make a value up (a new PIN, a password
+to choose) states nothing the user should have known: its tokens are never a fault.
 
 The rules (the first that holds is the fault):
 - `contradicted_fact`: the reply states a fact it never saw that has the form of one of its own facts: another
@@ -68,11 +70,15 @@ _QUANTITY = (
 _NOT_FACTS = re.compile(
     "|".join(
         [
-            r"\b\d{4}-\d{1,2}-\d{1,2}\b",  # 2026-07-06
+            r"\b\d{4}-\d{1,2}-\d{1,2}(?:T[\d:.]+Z?)?",  # 2026-07-06, 2026-06-06T10:00
+            r"\b\d{1,2}-\d{1,2}-\d{2,4}\b",  # 15-06-2026, 06-15-2026
+            r"\b\d{5}-\d{4}\b",  # a ZIP+4 code
+            r"\b\d{1,2}h\d{2}\b",  # 14h30
             r"\b\d{1,2}[/.]\d{1,2}(?:[/.]\d{2,4})?\b",  # 07/06/2026, 6/7, 06.07.2026
             r"\b\d{1,2}:\d{2}(?::\d{2})?(?:\s?[ap]\.?m\b\.?)?",  # 10:30, 10:30 am
             r"\b\d{1,2}\s?[ap]\.?m\b\.?",  # 5pm, 5 p.m.
             r"(?:[$€£¥]|\b(?:usd|eur|gbp)\s?)\d[\d,]*(?:\.\d+)?(?:\s?[km]\b)?",  # $1,500.00, USD 40, $15k
+            r"\b\d[\d,]*(?:\.\d+)?\s?(?:[$€£¥]|(?:usd|eur|gbp)\b)",  # 1500€, 40 USD
             r"\b\d{1,3}(?:,\d{3})+(?:\.\d+)?\b",  # 1,500 and 1,500.00
             r"\b\d+\.\d+\b",  # 42.5
             r"\b\d+(?:\.\d+)?\s?%",  # 15%
@@ -119,7 +125,7 @@ def _classify(text: str, start: int) -> Token | None:
         return Token(text, key, "ref", "#" + "9" * len(digits), start)
     if not letters:
         if len(groups) == 1:
-            if len(digits) >= 4 and not _is_year(digits):
+            if len(digits) >= 5:  # four digits are too often a time, an amount or a street number to call a fact
                 return Token(text, key, "number", "9" * len(digits), start)
             return None
         if len(digits) >= 6 and not all(_is_year(g) for g in groups):  # 555-0123, 123-45-6789; not 2025-2026 or 10-12
@@ -218,6 +224,10 @@ _ASK_PHRASES = re.compile(
     r"\b(?:may|can|could) i (?:have|get|ask for)\b|\bdo you (?:know|have|remember) (?:your|the)\b|\bi(?:'ll| will)? need (?:your|the)\b"
 )
 _WINDOW = 6  # words between the asking word and the label's last word
+_ASKS_TO_MAKE_UP = re.compile(
+    r"\b(?:choose|pick|make up|create|come up with|think of|invent|set up|select|decide on)\b|\bnew (?:pin|password|passcode|code|number)\b",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -263,6 +273,8 @@ def find_fault(task: Task, conversation: list[dict[str, Any]], reply: str | None
                 if fact.labels and _asks_for(sentence, fact):
                     return Fault("premature_stop", f"the user ended the conversation when the agent asked for its {_name(fact)} ({sentence[:160]!r})")
         return None
+    if turns and turns[-1][0] == "assistant" and _ASKS_TO_MAKE_UP.search(turns[-1][1]):
+        return None  # "please choose a new 6-digit PIN": the value is the user's to invent
     seen = "\n".join(known_texts(task) + [text for _, text in turns])
     for token in fact_tokens(reply):
         if _is_in(token, seen):
@@ -289,16 +301,24 @@ def _name(fact: UserFact) -> str:
 
 
 class UserAudit:
-    """The audit of one task's LLM user: its facts, read once, and `check` for each reply."""
+    """The audit of one task's LLM user: its facts, read once, and `check` for each reply.
+
+    A reply that invents or contradicts a fact raises at once. Ending the conversation when asked for a fact is only
+    noted (`early_stop`): it is the user's fault only if the task was left undone, which the final state decides
+    (`attempt.play` makes a failing attempt with an early stop a system error, and keeps a passing one: an agent that had
+    finished and then asked "which other order can I help with?" is not failed by the customer leaving)."""
 
     def __init__(self, task: Task):
         self.task = task
         self.facts = user_facts(task)
+        self.early_stop: Fault | None = None
 
     def check(self, conversation: list[dict[str, Any]], reply: str | None) -> None:
-        """Raise `UserSimulatorFault` when `reply` (None: the user ended the conversation) to `conversation` breaks a rule."""
+        """Raise `UserSimulatorFault` when `reply` to `conversation` invents or contradicts a fact; note an early stop."""
         fault = find_fault(self.task, conversation, reply, self.facts)
-        if fault is not None:
+        if fault is not None and fault.kind == "premature_stop":
+            self.early_stop = self.early_stop or fault
+        elif fault is not None:
             raise UserSimulatorFault(fault.kind, fault.detail, reply)
 
 

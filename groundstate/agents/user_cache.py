@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from groundstate.agents.base import valid_text
-from groundstate.agents.user_audit import UserAudit, UserSimulatorFault
+from groundstate.agents.user_audit import AuditedUser, UserAudit, UserSimulatorFault
 from groundstate.results import refuse_read_only
 from groundstate.tasks import Task
 from groundstate.types import UserSimulator
@@ -165,15 +165,18 @@ class UserCache:
         row = self._conn.execute(f"SELECT reply FROM {_TABLE} WHERE key = ?", (key,)).fetchone()
         return None if row is None else (row[0],)
 
-    def put(self, key: str, task_id: str, user_model: str, attempt: int, reply: str | None) -> str | None:
-        """Store `reply` under `key` unless a reply is stored there already; returns the stored one (the first writer's)."""
+    def put(self, key: str, task_id: str, user_model: str, attempt: int, reply: str | None) -> tuple[str | None, bool]:
+        """Store `reply` under `key` unless a reply is stored there already: (the stored reply, the first writer's, and
+        whether it is this one)."""
         created = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        self._conn.execute(
+        cur = self._conn.execute(
             f"INSERT OR IGNORE INTO {_TABLE} (key, task_id, user_model, attempt, created, reply) VALUES (?, ?, ?, ?, ?, ?)",
             (key, task_id, user_model, attempt, created, reply),
         )
+        if cur.rowcount == 1:
+            return reply, True
         stored = self.get(key)
-        return reply if stored is None else stored[0]
+        return (reply if stored is None else stored[0]), False
 
     def delete(self, key: str) -> None:
         self._conn.execute(f"DELETE FROM {_TABLE} WHERE key = ?", (key,))
@@ -232,6 +235,23 @@ class CachedUser:
         reply = await self.inner.reply(conversation)
         reply = valid_text(reply) if reply is not None else None  # what the episode keeps of it (a lone surrogate cannot be stored)
         if self.audit is not None:
+            stopped_early = self.audit.early_stop
             self.audit.check(conversation, reply)  # a fault raises here: the reply is never stored
-        self.count.generated += 1
-        return self.cache.put(key, self.task.id, self.user_model, self.attempt, reply)
+            if self.audit.early_stop is not stopped_early:  # an early stop may become a fault: not stored, so --repair asks again
+                self.count.generated += 1
+                return reply
+        stored, won = self.cache.put(key, self.task.id, self.user_model, self.attempt, reply)
+        if won:
+            self.count.generated += 1
+        else:  # another run stored a reply for this key first: that one is served, as a replay
+            self.count.cached += 1
+        return stored
+
+
+def early_stop_fault(user: UserSimulator | None) -> "UserSimulatorFault | None":
+    """The premature stop an audited LLM user made in this attempt (`UserAudit.early_stop`), as the fault it is when the
+    task was left undone; None for any other user, or one that did not stop early."""
+    audit = user.audit if isinstance(user, (AuditedUser, CachedUser)) else None
+    if audit is None or audit.early_stop is None:
+        return None
+    return UserSimulatorFault(audit.early_stop.kind, audit.early_stop.detail)

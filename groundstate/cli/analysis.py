@@ -85,7 +85,7 @@ def metrics(
         for col in (by, "tasks", "pass@1", f"pass@{m['k']}", f"pass^{m['k']}", f"{n}/{n}"):
             t2.add_column(col)
         for g, v in group.items():
-            t2.add_row(g, str(v["tasks"]), _fmt(v["pass_at_1"]), _fmt(v["pass_at_k"]), _fmt(v["pass_hat_k"]), str(v["observed_k_of_k"]))
+            t2.add_row(escape(g), str(v["tasks"]), _fmt(v["pass_at_1"]), _fmt(v["pass_at_k"]), _fmt(v["pass_hat_k"]), str(v["observed_k_of_k"]))
         out.print(t2)
     if m["blame_by_family"]:
         t3 = Table(title="where failed attempts went wrong (blame), by task family")
@@ -196,7 +196,9 @@ def _print_agreement(a: dict) -> None:
 def report(
     results: Path = typer.Argument(..., help="Results JSONL of a run."),
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="Baseline results for a before/after comparison."),
-    output: Path = opts.file_out(Path("report.html"), "-o", "--output", help="Where to write the HTML file."),
+    output: Optional[Path] = opts.file_out(
+        None, "--out", "-o", "--output", help="Where to write the HTML file (default: RESULTS.report.html beside the results file)."
+    ),
     prices: Optional[Path] = typer.Option(None, "--prices", help="YAML price table extending the bundled one (as for metrics)."),
     allow_incomplete: bool = typer.Option(
         False, "--allow-incomplete", help="Report runs with missing, duplicated or system-error keys (said in the report)."
@@ -211,6 +213,7 @@ def report(
         console.print(f"[red]error:[/red] {results} holds no records")
         raise typer.Exit(2)
     base_records = read_run(baseline) if baseline else None
+    output = output or results.parent / f"{results.stem}.report.html"  # never ./report.html, overwritten from run to run
     try:
         for name, recs in (("", records), ("baseline", base_records or [])):
             if recs and require_complete(recs, "report", allow_incomplete, name):
@@ -227,7 +230,12 @@ def export_command(
     results: Path = typer.Argument(..., help="Results JSONL of a run."),
     fmt: str = typer.Option(..., "--format", help="hf-dataset (datasets.save_to_disk), parquet or sft-jsonl."),
     out_dir: Path = opts.folder_out(..., "--out", help="Output folder."),
-    passed_only: bool = typer.Option(False, "--passed-only", help="Keep only attempts with reward 1."),
+    passed_only: Optional[bool] = typer.Option(
+        None,
+        "--passed-only/--all-attempts",
+        help="Keep only attempts with reward 1, or every attempt with its reward (default: passed only for sft-jsonl, "
+        "whose examples are imitated; every attempt for hf-dataset and parquet, which carry the reward).",
+    ),
     domain: Optional[list[Path]] = typer.Option(
         None, "--domain", "-d", help="Domain folder to take tool schemas from, for domains that are not bundled (repeatable)."
     ),
@@ -238,6 +246,11 @@ def export_command(
     if fmt not in FORMATS:
         console.print(f"[red]error:[/red] unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
         raise typer.Exit(2)
+    if passed_only is None:
+        passed_only = fmt == "sft-jsonl"
+        console.print(
+            f"{fmt}: {'passed attempts only (--all-attempts to keep the rest)' if passed_only else 'every attempt, with its reward (--passed-only to keep reward 1 only)'}"
+        )
     try:
         records = read_records(results)
         examples, counts = to_examples(records, passed_only, domain or ())
@@ -255,7 +268,8 @@ def export_command(
         )
         if n
     ]
-    out.print(f"{counts.exported} examples exported from {counts.records} records" + (f" (skipped: {', '.join(skipped)})" if skipped else ""))
+    kept = f"; {counts.not_passed_kept} of them not passed" if counts.not_passed_kept else ""
+    out.print(f"{counts.exported} examples exported from {counts.records} records{kept}" + (f" (skipped: {', '.join(skipped)})" if skipped else ""))
     if counts.without_tools:
         console.print(
             f"[yellow]{counts.without_tools} examples have no tools column:[/yellow] their domain is not bundled; name its folder "

@@ -68,7 +68,18 @@ def quickstart(
         out.print(
             before_after(f"out-of-distribution benchmark ({s['base_ood']['tasks']} tasks × k={s['base_ood']['k']})", s["base_ood"], s["trained_ood"])
         )
+        out.print(
+            "the out-of-distribution benchmark's domains were never seen in training, and a 0.5M-parameter model without tool "
+            "schemas in its prompt cannot call tools it has never seen: zeros there are the expected result, not a failure; "
+            "a real model shows its transfer in this table"
+        )
     out.print("stage seconds: " + ", ".join(f"{k_} {v}" for k_, v in s["stage_seconds"].items()) + f"; total {time.perf_counter() - t0:.0f} s")
     for name, path in s["paths"].items():
         console.print(f"{name}: {path}")
     console.print(f"summary written to {out_dir / 'summary.json'}")
+    console.print(
+        "next, on your own model (a Hugging Face folder, or any OpenAI-compatible server as openai:MODEL@URL):\n"
+        "  groundstate probe --agent hf:MODEL_DIR --tasks pool --n 8 --out runs/probe/probes.jsonl\n"
+        "  groundstate select runs/probe/probes.jsonl --out runs/selection --exclude bench\n"
+        "  groundstate train --model MODEL_DIR --train runs/selection/train.yaml --val runs/selection/val.yaml --out runs/train"
+    )

@@ -95,6 +95,8 @@ def attempts_command(
 
     probe = ctx.info_name == "probe"
     noun = "probe" if probe else "run"
+    chosen = [] if tasks else [f"--tasks {'pool' if probe else 'bench'}"]
+    chosen += [] if k else [f"--k {8 if probe else 1}"]
     tasks = tasks or ("pool" if probe else "bench")
     k = k or (8 if probe else 1)
     if (user_temperature is not None or user_cache is not None) and not is_llm_user(user):
@@ -126,6 +128,8 @@ def attempts_command(
             fail(f"--{role} {spec}: {found.problem}\nnothing was {'probed' if probe else 'run'} or written.")
         if found.warning:
             console.print(f"[yellow]warning:[/yellow] --{role} {escape(spec)}: {escape(found.warning)}")
+    if chosen:  # a default a new user may not expect (the whole benchmark): said before it starts
+        console.print(f"defaults: {' '.join(chosen)} ({len(pairs)} tasks × {k} = {len(pairs) * k} attempts); give them to choose")
     if out_path is not None:
         path = out_path
     elif probe:
@@ -188,7 +192,7 @@ def attempts_command(
             bar_progress.stop()
             fail(
                 f"{e}\nthe {noun} stopped; every record written is intact ({path}). Fix the endpoint, then re-run the same "
-                "command: it resumes, and --repair retries the attempts the endpoint failed.",
+                "command: it resumes, and retries the attempts the endpoint failed.",
                 1,
             )
         except (RecordError, ResumeRefused, UserCacheError) as e:  # a results line that is not a record, another run's file, an unusable user cache

@@ -24,7 +24,7 @@ def _floats(text: str, what: str) -> tuple[float, ...]:
 
 def select_command(
     probes: Path = typer.Argument(..., help="Probe results JSONL (from `groundstate probe` or any run)."),
-    out_dir: Path = opts.folder_out(..., "--out-dir", help="Where to write train.yaml, val.yaml, selection.jsonl and manifest.json."),
+    out_dir: Path = opts.folder_out(..., "--out", "--out-dir", help="Where to write train.yaml, val.yaml, selection.jsonl and manifest.json."),
     exclude: Optional[list[str]] = typer.Option(
         None, "--exclude", help="Tasks never to train on, as a task selector (e.g. bench); repeatable. Checked by id and by content."
     ),

@@ -161,6 +161,14 @@ def train(
     if engine not in ("trl", "verl"):
         fail(f"unknown engine {engine!r}: use trl or verl")
     pairs = select(train_tasks, tb_servers, tb_no_sources)
+    if engine == "verl" and (nodes is None or gpus_per_node is None):
+        from groundstate.train.verl.recipe import VerlRecipe
+
+        console.print(
+            f"verl topology: {nodes or VerlRecipe.nodes} nodes × {gpus_per_node or VerlRecipe.gpus_per_node} GPUs "
+            f"({'the reference recipe' if nodes is None and gpus_per_node is None else 'partly the reference recipe'}; "
+            "--nodes and --gpus-per-node to change)"
+        )
     try:
         check_model_ref(model)
     except ValueError as e:

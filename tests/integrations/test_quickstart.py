@@ -39,3 +39,18 @@ def test_reduced_quickstart_writes_every_artefact(tmp_path):
     assert (tmp_path / "grpo" / "final" / "groundstate.json").exists()
     assert any("validation = unseen instances of seen templates" in line for line in lines)
     assert len(summary["stage_seconds"]) >= 6
+    # the selection the quickstart printed, run by hand with `groundstate select`, gives the very same split
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from groundstate.cli import app
+
+    args = shlex.split(summary["select_command"])
+    assert args[:2] == ["groundstate", "select"] and any(summary["select_command"] in line for line in lines)
+    again = tmp_path / "again"
+    args[args.index("--out") + 1] = str(again)
+    r = CliRunner().invoke(app, args[1:])
+    assert r.exit_code == 0, r.output
+    for name in ("train.yaml", "val.yaml"):
+        assert (again / name).read_text().splitlines()[1:] == (tmp_path / "selection" / name).read_text().splitlines()[1:], name

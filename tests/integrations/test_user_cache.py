@@ -353,7 +353,7 @@ def test_concurrent_writers_share_one_cache(tmp_path):
     assert len(cache) == 601
     assert cache.get("b-199") == ("reply b 199",)
     first = cache.get("shared")
-    assert first is not None and cache.put("shared", "t", "m@u", 0, "late") == first[0]  # the first reply stored wins
+    assert first is not None and cache.put("shared", "t", "m@u", 0, "late") == (first[0], False)  # the first reply stored wins
     assert cache.get("missing") is None
     cache.put("ended", "t", "m@u", 0, None)
     assert cache.get("ended") == (None,)  # the user ending the conversation is stored too

@@ -28,7 +28,7 @@ def one_error_line(r) -> str:
 @pytest.mark.parametrize(
     "command",
     [
-        ["run", "--agent", "scripted:gold", "--tasks", "hr", "--backend", "postgres"],
+        ["run", "--agent", "scripted:gold", "--tasks", "hr", "--k", "1", "--backend", "postgres"],
         ["tasks", "lint", "--domain", "hr", "--backend", "postgres"],
         ["tasks", "certify", "--domain", "hr", "--backend", "sqlite", "--backend", "postgres"],
     ],
@@ -185,3 +185,20 @@ def test_every_read_command_refuses_an_incomplete_run_in_the_same_words(tmp_path
         assert r.exit_code == 0, (args, r.output)
         assert "incomplete" in r.output, (args, r.output)
     assert "incomplete run, reported anyway: 1 missing keys" in (tmp_path / "r.html").read_text()
+
+
+def test_a_server_without_its_scheme_is_refused_not_sent_to_the_official_api(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = invoke("run", "--agent", "openai:m@localhost:8000/v1", "--tasks", "hr")
+    assert r.exit_code == 2 and "the URL needs its scheme, e.g. openai:m@http://localhost:8000/v1" in r.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_default_user_temperature_given_explicitly_is_the_same_run():
+    from groundstate.runner import RunConfig, run_identity
+
+    plain = RunConfig(agent="scripted:gold", user="openai:u@http://127.0.0.1:1/v1")
+    explicit = RunConfig(agent="scripted:gold", user="openai:u@http://127.0.0.1:1/v1", user_sampling={"temperature": 0.0})
+    assert run_identity(plain, []).id == run_identity(explicit, []).id
+    warm = RunConfig(agent="scripted:gold", user="openai:u@http://127.0.0.1:1/v1", user_sampling={"temperature": 0.7})
+    assert run_identity(warm, []).id != run_identity(plain, []).id

@@ -118,3 +118,39 @@ def test_lint_lists_every_problem_in_full_and_ids_whole(tmp_path):
     assert problems and all("ZeroDivisionError: division by zero" in line for line in problems), r.stdout
     ids = [line.split()[1].rstrip(":") for line in problems]
     assert len(set(ids)) == len(ids) and all(f"│ {i} " in r.stdout for i in ids)  # whole in the table too
+
+
+# -- defaults that do not surprise (#21 item 11) and one name for outputs (item 8) --------------------------------
+
+
+def test_run_says_the_defaults_it_chose(tmp_path):
+    r = CliRunner().invoke(app, ["run", "--agent", "scripted:gold", "--out", str(tmp_path / "r.jsonl")])
+    assert r.exit_code == 0, r.output
+    assert "defaults: --tasks bench --k 1 (" in r.output and "give them to choose" in r.output
+    r = CliRunner().invoke(app, ["run", "--agent", "scripted:gold", "--tasks", "hr", "--k", "1", "--out", str(tmp_path / "s.jsonl")])
+    assert "defaults:" not in r.output
+
+
+def test_sft_export_keeps_passing_attempts_unless_asked_and_says_what_it_kept(tmp_path):
+    results = tmp_path / "r.jsonl"
+    assert CliRunner().invoke(app, ["run", "--agent", "scripted:noisy:0.5", "--tasks", "hr", "--k", "2", "--out", str(results)]).exit_code == 0
+    r = CliRunner().invoke(app, ["export", str(results), "--format", "sft-jsonl", "--out", str(tmp_path / "sft")])
+    assert r.exit_code == 0 and "passed attempts only (--all-attempts to keep the rest)" in r.output, r.output
+    counts = json.loads((tmp_path / "sft" / "export.json").read_text())["counts"]
+    assert counts["not_passed"] > 0 and counts["not_passed_kept"] == 0
+    rows = [json.loads(line) for line in next((tmp_path / "sft").glob("*.jsonl")).read_text().splitlines()]
+    assert rows and all(row.get("reward") in (1, None) for row in rows)
+    r = CliRunner().invoke(app, ["export", str(results), "--format", "sft-jsonl", "--all-attempts", "--out", str(tmp_path / "all")])
+    counts = json.loads((tmp_path / "all" / "export.json").read_text())["counts"]
+    assert r.exit_code == 0 and counts["not_passed"] == 0 and counts["not_passed_kept"] > 0 and "of them not passed" in r.output
+
+
+def test_report_writes_beside_its_results_by_default(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    results = tmp_path / "runs" / "r.jsonl"
+    assert CliRunner().invoke(app, ["run", "--agent", "scripted:gold", "--tasks", "hr", "--out", str(results)]).exit_code == 0
+    r = CliRunner().invoke(app, ["report", str(results)])
+    assert r.exit_code == 0 and (tmp_path / "runs" / "r.report.html").exists() and not (tmp_path / "report.html").exists()
+    assert f"report written to {tmp_path / 'runs' / 'r.report.html'}" in r.output
+    r = CliRunner().invoke(app, ["report", str(results), "--out", "mine.html"])  # the one name for outputs, as run's
+    assert r.exit_code == 0 and (tmp_path / "mine.html").exists()

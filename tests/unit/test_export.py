@@ -198,7 +198,7 @@ def test_a_record_never_makes_export_run_a_domain_folders_code(records, tmp_path
     results.write_text("".join(r.to_line() for r in named))
 
     out = tmp_path / "sft"
-    result = CliRunner().invoke(app, ["export", str(results), "--format", "sft-jsonl", "--out", str(out)])
+    result = CliRunner().invoke(app, ["export", str(results), "--format", "sft-jsonl", "--all-attempts", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert not marker.exists(), f"export ran {marker.read_text()} of a folder named by a record"
     examples = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
@@ -207,7 +207,7 @@ def test_a_record_never_makes_export_run_a_domain_folders_code(records, tmp_path
     assert "3 examples have no tools column" in " ".join(result.output.split())
 
     # the user names the folder on the command line: that is their choice, and its records get its tools
-    result = CliRunner().invoke(app, ["export", str(results), "--format", "sft-jsonl", "--out", str(out), "--domain", str(evil)])
+    result = CliRunner().invoke(app, ["export", str(results), "--format", "sft-jsonl", "--all-attempts", "--out", str(out), "--domain", str(evil)])
     assert result.exit_code == 0, result.output
     examples = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
     assert [("tools" in e) for e in examples] == [False, False, True, True]

@@ -241,3 +241,17 @@ def test_compare_says_whether_the_lift_is_in_the_detectable_range(tmp_path, base
     assert "is above the smallest lift" in j["sentence"] and (j["tasks"], j["k_base"], j["k_candidate"]) == (200, N, N)
     j = json.loads(invoke("compare", large, base, "--json").stdout)["power"]  # a drop
     assert j["detectable"] and j["min_detectable_lift"] < 0 and "smallest drop" in j["sentence"]
+
+
+def test_what_a_hostile_review_found(tmp_path):
+    """An all-pass base has no detectable range in compare either; one task cannot be tested; alpha too small for a
+    double is refused, not an OverflowError."""
+    gold = records([N] * 30)
+    assert pw.detectable_range(gold, gold, 0.0).min_detectable_lift is None
+    assert "passed every attempt" in pw.detectable_range(gold, gold, 0.0).sentence
+    one = write(tmp_path / "one.jsonl", records([2]))
+    r = invoke("power", one)
+    assert r.exit_code == 1 and "one task with a clean attempt" in r.output
+    path = write(tmp_path / "base.jsonl", records([2, 4, 6, 8] * 10))
+    r = invoke("power", path, "--alpha", "1e-300")
+    assert r.exit_code == 1 and "alpha (1e-300) must be at least 1e-12" in r.output and "Traceback" not in r.output

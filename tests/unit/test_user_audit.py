@@ -62,6 +62,12 @@ def test_the_task_facts_and_their_labels(leave):
         "I don't know my manager's employee number, sorry.",
         "My iPhone15 calendar shows it, and the trip is 1500 miles.",
         "Thanks, that's all. Maybe 10-12 people are off that week.",
+        # what a hostile review found flagged before (dates, times and amounts in other shapes, four-digit numbers)
+        "It was placed on 15-06-2026, or 06-15-2026 as my bank writes it.",
+        "It arrived on 2026-06-06T10:00.",
+        "Around 14h30, or about 1030 this morning.",
+        "I paid 1500€ for it; it cost 1299 in the end, so 1200 back to my card.",
+        "Ship it to 68199-1234.",
     ],
 )
 def test_legitimate_replies_are_not_faults(leave, reply):
@@ -194,5 +200,47 @@ def test_the_audited_user_raises_the_fault_of_a_bad_reply(leave):
     with pytest.raises(UserSimulatorFault) as e:
         asyncio.run(AuditedUser(Says("E10999"), UserAudit(leave)).reply(conv))
     assert e.value.kind == "contradicted_fact" and e.value.reply == "E10999"
-    with pytest.raises(UserSimulatorFault, match="premature_stop"):
-        asyncio.run(AuditedUser(Says(None), UserAudit(leave)).reply(conv))
+    # ending the conversation when asked is noted, not raised: the final state decides (`attempt.play`)
+    audit = UserAudit(leave)
+    assert asyncio.run(AuditedUser(Says(None), audit).reply(conv)) is None
+    assert audit.early_stop is not None and audit.early_stop.kind == "premature_stop"
+
+
+def test_a_value_the_agent_asks_the_user_to_make_up_is_never_a_fault(leave):
+    for ask in ("Please make up a new 6-digit PIN.", "Choose a password for the portal, please.", "What new PIN would you like?"):
+        assert find_fault(leave, said(leave, ask), "Let's use 492817 then, and E10999 as the label.") is None, ask
+
+
+def test_an_early_stop_fails_only_an_attempt_whose_task_was_left_undone(leave):
+    """Ending the conversation when asked for a fact is the user's fault only if the final state fails (`attempt.play`):
+    an agent that finished and then asked "which other ... can I help with?" keeps its pass."""
+    from groundstate.agents.scripted import ScriptedUser
+    from groundstate.agents.user_cache import early_stop_fault
+    from groundstate.attempt import play
+    from groundstate.state.sqlite import SqliteBackend
+    from groundstate.types import AgentTurn, ToolCallRequest
+
+    domain = load_domain("hr")
+
+    class Agent:
+        """The gold calls, then a question naming the employee number (asks for one of the user's facts)."""
+
+        def __init__(self, calls):
+            self.calls = list(calls)
+
+        async def act(self, conversation, tools):
+            if self.calls:
+                c = self.calls.pop(0)
+                return AgentTurn(tool_calls=[ToolCallRequest(f"c{len(self.calls)}", c.tool, dict(c.args))])
+            return AgentTurn(text="Done. What other employee number can I help you with today?")
+
+    def user():
+        return AuditedUser(ScriptedUser([]), UserAudit(leave))  # the script is empty: it ends the conversation at once
+
+    done = asyncio.run(play(leave, domain, Agent(leave.gold), user(), backend=SqliteBackend()))
+    assert done.verdict.system_error is None and done.verdict.state_reward == 1
+    assert any("after the task was done" in r for r in done.verdict.reasons)
+    undone = asyncio.run(play(leave, domain, Agent([]), user(), backend=SqliteBackend()))
+    assert undone.verdict.system_error.startswith("user-simulator fault (premature_stop):"), undone.verdict
+    assert "left undone by the user" in undone.verdict.system_error
+    assert early_stop_fault(ScriptedUser([])) is None
