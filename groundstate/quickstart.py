@@ -32,6 +32,10 @@ from groundstate.types import EpisodeLimits
 NOTIONAL_PRICE = {"input": 0.10, "cached_input": 0.05, "output": 0.40}  # USD per million tokens, stated in the output
 
 
+class QuickstartError(RuntimeError):
+    """A stage that leaves the next nothing to work on (an empty selection): one line, naming what to change."""
+
+
 @dataclass
 class QuickstartConfig:
     seed: int = 0
@@ -124,7 +128,7 @@ def run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None] 
         result.write(out / "selection")
         train_ids, val_ids = result.train, result.val
         if not train_ids or not val_ids:
-            raise RuntimeError(
+            raise QuickstartError(
                 f"selection left {len(train_ids)} training and {len(val_ids)} validation tasks: probe more tasks or runs "
                 f"(see {out / 'selection' / 'selection.jsonl'})"
             )

@@ -37,6 +37,7 @@ def quickstart(
 
     cfg = QuickstartConfig(seed=seed, grpo_steps=grpo_steps, sft_max_steps=sft_max_steps, max_pool=max_pool, ood=ood)
     t0 = time.perf_counter()
+    from groundstate.quickstart import QuickstartError
     from groundstate.results import RecordError
     from groundstate.runner import ResumeRefused
 
@@ -44,6 +45,8 @@ def quickstart(
         s = run_quickstart(out_dir, cfg, log=lambda m: console.print(m))
     except (RecordError, ResumeRefused) as e:  # an --out of an earlier quickstart with other settings: never mixed
         fail(f"{e}\nuse another --out for these settings")
+    except QuickstartError as e:
+        fail(str(e), 1)
     price = s["notional_price_usd_per_million_tokens"]
 
     def before_after(title: str, base: dict, trained: dict) -> Table:

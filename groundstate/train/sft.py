@@ -244,6 +244,7 @@ def train_sft(
         dataloader_num_workers=0,
         disable_tqdm=True,
         assistant_only_loss=False,
+        activation_checkpointing=True,  # TRL's default, under transformers 5.x's name: `gradient_checkpointing` warns
     )
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer, callbacks=[StopAtTarget()])
     from transformers.trainer_callback import PrinterCallback

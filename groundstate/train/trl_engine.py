@@ -155,7 +155,7 @@ def train_trl(
         report_to=report_to,
         seed=cfg.seed,
         use_vllm=cfg.use_vllm,
-        gradient_checkpointing=cfg.gradient_checkpointing,
+        activation_checkpointing=cfg.gradient_checkpointing,  # transformers 5.x's name (gradient_checkpointing warns)
         use_cpu=not torch.cuda.is_available(),
         bf16=torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
         dataloader_num_workers=0,
