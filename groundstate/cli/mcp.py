@@ -35,11 +35,11 @@ def grade_hook(task: "Task") -> Callable[["Sandbox"], None]:
 
     def hook(sandbox: "Sandbox") -> None:
         v = grade(task, sandbox)
-        print(
-            f"[groundstate mcp] session {next(counter)} ended: task {task.id} reward={v.reward} ({'; '.join(v.reasons)[:300]})",
-            file=sys.stderr,
-            flush=True,
-        )
+        line = f"[groundstate mcp] session {next(counter)} ended: task {task.id} reward={v.reward} ({'; '.join(v.reasons)[:300]})\n"
+        # one write per line: print() writes the text and its newline apart, and sessions ending at once in their own
+        # threads then interleaved into "…row(s))[groundstate mcp] session 2 ended: …" (a CI run read one line for two)
+        sys.stderr.write(line)
+        sys.stderr.flush()
 
     return hook
 

@@ -243,7 +243,9 @@ class SessionSandboxes:
                     try:
                         await self._open(entry)
                     except MCPError as e:
-                        print(f"[groundstate mcp] a session ended without tool calls and could not be graded: {e}", file=sys.stderr, flush=True)
+                        sys.stderr.write(
+                            f"[groundstate mcp] a session ended without tool calls and could not be graded: {e}\n"
+                        )  # one write: sessions end in threads
                 try:
                     if entry.sandbox is not None and entry.owned:
                         await self._run(self._finish, entry.sandbox)
@@ -256,7 +258,7 @@ class SessionSandboxes:
             if self.on_session_end is not None:
                 self.on_session_end(sandbox)
         except Exception as e:  # a failing hook must not leak the sandbox
-            print(f"[groundstate mcp] session-end hook failed: {type(e).__name__}: {e}", file=sys.stderr)
+            sys.stderr.write(f"[groundstate mcp] session-end hook failed: {type(e).__name__}: {e}\n")  # one write: sessions end in threads
         finally:
             sandbox.close()
 
