@@ -169,10 +169,11 @@ def train(
             f"({'the reference recipe' if nodes is None and gpus_per_node is None else 'partly the reference recipe'}; "
             "--nodes and --gpus-per-node to change)"
         )
-    try:
-        check_model_ref(model)
-    except ValueError as e:
-        fail(f"--model {e}")
+    if engine == "trl":  # TRL loads it here; verl's workers load it on their nodes, where the path may be theirs only
+        try:
+            check_model_ref(model)
+        except ValueError as e:
+            fail(f"--model {e}")
     common = _given(
         group_size=group_size,
         tasks_per_step=tasks_per_step,
