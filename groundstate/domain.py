@@ -15,6 +15,7 @@ import functools
 import hashlib
 import importlib.util
 import math
+import os
 import random
 import sqlite3
 import sys
@@ -451,6 +452,8 @@ def load_domain(name_or_path: str) -> Domain:
         p = DOMAINS_DIR / name_or_path
     if not (p / "domain.yaml").exists():
         known = ", ".join(bundled_domains())
+        if os.sep in name_or_path or Path(name_or_path).exists():
+            raise KeyError(f"{name_or_path} is not a domain folder (it holds no domain.yaml); bundled domains: {known}")
         raise KeyError(f"unknown domain {name_or_path!r}; bundled: {known}")
     return _load_domain(str(p), _files_stamp(p))
 

@@ -649,7 +649,7 @@ def read_id_list(path: Path | str) -> list[str]:
 
 
 def _split_domain_paths(domain_paths: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(domain folders, `thinkingbox:DIR[::LIST]` sources) of `--domain-path` values."""
+    """(domain folders, `thinkingbox:DIR[::LIST]` sources) of `select --domain` values."""
     tb = [d for d in domain_paths if d.strip().startswith("thinkingbox:")]
     return [d for d in domain_paths if d not in tb], tb
 

@@ -13,6 +13,7 @@ import threading
 import typer
 
 from groundstate.cli import analysis, new, quickstart, tasks, train
+from groundstate.cli.common import renamed
 from groundstate.cli.conformance import conformance_command
 from groundstate.cli.mcp import serve_mcp
 from groundstate.cli.power import power_command
@@ -56,14 +57,17 @@ def _as_interrupt(signum: int, frame: object) -> None:
 app.add_typer(tasks.app, name="tasks")
 app.add_typer(train.tiny_app, name="tiny")
 app.add_typer(new.app, name="new")
-app.command("run", help=RUN_HELP)(attempts_command)
-app.command("probe", help=PROBE_HELP)(attempts_command)
+# old spellings of renamed options, each read as its new name for a release (one name per concept: attempts per task
+# are --k, what a command writes is --out, a domain name or folder is --domain)
+ATTEMPTS_RENAMED = {"--n": "--k"}
+app.command("run", help=RUN_HELP, cls=renamed(ATTEMPTS_RENAMED))(attempts_command)
+app.command("probe", help=PROBE_HELP, cls=renamed(ATTEMPTS_RENAMED))(attempts_command)
 app.command("metrics")(analysis.metrics)
 app.command("compare")(analysis.compare)
 app.command("power")(power_command)
-app.command("report")(analysis.report)
+app.command("report", cls=renamed({"-o": "--out", "--output": "--out"}))(analysis.report)
 app.command("export")(analysis.export_command)
-app.command("select")(select_command)
+app.command("select", cls=renamed({"--out-dir": "--out", "--domain-path": "--domain"}))(select_command)
 app.command("train")(train.train)
 app.command("merge")(train.merge)
 app.command("quickstart")(quickstart.quickstart)

@@ -197,7 +197,7 @@ def report(
     results: Path = typer.Argument(..., help="Results JSONL of a run."),
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="Baseline results for a before/after comparison."),
     output: Optional[Path] = opts.file_out(
-        None, "--out", "-o", "--output", help="Where to write the HTML file (default: RESULTS.report.html beside the results file)."
+        None, "--out", help="Where to write the HTML file (default: RESULTS.report.html beside the results file)."
     ),
     prices: Optional[Path] = typer.Option(None, "--prices", help="YAML price table extending the bundled one (as for metrics)."),
     allow_incomplete: bool = typer.Option(
@@ -236,8 +236,8 @@ def export_command(
         help="Keep only attempts with reward 1, or every attempt with its reward (default: passed only for sft-jsonl, "
         "whose examples are imitated; every attempt for hf-dataset and parquet, which carry the reward).",
     ),
-    domain: Optional[list[Path]] = typer.Option(
-        None, "--domain", "-d", help="Domain folder to take tool schemas from, for domains that are not bundled (repeatable)."
+    domain: Optional[list[str]] = typer.Option(
+        None, "--domain", "-d", help="Domain name or folder to take tool schemas from, besides the bundled domains (repeatable)."
     ),
 ) -> None:
     """Turn a run's trajectories into chat training data (messages with tool calls, tools, reward); system errors are skipped."""

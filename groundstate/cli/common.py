@@ -7,10 +7,12 @@ import re
 from pathlib import Path
 from typing import Any, NoReturn
 
+import click
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from typer.core import TyperCommand
 
 from groundstate.results import AttemptRecord, read_records
 from groundstate.tasks import Task, TaskFileError
@@ -26,6 +28,50 @@ def fail(message: str, code: int = 2) -> NoReturn:
     """Print `error: message` (escaped: paths and ids may hold markup) and exit with `code`."""
     console.print(f"[red]error:[/red] {escape(message)}")
     raise typer.Exit(code)
+
+
+def rename_options(args: list[str], renamed: dict[str, str], takes_value: set[str]) -> tuple[list[str], list[str]]:
+    """`args` with each old option spelling (`--n`, `--n=8`, `-o`, `-oFILE`) replaced by its new one, and the old
+    spellings met. Only tokens before `--` are options, and not the token after an option in `takes_value` (that is
+    its value: `--tasks --n` keeps `--n` as the selector it names)."""
+    new, met, i = [], [], 0
+    while i < len(args):
+        token = args[i]
+        if token == "--":
+            new += args[i:]
+            break
+        name, sep, value = token.partition("=") if token.startswith("--") else (token, "", "")
+        glued = next((o for o in renamed if len(o) == 2 and token.startswith(o) and len(token) > 2 and not token.startswith("--")), None)
+        if name in renamed:
+            met.append(name)
+            name = renamed[name]
+            new.append(name + sep + value)
+        elif glued:
+            met.append(glued)
+            new += [renamed[glued], token[2:]]
+            sep = "="  # its value was glued to it
+        else:
+            new.append(token)
+        if name in takes_value and not sep and i + 1 < len(args):
+            new.append(args[i + 1])
+            i += 1
+        i += 1
+    return new, met
+
+
+def renamed(old_to_new: dict[str, str]) -> type[TyperCommand]:
+    """A command class that still takes the old spellings of renamed options (kept, hidden from help, for a release):
+    each is read as its new name, with one note on stderr saying the new name."""
+
+    class Renamed(TyperCommand):
+        def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+            takes_value = {o for p in self.params if isinstance(p, click.Option) and not p.is_flag and not p.count for o in p.opts}
+            args, met = rename_options(args, old_to_new, takes_value)
+            for old in dict.fromkeys(met):
+                console.print(f"note: {old} is now {old_to_new[old]} (the old spelling goes in a later release)", markup=False, highlight=False)
+            return super().parse_args(ctx, args)
+
+    return Renamed
 
 
 class LineProgress(Progress):
@@ -105,7 +151,22 @@ def load_domains(domains: list[str] | None, split: str | None = None) -> list[tu
     try:
         return iter_tasks(domains or None, split)
     except (TaskFileError, KeyError) as e:
-        fail(str(e))
+        fail(_said(e))
+
+
+def load_one_domain(name_or_folder: str) -> Domain:
+    """The domain that `--domain` names (a bundled domain's name or any domain folder), or one error line."""
+    from groundstate.domain import load_domain
+
+    try:
+        return load_domain(name_or_folder)
+    except (TaskFileError, KeyError) as e:
+        fail(_said(e))
+
+
+def _said(e: Exception) -> str:
+    """An exception's message (a KeyError's str() quotes it)."""
+    return str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
 
 
 def read_run(path: Path) -> list[AttemptRecord]:

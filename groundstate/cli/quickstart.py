@@ -82,7 +82,7 @@ def quickstart(
     console.print(f"summary written to {out_dir / 'summary.json'}")
     console.print(
         "next, on your own model (a Hugging Face folder, or any OpenAI-compatible server as openai:MODEL@URL):\n"
-        "  groundstate probe --agent hf:MODEL_DIR --tasks pool --n 8 --out runs/probe/probes.jsonl\n"
+        "  groundstate probe --agent hf:MODEL_DIR --tasks pool --k 8 --out runs/probe/probes.jsonl\n"
         "  groundstate select runs/probe/probes.jsonl --out runs/selection --exclude bench\n"
         "  groundstate train --model MODEL_DIR --train runs/selection/train.yaml --val runs/selection/val.yaml --out runs/train"
     )

@@ -25,7 +25,7 @@ def attempts_command(
         "--tasks",
         help="pool, bench, all, a domain name or folder, a YAML list of ids, or a glob; comma-separated (default: bench for run, pool for probe).",
     ),
-    k: Optional[int] = opts.count(None, "--k", "--n", hi=MAX_ATTEMPTS, help="Attempts per task (default: 1 for run, 8 for probe)."),
+    k: Optional[int] = opts.count(None, "--k", hi=MAX_ATTEMPTS, help="Attempts per task (default: 1 for run, 8 for probe)."),
     user: str = typer.Option("scripted", "--user", help="scripted or openai:MODEL\\[@URL]."),
     user_temperature: Optional[float] = opts.number(
         None, "--user-temperature", lo=0.0, help="Sampling temperature of an openai: user (default 0); part of the run's identity."
@@ -231,6 +231,6 @@ def attempts_command(
             + (f"; {user_faults} of them user-simulator faults (see groundstate metrics)" if user_faults else "")
         )
     if probe:
-        console.print(f"next: groundstate select {summary.path} --out-dir {summary.path.parent / 'selection'} --exclude bench")
+        console.print(f"next: groundstate select {summary.path} --out {summary.path.parent / 'selection'} --exclude bench")
     if summary.ran and summary.system_errors == summary.ran:  # nothing was measured: never a quiet exit 0
         fail(f"every one of the {summary.ran} attempts run was a system error: nothing was measured (the first: see {summary.path})", 1)

@@ -24,7 +24,7 @@ def _floats(text: str, what: str) -> tuple[float, ...]:
 
 def select_command(
     probes: Path = typer.Argument(..., help="Probe results JSONL (from `groundstate probe` or any run)."),
-    out_dir: Path = opts.folder_out(..., "--out", "--out-dir", help="Where to write train.yaml, val.yaml, selection.jsonl and manifest.json."),
+    out_dir: Path = opts.folder_out(..., "--out", help="Where to write train.yaml, val.yaml, selection.jsonl and manifest.json."),
     exclude: Optional[list[str]] = typer.Option(
         None, "--exclude", help="Tasks never to train on, as a task selector (e.g. bench); repeatable. Checked by id and by content."
     ),
@@ -50,7 +50,11 @@ def select_command(
     test_fraction: float = opts.number(0.2, "--test-fraction", lo=0.0, hi=1.0, help="Share of each band's tasks held out for validation."),
     seed: int = typer.Option(42, "--seed", help="Seed of the split (a seeded hash; bands do not depend on it)."),
     domain_path: Optional[list[str]] = typer.Option(
-        None, "--domain-path", help="Extra domain folder, or thinkingbox:DIR[::LIST], whose task definitions to load for content checks (repeatable)."
+        None,
+        "--domain",
+        "-d",
+        help="A domain name or folder, or thinkingbox:DIR\\[::LIST], besides the bundled domains, whose task definitions "
+        "to load for content checks (repeatable).",
     ),
     require_content_check: bool = typer.Option(
         False, "--require-content-check", help="Exclude probe tasks whose definition cannot be loaded (so cannot be content-checked)."

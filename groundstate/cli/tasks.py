@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from groundstate.cli import options as opts
-from groundstate.cli.common import console, fail, load_domains, out, progress, select
+from groundstate.cli.common import console, fail, load_domains, load_one_domain, out, progress, select
 from groundstate.tasks import TaskFileError
 
 app = typer.Typer(help="Inspect and check tasks.", no_args_is_help=True)
@@ -211,16 +211,21 @@ def tasks_certify(
 
 @app.command("generate")
 def tasks_generate(
-    domain: Optional[list[str]] = typer.Option(None, "--domain", "-d", help="Domain (repeatable; default: every bundled domain with a generator)."),
+    domain: Optional[list[str]] = typer.Option(
+        None, "--domain", "-d", help="Domain name or folder (repeatable; default: every bundled domain with a generator)."
+    ),
     check: bool = typer.Option(False, "--check", help="Only verify that the checked-in files are reproduced exactly (exit 1 if not)."),
 ) -> None:
     """Regenerate task files from each domain's seeded generator (byte-identical for unchanged generators)."""
-    from groundstate.domain import bundled_domains, load_domain, render_generated_tasks
+    from groundstate.domain import bundled_domains, render_generated_tasks
 
-    names = domain or [d for d in bundled_domains() if (load_domain(d).path / "taskgen.py").exists()]
+    names = domain or [d for d in bundled_domains() if (load_one_domain(d).path / "taskgen.py").exists()]
     stale = []
     for name in names:
-        path, text = render_generated_tasks(load_domain(name))
+        dom = load_one_domain(name)
+        if not (dom.path / "taskgen.py").exists():
+            fail(f"domain {name!r} has no task generator: {dom.path / 'taskgen.py'} is missing")
+        path, text = render_generated_tasks(dom)
         current = path.read_text(encoding="utf-8") if path.exists() else None
         if check:
             if current != text:

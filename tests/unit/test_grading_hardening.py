@@ -184,7 +184,7 @@ def assert_refused(folder: Path, culprit: str, words: str, tmp_path: Path, backe
     out = tmp_path / "results" / "results.jsonl"
     for args in (
         ["run", "--agent", "scripted:gold", "--tasks", str(folder), "--out", str(out), "--backend", backend],
-        ["probe", "--agent", "scripted:gold", "--tasks", str(folder), "--n", "1", "--out", str(out), "--backend", backend],
+        ["probe", "--agent", "scripted:gold", "--tasks", str(folder), "--k", "1", "--out", str(out), "--backend", backend],
         ["tasks", "lint", "--tasks", str(folder), "--backend", backend],
     ):
         r = cli(*args)

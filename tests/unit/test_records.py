@@ -97,7 +97,7 @@ def test_every_reader_refuses_a_line_that_is_not_a_record_naming_file_line_and_f
         "power": ["power", str(path)],
         "report": ["report", str(path), "-o", str(tmp_path / "r.html")],
         "export": ["export", str(path), "--format", "sft-jsonl", "--out", str(tmp_path / "export")],
-        "select": ["select", str(path), "--out-dir", str(tmp_path / "sel")],
+        "select": ["select", str(path), "--out", str(tmp_path / "sel")],
         "run": ["run", "--agent", "scripted:gold", "--tasks", SHOP, "--out", str(path)],
     }
     before = path.read_bytes()
@@ -199,7 +199,7 @@ def test_metrics_refuses_a_file_that_mixes_runs(tmp_path, shop):
     assert "mixes 2 runs" in flat(r.output)
     for args in (["compare", str(gold), str(mixed)], ["report", str(mixed), "-o", str(tmp_path / "x.html")]):
         clean_exit(cli.invoke(app, args), 1)
-    r = cli.invoke(app, ["select", str(mixed), "--out-dir", str(tmp_path / "sel")])
+    r = cli.invoke(app, ["select", str(mixed), "--out", str(tmp_path / "sel")])
     clean_exit(r, 2)
     assert "mixes 2 runs" in flat(r.output) and not (tmp_path / "sel").exists()
 
@@ -382,7 +382,7 @@ def test_an_absurd_attempt_index_is_refused_not_laid_out(tmp_path):
         ["metrics", str(path)],
         ["compare", str(path), str(path)],
         ["report", str(path), "-o", str(tmp_path / "r.html")],
-        ["select", str(path), "--out-dir", str(tmp_path / "sel")],
+        ["select", str(path), "--out", str(tmp_path / "sel")],
         ["run", "--agent", "scripted:gold", "--tasks", SHOP, "--out", str(path)],
     ]
     for args in commands:

@@ -255,9 +255,9 @@ def test_an_out_path_of_the_wrong_kind_is_a_usage_error_not_a_traceback(tmp_path
         (["run", "--agent", "scripted:gold", "--tasks", SHOP, "--out", str(folder)], "--out", "is a directory"),
         (["probe", "--agent", "scripted:gold", "--tasks", SHOP, "--out", str(folder)], "--out", "is a directory"),
         (["tasks", "lint", "--domain", SHOP, "--out", str(folder)], "--out", "is a directory"),
-        (["report", str(results), "-o", str(folder)], "--out", "is a directory"),  # -o and --output: spellings of --out
+        (["report", str(results), "--out", str(folder)], "--out", "is a directory"),
         (["export", str(results), "--format", "sft-jsonl", "--out", str(results)], "--out", "is a file"),
-        (["select", str(results), "--out-dir", str(results)], "--out", "is a file"),
+        (["select", str(results), "--out", str(results)], "--out", "is a file"),
     ]
     for args, option, why in cases:
         result = CliRunner().invoke(app, args)

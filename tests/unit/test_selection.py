@@ -401,7 +401,7 @@ def test_end_to_end_probe_then_select_library_and_cli(tmp_path):
 
     runner = CliRunner()
     app = _app()
-    args = ["select", str(probes), "--out-dir", str(tmp_path / "cli"), "--domain-path", SHOP, "--test-fraction", "0.34"]
+    args = ["select", str(probes), "--out", str(tmp_path / "cli"), "--domain", SHOP, "--test-fraction", "0.34"]
     args += [x for sel in exclude for x in ("--exclude", sel)]
     r = runner.invoke(app, args + ["--json"])
     assert r.exit_code == 0, r.output
@@ -420,7 +420,7 @@ def test_end_to_end_probe_then_select_library_and_cli(tmp_path):
 
     # the probe command: the same attempts as the runner, and resumable
     cli_probes = tmp_path / "cli_probes.jsonl"
-    r = runner.invoke(app, ["probe", "--agent", "scripted:noisy:0.3", "--tasks", SHOP, "--n", "4", "--out", str(cli_probes)])
+    r = runner.invoke(app, ["probe", "--agent", "scripted:noisy:0.3", "--tasks", SHOP, "--k", "4", "--out", str(cli_probes)])
     assert r.exit_code == 0, r.output
     assert f"probes written to {cli_probes}" in r.stderr.replace("\n", "")
 
@@ -428,7 +428,7 @@ def test_end_to_end_probe_then_select_library_and_cli(tmp_path):
         return {(x.task_id, x.attempt): x.reward for x in recs}
 
     assert key(read_records(cli_probes)) == key(read_records(probes))
-    r = runner.invoke(app, ["probe", "--agent", "scripted:noisy:0.3", "--tasks", SHOP, "--n", "4", "--out", str(cli_probes)])
+    r = runner.invoke(app, ["probe", "--agent", "scripted:noisy:0.3", "--tasks", SHOP, "--k", "4", "--out", str(cli_probes)])
     assert r.exit_code == 0 and "0 attempts run (12 already done)" in r.stdout.replace("\n", " ")
 
     # an id list and a reference run (here: the gold policy, which solves everything)
@@ -440,9 +440,9 @@ def test_end_to_end_probe_then_select_library_and_cli(tmp_path):
         [
             "select",
             str(probes),
-            "--out-dir",
+            "--out",
             str(tmp_path / "cli3"),
-            "--domain-path",
+            "--domain",
             SHOP,
             "--exclude-list",
             str(tmp_path / "never.yaml"),
@@ -463,7 +463,7 @@ def test_end_to_end_probe_then_select_library_and_cli(tmp_path):
     )
     assert json.loads(r.stdout)["decisions"]["excluded"] == 1
 
-    bad = runner.invoke(app, ["select", str(probes), "--out-dir", str(tmp_path / "bad"), "--band-edges", "0.5,0.4,0.6,0.9"])
+    bad = runner.invoke(app, ["select", str(probes), "--out", str(tmp_path / "bad"), "--band-edges", "0.5,0.4,0.6,0.9"])
     assert bad.exit_code == 2 and "band edges" in bad.stderr
 
 
@@ -472,7 +472,7 @@ def test_probe_takes_the_runs_attempt_limits(tmp_path):
     path = tmp_path / "probes.jsonl"
     r = CliRunner().invoke(
         _app(),
-        ["probe", "--agent", "scripted:gold", "--tasks", SHOP, "--n", "1", "--out", str(path), "--max-result-chars", "5", "--attempt-timeout", "120"],
+        ["probe", "--agent", "scripted:gold", "--tasks", SHOP, "--k", "1", "--out", str(path), "--max-result-chars", "5", "--attempt-timeout", "120"],
     )
     assert r.exit_code == 0, r.output
     records = read_records(path)
