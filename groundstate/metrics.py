@@ -119,7 +119,8 @@ class Coverage:
 
 
 def task_counts(records: Iterable[AttemptRecord]) -> dict[str, TaskCounts]:
-    """Per task, over the records that count (`results.latest_per_key`): clean attempts, successes, system errors, unjudged."""
+    """Per task (in task-id order), over the records that count (`results.latest_per_key`): clean attempts, successes,
+    system errors, unjudged."""
     out: dict[str, TaskCounts] = {}
     for r in latest_per_key(records).values():
         t = out.setdefault(r.task_id, TaskCounts(r.task_id, r.domain, r.family))
@@ -132,7 +133,9 @@ def task_counts(records: Iterable[AttemptRecord]) -> dict[str, TaskCounts]:
         else:
             t.n += 1
             t.c += outcome == "pass"
-    return out
+    # by task id, whatever order the attempts finished in: the bootstrap resamples positions, so the same records
+    # give the same intervals only in one order
+    return dict(sorted(out.items()))
 
 
 def coverage(records: list[AttemptRecord]) -> Coverage:

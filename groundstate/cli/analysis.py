@@ -170,7 +170,10 @@ def compare(
         tr.add_row(a, *(str(row[z]) for z in ("never", "sometimes", "always")))
     out.print(tr)
     kk = c["observed_k_of_k"]
-    out.print(f"Observed k/k: {kk['base']} → {kk['candidate']} (moved in {kk['moved_in']}, fell out {kk['fell_out']}); cost USD: {c['cost_usd']}")
+    cost = c["cost_usd"]
+    spent = " → ".join("—" if cost.get(side) is None else f"{cost[side]:.4f}" for side in ("base", "candidate"))
+    change = "" if cost.get("change") is None else f" ({cost['change']:+.4f})"
+    out.print(f"Observed k/k: {kk['base']} → {kk['candidate']} (moved in {kk['moved_in']}, fell out {kk['fell_out']}); cost USD: {spent}{change}")
     if c["cost_note"]:
         out.print(escape(c["cost_note"]))
     _print_agreement(c["agreement"])

@@ -170,7 +170,7 @@ def test_every_read_command_refuses_an_incomplete_run_in_the_same_words(tmp_path
         "compute": ["metrics", str(partial)],
         "compare": ["compare", str(partial), str(full)],
         "plan": ["power", str(partial)],
-        "report": ["report", str(partial), "-o", str(tmp_path / "r.html")],
+        "report": ["report", str(partial), "--out", str(tmp_path / "r.html")],
         "select": ["select", str(partial), "--out", str(tmp_path / "sel")],
     }
     for verb, args in commands.items():
