@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -58,6 +59,15 @@ class QuickstartConfig:
 
 
 def run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Every stage into `out`, each stage and its result through `log`; the summary (also `out/summary.json`).
+    transformers' FutureWarnings about names TRL still calls (`is_gradient_checkpointing`, ...) are not shown: a user
+    can act on none of them, and the log holds the stages and their results."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers(\.|$)")
+        return _run_quickstart(out, cfg, log)
+
+
+def _run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None]) -> dict[str, Any]:
     from datasets.utils.logging import disable_progress_bar as no_dataset_bars
     from transformers.utils import logging as hf_logging
 
@@ -132,7 +142,8 @@ def run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None] 
                 f"selection left {len(train_ids)} training and {len(val_ids)} validation tasks: probe more tasks or runs "
                 f"(see {out / 'selection' / 'selection.jsonl'})"
             )
-        log(f"  bands: {result.counts()}")
+        counts = result.counts()
+        log(f"  {counts['tasks']} probed tasks by band: " + ", ".join(f"{b.replace('_', ' ')} {n}" for b, n in counts["bands"].items()))
         log(f"  train {len(train_ids)} tasks, validation {len(val_ids)} tasks (--group-by none: held-out instances of seen templates)")
         select_command = (
             f"groundstate select {out / 'probes.jsonl'} --out {out / 'selection'} --exclude bench --group-by none "

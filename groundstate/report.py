@@ -22,6 +22,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from groundstate.agreement import describe_agreement  # noqa: E402
@@ -60,13 +61,19 @@ def _anchor(task_id: str, attempt: int) -> str:
 
 
 def _plots(records: list[AttemptRecord], m: dict[str, Any]) -> list[str]:
+    return [_png(fig) for fig in figures(records, m)]
+
+
+def figures(records: list[AttemptRecord], m: dict[str, Any]) -> list[Figure]:
+    """The report's plots, open (`_png` renders and closes each): per-task success rates, pass@k and pass^k against k
+    (integer ticks: k is a count), and by domain (its legend beside the axes, where it covers no bar)."""
     counts = [t for t in task_counts(records).values() if t.n > 0]
     k = m["k"]
     out = []
     fig, ax = plt.subplots(figsize=(5, 3.2))
     ax.hist([t.c / t.n for t in counts], bins=[i / k - 0.5 / k for i in range(k + 2)], color="#3a6fd8", edgecolor="white")
     ax.set(xlabel="c / k (share of attempts solved)", ylabel="tasks", title="Per-task success rate")
-    out.append(_png(fig))
+    out.append(fig)
     ks = list(range(1, k + 1))
     full = [t for t in counts if t.n >= k]
     fig, ax = plt.subplots(figsize=(5, 3.2))
@@ -77,7 +84,7 @@ def _plots(records: list[AttemptRecord], m: dict[str, Any]) -> list[str]:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # k is a count: no tick at 1.5
     if full:
         ax.legend()
-    out.append(_png(fig))
+    out.append(fig)
     by = m.get("by_domain", {})
     if by:
         fig, ax = plt.subplots(figsize=(5, 3.2))
@@ -87,7 +94,7 @@ def _plots(records: list[AttemptRecord], m: dict[str, Any]) -> list[str]:
         ax.set_xticks(range(len(names)), names, rotation=20)
         ax.set(ylim=(0, 1.02), title="By domain")
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)  # beside the axes: it never covers a bar
-        out.append(_png(fig))
+        out.append(fig)
     return out
 
 

@@ -13,7 +13,7 @@ import threading
 import typer
 
 from groundstate.cli import analysis, new, quickstart, tasks, train
-from groundstate.cli.common import renamed
+from groundstate.cli.common import Commands, renamed
 from groundstate.cli.conformance import conformance_command
 from groundstate.cli.mcp import serve_mcp
 from groundstate.cli.power import power_command
@@ -22,7 +22,9 @@ from groundstate.cli.run import PROBE_HELP, RUN_HELP, attempts_command
 from groundstate.cli.select import select_command
 from groundstate.cli.serve import serve
 
-app = typer.Typer(help="Train and evaluate tool-using LLM agents with rewards read from the final state of a real database.", no_args_is_help=True)
+app = typer.Typer(
+    cls=Commands, help="Train and evaluate tool-using LLM agents with rewards read from the final state of a real database.", no_args_is_help=True
+)
 
 
 def _print_version(value: bool) -> None:

@@ -12,8 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from groundstate.cli import options as opts
-from groundstate.cli.common import console, out, read_run
-from groundstate.results import read_records
+from groundstate.cli.common import console, fail, message_of, out, read_run
 
 
 def _fmt(x, pct=True):
@@ -213,8 +212,7 @@ def report(
 
     records = read_run(results)
     if not records:
-        console.print(f"[red]error:[/red] {results} holds no records")
-        raise typer.Exit(2)
+        fail(f"{results}: holds no records")
     base_records = read_run(baseline) if baseline else None
     output = output or results.parent / f"{results.stem}.report.html"  # never ./report.html, overwritten from run to run
     try:
@@ -247,19 +245,19 @@ def export_command(
     from groundstate.export import FORMATS, to_examples, write_examples
 
     if fmt not in FORMATS:
-        console.print(f"[red]error:[/red] unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
-        raise typer.Exit(2)
+        fail(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
+    records = read_run(results)  # a missing or broken file is one line, before anything else is printed
+    chosen = passed_only is None
     if passed_only is None:
         passed_only = fmt == "sft-jsonl"
+    try:
+        examples, counts = to_examples(records, passed_only, domain or ())
+    except (OSError, ValueError, KeyError) as e:
+        fail(message_of(e))
+    if chosen:  # the default said, since it differs by format
         console.print(
             f"{fmt}: {'passed attempts only (--all-attempts to keep the rest)' if passed_only else 'every attempt, with its reward (--passed-only to keep reward 1 only)'}"
         )
-    try:
-        records = read_records(results)
-        examples, counts = to_examples(records, passed_only, domain or ())
-    except (OSError, ValueError, KeyError) as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
     path = write_examples(examples, fmt, out_dir, {"source": str(results), "passed_only": passed_only, "counts": asdict(counts)})
     skipped = [
         f"{n} {label}"

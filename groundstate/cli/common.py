@@ -7,12 +7,12 @@ import re
 from pathlib import Path
 from typing import Any, NoReturn
 
-import click
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from typer.core import TyperCommand
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from groundstate.results import AttemptRecord, read_records
 from groundstate.tasks import Task, TaskFileError
@@ -59,13 +59,28 @@ def rename_options(args: list[str], renamed: dict[str, str], takes_value: set[st
     return new, met
 
 
+class Commands(TyperGroup):
+    """The app's command group: a usage error anywhere below it (an unknown option or command, a bad or missing value)
+    is one `error:` line naming the option and where its help is, not typer's box, which breaks paths at the width of
+    the terminal. A group called without a command still prints its help."""
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except NoArgsIsHelpError:
+            raise
+        except UsageError as e:
+            where = f" (see {e.ctx.command_path} --help)" if e.ctx is not None else ""
+            fail(f"{e.format_message()}{where}", e.exit_code)
+
+
 def renamed(old_to_new: dict[str, str]) -> type[TyperCommand]:
     """A command class that still takes the old spellings of renamed options (kept, hidden from help, for a release):
     each is read as its new name, with one note on stderr saying the new name."""
 
     class Renamed(TyperCommand):
-        def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-            takes_value = {o for p in self.params if isinstance(p, click.Option) and not p.is_flag and not p.count for o in p.opts}
+        def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+            takes_value = {o for p in self.params if isinstance(p, TyperOption) and not p.is_flag and not p.count for o in p.opts}
             args, met = rename_options(args, old_to_new, takes_value)
             for old in dict.fromkeys(met):
                 console.print(f"note: {old} is now {old_to_new[old]} (the old spelling goes in a later release)", markup=False, highlight=False)
@@ -151,7 +166,7 @@ def load_domains(domains: list[str] | None, split: str | None = None) -> list[tu
     try:
         return iter_tasks(domains or None, split)
     except (TaskFileError, KeyError) as e:
-        fail(_said(e))
+        fail(message_of(e))
 
 
 def load_one_domain(name_or_folder: str) -> Domain:
@@ -161,10 +176,10 @@ def load_one_domain(name_or_folder: str) -> Domain:
     try:
         return load_domain(name_or_folder)
     except (TaskFileError, KeyError) as e:
-        fail(_said(e))
+        fail(message_of(e))
 
 
-def _said(e: Exception) -> str:
+def message_of(e: Exception) -> str:
     """An exception's message (a KeyError's str() quotes it)."""
     return str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
 

@@ -15,7 +15,7 @@ from groundstate.cli.common import console, fail, out, progress, read_run, selec
 
 
 def regrade_command(
-    results: Path = typer.Argument(..., help="Results JSONL of a run.", dir_okay=False),
+    results: Path = typer.Argument(..., help="Results JSONL of a run."),
     out_file: Path = opts.file_out(..., "--out", help="Where the regraded records go (a new file; never the input)."),
     tasks: str = typer.Option("all", "--tasks", help="Where today's task definitions come from (any --tasks selector; default: every bundled task)."),
     judge: Optional[str] = typer.Option(

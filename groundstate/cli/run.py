@@ -118,14 +118,20 @@ def attempts_command(
         user_cache=user_cache,
         max_endpoint_failures=max_endpoint_failures,
     )
+    untouched = f"nothing was {'probed' if probe else 'run'} or written"
     try:  # a spec that could only fail every attempt stops here: one line, nothing written
         check_config(cfg)
     except ValueError as e:
-        fail(f"{e}\nnothing was {'probed' if probe else 'run'} or written.")
+        fail(f"{e}; {untouched}.")
+    try:  # a misspelled backend or an unreachable server: one line before anything else is printed
+        be = make_backend(backend, pg_dsn)
+    except ValueError as e:
+        fail(f"--backend: {e}; {untouched}.")
     for role, spec in endpoint_specs(cfg).items():  # one request each, before the first attempt
         found = probe_endpoint(spec)
         if found.problem:
-            fail(f"--{role} {spec}: {found.problem}\nnothing was {'probed' if probe else 'run'} or written.")
+            be.close()
+            fail(f"--{role} {spec}: {found.problem}; {untouched}.")
         if found.warning:
             console.print(f"[yellow]warning:[/yellow] --{role} {escape(spec)}: {escape(found.warning)}")
     if chosen:  # a default a new user may not expect (the whole benchmark): said before it starts
@@ -140,11 +146,8 @@ def attempts_command(
         try:
             import ray  # noqa: F401
         except ImportError:
-            fail("--ray needs Ray: pip install 'groundstate[ray]'")
-    try:
-        be = make_backend(backend, pg_dsn)
-    except ValueError as e:
-        fail(f"--backend: {e}")
+            be.close()
+            fail(f"--ray needs Ray: pip install 'groundstate[ray]'; {untouched}.")
     be.cleanup_stale()
     if ray_address:
         from groundstate.ray_executor import RayExecutor
@@ -177,7 +180,7 @@ def attempts_command(
             )
         except ResultsInUseError as e:  # another run writes this file: one writer per results file
             bar_progress.stop()
-            fail(f"{e}\nnothing was run or written.", 3)
+            fail(f"{e}; {untouched}.", 3)
         except TaskFileError as e:  # a domain file the backend rejects (a schema PostgreSQL refuses): no attempt was run
             bar_progress.stop()
             fail(str(e))
@@ -197,7 +200,7 @@ def attempts_command(
             )
         except (RecordError, ResumeRefused, UserCacheError) as e:  # a results line that is not a record, another run's file, an unusable user cache
             bar_progress.stop()
-            fail(f"{e}\nnothing was {'probed' if probe else 'run'} or written.")
+            fail(f"{e}; {untouched}.")
         finally:
             be.close()
     where = f" on {len(pairs)} tasks × n={k}" if probe else ""

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from groundstate.cli import options as opts
-from groundstate.cli.common import console, fail, out, read_run
+from groundstate.cli.common import console, fail, message_of, out, read_run
 from groundstate.tasks import TaskFileError
 
 
@@ -88,15 +88,13 @@ def select_command(
             require_content_check=require_content_check,
         )
     except ValueError as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+        fail(str(e))
     try:
         result = select_files(
             probes, exclude=exclude or [], exclude_lists=exclude_list or [], reference=reference, domain_paths=domain_path or [], params=params
         )
     except (ValueError, TaskFileError, KeyError, OSError) as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+        fail(message_of(e))
     paths = result.write(out_dir)
     summary = result.summary()
 
@@ -116,11 +114,11 @@ def select_command(
     show.print(" · ".join(f"{k} {v}" for k, v in d.items()))
     excluded = [r for r in result.rows if r["decision"] == "excluded"]
     for r in excluded[:10]:
-        show.print(f"[yellow]excluded[/yellow] {r['task_id']}: {r['reason']}")
+        show.print(f"[yellow]excluded[/yellow] {escape(r['task_id'])}: {escape(r['reason'])}")
     if len(excluded) > 10:
         show.print(f"... and {len(excluded) - 10} more excluded (see selection.jsonl)")
     for note in result.notes:
-        console.print(f"[yellow]note:[/yellow] {note}")
+        console.print(f"[yellow]note:[/yellow] {escape(note)}")
     if as_json:
         typer.echo(json.dumps({**summary, "outputs": {k: str(v) for k, v in paths.items()}}, indent=1, sort_keys=True))
     console.print("\n".join(f"{name} written to {p}" for name, p in paths.items()))

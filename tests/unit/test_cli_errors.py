@@ -202,3 +202,118 @@ def test_the_default_user_temperature_given_explicitly_is_the_same_run():
     assert run_identity(plain, []).id == run_identity(explicit, []).id
     warm = RunConfig(agent="scripted:gold", user="openai:u@http://127.0.0.1:1/v1", user_sampling={"temperature": 0.7})
     assert run_identity(warm, []).id != run_identity(plain, []).id
+
+
+# -- usage mistakes and wrong files: one line each, before anything else is printed (#21 item 3) ----------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run", "--agent", "scripted:gold"],  # --tasks and --k left to their defaults, said only once the backend is known
+        ["probe", "--agent", "scripted:gold"],
+        ["tasks", "lint", "--domain", "hr"],
+        ["tasks", "certify", "--domain", "hr"],
+    ],
+)
+def test_a_misspelled_backend_is_one_line_before_anything_else(tmp_path, monkeypatch, command):
+    monkeypatch.chdir(tmp_path)
+    r = invoke(*command, "--backend", "sqlit")
+    assert r.exit_code == 2
+    assert "unknown backend 'sqlit': use sqlite or postgres" in one_error_line(r)
+    assert list(tmp_path.iterdir()) == []
+
+
+def readers(results: Path, out: Path) -> dict[str, list[str]]:
+    """Every command that reads a results file, given `results`."""
+    f, other = str(results), results.parents[1] / "empty.jsonl"  # a readable file for the other side of compare
+    other.touch()
+    return {
+        "metrics": ["metrics", f],
+        "compare base": ["compare", f, str(other)],
+        "compare candidate": ["compare", str(other), f],
+        "report": ["report", f, "--out", str(out / "r.html")],
+        "export": ["export", f, "--format", "sft-jsonl", "--out", str(out / "sft")],
+        "power": ["power", f],
+        "select": ["select", f, "--out", str(out / "sel")],
+        "regrade": ["regrade", f, "--out", str(out / "regraded.jsonl")],
+    }
+
+
+@pytest.mark.parametrize("given", ["folder", "missing"])
+def test_every_reader_names_a_folder_or_a_missing_file_given_as_results_in_one_line(tmp_path, given):
+    run_dir = tmp_path / "runs" / "a_run_folder_with_a_long_name_that_would_wrap_at_eighty_columns"
+    run_dir.mkdir(parents=True)
+    results = run_dir if given == "folder" else run_dir / "no_results_here.jsonl"
+    says = "is a folder, not a results file" if given == "folder" else "no such results file"
+    out = tmp_path / "out"
+    for name, command in readers(results, out).items():
+        r = CliRunner().invoke(app, command, env={"COLUMNS": "80"})
+        assert r.exit_code == 2, (name, r.output)
+        line = one_error_line(r)
+        assert f"{results}: {says}" in line, (name, line)  # the whole path, never wrapped or boxed
+        assert not out.exists(), name
+
+
+def test_usage_errors_are_one_line_with_where_help_is_not_a_box(tmp_path):
+    long_dir = tmp_path / "a_folder_whose_name_alone_is_longer_than_the_eighty_columns_of_a_narrow_terminal"
+    long_dir.mkdir()
+    cases = {
+        ("run", "--agent", "scripted:gold", "--bogus"): "No such option: --bogus",
+        ("run", "--agent", "scripted:gold", "--k", "0"): "Invalid value for '--k': 0 is not an integer >= 1",
+        ("regrade", "results.jsonl"): "Missing option '--out'",
+        ("report", "results.jsonl", "--out", str(long_dir)): f"Invalid value for '--out': file '{long_dir}' is a directory",
+        ("nosuchcommand",): "No such command 'nosuchcommand'",
+    }
+    for args, says in cases.items():
+        r = CliRunner().invoke(app, list(args), env={"COLUMNS": "80"})
+        assert r.exit_code == 2, (args, r.output)
+        line = one_error_line(r)
+        assert says in line and line.endswith("--help)"), (args, line)
+        assert not set("╭╮╰╯│") & set(r.output), r.output
+    r = CliRunner().invoke(app, ["tasks"], env={"COLUMNS": "80"})  # a group without its command still shows its help
+    assert "Usage:" in r.output and "lint" in r.output
+
+
+def test_export_says_a_missing_file_before_its_format_line(tmp_path):
+    r = invoke("export", str(tmp_path / "nope.jsonl"), "--format", "sft-jsonl", "--out", str(tmp_path / "out"))
+    assert r.exit_code == 2 and "nope.jsonl: no such results file" in one_error_line(r)
+
+
+# -- a domain folder with a mistake: the file and the fix, through the commands that load it ---------------------------
+
+
+def broken_domain(tmp_path: Path, mistake: str) -> Path:
+    """A `groundstate new domain` folder with one mistake made in it."""
+    assert invoke("new", "domain", "mydom", "--dir", str(tmp_path)).exit_code == 0
+    folder = tmp_path / "mydom"
+    if mistake == "seed without generate":
+        seed = folder / "seed.py"
+        seed.write_text(seed.read_text().replace("def generate(", "def make_rows("))
+    elif mistake == "tool without docstring":
+        tools = folder / "tools.py"
+        text = tools.read_text()
+        start = text.index('"""', text.index("def find_mydom_customer"))
+        tools.write_text(text[:start] + text[text.index('"""', start + 3) + 3 :])
+    elif mistake == "name with markup":
+        config = folder / "domain.yaml"
+        config.write_text(config.read_text().replace("name: mydom", 'name: "My[a-z]Dom"'))
+    return folder
+
+
+@pytest.mark.parametrize(
+    "mistake, says",
+    [
+        ("seed without generate", "mydom/seed.py: defines no generate(rng, scale) function"),
+        ("tool without docstring", "mydom/tools.py: tool find_mydom_customer has no docstring: the docstring is its description"),
+        ("name with markup", "mydom/domain.yaml: field 'name': String should match pattern '^[a-z][a-z0-9_]*$'"),
+    ],
+)
+def test_a_broken_domain_folder_is_one_line_through_lint_and_run(tmp_path, monkeypatch, mistake, says):
+    folder = broken_domain(tmp_path, mistake)
+    monkeypatch.chdir(tmp_path)
+    for command in (["tasks", "lint", "--domain", str(folder)], ["run", "--agent", "scripted:gold", "--tasks", str(folder)]):
+        r = CliRunner().invoke(app, command, env={"COLUMNS": "80"})
+        assert r.exit_code == 2, (command, r.output)
+        assert says in one_error_line(r), command  # the pattern's [a-z] printed as written, not eaten as markup
+    assert not (tmp_path / "runs").exists()

@@ -154,3 +154,30 @@ def test_report_writes_beside_its_results_by_default(tmp_path, monkeypatch):
     assert f"report written to {tmp_path / 'runs' / 'r.report.html'}" in r.output
     r = CliRunner().invoke(app, ["report", str(results), "--out", "mine.html"])  # the one name for outputs, as run's
     assert r.exit_code == 0 and (tmp_path / "mine.html").exists()
+
+
+def test_probe_says_its_defaults_before_it_starts(tmp_path):
+    r = CliRunner().invoke(app, ["probe", "--agent", "scripted:gold", "--tasks", "hr", "--out", str(tmp_path / "p.jsonl")], env=NARROW)
+    assert r.exit_code == 0, r.output
+    n = len(load_domain("hr").tasks)
+    assert f"defaults: --k 8 ({n} tasks × 8 = {n * 8} attempts); give them to choose" in r.output
+    assert r.output.index("defaults:") < r.output.index("attempts run")
+
+
+def test_an_empty_selection_says_so_and_never_says_how_to_train_on_it(tmp_path):
+    probes = tmp_path / "p.jsonl"
+    assert CliRunner().invoke(app, ["probe", "--agent", "scripted:gold", "--tasks", "hr", "--k", "3", "--out", str(probes)]).exit_code == 0
+    r = CliRunner().invoke(app, ["select", str(probes), "--out", str(tmp_path / "sel")], env=NARROW)
+    assert r.exit_code == 0, r.output
+    assert "nothing to train on: no task was selected for training" in r.output  # gold passes all: every task too easy
+    assert "groundstate train" not in r.output and "train.yaml written to" in r.output
+
+
+def test_verl_dry_run_says_the_topology_it_assumed(tmp_path):
+    args = ["train", "--engine", "verl", "--dry-run", "--train", "hr", "--model", "Qwen/Qwen3-0.6B", "--out", str(tmp_path / "v")]
+    r = CliRunner().invoke(app, args, env=NARROW)
+    assert r.exit_code == 0, r.output
+    assert r.output.startswith("verl topology: 3 nodes × 8 GPUs (the reference recipe; --nodes and --gpus-per-node to change)")
+    r = CliRunner().invoke(app, [*args, "--nodes", "1", "--gpus-per-node", "8"], env=NARROW)
+    assert r.exit_code == 0 and "verl topology" not in r.output and "recipe OK: 8 GPUs" in r.output
+    assert not (tmp_path / "v").exists()  # a dry run writes nothing

@@ -140,3 +140,24 @@ def test_in_the_browser_the_summary_and_comparison_are_above_the_fold(runs, tmp_
 
     top = json.loads(html_lib.unescape(re.search(r'data-top="([^"]+)"', dom).group(1)))
     assert top["summary"] < 120 and top["summary"] < top["comparison"] < 900 and top["comparison"] < top["grid"], top
+
+
+def test_plots_tick_k_in_whole_numbers_and_keep_the_legend_off_the_bars(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from groundstate.domain import load_domain
+    from groundstate.metrics import compute
+    from groundstate.report import figures
+
+    pairs = [(t, d) for d in (load_domain("hr"), load_domain("banking")) for t in d.tasks[:6]]
+    run(pairs, RunConfig(agent="scripted:noisy:0.3", k=4), SqliteBackend(), tmp_path / "r.jsonl")
+    records = read_records(tmp_path / "r.jsonl")
+    _, pass_k, by_domain = figures(records, compute(records, bootstrap_reps=10))
+    pass_k.canvas.draw()
+    ticks = [t for t in pass_k.axes[0].get_xticks() if 1 <= t <= 4]
+    assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), ticks  # never 1.5, 2.5
+    by_domain.canvas.draw()
+    ax = by_domain.axes[0]
+    assert {t.get_text() for t in ax.get_xticklabels()} == {"hr", "banking"}
+    assert not ax.get_legend().get_window_extent().overlaps(ax.get_window_extent())  # beside the axes, over no bar
+    plt.close("all")
