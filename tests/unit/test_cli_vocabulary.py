@@ -88,3 +88,11 @@ def test_domain_means_a_name_or_a_folder_everywhere(tmp_path):
             lines = [line for line in r.stderr.splitlines() if line.strip()]
             assert len(lines) == 1 and lines[0].startswith("error: ") and said in lines[0], (args, r.stderr)
     assert not (tmp_path / "m").exists()
+
+
+def test_the_commands_know_which_options_take_a_value():
+    import typer.main
+
+    run = typer.main.get_command(app).commands["run"]
+    ctx = run.make_context("run", ["--agent", "scripted:gold", "--tasks", "--n", "--n", "3"])  # parsed, not run
+    assert ctx.params["tasks"] == "--n" and ctx.params["k"] == 3  # the value of --tasks is not an old spelling
