@@ -30,11 +30,15 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
-def rename_options(args: list[str], renamed: dict[str, str], takes_value: set[str]) -> tuple[list[str], list[str]]:
+def rename_options(
+    args: list[str], renamed: dict[str, str], takes_value: set[str], repeatable: frozenset[str] = frozenset()
+) -> tuple[list[str], list[str]]:
     """`args` with each old option spelling (`--n`, `--n=8`, `-o`, `-oFILE`) replaced by its new one, and the old
     spellings met. Only tokens before `--` are options, and not the token after an option in `takes_value` (that is
-    its value: `--tasks --n` keeps `--n` as the selector it names)."""
+    its value: `--tasks --n` keeps `--n` as the selector it names). An old spelling and its new one both given for an
+    option that is not `repeatable` (`--k 2 --n 4`) is a `UsageError`: click would keep the last without a word."""
     new, met, i = [], [], 0
+    direct = set()  # new names given as themselves
     while i < len(args):
         token = args[i]
         if token == "--":
@@ -52,10 +56,14 @@ def rename_options(args: list[str], renamed: dict[str, str], takes_value: set[st
             sep = "="  # its value was glued to it
         else:
             new.append(token)
+            direct.add(name)
         if name in takes_value and not sep and i + 1 < len(args):
             new.append(args[i + 1])
             i += 1
         i += 1
+    for old in dict.fromkeys(met):
+        if renamed[old] in direct and renamed[old] not in repeatable:
+            raise UsageError(f"{renamed[old]} is given twice, once under its old spelling {old}: give it once")
     return new, met
 
 
@@ -81,7 +89,8 @@ def renamed(old_to_new: dict[str, str]) -> type[TyperCommand]:
     class Renamed(TyperCommand):
         def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
             takes_value = {o for p in self.params if isinstance(p, TyperOption) and not p.is_flag and not p.count for o in p.opts}
-            args, met = rename_options(args, old_to_new, takes_value)
+            repeatable = frozenset(o for p in self.params if isinstance(p, TyperOption) and p.multiple for o in p.opts)
+            args, met = rename_options(args, old_to_new, takes_value, repeatable)
             for old in dict.fromkeys(met):
                 console.print(f"note: {old} is now {old_to_new[old]} (the old spelling goes in a later release)", markup=False, highlight=False)
             return super().parse_args(ctx, args)

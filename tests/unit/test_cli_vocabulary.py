@@ -96,3 +96,15 @@ def test_the_commands_know_which_options_take_a_value():
     run = typer.main.get_command(app).commands["run"]
     ctx = run.make_context("run", ["--agent", "scripted:gold", "--tasks", "--n", "--n", "3"])  # parsed, not run
     assert ctx.params["tasks"] == "--n" and ctx.params["k"] == 3  # the value of --tasks is not an old spelling
+
+
+def test_an_old_spelling_beside_its_new_one_is_refused_unless_the_option_repeats(tmp_path):
+    r = CliRunner().invoke(app, ["run", "--agent", "scripted:gold", "--tasks", "hr", "--k", "2", "--n", "4", "--out", str(tmp_path / "r.jsonl")])
+    assert r.exit_code == 2 and "--k is given twice, once under its old spelling --n: give it once" in r.output
+    assert not (tmp_path / "r.jsonl").exists()
+    assert rename_options(["--domain", "a", "--domain-path", "b"], {"--domain-path": "--domain"}, {"--domain"}, frozenset({"--domain"}))[0] == [
+        "--domain",
+        "a",
+        "--domain",
+        "b",
+    ]
