@@ -588,7 +588,7 @@ def check_config(cfg: RunConfig) -> None:
     (`agents.check_agent_spec`, `check_user_spec`, the judge's endpoint syntax), and what `check_user` refuses.
     Called before anything is written; it loads no model and calls no endpoint (`endpoint_specs` to probe those)."""
     from groundstate.agents import check_agent_spec, check_user_spec
-    from groundstate.agents.openai_compat import parse_endpoint
+    from groundstate.agents.openai_compat import parse_endpoint, require_openai
 
     check_agent_spec(cfg.agent)
     check_user_spec(cfg.user)
@@ -597,6 +597,11 @@ def check_config(cfg: RunConfig) -> None:
             parse_endpoint(cfg.judge)
         except ValueError as e:
             raise ValueError(f"judge: {e}") from None
+    for role, spec in endpoint_specs(cfg).items():
+        try:
+            require_openai()
+        except ValueError as e:
+            raise ValueError(f"--{role} {spec}: {e}") from None
     if cfg.max_endpoint_failures < 0:
         raise ValueError(f"max_endpoint_failures must be 0 (never stop) or more, got {cfg.max_endpoint_failures}")
     check_user(cfg)

@@ -24,8 +24,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, TypeVar
 
-import openai
-from openai import AsyncOpenAI, OpenAI
+try:
+    import openai
+    from openai import AsyncOpenAI, OpenAI
+except ImportError:  # the core install: specs still parse, and an endpoint asked for says what to install
+    openai = None
 
 from groundstate.agents.base import delivered_turns
 from groundstate.agents.toolcall_format import TOOL_CALL_FORMATS, parse_content
@@ -78,6 +81,15 @@ def parse_endpoint(spec: str) -> tuple[str, str | None]:
     return model, (url.strip() or None)
 
 
+OPENAI_MISSING = "needs the openai package, which this install lacks: pip install 'groundstate[openai]'"
+
+
+def require_openai() -> None:
+    """`ValueError` (`OPENAI_MISSING`) unless the `openai` client is installed (the `openai` extra)."""
+    if openai is None:
+        raise ValueError(OPENAI_MISSING)
+
+
 def api_key() -> str:
     return os.environ.get("OPENAI_API_KEY") or "EMPTY"
 
@@ -114,6 +126,8 @@ def probe_endpoint(spec: str, timeout: float = 10.0) -> EndpointProbe:
             problem=f"without @URL requests go to the official API ({OFFICIAL_API}) and OPENAI_API_KEY is not set: "
             "set it, or name your server, e.g. openai:MODEL@http://127.0.0.1:8000/v1",
         )
+    if openai is None:
+        return EndpointProbe(endpoint, problem=OPENAI_MISSING)
     client = OpenAI(base_url=url, api_key=api_key(), max_retries=0, timeout=timeout)
     try:
         listed = [m.id for m in client.models.list()]
@@ -146,6 +160,7 @@ _ASYNC_CLIENTS: dict[asyncio.AbstractEventLoop, dict[tuple[str | None, str, floa
 
 def shared_async_client(base_url: str | None, timeout: float) -> AsyncOpenAI:
     """The running loop's client for this endpoint, created on first use (call from inside the loop)."""
+    require_openai()
     loop = asyncio.get_running_loop()
     for old in [lp for lp in _ASYNC_CLIENTS if lp.is_closed()]:
         del _ASYNC_CLIENTS[old]
@@ -159,6 +174,7 @@ def shared_async_client(base_url: str | None, timeout: float) -> AsyncOpenAI:
 
 
 def sync_client(base_url: str | None, timeout: float) -> OpenAI:
+    require_openai()
     return OpenAI(base_url=base_url, api_key=api_key(), timeout=timeout, max_retries=0)
 
 

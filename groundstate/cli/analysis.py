@@ -143,7 +143,7 @@ def compare(
         for row in c["left_out"][:10]:
             console.print(f"  {escape(row['task_id'])}: {escape(row['reason'])}")
         if len(c["left_out"]) > 10:
-            console.print(f"  ... and {len(c['left_out']) - 10} more (see --json)")
+            console.print(f"  ... and {len(c['left_out']) - 10} more (see --json)", markup=False)
     if as_json:
         out.print_json(data=c)
         return
@@ -172,7 +172,10 @@ def compare(
     cost = c["cost_usd"]
     spent = " → ".join("—" if cost.get(side) is None else f"{cost[side]:.4f}" for side in ("base", "candidate"))
     change = "" if cost.get("change") is None else f" ({cost['change']:+.4f})"
-    out.print(f"Observed k/k: {kk['base']} → {kk['candidate']} (moved in {kk['moved_in']}, fell out {kk['fell_out']}); cost USD: {spent}{change}")
+    out.print(
+        f"Observed k/k: {kk['base']} → {kk['candidate']} (moved in {kk['moved_in']}, fell out {kk['fell_out']}); cost USD: {spent}{change}",
+        markup=False,
+    )
     if c["cost_note"]:
         out.print(escape(c["cost_note"]))
     _print_agreement(c["agreement"])
@@ -224,7 +227,7 @@ def report(
     except ValueError as e:  # records of several runs, or a baseline that cannot be compared
         console.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(1) from None
-    console.print(f"report written to {path}")
+    console.print(f"report written to {path}", markup=False)
 
 
 def export_command(
@@ -277,5 +280,5 @@ def export_command(
             "with --domain DIR (a folder named in a record is never loaded: that would run its code)"
         )
     if counts.unparsed_arguments:
-        console.print(f"{counts.unparsed_arguments} tool calls keep their arguments as a raw string (not valid JSON objects)")
-    console.print(f"{fmt} written to {path}\ncounts written to {Path(out_dir) / 'export.json'}")
+        console.print(f"{counts.unparsed_arguments} tool calls keep their arguments as a raw string (not valid JSON objects)", markup=False)
+    console.print(f"{fmt} written to {path}\ncounts written to {Path(out_dir) / 'export.json'}", markup=False)

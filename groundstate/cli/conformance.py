@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 
 from groundstate.cli import options as opts
 from groundstate.cli.common import console, fail, out, progress, select
@@ -46,14 +47,17 @@ def conformance_command(
         out.print_json(data=data)
     else:
         for adapter, reason in report.skipped.items():
-            out.print(f"[yellow]skipped[/yellow] {adapter}: {reason}")
+            out.print(f"[yellow]skipped[/yellow] {escape(adapter)}: {escape(reason)}")
         for adapter, why in report.refused.items():
-            out.print(f"{adapter} refuses {why['tasks']} task(s) with reply rubrics: {why['reason']}")
+            out.print(f"{adapter} refuses {why['tasks']} task(s) with reply rubrics: {why['reason']}", markup=False)
         for m in report.mismatches[:50]:
-            out.print(f"[red]mismatch[/red] {m.adapter} · {m.task_id} · {m.trajectory}: {m.field} differs")
+            out.print(f"[red]mismatch[/red] {escape(f'{m.adapter} · {m.task_id} · {m.trajectory}: {m.field}')} differs")
         per = ", ".join(f"{a} {n}" for a, n in report.checked.items())
-        out.print(f"{report.tasks} tasks, {report.trajectories} trajectories; checked per adapter: {per}; mismatches: {len(report.mismatches)}")
+        out.print(
+            f"{report.tasks} tasks, {report.trajectories} trajectories; checked per adapter: {per}; mismatches: {len(report.mismatches)}",
+            markup=False,
+        )
     if out_file:
-        console.print(f"report written to {out_file}")
+        console.print(f"report written to {out_file}", markup=False)
     if not report.ok:
         raise typer.Exit(1)

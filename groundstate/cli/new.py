@@ -25,7 +25,7 @@ def new_domain(
     except (ValueError, FileExistsError) as e:
         fail(str(e))
     shown = escape(str(folder) if folder.is_absolute() or str(folder).startswith(".") else f"./{folder}")
-    out.print(f"domain {name} written to {shown}")
+    out.print(f"domain {name} written to {shown}", markup=False)
     out.print("next (docs/DOMAINS.md):")
-    out.print(f"  groundstate tasks lint --domain {shown}")
-    out.print(f"  edit {shown}/taskgen.py, then: groundstate tasks generate --domain {shown}")
+    out.print(f"  groundstate tasks lint --domain {shown}", markup=False)
+    out.print(f"  edit {shown}/taskgen.py, then: groundstate tasks generate --domain {shown}", markup=False)

@@ -42,7 +42,7 @@ def quickstart(
     from groundstate.runner import ResumeRefused
 
     try:
-        s = run_quickstart(out_dir, cfg, log=lambda m: console.print(m))
+        s = run_quickstart(out_dir, cfg, log=lambda m: console.print(m, markup=False))
     except (RecordError, ResumeRefused) as e:  # an --out of an earlier quickstart with other settings: never mixed
         fail(f"{e}\nuse another --out for these settings")
     except QuickstartError as e:
@@ -66,7 +66,7 @@ def quickstart(
         return t
 
     out.print(before_after(f"held-out validation ({s['val_tasks']} tasks × k={s['base']['k']}): base vs GRPO-trained", s["base"], s["trained"]))
-    out.print(f"cost at a notional ${price['input']}/M input and ${price['output']}/M output tokens")
+    out.print(f"cost at a notional ${price['input']}/M input and ${price['output']}/M output tokens", markup=False)
     if s["base_ood"]:
         out.print(
             before_after(f"out-of-distribution benchmark ({s['base_ood']['tasks']} tasks × k={s['base_ood']['k']})", s["base_ood"], s["trained_ood"])
@@ -78,8 +78,8 @@ def quickstart(
         )
     out.print("stage seconds: " + ", ".join(f"{k_} {v}" for k_, v in s["stage_seconds"].items()) + f"; total {time.perf_counter() - t0:.0f} s")
     for name, path in s["paths"].items():
-        console.print(f"{name}: {path}")
-    console.print(f"summary written to {out_dir / 'summary.json'}")
+        console.print(f"{name}: {path}", markup=False)
+    console.print(f"summary written to {out_dir / 'summary.json'}", markup=False)
     console.print(
         "next, on your own model (a Hugging Face folder, or any OpenAI-compatible server as openai:MODEL@URL):\n"
         "  groundstate probe --agent hf:MODEL_DIR --tasks pool --k 8 --out runs/probe/probes.jsonl\n"

@@ -135,7 +135,7 @@ def attempts_command(
         if found.warning:
             console.print(f"[yellow]warning:[/yellow] --{role} {escape(spec)}: {escape(found.warning)}")
     if chosen:  # a default a new user may not expect (the whole benchmark): said before it starts
-        console.print(f"defaults: {' '.join(chosen)} ({len(pairs)} tasks × {k} = {len(pairs) * k} attempts); give them to choose")
+        console.print(f"defaults: {' '.join(chosen)} ({len(pairs)} tasks × {k} = {len(pairs) * k} attempts); give them to choose", markup=False)
     if out_path is not None:
         path = out_path
     elif probe:
@@ -221,7 +221,7 @@ def attempts_command(
                 "tool-call parser options (vLLM --enable-auto-tool-choice --tool-call-parser, llama.cpp --jinja)."
             )
         )
-    console.print(f"{'probes' if probe else 'results'} written to {summary.path}\nmanifest written to {summary.manifest}")
+    console.print(f"{'probes' if probe else 'results'} written to {summary.path}\nmanifest written to {summary.manifest}", markup=False)
     if user_cache is not None:
         cached, generated = summary.user_replies.get("cached", 0), summary.user_replies.get("generated", 0)
         console.print(
@@ -234,6 +234,6 @@ def attempts_command(
             + (f"; {user_faults} of them user-simulator faults (see groundstate metrics)" if user_faults else "")
         )
     if probe:
-        console.print(f"next: groundstate select {summary.path} --out {summary.path.parent / 'selection'} --exclude bench")
+        console.print(f"next: groundstate select {summary.path} --out {summary.path.parent / 'selection'} --exclude bench", markup=False)
     if summary.ran and summary.system_errors == summary.ran:  # nothing was measured: never a quiet exit 0
         fail(f"every one of the {summary.ran} attempts run was a system error: nothing was measured (the first: see {summary.path})", 1)

@@ -116,14 +116,14 @@ def select_command(
     for r in excluded[:10]:
         show.print(f"[yellow]excluded[/yellow] {escape(r['task_id'])}: {escape(r['reason'])}")
     if len(excluded) > 10:
-        show.print(f"... and {len(excluded) - 10} more excluded (see selection.jsonl)")
+        show.print(f"... and {len(excluded) - 10} more excluded (see selection.jsonl)", markup=False)
     for note in result.notes:
         console.print(f"[yellow]note:[/yellow] {escape(note)}")
     if as_json:
         typer.echo(json.dumps({**summary, "outputs": {k: str(v) for k, v in paths.items()}}, indent=1, sort_keys=True))
-    console.print("\n".join(f"{name} written to {p}" for name, p in paths.items()))
+    console.print("\n".join(f"{name} written to {p}" for name, p in paths.items()), markup=False)
     if summary["train"]:
         val = f" --val {paths['val.yaml']}" if summary["val"] else ""
-        console.print(f"next: groundstate train --model MODEL --train {paths['train.yaml']}{val}")
+        console.print(f"next: groundstate train --model MODEL --train {paths['train.yaml']}{val}", markup=False)
     else:
         console.print("[yellow]nothing to train on:[/yellow] no task was selected for training (see the bands and decisions above)")

@@ -80,7 +80,7 @@ def tasks_lint(
             f"{summary['mutants_equivalent']} equivalent"
         )
     if out_file:
-        console.print(f"report written to {out_file}")
+        console.print(f"report written to {out_file}", markup=False)
     if not report.ok:
         raise typer.Exit(1)
 
@@ -197,14 +197,17 @@ def tasks_certify(
             f"mutants killed {totals['mutants_killed']}/{totals['mutants']}"
         )
     if totals["replies_unjudged"]:
-        console.print(f"{totals['replies_unjudged']} rubric task(s): replies unjudged, the final state certified only (give --judge to judge them)")
+        console.print(
+            f"{totals['replies_unjudged']} rubric task(s): replies unjudged, the final state certified only (give --judge to judge them)",
+            markup=False,
+        )
     failed_replies = totals["rubric_tasks"] - totals["replies_judged"] - totals["replies_unjudged"]
     if failed_replies:
-        console.print(f"{failed_replies} rubric task(s): the reply checks failed (see `reply` in their certificates)")
+        console.print(f"{failed_replies} rubric task(s): the reply checks failed (see `reply` in their certificates)", markup=False)
     if reuse:
-        console.print(f"{totals['reused']} of {totals['tasks']} certificates reused from {reuse}; the rest certified anew")
+        console.print(f"{totals['reused']} of {totals['tasks']} certificates reused from {reuse}; the rest certified anew", markup=False)
     if out_file:
-        console.print(f"certificates written to {out_file}")
+        console.print(f"certificates written to {out_file}", markup=False)
     if totals["certified"] != totals["tasks"]:
         raise typer.Exit(1)
 
@@ -233,12 +236,12 @@ def tasks_generate(
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
-        console.print(f"{name}: {text.count(chr(10) + '- id: ')} tasks written to {path}")
+        console.print(f"{name}: {text.count(chr(10) + '- id: ')} tasks written to {path}", markup=False)
     if check:
         if stale:
             console.print("[red]out of date:[/red] " + ", ".join(stale))
             raise typer.Exit(1)
-        console.print(f"{len(names)} task files reproduced exactly")
+        console.print(f"{len(names)} task files reproduced exactly", markup=False)
 
 
 SPLITS = ("pool", "bench")

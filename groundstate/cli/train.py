@@ -70,7 +70,7 @@ def tiny_build(
     overrides = _given(max_steps=max_steps, demonstrations=demonstrations)
 
     def log(m: str) -> None:
-        console.print(m)
+        console.print(m, markup=False)
 
     if base is TinyBase.smollm2:
         from groundstate.train.smollm import SmolLM2Missing, build_from_smollm2, smollm2_sft_config
@@ -89,7 +89,7 @@ def tiny_build(
         f"{info['parameters'] / 1e6:.2f}M-parameter model, {info['sft']['steps']} SFT steps, held-out pass@1 history: "
         + ", ".join(f"{h['step']}: {h['val_pass_at_1']:.2f}" for h in info["sft"]["history"])
     )
-    console.print(f"model written to {out_dir} (use it as --agent hf:{out_dir})")
+    console.print(f"model written to {out_dir} (use it as --agent hf:{out_dir})", markup=False)
 
 
 def train(
@@ -275,7 +275,10 @@ def _train_trl(
     except ModelLoadError as e:
         be.close()
         fail(f"--model {e}")
-    console.print(f"checkpoint written to {final}\nmetrics written to {out_dir / 'metrics.jsonl'}\nrollouts written to {out_dir / 'rollouts.jsonl'}")
+    console.print(
+        f"checkpoint written to {final}\nmetrics written to {out_dir / 'metrics.jsonl'}\nrollouts written to {out_dir / 'rollouts.jsonl'}",
+        markup=False,
+    )
     if val_pairs:
         from groundstate.results import RecordError
         from groundstate.runner import ResumeRefused, RunConfig, run
@@ -296,8 +299,8 @@ def _train_trl(
             )
         except (RecordError, ResumeRefused) as e:  # a val.jsonl of another validation run is never mixed into this one
             fail(f"validation not run: {e}")
-        out.print(f"validation: {summary.passed}/{summary.ran} attempts passed")
-        console.print(f"validation results written to {path}")
+        out.print(f"validation: {summary.passed}/{summary.ran} attempts passed", markup=False)
+        console.print(f"validation results written to {path}", markup=False)
 
 
 def _train_verl(
@@ -366,13 +369,15 @@ def _train_verl(
                 f"({recipe.tasks_per_step} tasks × {recipe.group_size}); nothing was started"
             )
             return
-        code = launch(recipe, pairs, val_pairs, log=lambda m: console.print(m))
+        code = launch(recipe, pairs, val_pairs, log=lambda m: console.print(m, markup=False))
     except RecipeError as e:
         console.print("[red]error:[/red] the verl recipe cannot run:\n" + "\n".join(f"  - {escape(r)}" for r in e.reasons))
         raise typer.Exit(2) from None
     if code:
         fail(f"verl's trainer exited with status {code}", code)
-    console.print(f"checkpoints written under {recipe.checkpoint_dir} (merge one with: groundstate merge {recipe.checkpoint_dir} --out HF_DIR)")
+    console.print(
+        f"checkpoints written under {recipe.checkpoint_dir} (merge one with: groundstate merge {recipe.checkpoint_dir} --out HF_DIR)", markup=False
+    )
 
 
 def merge(
@@ -394,4 +399,4 @@ def merge(
     except (RecipeError, MergeError) as e:
         fail(str(e))
     out.print(report_json(report), markup=False, highlight=False)
-    console.print(f"model written to {out_dir} (use it as --agent hf:{out_dir})")
+    console.print(f"model written to {out_dir} (use it as --agent hf:{out_dir})", markup=False)

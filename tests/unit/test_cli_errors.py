@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -317,3 +320,40 @@ def test_a_broken_domain_folder_is_one_line_through_lint_and_run(tmp_path, monke
         assert r.exit_code == 2, (command, r.output)
         assert says in one_error_line(r), command  # the pattern's [a-z] printed as written, not eaten as markup
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_core_install_runs_scripted_agents_and_names_the_extra_an_endpoint_needs(tmp_path):
+    code = (  # as in `pip install -e .` without the openai extra
+        "import sys; sys.modules['openai'] = None\nfrom groundstate.cli import app\napp(sys.argv[1:], prog_name='groundstate')\n"
+    )
+
+    def core(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "COLUMNS": "400"})
+
+    r = core("run", "--agent", "scripted:gold", "--tasks", "hr", "--out", "r.jsonl")
+    assert r.returncode == 0 and "results written to r.jsonl" in r.stderr, r.stderr
+    assert core("metrics", "r.jsonl").returncode == 0
+    r = core("run", "--agent", "openai:m@http://127.0.0.1:1/v1", "--tasks", "hr", "--out", "s.jsonl")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "needs the openai package, which this install lacks: pip install 'groundstate[openai]'" in r.stderr
+    assert not (tmp_path / "s.jsonl").exists()
+
+
+def test_paths_with_brackets_are_printed_as_given_not_read_as_markup(tmp_path):
+    d = tmp_path / "exp[v2]" / "[bold]"  # rich would eat both as markup
+    probes = d / "p.jsonl"
+    lines = {
+        ("probe", "--agent", "scripted:noisy:0.3", "--tasks", "hr", "--k", "3", "--out", str(probes)): [
+            f"probes written to {probes}",
+            f"next: groundstate select {probes} --out {d / 'selection'}",
+        ],
+        ("run", "--agent", "scripted:gold", "--tasks", "hr", "--out", str(d / "r.jsonl")): [f"results written to {d / 'r.jsonl'}"],
+        ("report", str(probes), "--out", str(d / "r.html")): [f"report written to {d / 'r.html'}"],
+        ("select", str(probes), "--out", str(d / "sel")): [f"train.yaml written to {d / 'sel' / 'train.yaml'}"],
+        ("export", str(probes), "--format", "sft-jsonl", "--out", str(d / "sft")): [f"counts written to {d / 'sft' / 'export.json'}"],
+    }
+    for args, says in lines.items():
+        r = invoke(*args)
+        assert r.exit_code == 0, (args, r.output)
+        for line in says:
+            assert line in r.output, (args, r.output)
