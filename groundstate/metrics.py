@@ -101,21 +101,29 @@ class Coverage:
     foreign_task_set: bool = False  # the file's task ids are not the set its run selected
 
     def problems(self) -> list[str]:
+        """What the run lacks, a sentence each, naming a few of the keys (`task attempt i`)."""
         out = []
         if self.missing_count:
-            out.append(f"{self.missing_count} missing keys, e.g. {self.missing[:5]}")
+            out.append(f"{self.missing_count} missing keys, e.g. {_keys(self.missing, self.missing_count)}")
         if self.duplicated:
-            out.append(f"{len(self.duplicated)} duplicated keys, e.g. {self.duplicated[:5]}")
+            out.append(f"{len(self.duplicated)} duplicated keys, e.g. {_keys(self.duplicated)}")
         if self.system_errors:
-            out.append(f"{len(self.system_errors)} system errors, e.g. {self.system_errors[:5]} (retry them with `groundstate run ... --repair`)")
+            out.append(f"{len(self.system_errors)} system errors, e.g. {_keys(self.system_errors)}")
         if self.foreign_task_set:
             out.append(
                 "the file's tasks are not the run's selected task set (a task's records are gone, or records of a "
                 "task the run did not select were added)"
             )
         if self.unequal:
-            out.append(f"{len(self.unequal)} tasks without exactly n={self.n} clean attempts, e.g. {dict(list(self.unequal.items())[:5])}")
+            shown = ", ".join(f"{t} has {n}" for t, n in list(self.unequal.items())[:5]) + (", …" if len(self.unequal) > 5 else "")
+            out.append(f"{len(self.unequal)} tasks without exactly n={self.n} clean attempts, e.g. {shown}")
         return out
+
+
+def _keys(keys: list[tuple[str, int]], total: int | None = None) -> str:
+    """A few attempt keys as a person reads them: `t1 attempt 0, t2 attempt 3, …`."""
+    shown = ", ".join(f"{t} attempt {a}" for t, a in keys[:5])
+    return shown + (", …" if (total if total is not None else len(keys)) > 5 else "")
 
 
 def task_counts(records: Iterable[AttemptRecord]) -> dict[str, TaskCounts]:

@@ -214,8 +214,6 @@ def report(
     from groundstate.report import write_report
 
     records = read_run(results)
-    if not records:
-        fail(f"{results}: holds no records")
     base_records = read_run(baseline) if baseline else None
     output = output or results.parent / f"{results.stem}.report.html"  # never ./report.html, overwritten from run to run
     try:

@@ -194,8 +194,12 @@ def message_of(e: Exception) -> str:
 
 
 def read_run(path: Path) -> list[AttemptRecord]:
-    """The records of a results file, or the command stops naming the file and the line at fault."""
+    """The records of a results file, or the command stops naming the file and the line at fault, or naming a
+    file that holds no records (every reader says it in the same words)."""
     try:
-        return read_records(path)
+        records = read_records(path)
     except (OSError, ValueError) as e:
         fail(str(e))
+    if not records:
+        fail(f"{path}: holds no records (an empty results file: nothing to read)")
+    return records

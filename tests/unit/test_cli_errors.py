@@ -227,15 +227,15 @@ def test_a_misspelled_backend_is_one_line_before_anything_else(tmp_path, monkeyp
     assert list(tmp_path.iterdir()) == []
 
 
-def readers(results: Path, out: Path) -> dict[str, list[str]]:
-    """Every command that reads a results file, given `results`."""
-    f, other = str(results), results.parents[1] / "empty.jsonl"  # a readable file for the other side of compare
-    other.touch()
+def readers(results: Path, other: Path, out: Path) -> dict[str, list[str]]:
+    """Every command that reads a results file, given `results` (and the run `other` beside it for compare)."""
+    f = str(results)
     return {
         "metrics": ["metrics", f],
         "compare base": ["compare", f, str(other)],
         "compare candidate": ["compare", str(other), f],
         "report": ["report", f, "--out", str(out / "r.html")],
+        "report baseline": ["report", str(other), "--baseline", f, "--out", str(out / "r.html")],
         "export": ["export", f, "--format", "sft-jsonl", "--out", str(out / "sft")],
         "power": ["power", f],
         "select": ["select", f, "--out", str(out / "sel")],
@@ -243,18 +243,31 @@ def readers(results: Path, out: Path) -> dict[str, list[str]]:
     }
 
 
-@pytest.mark.parametrize("given", ["folder", "missing"])
-def test_every_reader_names_a_folder_or_a_missing_file_given_as_results_in_one_line(tmp_path, given):
+@pytest.fixture(scope="module")
+def a_run(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("run") / "r.jsonl"
+    assert invoke("run", "--agent", "scripted:gold", "--tasks", "hr", "--out", str(path)).exit_code == 0
+    return path
+
+
+@pytest.mark.parametrize("given", ["folder", "missing", "empty"])
+def test_every_reader_names_a_folder_a_missing_or_an_empty_results_file_in_one_line(tmp_path, a_run, given):
     run_dir = tmp_path / "runs" / "a_run_folder_with_a_long_name_that_would_wrap_at_eighty_columns"
     run_dir.mkdir(parents=True)
-    results = run_dir if given == "folder" else run_dir / "no_results_here.jsonl"
-    says = "is a folder, not a results file" if given == "folder" else "no such results file"
+    results = {"folder": run_dir, "missing": run_dir / "no_results_here.jsonl", "empty": run_dir / "empty.jsonl"}[given]
+    if given == "empty":
+        results.touch()
+    says = {
+        "folder": "is a folder, not a results file",
+        "missing": "no such results file",
+        "empty": "holds no records (an empty results file: nothing to read)",
+    }[given]
     out = tmp_path / "out"
-    for name, command in readers(results, out).items():
+    for name, command in readers(results, a_run, out).items():
         r = CliRunner().invoke(app, command, env={"COLUMNS": "80"})
         assert r.exit_code == 2, (name, r.output)
         line = one_error_line(r)
-        assert f"{results}: {says}" in line, (name, line)  # the whole path, never wrapped or boxed
+        assert f"{results}: {says}" in line, (name, line)  # the whole path, never wrapped or boxed, in the same words
         assert not out.exists(), name
 
 

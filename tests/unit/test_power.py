@@ -197,7 +197,7 @@ def test_hostile_base_runs(tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     r = invoke("power", empty)
-    assert r.exit_code == 1 and "no results records" in r.output
+    assert r.exit_code == 2 and f"{empty}: holds no records" in r.output
     # one attempt per task: still planned, from the binomial formula, and said
     r = invoke("power", write(tmp_path / "n1.jsonl", records([0, 1] * 40, n=1)), "--json")
     assert r.exit_code == 0, r.output

@@ -422,7 +422,7 @@ def test_compare_allow_incomplete_says_what_it_compared_anyway(tmp_path):
     cand = [r if r.key != ("t1", 0) else r.model_copy(update={"reward": None, "system_error": "endpoint down"}) for r in synthetic(counts, 2)]
     c = compare(base, cand, prices={}, allow_incomplete=True)
     assert c["left_out"] == [] and c["shared_tasks"] == 3
-    assert list(c["incomplete"]) == ["candidate"] and "1 system errors, e.g. [('t1', 0)]" in c["incomplete"]["candidate"][0]
+    assert list(c["incomplete"]) == ["candidate"] and "1 system errors, e.g. t1 attempt 0" in c["incomplete"]["candidate"][0]
     b, k = tmp_path / "b.jsonl", tmp_path / "c.jsonl"
     b.write_text(jsonl(base))
     k.write_text(jsonl(cand))
