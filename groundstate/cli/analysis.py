@@ -88,17 +88,15 @@ def metrics(
         out.print(t2)
     if m["blame_by_family"]:
         t3 = Table(title="where failed attempts went wrong (blame), by task family")
-        for col in ("family", "failed", "diverged", "stopped early", "never acted", "most common"):
-            t3.add_column(col)
+        t3.add_column("family", no_wrap=True)  # names are never cut: a person looks them up
+        for col in ("failed", "diverged", "stopped early", "never acted"):
+            t3.add_column(col, justify="right")
         for fam, b in m["blame_by_family"].items():
             kinds = b["kinds"]
-            t3.add_row(
-                escape(fam),
-                str(b["failed"]),
-                *(str(kinds.get(k, 0)) for k in ("diverged", "stopped_early", "never_acted")),
-                escape(b["most_common"]),
-            )
+            t3.add_row(escape(fam), str(b["failed"]), *(str(kinds.get(k, 0)) for k in ("diverged", "stopped_early", "never_acted")))
         out.print(t3)
+        for fam, b in m["blame_by_family"].items():  # a sentence each, below the table: never cut to fit a column
+            out.print(f"  {fam}: most common: {b['most_common']}", markup=False)
     if m["user_simulator_faults"]:  # an LLM user played the customer: how often it broke its persona (`agents.user_audit`)
         t4 = Table(title="user-simulator faults (system errors, never the agent's 0; --repair reruns them), by user model")
         for col in ("user", "tries", "faults", "rate", *FAULT_KINDS, "unrepaired"):

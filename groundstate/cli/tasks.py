@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
@@ -171,19 +172,30 @@ def tasks_certify(
     if as_json:
         out.print_json(data=totals)
     else:
-        table = Table(title=f"tasks certify · {names}")
-        for col in ("task", "gold", "no-op", "mutants killed", "alternatives accepted", "hacks passed", names, "certified"):
-            table.add_column(col, overflow="fold")
+        # short headers, said in full in the caption, so that 80 columns hold them whole beside ids that are never cut
+        both = " = " in names  # two backends: a column says whether they gave the same verdicts
+        table = Table(
+            title=f"tasks certify · {names}",
+            caption="mutants killed/counted · alternative solutions accepted/tried · reward hacks passed/tried (0 is right)"
+            + (f" · =: {names} gave the same verdicts" if both else "")
+            + " · ok: certified",
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+            collapse_padding=True,
+        )
+        table.add_column("task", no_wrap=True)  # whole: two tasks must never look the same
+        for col in ("gold", "no-op", "mutants", "alts", "hacks", *(["="] if both else []), "ok"):
+            table.add_column(col, no_wrap=True, min_width=max(len(col), 4))
         for c in certs:
-            parity = "—" if c.sqlite_equals_postgres is None else "yes" if c.sqlite_equals_postgres else "[red]NO[/red]"
+            parity = ["yes" if c.sqlite_equals_postgres else "[red]NO[/red]"] if both else []
             table.add_row(
-                c.task_id,
+                escape(c.task_id),
                 "pass" if c.gold_pass else "[red]FAIL[/red]",
                 "fail" if c.noop_fail else "[red]PASS[/red]",
                 f"{c.mutants_killed}/{c.mutants_counted}",
-                f"{c.alternatives_accepted}/{c.alternatives_tried} ({c.alternatives_invalid} invalid)",
+                f"{c.alternatives_accepted}/{c.alternatives_tried}",  # invalid ones: in the totals line and `tasks show`
                 f"{c.hacks_passed}/{c.hacks_tried}",
-                parity,
+                *parity,
                 "yes" if c.certified else "[red]no[/red]",
             )
         out.print(table)

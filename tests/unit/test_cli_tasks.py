@@ -120,6 +120,24 @@ def test_lint_lists_every_problem_in_full_and_ids_whole(tmp_path):
     assert len(set(ids)) == len(ids) and all(f"│ {i} " in r.stdout for i in ids)  # whole in the table too
 
 
+def test_certify_and_blame_tables_keep_ids_names_and_headers_whole_at_80_columns(tmp_path):
+    ids = [t.id for t in load_domain("hr").tasks]
+    r = run_narrow("tasks", "certify", "--domain", "hr", "--backend", "sqlite")
+    assert r.returncode == 0, r.stderr
+    table = r.stdout[: r.stdout.index("mutants killed/counted")]  # the table, above its caption
+    assert all(len(line) <= 80 for line in table.splitlines()) and "…" not in table
+    assert all(sum(1 for line in table.splitlines() if line.split()[:1] == [tid]) == 1 for tid in ids)
+    assert table.splitlines()[2].split() == ["task", "gold", "no-op", "mutants", "alts", "hacks", "ok"]
+    results = tmp_path / "k.jsonl"
+    assert run_narrow("run", "--agent", "scripted:noisy:0.3", "--tasks", "kiosk", "--k", "2", "--out", str(results)).returncode == 0
+    r = run_narrow("metrics", str(results))
+    blame = r.stdout[r.stdout.index("where failed attempts went wrong") :]
+    assert all(len(line) <= 80 for line in blame.splitlines()) and "…" not in blame, blame
+    families = {t.family for t in load_domain("kiosk").tasks}
+    shown = [line.split(":")[0].strip() for line in blame.splitlines() if ": most common: " in line]
+    assert shown and set(shown) <= families and all(f"│ {f} " in blame for f in shown)  # whole, in the table and below
+
+
 # -- defaults that do not surprise (#21 item 11) and one name for outputs (item 8) --------------------------------
 
 
