@@ -7,8 +7,10 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
+import warnings
 
 import typer
 
@@ -79,5 +81,16 @@ app.command("conformance")(conformance_command)
 app.command("regrade")(regrade_command)
 
 
+def quiet_libraries() -> None:
+    """For the `groundstate` command: Hugging Face's loading and saving bars off (unless `HF_HUB_DISABLE_PROGRESS_BARS`
+    or `HF_DATASETS_DISABLE_PROGRESS_BARS` is set) and transformers' FutureWarnings about names TRL still calls not
+    shown: a user can act on none of them, and they bury the command's own lines. Environment and warning filters only:
+    nothing is imported, and a program that embeds `app` keeps its own settings."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' bars follow the hub's setting
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers(\.|$)")
+
+
 def main() -> None:  # pragma: no cover
+    quiet_libraries()
     app()

@@ -101,3 +101,26 @@ def test_a_saved_checkpoint_runs_as_hf_agent(tiny_dir, tmp_path):
 
     recs = read_records(tmp_path / "r.jsonl")
     assert all(r.finish_reason in ("max_turns", "user_done", "agent_done") and r.usage.output_tokens > 0 for r in recs)
+
+
+def test_train_and_an_hf_run_print_their_own_lines_not_the_libraries(tiny_dir, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "COLUMNS": "80", "TERM": "dumb"}  # the command as a user runs it: its own process, no terminal
+    for name in ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS", "PYTHONWARNINGS"):
+        env.pop(name, None)
+    commands = {
+        "train": ["train", "--model", str(tiny_dir), "--train", str(SHOP), "--steps", "1", "--group-size", "2", "--tasks-per-step", "2"]
+        + ["--max-new-tokens", "8", "--out", str(tmp_path / "t")],
+        "run": ["run", "--agent", f"hf:{tiny_dir}", "--tasks", str(SHOP), "--k", "1", "--max-turns", "2", "--max-tokens", "8"]
+        + ["--out", str(tmp_path / "r.jsonl")],
+    }
+    for name, args in commands.items():
+        r = subprocess.run([sys.executable, "-m", "groundstate.cli", *args], capture_output=True, text=True, env=env, timeout=600)
+        assert r.returncode == 0, (name, r.stderr[-2000:])
+        lines = (r.stdout + r.stderr).splitlines()
+        assert not [line for line in lines if "it/s]" in line or "s/it]" in line], (name, r.stderr)  # loading/saving bars
+        assert not [line for line in lines if "Warning" in line or "warnings.warn" in line], (name, r.stderr)
+        assert any(" written to " in line for line in lines), (name, r.stderr)
