@@ -37,8 +37,11 @@ PROMPT_FLAGS = "groundstate.json"
 _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?")
 
 
+WEIGHT_FILES = ("*.safetensors", "*.bin", "*.gguf", "*.safetensors.index.json")  # what from_pretrained loads weights from
+
+
 def check_model_ref(ref: str) -> None:
-    """`ValueError` in one line unless `ref` is a Hugging Face model folder (holding config.json) or a hub id. A path
+    """`ValueError` in one line unless `ref` is a Hugging Face model folder (config.json and weights) or a hub id. A path
     that does not exist is named as such, rather than reaching the hub as an id it cannot be."""
     if not ref.strip():
         raise ValueError("no model given (a Hugging Face model folder or a hub id)")
@@ -48,6 +51,8 @@ def check_model_ref(ref: str) -> None:
             raise ValueError(f"{ref}: is a file, not a model folder (a Hugging Face model folder holds config.json and the weights)")
         if not (path / "config.json").is_file():
             raise ValueError(f"{ref}: is not a Hugging Face model folder (no config.json in it)")
+        if not any(next(path.glob(pattern), None) for pattern in WEIGHT_FILES):
+            raise ValueError(f"{ref}: holds no weights (no *.safetensors, *.bin or *.gguf file beside its config.json)")
         return
     if ref.startswith(("/", ".", "~")) or not _HUB_ID.fullmatch(ref):
         raise ValueError(

@@ -159,9 +159,12 @@ def attempts_command(
         bar = bar_progress.add_task(f"{noun} {agent}", total=len(pairs) * k, status="")
         tally = {"pass": 0, "fail": 0, "system_error": 0, "unjudged": 0}
         user_faults = 0
+        first_error: list[str] = []  # the first system error's text, said if every attempt had one
 
         def on_result(r) -> None:
             nonlocal user_faults
+            if r.system_error and not first_error:
+                first_error.append(r.system_error)
             tally[r.outcome] += 1
             user_faults += fault_kind(r.system_error) is not None
             bar_progress.update(bar, advance=1, status=progress_status(tally))
@@ -227,6 +230,13 @@ def attempts_command(
         console.print(
             f"user cache {escape(str(user_cache / CACHE_FILE))}: {cached} user replies served from the cache, {generated} generated and stored"
         )
+    if summary.ran and summary.system_errors == summary.ran:  # nothing was measured: never a quiet exit 0
+        said = first_error[0].strip().splitlines()[0][:300] if first_error else "see the records"
+        fail(
+            f"every one of the {summary.ran} attempts run was a system error, so nothing was measured; the first: {said} "
+            f"(all in {summary.path}). Fix its cause, then re-run the same command with --repair.",
+            1,
+        )
     if summary.system_errors:
         console.print(
             f"[yellow]{summary.system_errors} system errors:[/yellow] re-run with --repair to retry them"
@@ -235,5 +245,3 @@ def attempts_command(
         )
     if probe:
         console.print(f"next: groundstate select {summary.path} --out {summary.path.parent / 'selection'} --exclude bench", markup=False)
-    if summary.ran and summary.system_errors == summary.ran:  # nothing was measured: never a quiet exit 0
-        fail(f"every one of the {summary.ran} attempts run was a system error: nothing was measured (the first: see {summary.path})", 1)

@@ -168,6 +168,7 @@ def train(
 
     if engine not in ("trl", "verl"):
         fail(f"unknown engine {engine!r}: use trl or verl")
+    _check_user_and_judge(engine, user, judge)
     pairs = select(train_tasks, tb_servers, tb_no_sources)
     if engine == "verl" and (nodes is None or gpus_per_node is None):
         from groundstate.train.verl.recipe import VerlRecipe
@@ -230,6 +231,26 @@ def train(
         fail("--dry-run is for --engine verl")
     cfg = TrainConfig(**common, **_given(refill_ratio=refill_ratio, save_steps=save_steps, max_context=max_context), seed=seed, use_vllm=use_vllm)
     _train_trl(model, pairs, val_tasks, tb_servers, tb_no_sources, out_dir, cfg, backend, pg_dsn)
+
+
+def _check_user_and_judge(engine: str, user: str, judge: str | None) -> None:
+    """One line, before anything is loaded or written, for a --user or --judge spec that cannot be built, or that the
+    TRL engine would not use (its rollouts play each task's scripted user and are graded without a judge)."""
+    from groundstate.agents import check_user_spec
+    from groundstate.agents.openai_compat import parse_endpoint
+
+    try:
+        check_user_spec(user)
+    except ValueError as e:
+        fail(f"--user {user}: {e}; nothing was trained or written.")
+    if judge is not None and judge.strip().lower() not in ("", "none"):
+        try:
+            parse_endpoint(judge)
+        except ValueError as e:
+            fail(f"--judge {judge}: {e}; nothing was trained or written.")
+    if engine == "trl" and (user not in ("scripted", "scripted:task") or judge):
+        given = "--user" if user not in ("scripted", "scripted:task") else "--judge"
+        fail(f"{given} is for --engine verl: the TRL engine plays each task's scripted user and grades without a judge")
 
 
 def _train_trl(

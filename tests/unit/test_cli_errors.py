@@ -55,7 +55,10 @@ def test_a_wrong_postgres_database_is_named(tmp_path):
 def test_train_names_a_model_that_is_not_there(tmp_path):
     (tmp_path / "weights.bin").write_text("x")
     (tmp_path / "empty").mkdir()
+    (tmp_path / "no_weights").mkdir()
+    (tmp_path / "no_weights" / "config.json").write_text("{}")
     cases = {
+        str(tmp_path / "no_weights"): "holds no weights (no *.safetensors, *.bin or *.gguf file beside its config.json)",
         str(tmp_path / "missing"): "no such model folder",
         "./runs/not-here": "no such model folder",
         str(tmp_path / "weights.bin"): "is a file, not a model folder",
@@ -157,7 +160,9 @@ def test_a_run_of_only_system_errors_exits_non_zero(tmp_path):
         r = invoke(
             "run", "--agent", f"openai:m@{stub.base_url}", "--tasks", str(SHOP), "--out", str(tmp_path / "r.jsonl"), "--max-endpoint-failures", "0"
         )
-    assert r.exit_code == 1 and "system errors" in r.output and "nothing was measured" in r.output, r.output
+    assert r.exit_code == 1 and "was a system error, so nothing was measured; the first: " in r.output, r.output
+    assert "bad request" in r.output.split("the first: ")[1]  # the error itself, not only where to look for it
+    assert "re-run with --repair to retry them" not in r.output  # said once, after the cause is fixed
 
 
 # -- one rule for incomplete runs in every read command (#21 item 10) -------------------------------------------
@@ -370,3 +375,19 @@ def test_paths_with_brackets_are_printed_as_given_not_read_as_markup(tmp_path):
         assert r.exit_code == 0, (args, r.output)
         for line in says:
             assert line in r.output, (args, r.output)
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--user", "llm"], "--user llm: unknown user spec 'llm'"),
+        (["--judge", "gpt4"], "--judge gpt4: bad endpoint spec 'gpt4'"),
+        (["--user", "openai:m@http://127.0.0.1:1/v1"], "--user is for --engine verl"),
+        (["--engine", "verl", "--dry-run", "--judge", "gpt4"], "--judge gpt4: bad endpoint spec 'gpt4'"),
+    ],
+)
+def test_train_refuses_a_user_or_judge_it_cannot_build_or_would_not_use(tmp_path, args, says):
+    out = tmp_path / "out"
+    r = invoke("train", "--model", "Qwen/Qwen3-0.6B", "--train", "hr", "--out", str(out), *args)
+    assert r.exit_code == 2 and says in one_error_line(r)
+    assert not out.exists()
