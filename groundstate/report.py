@@ -347,7 +347,12 @@ def _blame_html(blame: dict | None, calls: list) -> str:
     if call is not None:
         text = f"blame: {what.get(kind, kind)} call {i}, {call.get('name')}({json.dumps(call.get('arguments'), default=str)})"
     rows = blame.get("rows") or []
-    detail = f"<pre>{html.escape(json.dumps(rows, indent=1, default=str))}</pre>" if rows else ""
+    if isinstance(rows, list) and all(isinstance(r, dict) for r in rows):  # as the diff's tables: golden and got, changes marked
+        rows = [
+            {"table": r.get("table"), "key": r.get("key"), "problem": r.get("problem", ""), "expected": r.get("golden"), "actual": r.get("got")}
+            for r in rows
+        ]
+    detail = _diff_html(rows) if rows else ""
     return f"<div class='blame'><b>{html.escape(text)}</b></div>{detail}"
 
 

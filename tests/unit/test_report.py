@@ -161,3 +161,22 @@ def test_plots_tick_k_in_whole_numbers_and_keep_the_legend_off_the_bars(tmp_path
     assert {t.get_text() for t in ax.get_xticklabels()} == {"hr", "banking"}
     assert not ax.get_legend().get_window_extent().overlaps(ax.get_window_extent())  # beside the axes, over no bar
     plt.close("all")
+
+
+def test_blame_rows_are_tables_of_golden_and_got_with_the_changed_columns_marked(runs):
+    import html
+    import json
+
+    _, cand, _ = runs
+    blamed = next(
+        r for r in cand if r.reward == 0 and any(row.get("golden") and row.get("got") for row in (r.verdict.get("blame") or {}).get("rows") or [])
+    )
+    page = render([blamed], "t")
+    assert html.escape('"golden":') not in page and html.escape('"got":') not in page  # no raw JSON of the rows
+    blame = page[page.index("<div class='blame'>") :]
+    blame = blame[: blame.index("</div>", blame.index("<table class='diff'>"))]  # the blame and its first table
+    row = next(row for row in blamed.verdict["blame"]["rows"] if row.get("golden") and row.get("got"))
+    assert html.escape(f"{row['table']} {json.dumps(row['key'])}: {row['problem']}") in page
+    changed = [c for c in row["golden"] if row["golden"].get(c) != row["got"].get(c)]
+    assert changed and all(f"<th class='chg'>{c}</th>" in page for c in changed)
+    assert "<th>golden</th>" in blame and "<th>actual</th>" in blame
