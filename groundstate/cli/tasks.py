@@ -12,13 +12,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from groundstate.cli import options as opts
-from groundstate.cli.common import console, fail, load_domains, load_one_domain, out, progress, select
+from groundstate.cli.common import console, fail, load_domains, load_one_domain, out, progress, renamed, select
 from groundstate.tasks import TaskFileError
 
 app = typer.Typer(help="Inspect and check tasks.", no_args_is_help=True)
 
 
-@app.command("lint")
+@app.command("lint", cls=renamed({"--workers": "--concurrency"}))
 def tasks_lint(
     domain: Optional[list[str]] = typer.Option(None, "--domain", "-d", help="Domain name or folder (repeatable; default: all bundled)."),
     tasks: Optional[str] = typer.Option(None, "--tasks", help="Lint these tasks instead (any --tasks selector, e.g. thinkingbox:DIR::LIST)."),
@@ -28,7 +28,7 @@ def tasks_lint(
     pg_dsn: Optional[str] = opts.PgDsn,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     out_file: Optional[Path] = opts.file_out(None, "--out", help="Also write the full per-task report as JSON here."),
-    workers: int = opts.count(0, "--workers", lo=0, help="Parallel tasks (default, 0: 1 on sqlite, 8 on postgres)."),
+    workers: int = opts.count(0, "--concurrency", "-c", lo=0, help="Tasks checked at once (default, 0: 1 on sqlite, 8 on postgres)."),
 ) -> None:
     """Gold must pass, no-op must fail, and mutants of the gold solution must be killed."""
     from groundstate.lint import lint
@@ -86,7 +86,7 @@ def tasks_lint(
         raise typer.Exit(1)
 
 
-@app.command("certify")
+@app.command("certify", cls=renamed({"--workers": "--concurrency"}))
 def tasks_certify(
     domain: Optional[list[str]] = typer.Option(None, "--domain", "-d", help="Domain name or folder (repeatable; default: all bundled)."),
     tasks: Optional[str] = typer.Option(None, "--tasks", help="Certify these tasks instead (any --tasks selector, e.g. thinkingbox:DIR::LIST)."),
@@ -98,7 +98,7 @@ def tasks_certify(
     pg_dsn: Optional[str] = opts.PgDsn,
     as_json: bool = typer.Option(False, "--json", help="Print the suite's summary as one JSON object instead of tables."),
     out_file: Optional[Path] = opts.file_out(None, "--out", help="Also write every certificate as JSON here."),
-    workers: int = opts.count(0, "--workers", lo=0, help="Parallel tasks (default, 0: 1 on sqlite alone, 8 with postgres)."),
+    workers: int = opts.count(0, "--concurrency", "-c", lo=0, help="Tasks certified at once (default, 0: 1 on sqlite alone, 8 with postgres)."),
     judge: Optional[str] = typer.Option(
         None, "--judge", help="openai:MODEL\\[@URL]: judge the replies of rubric tasks (the gold reply must pass, a reply that states nothing fail)."
     ),

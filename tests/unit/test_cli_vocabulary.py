@@ -15,7 +15,7 @@ from groundstate.cli import app
 from groundstate.cli.common import rename_options
 from groundstate.domain import DOMAINS_DIR
 
-OLD = {"--n", "-o", "--output", "--out-dir", "--domain-path"}
+OLD = {"--n", "-o", "--output", "--out-dir", "--domain-path", "--workers"}
 KIOSK = str(DOMAINS_DIR / "kiosk")
 
 
@@ -60,8 +60,18 @@ def test_old_spellings_still_work_with_a_note_and_are_hidden_from_help(tmp_path)
     r = cli.invoke(app, ["select", str(results), "--out-dir", str(tmp_path / "sel"), "--domain-path", "kiosk", "--min-clean-runs", "2"])
     assert r.exit_code == 0 and (tmp_path / "sel" / "manifest.json").exists(), r.output
     assert "note: --out-dir is now --out" in r.stderr and "note: --domain-path is now --domain" in r.stderr
-    for command, old in (["run", "--n"], ["probe", "--n"], ["report", "--output"], ["select", "--out-dir"], ["select", "--domain-path"]):
-        shown = cli.invoke(app, [command, "--help"], env={"COLUMNS": "200"}).stdout
+    r = cli.invoke(app, ["tasks", "lint", "--domain", "hr", "--workers", "2"])  # concurrency, as run and probe say it
+    assert r.exit_code == 0 and "note: --workers is now --concurrency" in r.stderr, r.output
+    for command, old in (
+        ["run", "--n"],
+        ["probe", "--n"],
+        ["report", "--output"],
+        ["select", "--out-dir"],
+        ["select", "--domain-path"],
+        ["tasks lint", "--workers"],
+        ["tasks certify", "--workers"],
+    ):
+        shown = cli.invoke(app, [*command.split(), "--help"], env={"COLUMNS": "200"}).stdout
         assert f" {old} " not in shown and f" {old}," not in shown, f"{command} --help shows {old}"
 
 
