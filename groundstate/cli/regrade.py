@@ -28,6 +28,7 @@ def regrade_command(
 ) -> None:
     """Replay each attempt's recorded turns (no model calls) on a fresh sandbox of its task as defined now, grade it, and
     print the verdicts that flipped, per task."""
+    from groundstate.agents.openai_compat import probe_endpoint
     from groundstate.judge import make_judge
     from groundstate.regrade import regrade_records
     from groundstate.results import ResultsWriter
@@ -41,9 +42,16 @@ def regrade_command(
     pairs = {t.id: (t, d) for t, d in select(tasks, run=False)}
     try:
         the_judge = make_judge(judge)
+    except ValueError as e:
+        fail(f"--judge: {e}")
+    if the_judge is not None:  # one request before any replay: a dead judge is one line, not a system error per attempt
+        found = probe_endpoint(judge)
+        if found.problem:
+            fail(f"--judge {judge}: {found.problem}; nothing was regraded or written.")
+    try:
         be = make_backend(backend, pg_dsn)
     except ValueError as e:
-        fail(str(e))
+        fail(f"--backend: {e}")
     try:
         with progress() as bars:
             bar = bars.add_task("regrade", total=len(records), status="")

@@ -128,3 +128,17 @@ def test_a_rubric_judgement_is_kept_only_while_the_state_still_passes(tmp_path):
     pairs = {t.id: (t, d) for d in [Domain(shop)] for t in d.tasks}
     [failed] = asyncio.run(regrade_records([judged], pairs, SqliteBackend())).records
     assert failed.reward == 0 and not failed.unjudged  # a failing state is a 0 whatever the reply
+
+
+def test_a_dead_judge_is_one_line_before_any_replay(tmp_path):
+    import socket
+
+    shop = copy_shop(tmp_path)
+    run(shop, "scripted:gold", tmp_path / "run.jsonl", k=1)
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"openai:j@http://127.0.0.1:{s.getsockname()[1]}/v1"
+    out = tmp_path / "regraded.jsonl"
+    r = runner.invoke(app, ["regrade", str(tmp_path / "run.jsonl"), "--tasks", str(shop), "--judge", dead, "--out", str(out)])
+    assert r.exit_code == 2 and f"--judge {dead}: cannot reach" in r.output and "nothing was regraded or written" in r.output, r.output
+    assert len([line for line in r.output.splitlines() if line.strip()]) == 1 and not out.exists()
