@@ -37,7 +37,7 @@ PROMPT_FLAGS = "groundstate.json"
 _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?")
 
 
-WEIGHT_FILES = ("*.safetensors", "*.bin", "*.gguf", "*.safetensors.index.json")  # what from_pretrained loads weights from
+WEIGHT_FILES = ("model*.safetensors", "pytorch_model*.bin")  # what from_pretrained loads a folder's weights from (shards too)
 
 
 def check_model_ref(ref: str) -> None:
@@ -52,7 +52,7 @@ def check_model_ref(ref: str) -> None:
         if not (path / "config.json").is_file():
             raise ValueError(f"{ref}: is not a Hugging Face model folder (no config.json in it)")
         if not any(next(path.glob(pattern), None) for pattern in WEIGHT_FILES):
-            raise ValueError(f"{ref}: holds no weights (no *.safetensors, *.bin or *.gguf file beside its config.json)")
+            raise ValueError(f"{ref}: holds no weights (no model*.safetensors or pytorch_model*.bin beside its config.json)")
         return
     if ref.startswith(("/", ".", "~")) or not _HUB_ID.fullmatch(ref):
         raise ValueError(

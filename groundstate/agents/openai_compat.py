@@ -245,6 +245,7 @@ def _endpoint_error(error: openai.OpenAIError, endpoint: str, what: str, attempt
 
 async def with_retries(call: Callable[[], Awaitable[T]], policy: RetryPolicy, endpoint: str, what: str = "chat completion") -> T:
     """Await `call()`, retrying transient client errors per `policy`; anything else → `EndpointError` at once."""
+    require_openai()
     for attempt in range(policy.max_retries + 1):
         try:
             return await call()
@@ -257,6 +258,7 @@ async def with_retries(call: Callable[[], Awaitable[T]], policy: RetryPolicy, en
 
 def with_retries_sync(call: Callable[[], T], policy: RetryPolicy, endpoint: str, what: str = "chat completion") -> T:
     """The blocking twin of `with_retries`, for callers outside an event loop (the judge runs in grader threads)."""
+    require_openai()
     for attempt in range(policy.max_retries + 1):
         try:
             return call()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import warnings
 
@@ -82,12 +83,14 @@ app.command("regrade")(regrade_command)
 
 
 def quiet_libraries() -> None:
-    """For the `groundstate` command: Hugging Face's loading and saving bars off (unless `HF_HUB_DISABLE_PROGRESS_BARS`
-    or `HF_DATASETS_DISABLE_PROGRESS_BARS` is set) and transformers' FutureWarnings about names TRL still calls not
-    shown: a user can act on none of them, and they bury the command's own lines. Environment and warning filters only:
-    nothing is imported, and a program that embeds `app` keeps its own settings."""
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' bars follow the hub's setting
-    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    """For the `groundstate` command. Without a terminal (a log file, CI, a pipe), Hugging Face's progress bars are off
+    (each redraw would be a line of the log; `HF_HUB_DISABLE_PROGRESS_BARS=0` turns them back on); on a terminal they
+    stay, so a model download still shows its progress. transformers' FutureWarnings (deprecated names its callers, TRL
+    among them, still use) are not shown anywhere: a user can act on none of them. Environment and warning filters
+    only: nothing is imported, and a program that embeds `app` keeps its own settings."""
+    if not sys.stderr.isatty():
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' loading and saving bars follow the hub's
+        os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers(\.|$)")
 
 

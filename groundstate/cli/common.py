@@ -31,14 +31,16 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 
 def rename_options(
-    args: list[str], renamed: dict[str, str], takes_value: set[str], repeatable: frozenset[str] = frozenset()
+    args: list[str], renamed: dict[str, str], takes_value: set[str], once: dict[str, str] | None = None
 ) -> tuple[list[str], list[str]]:
     """`args` with each old option spelling (`--n`, `--n=8`, `-o`, `-oFILE`) replaced by its new one, and the old
     spellings met. Only tokens before `--` are options, and not the token after an option in `takes_value` (that is
-    its value: `--tasks --n` keeps `--n` as the selector it names). An old spelling and its new one both given for an
-    option that is not `repeatable` (`--k 2 --n 4`) is a `UsageError`: click would keep the last without a word."""
+    its value: `--tasks --n` keeps `--n` as the selector it names). `once` maps each spelling of an option that is not
+    repeatable to that option's name: one given under two spellings, one of them old (`--k 2 --n 4`, `-o a --output
+    b`), is a `UsageError`, where click would keep the last without a word."""
+    once = once or {}
     new, met, i = [], [], 0
-    direct = set()  # new names given as themselves
+    spelled: dict[str, set[str]] = {}  # per option of `once`: the spellings it was given under
     while i < len(args):
         token = args[i]
         if token == "--":
@@ -46,24 +48,28 @@ def rename_options(
             break
         name, sep, value = token.partition("=") if token.startswith("--") else (token, "", "")
         glued = next((o for o in renamed if len(o) == 2 and token.startswith(o) and len(token) > 2 and not token.startswith("--")), None)
+        given = name
         if name in renamed:
             met.append(name)
             name = renamed[name]
             new.append(name + sep + value)
         elif glued:
+            given = glued
             met.append(glued)
-            new += [renamed[glued], token[2:]]
+            name = renamed[glued]
+            new += [name, token[2:]]
             sep = "="  # its value was glued to it
         else:
             new.append(token)
-            direct.add(name)
+        if name in once:
+            spelled.setdefault(once[name], set()).add(given)
         if name in takes_value and not sep and i + 1 < len(args):
             new.append(args[i + 1])
             i += 1
         i += 1
-    for old in dict.fromkeys(met):
-        if renamed[old] in direct and renamed[old] not in repeatable:
-            raise UsageError(f"{renamed[old]} is given twice, once under its old spelling {old}: give it once")
+    for option, spellings in spelled.items():
+        if len(spellings) > 1 and spellings & renamed.keys():
+            raise UsageError(f"{option} is given twice, as {' and as '.join(sorted(spellings))} (an old spelling of it): give it once")
     return new, met
 
 
@@ -72,14 +78,26 @@ class Commands(TyperGroup):
     is one `error:` line naming the option and where its help is, not typer's box, which breaks paths at the width of
     the terminal. A group called without a command still prints its help."""
 
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        try:  # the group's own options (`groundstate --bogus`)
+            return super().parse_args(ctx, args)
+        except NoArgsIsHelpError:
+            raise
+        except UsageError as e:
+            _usage_error(e, ctx)
+
     def invoke(self, ctx: typer.Context) -> Any:
-        try:
+        try:  # every command's and subgroup's
             return super().invoke(ctx)
         except NoArgsIsHelpError:
             raise
         except UsageError as e:
-            where = f" (see {e.ctx.command_path} --help)" if e.ctx is not None else ""
-            fail(f"{e.format_message()}{where}", e.exit_code)
+            _usage_error(e, ctx)
+
+
+def _usage_error(e: UsageError, ctx: typer.Context) -> NoReturn:
+    """One `error:` line for a usage error, with where the help of the command it concerns is."""
+    fail(f"{e.format_message()} (see {(e.ctx or ctx).command_path} --help)", e.exit_code)
 
 
 def renamed(old_to_new: dict[str, str]) -> type[TyperCommand]:
@@ -88,9 +106,13 @@ def renamed(old_to_new: dict[str, str]) -> type[TyperCommand]:
 
     class Renamed(TyperCommand):
         def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
-            takes_value = {o for p in self.params if isinstance(p, TyperOption) and not p.is_flag and not p.count for o in p.opts}
-            repeatable = frozenset(o for p in self.params if isinstance(p, TyperOption) and p.multiple for o in p.opts)
-            args, met = rename_options(args, old_to_new, takes_value, repeatable)
+            options = [p for p in self.params if isinstance(p, TyperOption)]
+            takes_value = {o for p in options if not p.is_flag and not p.count for o in p.opts}
+            once = {o: p.opts[0] for p in options if not p.multiple for o in p.opts}
+            try:
+                args, met = rename_options(args, old_to_new, takes_value, once)
+            except UsageError as e:
+                raise UsageError(e.message, ctx) from None
             for old in dict.fromkeys(met):
                 console.print(f"note: {old} is now {old_to_new[old]} (the old spelling goes in a later release)", markup=False, highlight=False)
             return super().parse_args(ctx, args)
@@ -201,5 +223,5 @@ def read_run(path: Path) -> list[AttemptRecord]:
     except (OSError, ValueError) as e:
         fail(str(e))
     if not records:
-        fail(f"{path}: holds no records (an empty results file: nothing to read)")
+        fail(f"{path}: holds no records (an empty results file, or one whose only line was cut off mid-write: nothing to read)")
     return records

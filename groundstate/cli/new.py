@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
 from groundstate.cli.common import fail, out
 
@@ -24,7 +23,7 @@ def new_domain(
         folder = scaffold(parent, name)
     except (ValueError, FileExistsError) as e:
         fail(str(e))
-    shown = escape(str(folder) if folder.is_absolute() or str(folder).startswith(".") else f"./{folder}")
+    shown = str(folder) if folder.is_absolute() or str(folder).startswith(".") else f"./{folder}"
     out.print(f"domain {name} written to {shown}", markup=False)
     out.print("next (docs/DOMAINS.md):")
     out.print(f"  groundstate tasks lint --domain {shown}", markup=False)

@@ -230,18 +230,19 @@ def attempts_command(
         console.print(
             f"user cache {escape(str(user_cache / CACHE_FILE))}: {cached} user replies served from the cache, {generated} generated and stored"
         )
+    faults = f"; {user_faults} of them user-simulator faults (see groundstate metrics)" if user_faults else ""
     if summary.ran and summary.system_errors == summary.ran:  # nothing was measured: never a quiet exit 0
-        said = first_error[0].strip().splitlines()[0][:300] if first_error else "see the records"
+        said = (first_error[0].strip().splitlines() or ["(no message)"])[0][:300] if first_error else "see the records"
         fail(
-            f"every one of the {summary.ran} attempts run was a system error, so nothing was measured; the first: {said} "
-            f"(all in {summary.path}). Fix its cause, then re-run the same command with --repair.",
+            f"every one of the {summary.ran} attempts run was a system error, so nothing was measured{faults}; the first: "
+            f"{said} (all in {summary.path}). Fix its cause, then re-run the same command with --repair.",
             1,
         )
     if summary.system_errors:
         console.print(
             f"[yellow]{summary.system_errors} system errors:[/yellow] re-run with --repair to retry them"
             + (" (they are not counted as runs)" if probe else "")
-            + (f"; {user_faults} of them user-simulator faults (see groundstate metrics)" if user_faults else "")
+            + faults
         )
     if probe:
         console.print(f"next: groundstate select {summary.path} --out {summary.path.parent / 'selection'} --exclude bench", markup=False)

@@ -28,7 +28,7 @@ def tasks_lint(
     pg_dsn: Optional[str] = opts.PgDsn,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     out_file: Optional[Path] = opts.file_out(None, "--out", help="Also write the full per-task report as JSON here."),
-    workers: int = opts.count(0, "--concurrency", "-c", lo=0, help="Tasks checked at once (default, 0: 1 on sqlite, 8 on postgres)."),
+    concurrency: int = opts.count(0, "--concurrency", "-c", lo=0, help="Tasks checked at once (default, 0: 1 on sqlite, 8 on postgres)."),
 ) -> None:
     """Gold must pass, no-op must fail, and mutants of the gold solution must be killed."""
     from groundstate.lint import lint
@@ -39,7 +39,7 @@ def tasks_lint(
         be = make_backend(backend, pg_dsn)
     except ValueError as e:
         fail(f"--backend: {e}")
-    workers = workers or (1 if be.name == "sqlite" else 8)
+    workers = concurrency or (1 if be.name == "sqlite" else 8)
     try:
         with progress() as bar_progress:
             bar = bar_progress.add_task(f"lint ({be.name})", total=len(pairs), status="")
@@ -98,7 +98,7 @@ def tasks_certify(
     pg_dsn: Optional[str] = opts.PgDsn,
     as_json: bool = typer.Option(False, "--json", help="Print the suite's summary as one JSON object instead of tables."),
     out_file: Optional[Path] = opts.file_out(None, "--out", help="Also write every certificate as JSON here."),
-    workers: int = opts.count(0, "--concurrency", "-c", lo=0, help="Tasks certified at once (default, 0: 1 on sqlite alone, 8 with postgres)."),
+    concurrency: int = opts.count(0, "--concurrency", "-c", lo=0, help="Tasks certified at once (default, 0: 1 on sqlite alone, 8 with postgres)."),
     judge: Optional[str] = typer.Option(
         None, "--judge", help="openai:MODEL\\[@URL]: judge the replies of rubric tasks (the gold reply must pass, a reply that states nothing fail)."
     ),
@@ -145,7 +145,7 @@ def tasks_certify(
                 backends.append(make_backend(name, pg_dsn))
             except ValueError as e:
                 fail(f"--backend {name}: {e}")
-        workers = workers or (8 if any(b.name == "postgres" for b in backends) else 1)
+        workers = concurrency or (8 if any(b.name == "postgres" for b in backends) else 1)
         names = " = ".join(b.name for b in backends)
         with progress() as bar_progress:
             bar = bar_progress.add_task(f"certify ({names})", total=len(pairs), status="")
@@ -172,22 +172,26 @@ def tasks_certify(
     if as_json:
         out.print_json(data=totals)
     else:
-        # short headers, said in full in the caption, so that 80 columns hold them whole beside ids that are never cut
+        # short headers, said in full in the caption, so that 80 columns hold them whole beside whole ids; whether a task
+        # is certified is the lines below (each uncertified task, with why) and the totals line
         both = " = " in names  # two backends: a column says whether they gave the same verdicts
         table = Table(
             title=f"tasks certify · {names}",
             caption="mutants killed/counted · alternative solutions accepted/tried · reward hacks passed/tried (0 is right)"
             + (f" · =: {names} gave the same verdicts" if both else "")
-            + " · ok: certified",
+            + " · a task not certified is named below, with why",
             box=box.SIMPLE_HEAD,
+            show_edge=False,
             pad_edge=False,
             collapse_padding=True,
         )
-        table.add_column("task", no_wrap=True)  # whole: two tasks must never look the same
-        for col in ("gold", "no-op", "mutants", "alts", "hacks", *(["="] if both else []), "ok"):
-            table.add_column(col, no_wrap=True, min_width=max(len(col), 4))
+        # the one column that may give way: an id too long for the terminal folds onto a second line, never cut with "…"
+        table.add_column("task", overflow="fold")
+        for col in ("gold", "no-op", "mutants", "alts", "hacks", *(["="] if both else [])):
+            table.add_column(col, no_wrap=True, min_width=max(len(col), 3))
         for c in certs:
-            parity = ["yes" if c.sqlite_equals_postgres else "[red]NO[/red]"] if both else []
+            # a world outside the backends (ThinkingBox) has no parity to check: "—", not a red NO
+            parity = ["—" if c.sqlite_equals_postgres is None else "yes" if c.sqlite_equals_postgres else "[red]NO[/red]"] if both else []
             table.add_row(
                 escape(c.task_id),
                 "pass" if c.gold_pass else "[red]FAIL[/red]",
@@ -196,7 +200,6 @@ def tasks_certify(
                 f"{c.alternatives_accepted}/{c.alternatives_tried}",  # invalid ones: in the totals line and `tasks show`
                 f"{c.hacks_passed}/{c.hacks_tried}",
                 *parity,
-                "yes" if c.certified else "[red]no[/red]",
             )
         out.print(table)
         for bad in totals["not_certified"]:

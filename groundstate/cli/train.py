@@ -168,6 +168,8 @@ def train(
 
     if engine not in ("trl", "verl"):
         fail(f"unknown engine {engine!r}: use trl or verl")
+    if dry_run and engine != "verl":
+        fail("--dry-run is for --engine verl")
     _check_user_and_judge(engine, user, judge)
     pairs = select(train_tasks, tb_servers, tb_no_sources)
     if engine == "verl" and (nodes is None or gpus_per_node is None):
@@ -227,8 +229,6 @@ def train(
             ),
         )
         return
-    if dry_run:
-        fail("--dry-run is for --engine verl")
     cfg = TrainConfig(**common, **_given(refill_ratio=refill_ratio, save_steps=save_steps, max_context=max_context), seed=seed, use_vllm=use_vllm)
     _train_trl(model, pairs, val_tasks, tb_servers, tb_no_sources, out_dir, cfg, backend, pg_dsn)
 
@@ -243,12 +243,13 @@ def _check_user_and_judge(engine: str, user: str, judge: str | None) -> None:
         check_user_spec(user)
     except ValueError as e:
         fail(f"--user {user}: {e}; nothing was trained or written.")
-    if judge is not None and judge.strip().lower() not in ("", "none"):
+    judged = judge is not None and judge.strip().lower() not in ("", "none")
+    if judged:
         try:
             parse_endpoint(judge)
         except ValueError as e:
             fail(f"--judge {judge}: {e}; nothing was trained or written.")
-    if engine == "trl" and (user not in ("scripted", "scripted:task") or judge):
+    if engine == "trl" and (user not in ("scripted", "scripted:task") or judged):
         given = "--user" if user not in ("scripted", "scripted:task") else "--judge"
         fail(f"{given} is for --engine verl: the TRL engine plays each task's scripted user and grades without a judge")
 

@@ -57,8 +57,9 @@ def test_train_names_a_model_that_is_not_there(tmp_path):
     (tmp_path / "empty").mkdir()
     (tmp_path / "no_weights").mkdir()
     (tmp_path / "no_weights" / "config.json").write_text("{}")
+    (tmp_path / "no_weights" / "training_args.bin").write_text("x")  # what Trainer writes beside a checkpoint: not weights
     cases = {
-        str(tmp_path / "no_weights"): "holds no weights (no *.safetensors, *.bin or *.gguf file beside its config.json)",
+        str(tmp_path / "no_weights"): "holds no weights (no model*.safetensors or pytorch_model*.bin beside its config.json)",
         str(tmp_path / "missing"): "no such model folder",
         "./runs/not-here": "no such model folder",
         str(tmp_path / "weights.bin"): "is a file, not a model folder",
@@ -265,7 +266,7 @@ def test_every_reader_names_a_folder_a_missing_or_an_empty_results_file_in_one_l
     says = {
         "folder": "is a folder, not a results file",
         "missing": "no such results file",
-        "empty": "holds no records (an empty results file: nothing to read)",
+        "empty": "holds no records (an empty results file, or one whose only line was cut off mid-write: nothing to read)",
     }[given]
     out = tmp_path / "out"
     for name, command in readers(results, a_run, out).items():
@@ -361,6 +362,7 @@ def test_paths_with_brackets_are_printed_as_given_not_read_as_markup(tmp_path):
     d = tmp_path / "exp[v2]" / "[bold]"  # rich would eat both as markup
     probes = d / "p.jsonl"
     lines = {
+        ("new", "domain", "mydom", "--dir", str(d)): [f"domain mydom written to {d / 'mydom'}", f"groundstate tasks lint --domain {d / 'mydom'}"],
         ("probe", "--agent", "scripted:noisy:0.3", "--tasks", "hr", "--k", "3", "--out", str(probes)): [
             f"probes written to {probes}",
             f"next: groundstate select {probes} --out {d / 'selection'}",

@@ -108,13 +108,34 @@ def test_the_commands_know_which_options_take_a_value():
     assert ctx.params["tasks"] == "--n" and ctx.params["k"] == 3  # the value of --tasks is not an old spelling
 
 
-def test_an_old_spelling_beside_its_new_one_is_refused_unless_the_option_repeats(tmp_path):
-    r = CliRunner().invoke(app, ["run", "--agent", "scripted:gold", "--tasks", "hr", "--k", "2", "--n", "4", "--out", str(tmp_path / "r.jsonl")])
-    assert r.exit_code == 2 and "--k is given twice, once under its old spelling --n: give it once" in r.output
+def test_an_option_given_under_an_old_and_another_spelling_is_refused_unless_it_repeats(tmp_path):
+    cases = {
+        (
+            "run",
+            "--agent",
+            "scripted:gold",
+            "--tasks",
+            "hr",
+            "--k",
+            "2",
+            "--n",
+            "4",
+            "--out",
+            str(tmp_path / "r.jsonl"),
+        ): "--k is given twice, as --k and as --n",
+        ("report", "r.jsonl", "-o", "a.html", "--output", "b.html"): "--out is given twice, as --output and as -o",
+        ("tasks", "lint", "--domain", "hr", "--workers", "2", "-c", "3"): "--concurrency is given twice, as --workers and as -c",
+    }
+    for args, says in cases.items():
+        r = CliRunner().invoke(app, list(args))
+        assert r.exit_code == 2 and says in r.output and r.output.rstrip().endswith("--help)"), (args, r.output)
     assert not (tmp_path / "r.jsonl").exists()
-    assert rename_options(["--domain", "a", "--domain-path", "b"], {"--domain-path": "--domain"}, {"--domain"}, frozenset({"--domain"}))[0] == [
+    once = {"--domain": "--domain"}  # repeatable options are not in `once`: both spellings add to the list
+    assert rename_options(["--domain", "a", "--domain-path", "b"], {"--domain-path": "--domain"}, {"--domain"}, {})[0] == [
         "--domain",
         "a",
         "--domain",
         "b",
     ]
+    with pytest.raises(Exception, match="given twice"):
+        rename_options(["--domain", "a", "--domain-path", "b"], {"--domain-path": "--domain"}, {"--domain"}, once)
