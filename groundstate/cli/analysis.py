@@ -228,7 +228,7 @@ def report(
 
 def export_command(
     results: Path = typer.Argument(..., help="Results JSONL of a run."),
-    fmt: str = typer.Option(..., "--format", help="hf-dataset (datasets.save_to_disk), parquet or sft-jsonl."),
+    fmt: str = typer.Option(..., "--format", help="hf-dataset (a datasets folder, save_to_disk), parquet or sft-jsonl."),
     out_dir: Path = opts.folder_out(..., "--out", help="Output folder."),
     passed_only: Optional[bool] = typer.Option(
         None,

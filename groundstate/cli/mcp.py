@@ -59,7 +59,7 @@ def serve_mcp(
     ),
     backend: str = typer.Option("sqlite", "--backend", help="sqlite (embedded default) or postgres."),
     pg_dsn: Optional[str] = typer.Option(
-        None, "--pg-dsn", help="PostgreSQL DSN (default: $GROUNDSTATE_PG_DSN or postgresql://postgres@127.0.0.1:5432/postgres)."
+        None, "--pg-dsn", help="PostgreSQL DSN (default: $GROUNDSTATE_PG_DSN, else database postgres on 127.0.0.1:5432 as user postgres)."
     ),
     allow_remote: bool = typer.Option(False, "--allow-remote", help="HTTP: allow binding a non-loopback address (put TLS in front of it)."),
     max_sessions: int = count(DEFAULT_MAX_SESSIONS, "--max-sessions", help="Sessions that may hold a sandbox (a database clone) at once."),

@@ -64,7 +64,9 @@ def folder_out(default: Any, *decls: str, **kw: Any) -> Any:
 # -- where worlds live: the backend, and the servers of ThinkingBox tasks -------------------------------------
 
 Backend = typer.Option("sqlite", "--backend", help="sqlite (embedded default) or postgres.")
-PgDsn = typer.Option(None, "--pg-dsn", help="PostgreSQL DSN (default: $GROUNDSTATE_PG_DSN or postgresql://postgres@127.0.0.1:5432/postgres).")
+PgDsn = typer.Option(
+    None, "--pg-dsn", help="PostgreSQL DSN (default: $GROUNDSTATE_PG_DSN, else database postgres on 127.0.0.1:5432 as user postgres)."
+)
 TbServers = typer.Option(None, "--tb-servers", help="ThinkingBox servers.yaml: how to start the MCP servers of thinkingbox: tasks.")
 TbNoSources = typer.Option(
     False, "--tb-no-sources", help="ThinkingBox tasks: drop the init configuration's knowledge-base `sources` (no Typesense needed)."

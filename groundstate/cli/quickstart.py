@@ -41,6 +41,11 @@ def quickstart(
     from groundstate.results import RecordError
     from groundstate.runner import ResumeRefused
 
+    console.print(  # what to expect, before the first stage
+        f"quickstart: the whole method offline, on a model built here; about 8 minutes on 2 CPU cores (the full settings); "
+        f"every artefact goes under {out_dir}",
+        markup=False,
+    )
     try:
         s = run_quickstart(out_dir, cfg, log=lambda m: console.print(m, markup=False))
     except (RecordError, ResumeRefused) as e:  # an --out of an earlier quickstart with other settings: never mixed

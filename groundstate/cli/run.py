@@ -19,7 +19,7 @@ PROBE_HELP = "Probe candidate tasks: N attempts each with the policy to be train
 
 def attempts_command(
     ctx: typer.Context,
-    agent: str = typer.Option(..., "--agent", help="scripted:gold|noop|noisy:P, openai:MODEL\\[@URL] or hf:PATH."),
+    agent: str = typer.Option(..., "--agent", help="scripted:gold, scripted:noop, scripted:noisy:P, openai:MODEL\\[@URL] or hf:PATH."),
     tasks: Optional[str] = typer.Option(
         None,
         "--tasks",
@@ -33,23 +33,24 @@ def attempts_command(
     user_cache: Optional[Path] = opts.folder_out(
         None,
         "--user-cache",
-        help="Folder of an LLM user's reply cache (user-replies.sqlite, created if missing): every reply is stored under "
+        help="Folder of an LLM user's reply cache (created if missing; its file: user-replies.sqlite): every reply is stored under "
         "(task, user model and sampling, attempt, conversation so far) and replayed on later runs, so a rerun, another agent "
         "or checkpoint meets the same customer. Not part of the run's identity; recorded in the manifest.",
     ),
-    user_audit: bool = typer.Option(
-        True,
-        "--user-audit/--no-user-audit",
-        help="Check each openai: user reply against the task's user facts: an invented or contradicted fact, or ending "
-        "the conversation when asked for one, is a user-simulator fault, a system error (--repair reruns it), never the "
-        "agent's 0. Part of the run's identity.",
+    no_user_audit: bool = typer.Option(
+        False,
+        "--no-user-audit",
+        help="Do not check the openai: user's replies. By default each is checked against the task's user facts: an "
+        "invented or contradicted fact, or ending the conversation when asked for one, is a user-simulator fault, a "
+        "system error (--repair reruns it), never the agent's 0. Part of the run's identity.",
     ),
+    _user_audit: bool = typer.Option(False, "--user-audit", hidden=True, help="The default (kept for scripts that say it)."),
     judge: Optional[str] = typer.Option(None, "--judge", help="openai:MODEL\\[@URL] for reply rubrics (without: rubric tasks are unjudged)."),
     out_path: Optional[Path] = opts.file_out(
         None,
         "--out",
-        help="Results JSONL (default: runs/<agent>_<tasks>_k<k>/results.jsonl, probes: "
-        "runs/probe_<agent>_<tasks>_n<N>/probes.jsonl). Re-running resumes it.",
+        help="Results JSONL (default: results.jsonl, for a probe probes.jsonl, in a folder under runs/ named after the "
+        "agent, the tasks and k). Re-running resumes it.",
     ),
     repair: bool = typer.Option(False, "--repair", help="Retry only the attempts that ended in a system error."),
     rerun_changed: bool = typer.Option(
@@ -114,7 +115,7 @@ def attempts_command(
         limits=opts.limits(max_turns, attempt_timeout, grade_timeout, max_result_chars, max_attempt_tokens),
         tool_call_format=tool_call_format,
         user_sampling={} if user_temperature is None else {"temperature": user_temperature},
-        user_audit=user_audit,
+        user_audit=not no_user_audit,
         user_cache=user_cache,
         max_endpoint_failures=max_endpoint_failures,
     )

@@ -49,6 +49,7 @@ def test_reduced_quickstart_writes_every_artefact_and_a_log_of_its_stages_only(t
     assert not [line for line in lines if "it/s]" in line or "s/it]" in line or re.search(r"\d+%\|", line)], log
     assert not [line for line in lines if re.search(r"warn", line, re.IGNORECASE)], log
     assert not [line for line in lines if re.search(r"\{'|\[\{", line)], log
+    assert lines[0].startswith("quickstart: the whole method offline") and "about 8 minutes" in lines[0]  # the time, up front
     assert "held-out validation" in r.stdout and f"summary written to {tmp_path / 'summary.json'}" in log
     assert lines[-4].startswith("next, on your own model"), log[-1500:]  # it ends with what a user runs next
     assert [line.split()[:2] for line in lines[-3:]] == [["groundstate", "probe"], ["groundstate", "select"], ["groundstate", "train"]]

@@ -327,7 +327,7 @@ def test_a_user_cache_for_the_scripted_user_is_refused(shop_llm, tmp_path):
 def test_run_and_probe_document_the_user_side_options():
     for command in ("run", "probe"):
         shown = squash(cli.invoke(app, [command, "--help"]).output)
-        for option in ("--user-cache", "--user-audit", "--no-user-audit", "--user-temperature"):
+        for option in ("--user-cache", "--no-user-audit", "--user-temperature"):
             assert option in shown, (command, option)
         assert squash("replayed on later runs") in shown and squash("user-simulator fault") in shown
 

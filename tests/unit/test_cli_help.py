@@ -41,3 +41,15 @@ def test_run_help_shows_the_endpoint_syntax_at_80_columns():
     r = CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "80", "TERM": "dumb"})
     flat = re.sub(r"[\s│]+", " ", r.stdout)
     assert r.exit_code == 0 and flat.count("openai:MODEL[@URL]") >= 3, flat  # --agent, --user, --judge
+
+
+@pytest.mark.parametrize("path,cmd", [pytest.param(p, c, id=p or "groundstate") for p, c in commands()])
+def test_help_at_80_columns_cuts_no_option_name_and_no_word(path, cmd):
+    r = CliRunner().invoke(app, [*path.split(), "--help"], env={"COLUMNS": "80", "TERM": "dumb"})
+    assert r.exit_code == 0, r.output
+    assert all(len(line) <= 80 for line in r.stdout.splitlines())
+    assert "…" not in r.stdout, "\n".join(line for line in r.stdout.splitlines() if "…" in line)
+    shown = re.sub(r"[\s│]+", " ", r.stdout)
+    for p in cmd.params:
+        if p.param_type_name == "option" and not p.hidden:
+            assert all(f" {o} " in shown or f" {o}," in shown for o in p.opts), (path, p.opts)
