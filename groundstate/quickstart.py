@@ -143,7 +143,11 @@ def _run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None]
                 f"(see {out / 'selection' / 'selection.jsonl'})"
             )
         counts = result.counts()
-        log(f"  {counts['tasks']} probed tasks by band: " + ", ".join(f"{b.replace('_', ' ')} {n}" for b, n in counts["bands"].items()))
+        judged = sum(counts["bands"].values())  # tasks with enough clean runs to be judged
+        log(
+            f"  {counts['tasks']} probed tasks, {judged} with enough clean runs, by band: "
+            + ", ".join(f"{b.replace('_', ' ')} {n}" for b, n in counts["bands"].items())
+        )
         log(f"  train {len(train_ids)} tasks, validation {len(val_ids)} tasks (--group-by none: held-out instances of seen templates)")
         select_command = (
             f"groundstate select {out / 'probes.jsonl'} --out {out / 'selection'} --exclude bench --group-by none "

@@ -210,7 +210,7 @@ def train_sft(
     rows, info = build_dataset(domain, codec, cfg)
     log(
         f"  {info['demonstrations']} demonstrations rendered in {time.perf_counter() - t0:.1f} s "
-        "(corrupted share by template: " + ", ".join(f"{t} {r:.0%}" for t, r in info["corruption_rate_by_template"].items()) + ")"
+        "(corrupted share by template: " + ", ".join(f"{t or '(no template)'} {r:.0%}" for t, r in info["corruption_rate_by_template"].items()) + ")"
     )
     val = fresh_tasks(domain, cfg.eval_tasks, cfg.seed + 3, "sft-val")
     history: list[dict[str, Any]] = []
