@@ -28,6 +28,7 @@ from groundstate.results import read_records
 from groundstate.runner import RunConfig, run
 from groundstate.selectors import select_tasks
 from groundstate.state.sqlite import SqliteBackend
+from groundstate.train import hide_transformers_deprecations
 from groundstate.types import EpisodeLimits
 
 NOTIONAL_PRICE = {"input": 0.10, "cached_input": 0.05, "output": 0.40}  # USD per million tokens, stated in the output
@@ -63,7 +64,7 @@ def run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None] 
     transformers' FutureWarnings about names TRL still calls (`is_gradient_checkpointing`, ...) are not shown: a user
     can act on none of them, and the log holds the stages and their results."""
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers(\.|$)")
+        hide_transformers_deprecations()
         return _run_quickstart(out, cfg, log)
 
 

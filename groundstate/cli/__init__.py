@@ -11,7 +11,6 @@ import os
 import signal
 import sys
 import threading
-import warnings
 
 import typer
 
@@ -24,6 +23,7 @@ from groundstate.cli.regrade import regrade_command
 from groundstate.cli.run import PROBE_HELP, RUN_HELP, attempts_command
 from groundstate.cli.select import select_command
 from groundstate.cli.serve import serve
+from groundstate.train import hide_transformers_deprecations
 
 app = typer.Typer(
     cls=Commands, help="Train and evaluate tool-using LLM agents with rewards read from the final state of a real database.", no_args_is_help=True
@@ -85,13 +85,13 @@ app.command("regrade")(regrade_command)
 def quiet_libraries() -> None:
     """For the `groundstate` command. Without a terminal (a log file, CI, a pipe), Hugging Face's progress bars are off
     (each redraw would be a line of the log; `HF_HUB_DISABLE_PROGRESS_BARS=0` turns them back on); on a terminal they
-    stay, so a model download still shows its progress. transformers' FutureWarnings (deprecated names its callers, TRL
-    among them, still use) are not shown anywhere: a user can act on none of them. Environment and warning filters
-    only: nothing is imported, and a program that embeds `app` keeps its own settings."""
+    stay, so a model download still shows its progress. transformers' FutureWarnings are not shown anywhere
+    (`train.hide_transformers_deprecations`). Environment and warning filters only: nothing heavy is imported, and a
+    program that embeds `app` keeps its own settings."""
     if not sys.stderr.isatty():
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' loading and saving bars follow the hub's
         os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
-    warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers(\.|$)")
+    hide_transformers_deprecations()
 
 
 def main() -> None:  # pragma: no cover

@@ -141,7 +141,7 @@ def compare(
         for row in c["left_out"][:10]:
             console.print(f"  {escape(row['task_id'])}: {escape(row['reason'])}")
         if len(c["left_out"]) > 10:
-            console.print(f"  ... and {len(c['left_out']) - 10} more (see --json)", markup=False)
+            console.print(f"  ... and {len(c['left_out']) - 10} more (see --json)")
     if as_json:
         out.print_json(data=c)
         return
@@ -170,10 +170,7 @@ def compare(
     cost = c["cost_usd"]
     spent = " → ".join("—" if cost.get(side) is None else f"{cost[side]:.4f}" for side in ("base", "candidate"))
     change = "" if cost.get("change") is None else f" ({cost['change']:+.4f})"
-    out.print(
-        f"Observed k/k: {kk['base']} → {kk['candidate']} (moved in {kk['moved_in']}, fell out {kk['fell_out']}); cost USD: {spent}{change}",
-        markup=False,
-    )
+    out.print(f"Observed k/k: {kk['base']} → {kk['candidate']} (moved in {kk['moved_in']}, fell out {kk['fell_out']}); cost USD: {spent}{change}")
     if c["cost_note"]:
         out.print(escape(c["cost_note"]))
     _print_agreement(c["agreement"])
@@ -276,5 +273,5 @@ def export_command(
             "with --domain DIR (a folder named in a record is never loaded: that would run its code)"
         )
     if counts.unparsed_arguments:
-        console.print(f"{counts.unparsed_arguments} tool calls keep their arguments as a raw string (not valid JSON objects)", markup=False)
+        console.print(f"{counts.unparsed_arguments} tool calls keep their arguments as a raw string (not valid JSON objects)")
     console.print(f"{fmt} written to {path}\ncounts written to {Path(out_dir) / 'export.json'}", markup=False)

@@ -71,9 +71,9 @@ def power_command(
         f"and an Observed {p.n}/{p.n} change of {_pct(p.min_detectable_kk_change)}"
     )
     if p.attempts_needed is not None:
-        out.print(f"to detect {p.lift:+.2%} pass@1 with these {p.tasks} tasks: {p.attempts_needed:,} attempts per task in each run", markup=False)
+        out.print(f"to detect {p.lift:+.2%} pass@1 with these {p.tasks} tasks: {p.attempts_needed:,} attempts per task in each run")
     else:
-        out.print(f"to detect {p.lift:+.2%} pass@1, {p.tasks} tasks are too few at any k: at least {p.min_tasks:,} tasks are needed", markup=False)
+        out.print(f"to detect {p.lift:+.2%} pass@1, {p.tasks} tasks are too few at any k: at least {p.min_tasks:,} tasks are needed")
     t = Table(title=f"tasks needed (paired; each run makes k attempts per task) for pass@1 {p.lift:+.2%} and Observed k/k {p.kk_lift:+.2%}")
     for col in (
         "k",

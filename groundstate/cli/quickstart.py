@@ -71,7 +71,7 @@ def quickstart(
         return t
 
     out.print(before_after(f"held-out validation ({s['val_tasks']} tasks × k={s['base']['k']}): base vs GRPO-trained", s["base"], s["trained"]))
-    out.print(f"cost at a notional ${price['input']}/M input and ${price['output']}/M output tokens", markup=False)
+    out.print(f"cost at a notional ${price['input']}/M input and ${price['output']}/M output tokens")
     if s["base_ood"]:
         out.print(
             before_after(f"out-of-distribution benchmark ({s['base_ood']['tasks']} tasks × k={s['base_ood']['k']})", s["base_ood"], s["trained_ood"])

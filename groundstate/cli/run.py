@@ -136,7 +136,7 @@ def attempts_command(
         if found.warning:
             console.print(f"[yellow]warning:[/yellow] --{role} {escape(spec)}: {escape(found.warning)}")
     if chosen:  # a default a new user may not expect (the whole benchmark): said before it starts
-        console.print(f"defaults: {' '.join(chosen)} ({len(pairs)} tasks × {k} = {len(pairs) * k} attempts); give them to choose", markup=False)
+        console.print(f"defaults: {' '.join(chosen)} ({len(pairs)} tasks × {k} = {len(pairs) * k} attempts); give them to choose")
     if out_path is not None:
         path = out_path
     elif probe:
@@ -160,12 +160,11 @@ def attempts_command(
         bar = bar_progress.add_task(f"{noun} {agent}", total=len(pairs) * k, status="")
         tally = {"pass": 0, "fail": 0, "system_error": 0, "unjudged": 0}
         user_faults = 0
-        first_error: list[str] = []  # the first system error's text, said if every attempt had one
+        first_error = ""  # the first system error's text, said if every attempt had one
 
         def on_result(r) -> None:
-            nonlocal user_faults
-            if r.system_error and not first_error:
-                first_error.append(r.system_error)
+            nonlocal user_faults, first_error
+            first_error = first_error or r.system_error or ""
             tally[r.outcome] += 1
             user_faults += fault_kind(r.system_error) is not None
             bar_progress.update(bar, advance=1, status=progress_status(tally))
@@ -233,7 +232,7 @@ def attempts_command(
         )
     faults = f"; {user_faults} of them user-simulator faults (see groundstate metrics)" if user_faults else ""
     if summary.ran and summary.system_errors == summary.ran:  # nothing was measured: never a quiet exit 0
-        said = (first_error[0].strip().splitlines() or ["(no message)"])[0][:300] if first_error else "see the records"
+        said = (first_error.strip().splitlines() or ["see the records"])[0][:300]
         fail(
             f"every one of the {summary.ran} attempts run was a system error, so nothing was measured{faults}; the first: "
             f"{said} (all in {summary.path}). Fix its cause, then re-run the same command with --repair.",

@@ -116,7 +116,7 @@ def select_command(
     for r in excluded[:10]:
         show.print(f"[yellow]excluded[/yellow] {escape(r['task_id'])}: {escape(r['reason'])}")
     if len(excluded) > 10:
-        show.print(f"... and {len(excluded) - 10} more excluded (see selection.jsonl)", markup=False)
+        show.print(f"... and {len(excluded) - 10} more excluded (see selection.jsonl)")
     for note in result.notes:
         console.print(f"[yellow]note:[/yellow] {escape(note)}")
     if as_json:

@@ -212,13 +212,10 @@ def tasks_certify(
             f"mutants killed {totals['mutants_killed']}/{totals['mutants']}"
         )
     if totals["replies_unjudged"]:
-        console.print(
-            f"{totals['replies_unjudged']} rubric task(s): replies unjudged, the final state certified only (give --judge to judge them)",
-            markup=False,
-        )
+        console.print(f"{totals['replies_unjudged']} rubric task(s): replies unjudged, the final state certified only (give --judge to judge them)")
     failed_replies = totals["rubric_tasks"] - totals["replies_judged"] - totals["replies_unjudged"]
     if failed_replies:
-        console.print(f"{failed_replies} rubric task(s): the reply checks failed (see `reply` in their certificates)", markup=False)
+        console.print(f"{failed_replies} rubric task(s): the reply checks failed (see `reply` in their certificates)")
     if reuse:
         console.print(f"{totals['reused']} of {totals['tasks']} certificates reused from {reuse}; the rest certified anew", markup=False)
     if out_file:
@@ -256,7 +253,7 @@ def tasks_generate(
         if stale:
             console.print("[red]out of date:[/red] " + ", ".join(stale))
             raise typer.Exit(1)
-        console.print(f"{len(names)} task files reproduced exactly", markup=False)
+        console.print(f"{len(names)} task files reproduced exactly")
 
 
 SPLITS = ("pool", "bench")

@@ -236,7 +236,7 @@ def train(
 def _check_user_and_judge(engine: str, user: str, judge: str | None) -> None:
     """One line, before anything is loaded or written, for a --user or --judge spec that cannot be built, or that the
     TRL engine would not use (its rollouts play each task's scripted user and are graded without a judge)."""
-    from groundstate.agents import check_user_spec
+    from groundstate.agents import check_user_spec, is_llm_user
     from groundstate.agents.openai_compat import parse_endpoint
 
     try:
@@ -249,8 +249,8 @@ def _check_user_and_judge(engine: str, user: str, judge: str | None) -> None:
             parse_endpoint(judge)
         except ValueError as e:
             fail(f"--judge {judge}: {e}; nothing was trained or written.")
-    if engine == "trl" and (user not in ("scripted", "scripted:task") or judged):
-        given = "--user" if user not in ("scripted", "scripted:task") else "--judge"
+    if engine == "trl" and (is_llm_user(user) or judged):
+        given = "--user" if is_llm_user(user) else "--judge"
         fail(f"{given} is for --engine verl: the TRL engine plays each task's scripted user and grades without a judge")
 
 
@@ -321,7 +321,7 @@ def _train_trl(
             )
         except (RecordError, ResumeRefused) as e:  # a val.jsonl of another validation run is never mixed into this one
             fail(f"validation not run: {e}")
-        out.print(f"validation: {summary.passed}/{summary.ran} attempts passed", markup=False)
+        out.print(f"validation: {summary.passed}/{summary.ran} attempts passed")
         console.print(f"validation results written to {path}", markup=False)
 
 
