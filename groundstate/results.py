@@ -118,6 +118,9 @@ class AttemptRecord(BaseModel):
     record_version: Annotated[int, Field(strict=True, ge=1, le=RECORD_VERSION)] = 1
     run: Optional[RunIdentity] = None
     task_fingerprint: Optional[str] = None
+    # how many reply rubrics the attempted task has (0: graded on its final state alone); None in records made before
+    # it was written. A rubric task of a run without a judge is set apart by every figure (`metrics.basis`)
+    rubrics: Optional[Annotated[int, Field(strict=True, ge=0)]] = None
     _line: Optional[str] = PrivateAttr(default=None)  # the line it was read from, if it was
 
     @field_validator("usage", mode="before")
@@ -154,6 +157,15 @@ class AttemptRecord(BaseModel):
         if self.unjudged:
             return "unjudged"
         return "pass" if self.reward == 1 else "fail"
+
+    @property
+    def awaits_judge(self) -> bool:
+        """Whether the attempt's verdict waits on a judge nobody gave: it is unjudged, or its task has reply rubrics and
+        its run had no judge (a state that failed is a 0 either way, but which attempts fail depends on the judge-less
+        run's luck alone: keeping those and setting the passes apart would bias every figure down)."""
+        if self.unjudged:
+            return True
+        return bool(self.rubrics) and self.run is not None and self.run.judge is None
 
     @property
     def run_key(self) -> str:

@@ -312,6 +312,7 @@ def make_record(
             "verdict": verdict.to_json(),
             "trajectory": traj.to_json() if traj is not None else None,
             "timings": {k: round(v, 6) for k, v in timings.items()},
+            "rubrics": len(task.rubrics),
             **({"user_replies": user_replies} if user_replies is not None else {}),
         }
     )
