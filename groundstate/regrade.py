@@ -9,8 +9,9 @@ its attempt, usage and run identity, takes the task's current fingerprint, and n
 Reply rubrics are judged again only with a judge. Without one, a rubric task's verdict is carried over when it can
 be: the final state passes now and passed then (the reply is the recorded one, so the judge's answer stands).
 Otherwise it is unjudged, never a guess. Records that cannot be replayed are kept as they are and counted: no
-trajectory or an attempt cut short by a system error (there is no complete agent side to replay), or a task that no
-longer exists.
+trajectory or an attempt cut short by a system error (there is no complete agent side to replay), a malformed
+trajectory (a message that is not a mapping, content that is not text, a tool call id that is an object or a list),
+or a task that no longer exists.
 """
 
 from __future__ import annotations
@@ -98,11 +99,18 @@ def replayable(record: AttemptRecord) -> str | None:
     return None
 
 
+_ID = (str, int, float, type(None))  # a tool call's id as JSON may hold it; an object or a list cannot be matched to its result
+
+
 def _well_formed(message: Any) -> bool:
-    if not isinstance(message, dict) or not isinstance(message.get("content") or "", str):
+    """Whether the replay can read the message: a mapping with text content, a list of tool calls that are mappings with
+    a mapping `function`, and ids (of each call, and a tool message's `tool_call_id`) that are JSON scalars."""
+    if not isinstance(message, dict) or not isinstance(message.get("content") or "", str) or not isinstance(message.get("tool_call_id"), _ID):
         return False
     calls = message.get("tool_calls") or []
-    return isinstance(calls, list) and all(isinstance(c, dict) and isinstance(c.get("function") or {}, dict) for c in calls)
+    return isinstance(calls, list) and all(
+        isinstance(c, dict) and isinstance(c.get("function") or {}, dict) and isinstance(c.get("id"), _ID) for c in calls
+    )
 
 
 def _carry_rubric(old: AttemptRecord, new: Verdict) -> Verdict:

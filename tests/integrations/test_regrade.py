@@ -142,3 +142,31 @@ def test_a_dead_judge_is_one_line_before_any_replay(tmp_path):
     r = runner.invoke(app, ["regrade", str(tmp_path / "run.jsonl"), "--tasks", str(shop), "--judge", dead, "--out", str(out)])
     assert r.exit_code == 2 and f"--judge {dead}: cannot reach" in r.output and "nothing was regraded or written" in r.output, r.output
     assert len([line for line in r.output.splitlines() if line.strip()]) == 1 and not out.exists()
+
+
+def test_a_tool_call_id_that_is_an_object_or_a_list_is_a_malformed_trajectory_kept_and_counted(tmp_path):
+    """#32 item 17: an unhashable id (in an assistant's tool call, or a tool message's `tool_call_id`) crashed the
+    whole regrade with "unhashable type" and wrote nothing; such a record is kept as it is and counted."""
+    shop = copy_shop(tmp_path)
+    records = run(shop, "scripted:gold", tmp_path / "run.jsonl", k=1)
+    lines = (tmp_path / "run.jsonl").read_text().splitlines()
+    hostile = []
+    for n, bad in enumerate(({"id": "call_1"}, ["call_1"])):
+        for where in ("assistant", "tool"):
+            rec = json.loads(lines[0])
+            for m in rec["trajectory"]["messages"]:
+                if where == "assistant" and m["role"] == "assistant" and m.get("tool_calls"):
+                    m["tool_calls"][0]["id"] = bad
+                if where == "tool" and m["role"] == "tool":
+                    m["tool_call_id"] = bad
+            rec["attempt"] = 10 + 2 * n + (where == "tool")
+            hostile.append(json.dumps(rec))
+    (tmp_path / "run.jsonl").write_text("\n".join(lines + hostile) + "\n")
+    out = tmp_path / "regraded.jsonl"
+    r = runner.invoke(app, ["regrade", str(tmp_path / "run.jsonl"), "--out", str(out), "--tasks", str(shop), "--json"])
+    assert r.exit_code == 0 and "Traceback" not in r.output, r.output
+    report = json.loads(r.stdout)
+    assert report["kept"] == {"malformed trajectory": 4} and report["replayed"] == len(records) and report["flips"] == {}
+    new = read_records(out)
+    assert [x.key for x in new] == [x.key for x in read_records(tmp_path / "run.jsonl")]  # every record, in order
+    assert out.read_text().splitlines()[len(records) :] == hostile  # kept byte for byte
