@@ -16,7 +16,9 @@ A task is *certified* iff its gold passes, its no-op fails, no mutant survives, 
 fails, the backends agree, a judged reply check gave what it must and nothing kept a part from running. The certificate
 carries the content hashes of the task, of its domain and of the code that grades and audits it (`checker_hash`): it
 is void as soon as any of them changes (`Certificate.valid_for`), and `tasks certify --reuse FILE` certifies anew
-exactly the tasks whose earlier certificate is void.
+exactly the tasks whose earlier certificate is void. `--reuse` is a cache, not evidence: a file whose counts cannot be
+(negative, more killed than made, more passed than tried, `certified` where its fields say otherwise) is refused, but
+hashes and outcomes that could be true are believed, so only a file this kit wrote should be given.
 """
 
 from __future__ import annotations
@@ -28,9 +30,10 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Annotated, Any, Callable
 
 import pydantic
+from pydantic import Field, model_validator
 
 from groundstate.alternatives import TaskAlternatives, audit
 from groundstate.attempt import play_calls, prepare_domains
@@ -66,24 +69,31 @@ def task_hash(task: Task) -> str:
     return hashlib.sha256(json.dumps(task.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
 
 
-@dataclass
+Count = Annotated[int, Field(ge=0)]
+
+
+@pydantic.dataclasses.dataclass
 class Certificate:
+    """One task's certificate. Its counts are bounded and agree with its lists (`_consistent`), and a `certified` that
+    a file gives must be what they make it (`_claims`): a certificate read back (`--reuse`) can be wrong only about the
+    hashes and outcomes it states, which are a cache's word, never evidence."""
+
     task_id: str
     domain: str
     task_hash: str
     domain_hash: str
     checker_hash: str
-    backends: list[str]
+    backends: Annotated[list[str], Field(min_length=1)]
     gold_pass: bool
     noop_fail: bool
-    mutants_counted: int
-    mutants_killed: int
-    mutants_equivalent: int
-    alternatives_tried: int
-    alternatives_accepted: int
-    alternatives_invalid: int
-    hacks_tried: int
-    hacks_passed: int
+    mutants_counted: Count
+    mutants_killed: Count
+    mutants_equivalent: Count
+    alternatives_tried: Count
+    alternatives_accepted: Count
+    alternatives_invalid: Count
+    hacks_tried: Count
+    hacks_passed: Count
     sqlite_equals_postgres: bool | None  # None: one backend, or a world the backend does not hold
     in_backend: bool = True  # whether the task's world lives in the backend (SQL domains) or outside it (ThinkingBox)
     reply: str | None = None  # rubric tasks: "judged" (both reply checks as they must be), "unjudged", or what went wrong
@@ -94,6 +104,50 @@ class Certificate:
     invalid_alternatives: list[dict[str, str]] = field(default_factory=list)  # each with why it is not the same work
     disagreements: list[str] = field(default_factory=list)  # attempts whose reward differs between the backends
     problems: list[str] = field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Certificate":
+        alts = (self.alternatives_accepted, self.alternatives_invalid, len(self.false_negatives))
+        wrong = [
+            (self.mutants_killed > self.mutants_counted, f"mutants_killed ({self.mutants_killed}) exceeds mutants_counted ({self.mutants_counted})"),
+            (
+                len(self.survivors) != self.mutants_counted - self.mutants_killed,
+                f"survivors lists {len(self.survivors)}, but mutants_counted - mutants_killed is {self.mutants_counted - self.mutants_killed}",
+            ),
+            (
+                sum(alts) != self.alternatives_tried,
+                "alternatives_accepted + alternatives_invalid + false_negatives ({} + {} + {}) is not alternatives_tried ({})".format(
+                    *alts, self.alternatives_tried
+                ),
+            ),
+            (
+                len(self.invalid_alternatives) != self.alternatives_invalid,
+                f"invalid_alternatives lists {len(self.invalid_alternatives)}, but alternatives_invalid is {self.alternatives_invalid}",
+            ),
+            (self.hacks_passed > self.hacks_tried, f"hacks_passed ({self.hacks_passed}) exceeds hacks_tried ({self.hacks_tried})"),
+            (
+                len(self.hacks_that_passed) != self.hacks_passed,
+                f"hacks_that_passed lists {len(self.hacks_that_passed)}, but hacks_passed is {self.hacks_passed}",
+            ),
+            (
+                (self.sqlite_equals_postgres is False) != bool(self.disagreements),
+                f"sqlite_equals_postgres is {self.sqlite_equals_postgres}, but disagreements lists {len(self.disagreements)}",
+            ),
+        ]
+        for bad, why in wrong:
+            if bad:
+                raise ValueError(why)
+        return self
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _claims(cls, data: Any, handler: pydantic.ValidatorFunctionWrapHandler) -> "Certificate":
+        cert = handler(data)
+        # `to_json` writes `certified`; read back, it is recomputed from the fields, and a file that says otherwise lies
+        claimed = data.get("certified", cert.certified) if isinstance(data, dict) else cert.certified
+        if claimed is not cert.certified:
+            raise ValueError(f"certified is {claimed!r}, but its fields make it {cert.certified}")
+        return cert
 
     @property
     def certified(self) -> bool:
@@ -250,8 +304,9 @@ def summary(certs: list[Certificate]) -> dict[str, Any]:
 
 
 def load_certificates(path: Path) -> dict[str, Certificate]:
-    """The certificates of an earlier `tasks certify --out` file by task id; `TaskFileError` naming the file and the
-    entry for anything else."""
+    """The certificates of an earlier `tasks certify --out` file by task id; `TaskFileError` naming the file, the task
+    and the field for anything else, a certificate whose counts cannot be (`Certificate`) included. The file is a cache
+    of earlier runs, not evidence: a certificate with the right hashes is believed, and `certified` is recomputed."""
     if not Path(path).is_file():  # a FIFO or a device would block the read
         raise TaskFileError(path, "is not a regular file")
     data = read_data_file(path)
@@ -263,12 +318,16 @@ def load_certificates(path: Path) -> dict[str, Certificate]:
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict):
             raise TaskFileError(path, "must be a mapping", field=f"per_task[{i}]")
+        task_id = entry.get("task_id") if isinstance(entry.get("task_id"), str) else None
         try:
-            cert = adapter.validate_python({k: v for k, v in entry.items() if k != "certified"})
+            cert = adapter.validate_python(entry)
         except pydantic.ValidationError as e:
             err = e.errors()[0]
             where = ".".join(str(x) for x in err["loc"])
-            raise TaskFileError(path, err["msg"], field=f"per_task[{i}]" + (f".{where}" if where else "")) from None
+            message = err["msg"].removeprefix("Value error, ")
+            raise TaskFileError(path, message, task_id=task_id, field=f"per_task[{i}]" + (f".{where}" if where else "")) from None
+        if cert.task_id in out:  # two certificates of one task: which one would be kept is not for the file to decide
+            raise TaskFileError(path, "a second certificate of the task", task_id=task_id, field=f"per_task[{i}]")
         out[cert.task_id] = cert
     return out
 

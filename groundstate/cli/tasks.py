@@ -106,7 +106,7 @@ def tasks_certify(
         None,
         "--reuse",
         dir_okay=False,
-        help="An earlier --out file: keep each certified certificate whose task, domain, checking code, backends and judge are unchanged (as the file says them: it is trusted, not checked again); certify the rest.",
+        help="An earlier --out file, a cache (not evidence): keep each certified certificate whose task, domain, checking code, backends and judge are unchanged as the file says them (counts that cannot be are refused; the rest is believed); certify the rest.",
     ),
 ) -> None:
     """A certificate per task: gold, no-op, mutants, alternative solutions, reward hacks, SQLite = PostgreSQL, content hashes."""

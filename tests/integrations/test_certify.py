@@ -192,3 +192,42 @@ def test_a_dead_judge_is_one_line_before_any_attempt(monkeypatch):
         app, ["tasks", "certify", "--tasks", "hr-book-annual-leave-001", "--backend", "sqlite", "--judge", "openai:x@http://127.0.0.1:9/v1"]
     )
     assert r.exit_code == 2 and "--judge openai:x@http://127.0.0.1:9/v1" in r.output and "certify (" not in r.output, r.output
+
+
+@pytest.mark.parametrize(
+    "forge, field, message",
+    [
+        ({"mutants_counted": -3, "mutants_killed": -3}, "mutants_counted", "greater than or equal to 0"),  # the filed case
+        ({"hacks_tried": -1}, "hacks_tried", "greater than or equal to 0"),
+        ({"mutants_killed": 99}, "", "mutants_killed (99) exceeds mutants_counted"),
+        ({"hacks_tried": 0, "hacks_passed": 0, "alternatives_tried": 0}, "", "alternatives_accepted"),
+        ({"hacks_passed": 5}, "", "hacks_passed (5) exceeds hacks_tried"),
+        ({"gold_pass": False}, "", "certified is True, but its fields make it False"),
+        ({"certified": "yes"}, "", "certified is 'yes'"),
+    ],
+)
+def test_a_forged_reuse_certificate_is_refused_naming_the_file_and_the_field(tmp_path, forge, field, message):
+    """#32 item 6: a certificate with the task's real hashes and impossible counts was kept as certified (and its counts
+    summed into the totals). `--reuse` is a cache: every count is bounded and `certified` must follow from them."""
+    first = tmp_path / "first.json"
+    certify_cli("--domain", str(SHOP), "--backend", "sqlite", "--out", str(first))
+    data = json.loads(first.read_text())
+    i = next(i for i, c in enumerate(data["per_task"]) if c["task_id"] == "shop-refuse")
+    data["per_task"][i].update(forge)
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps(data))
+    r = CliRunner().invoke(app, ["tasks", "certify", "--domain", str(SHOP), "--backend", "sqlite", "--reuse", str(forged)])
+    want = f"{forged}: task 'shop-refuse': field 'per_task[{i}]{'.' + field if field else ''}': "
+    assert r.exit_code == 2 and want in r.output and message in r.output and "Traceback" not in r.output, r.output
+    assert "certify (" not in r.output  # refused before any task is certified
+
+
+def test_a_reuse_file_with_two_certificates_of_one_task_is_refused(tmp_path):
+    first = tmp_path / "first.json"
+    certify_cli("--domain", str(SHOP), "--backend", "sqlite", "--out", str(first))
+    data = json.loads(first.read_text())
+    data["per_task"].append({**data["per_task"][0], "mutants_equivalent": 0})  # which one would count is not the file's to say
+    first.write_text(json.dumps(data))
+    r = CliRunner().invoke(app, ["tasks", "certify", "--domain", str(SHOP), "--backend", "sqlite", "--reuse", str(first)])
+    n, task = len(data["per_task"]) - 1, data["per_task"][0]["task_id"]
+    assert r.exit_code == 2 and f"{first}: task {task!r}: field 'per_task[{n}]': a second certificate of the task" in r.output, r.output
