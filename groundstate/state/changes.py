@@ -235,13 +235,14 @@ def _undeclared_id(
     """Whether a new row's id stands where its meaning is not declared: anywhere but its own row's key (unless a new
     row of another table has the same id: a table keyed by another's id without a foreign key) or a column whose
     declared foreign key holds it as an integer. That is an integer column without a foreign key (a key column
-    of another table too), an id stored as text, or a number in a compared text (`42`, `42.`, `42.0`; ISO dates are
-    not numbers). Such change sets are compared keyed: a false negative at worst, never a false positive."""
+    of another table too, any other column of its own row or table: `escalated_from` naming itself or another new
+    row), an id stored as text, or a number in a compared text (`42`, `42.`, `42.0`; ISO dates are not numbers).
+    Such change sets are compared keyed: a false negative at worst, never a false positive."""
     alternatives = "|".join(sorted((str(i) for i in ids), key=len, reverse=True))
     number = re.compile(r"(?<!\d)(?<!\d\.)(?:" + alternatives + r")(?:\.0+)?(?!\.?\d)")
     tables = set(inserted) | set(golden)
     elsewhere = {t: {i for u in tables if u != t for i in (*inserted.get(u, ()), *golden.get(u, ()))} for t in tables}
-    for cs, own in zip(sets, (golden, inserted)):
+    for cs in sets:
         for (table, key), c in cs.rows.items():
             pk = primary_keys.get(table, [])
             for r in (c.before, c.after):
@@ -253,9 +254,8 @@ def _undeclared_id(
                             continue  # a declared reference: renamed with its parent
                         if col in pk and c.before is not None:
                             continue  # an old row's key: it cannot refer to a row that did not exist
-                        own_id = len(pk) == 1 and v in own.get(table, ())
-                        if own_id and v not in elsewhere.get(table, ()):
-                            continue  # a new row's own generated id, which no other table's new rows also have
+                        if c.before is None and pk == [col] and key == (v,) and v not in elsewhere.get(table, ()):
+                            continue  # a new row's own generated id, in its key column only, and no other table's new rows have it
                         if v in ids:
                             return True
                     elif isinstance(v, str) and number.search(v) and not _iso_date(v):
