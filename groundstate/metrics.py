@@ -1,7 +1,9 @@
 """Reliability metrics from results records alone.
 
 Per task: clean attempts n and successes c (system errors and unjudged attempts excluded and counted
-apart). A run is *complete* when every task has the same n clean attempts, keyed 0..n−1 once each (no
+apart). Every figure is computed over one task set, `basis`: the tasks whose verdicts need no judge nobody gave, with
+a clean attempt, and (an incomplete run) at least k clean ones; the others are set apart, counted and named, never
+dropped in silence and never scored 0. So on one file pass^k ≤ pass@1 ≤ pass@k for every k. A run is *complete* when every task has the same n clean attempts, keyed 0..n−1 once each (no
 missing or duplicated key, no system error); figures are refused otherwise (`allow_incomplete` computes
 them anyway), and always for records of more than one run (`results.check_one_run`). The estimators are
 defined for every k ≤ n: one or more k (`ks`, e.g. 1, 5, 20 of n = 20) choose them; k > n is refused.
@@ -21,7 +23,6 @@ from __future__ import annotations
 import itertools
 import math
 import re
-import warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,11 +37,16 @@ from groundstate.results import AttemptRecord, check_one_run, latest_per_key, ta
 from groundstate.types import FINISH_REASONS
 
 DEFAULT_PRICES = Path(__file__).parent / "prices.yaml"
+# USD per million tokens: a thousand times the dearest model's price, and far enough below float's range that no run's
+# tokens can turn a cost into Infinity (which no JSON reader can read back)
+MAX_PRICE = 1_000_000
 
 
-def metric_label(name: str, k: int) -> str:
-    """How every table names a metric key of `compute`/`compare` (`pass_at_k` → `pass@5`): one naming everywhere."""
-    labels = {"pass_at_1": "pass@1", "pass_at_k": f"pass@{k}", "pass_hat_k": f"pass^{k}", "observed_k_of_k_rate": f"Observed {k}/{k}"}
+def metric_label(name: str, k: int, n: int | None = None) -> str:
+    """How every table names a metric key of `compute`/`compare` (`pass_at_k` → `pass@5`): one naming everywhere.
+    Observed is named by n, the attempts it observed (default k)."""
+    n = k if n is None else n
+    labels = {"pass_at_1": "pass@1", "pass_at_k": f"pass@{k}", "pass_hat_k": f"pass^{k}", "observed_k_of_k_rate": f"Observed {n}/{n}"}
     return labels.get(name, name)
 
 
@@ -87,6 +93,7 @@ class TaskCounts:
     system_errors: int = 0
     unjudged: int = 0
     attempts: set[int] = field(default_factory=set)
+    awaits_judge: bool = False  # a rubric task of a run without a judge (`AttemptRecord.awaits_judge`): set apart
 
 
 @dataclass
@@ -133,6 +140,7 @@ def task_counts(records: Iterable[AttemptRecord]) -> dict[str, TaskCounts]:
     for r in latest_per_key(records).values():
         t = out.setdefault(r.task_id, TaskCounts(r.task_id, r.domain, r.family))
         t.attempts.add(r.attempt)
+        t.awaits_judge |= r.awaits_judge
         outcome = r.outcome
         if outcome == "system_error":
             t.system_errors += 1
@@ -157,7 +165,7 @@ def coverage(records: list[AttemptRecord]) -> Coverage:
     missing = list(itertools.islice(((tid, a) for tid in sorted(counts) for a in _missing_below(counts[tid].attempts, n)), 5))
     duplicated = sorted(key for key, c in seen.items() if c > 1)
     errors = sorted(key for key, r in latest_per_key(records).items() if r.outcome == "system_error")
-    unequal = {tid: t.n for tid, t in counts.items() if t.n != n and t.unjudged == 0}
+    unequal = {tid: t.n for tid, t in counts.items() if t.n != n and not t.awaits_judge}
     # a record names its run's selected task set (a hash of the ids): a task with no record left, or one never selected,
     # is invisible to the per-task rules above
     selected = {r.run.tasks for r in records if r.run is not None}
@@ -165,6 +173,68 @@ def coverage(records: list[AttemptRecord]) -> Coverage:
     return Coverage(
         not (missing_count or duplicated or errors or unequal or foreign), n, missing, duplicated, errors, unequal, missing_count, foreign
     )
+
+
+APART_KINDS = {
+    "awaits_judge": "rubric tasks without a judge",
+    "no_clean_attempt": "without a clean attempt",
+    "fewer_than_k": "with fewer than k clean attempts",
+}
+
+
+@dataclass(frozen=True)
+class Basis:
+    """What every figure of a run is computed over (metrics, compare, report, select, power, the quickstart): the
+    `covered` tasks, each with at least `k` clean attempts, and the tasks set `apart`, each with its kind
+    (`APART_KINDS`) and a sentence. A task is set apart when its verdicts wait on a judge nobody gave (a rubric task of
+    a judge-less run), when it has no clean attempt, or (an incomplete run) fewer than k; `unjudged` counts the attempts
+    of the set-apart rubric tasks that passed on state and wait for the judge."""
+
+    covered: dict[str, TaskCounts]
+    apart: dict[str, tuple[str, str]]
+    n: int
+    k: int
+
+    @property
+    def tasks(self) -> int:
+        return len(self.covered) + len(self.apart)
+
+    def kinds(self) -> dict[str, int]:
+        """Set-apart tasks per kind, in `APART_KINDS` order (kinds with none left out)."""
+        seen = Counter(kind for kind, _ in self.apart.values())
+        return {kind: seen[kind] for kind in APART_KINDS if seen[kind]}
+
+    def sentence(self) -> str:
+        """`201 of 206 tasks (set apart: 5 rubric tasks without a judge)`: the task set, as every figure is labelled."""
+        if not self.apart:
+            return f"{self.tasks} tasks"
+        return f"{len(self.covered)} of {self.tasks} tasks (set apart: {self.apart_text()})"
+
+    def apart_text(self) -> str:
+        """`5 rubric tasks without a judge, 1 without a clean attempt` ("" when none is set apart)."""
+        return ", ".join(f"{n} {APART_KINDS[kind]}" for kind, n in self.kinds().items())
+
+    def rows(self) -> list[dict[str, str]]:
+        return [{"task_id": t, "kind": kind, "reason": why} for t, (kind, why) in self.apart.items()]
+
+
+def basis(counts: dict[str, TaskCounts], n: int, k: int | None = None) -> Basis:
+    """The one rule (`Basis`) over `counts` (`task_counts`) of a run of n attempts per task, for figures up to `k`
+    (default n)."""
+    k = n if k is None else k
+    covered: dict[str, TaskCounts] = {}
+    apart: dict[str, tuple[str, str]] = {}
+    for tid, t in counts.items():
+        if t.awaits_judge:
+            waiting = f"{t.unjudged} unjudged (state passed)" + (f", {t.n - t.c} failed on state" if t.n > t.c else "")
+            apart[tid] = ("awaits_judge", f"reply rubrics and no judge: {waiting} of {len(t.attempts)} attempts; give --judge to judge them")
+        elif t.n == 0:
+            apart[tid] = ("no_clean_attempt", f"no clean attempt ({t.system_errors} system errors)")
+        elif t.n < k:
+            apart[tid] = ("fewer_than_k", f"{t.n} clean attempts, fewer than k={k} ({t.system_errors} system errors)")
+        else:
+            covered[tid] = t
+    return Basis(covered, apart, n, k)
 
 
 class IncompleteRun(ValueError):
@@ -242,8 +312,10 @@ def load_prices(path: Path | None = None) -> dict[str, dict[str, float]]:
             for key, usd in p.items():
                 if key not in ("input", "cached_input", "output"):
                     raise TaskFileError(f, f"unknown price {key!r}: use input, cached_input or output", field=f"{model}.{key}")
-                if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not math.isfinite(usd) or usd < 0:
-                    raise TaskFileError(f, f"a price must be a non-negative number, got {usd!r:.60}", field=f"{model}.{key}")
+                if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not math.isfinite(usd) or not 0 <= usd <= MAX_PRICE:
+                    raise TaskFileError(
+                        f, f"a price must be a number from 0 to {MAX_PRICE:,.0f} USD per million tokens, got {usd!r:.60}", field=f"{model}.{key}"
+                    )
             prices[str(model)] = {k: float(v) for k, v in p.items()}
     return prices
 
@@ -320,42 +392,38 @@ def record_cost(r: AttemptRecord, prices: dict[str, dict[str, float]]) -> float 
     return (fresh * p.get("input", 0) + u.cached_input_tokens * p.get("cached_input", p.get("input", 0)) + u.output_tokens * p.get("output", 0)) / 1e6
 
 
-def _aggregates(tasks: list[TaskCounts], k: int) -> dict[str, float]:
-    usable = [t for t in tasks if t.n >= 1]
-    if not usable:
-        return {"pass_at_1": float("nan"), "pass_at_k": float("nan"), "pass_hat_k": float("nan"), "pass_hat_k_plugin": float("nan")}
-    with_k = [t for t in usable if t.n >= k]
+def _aggregates(tasks: list[TaskCounts], k: int) -> dict[str, float | None]:
+    """Each aggregate over `tasks` (a `Basis`'s covered tasks: all have k clean attempts or more); None for no task."""
+    if not tasks:
+        return {"pass_at_1": None, "pass_at_k": None, "pass_hat_k": None, "pass_hat_k_plugin": None}
     return {
-        "pass_at_1": float(np.mean([t.c / t.n for t in usable])),
-        "pass_at_k": float(np.mean([pass_at_k(t.n, t.c, k) for t in with_k])) if with_k else float("nan"),
-        "pass_hat_k": float(np.mean([pass_hat_k(t.n, t.c, k) for t in with_k])) if with_k else float("nan"),
-        "pass_hat_k_plugin": float(np.mean([pass_hat_k_plugin(t.n, t.c, k) for t in with_k])) if with_k else float("nan"),
+        "pass_at_1": float(np.mean([t.c / t.n for t in tasks])),
+        "pass_at_k": float(np.mean([pass_at_k(t.n, t.c, k) for t in tasks])),
+        "pass_hat_k": float(np.mean([pass_hat_k(t.n, t.c, k) for t in tasks])),
+        "pass_hat_k_plugin": float(np.mean([pass_hat_k_plugin(t.n, t.c, k) for t in tasks])),
     }
 
 
 def bootstrap(
     tasks: list[TaskCounts], k: int, reps: int = 2000, seed: int = 0, level: float = 0.95, n_run: int | None = None
 ) -> dict[str, list[float]]:
-    """Percentile intervals of each aggregate, resampling tasks with replacement (Observed: solved in all `n_run` attempts, default k)."""
+    """Percentile intervals of each aggregate, resampling `tasks` (a `Basis`'s covered tasks: each has k clean attempts
+    or more) with replacement (Observed: solved in all `n_run` attempts, default k)."""
     if not tasks:
         return {}
     rng = np.random.default_rng(seed)
     n = np.array([t.n for t in tasks])
     c = np.array([t.c for t in tasks])
-    p1 = np.where(n > 0, c / np.maximum(n, 1), np.nan)
-    pk = np.array([pass_at_k(t.n, t.c, k) if t.n >= k else np.nan for t in tasks])
-    hk = np.array([pass_hat_k(t.n, t.c, k) if t.n >= k else np.nan for t in tasks])
+    p1 = c / n
+    pk = np.array([pass_at_k(t.n, t.c, k) for t in tasks])
+    hk = np.array([pass_hat_k(t.n, t.c, k) for t in tasks])
     kk = (n == (n_run or k)) & (c == n)
     idx = rng.integers(0, len(tasks), size=(reps, len(tasks)))
     a = (1 - level) / 2
     out = {}
     for name, values in (("pass_at_1", p1), ("pass_at_k", pk), ("pass_hat_k", hk), ("observed_k_of_k_rate", kk.astype(float))):
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # a resample of only k-less tasks has no value
-            samples = np.nanmean(values[idx], axis=1) if not np.all(np.isnan(values)) else np.full(reps, np.nan)
-        out[name] = (
-            [float(np.nanquantile(samples, a)), float(np.nanquantile(samples, 1 - a))] if not np.all(np.isnan(samples)) else [float("nan")] * 2
-        )
+        samples = values[idx].mean(axis=1)
+        out[name] = [float(np.quantile(samples, a)), float(np.quantile(samples, 1 - a))]
     return out
 
 
@@ -379,9 +447,10 @@ def compute(
     by: str | None = "domain",
     bootstrap_reps: int = 2000,
 ) -> dict[str, Any]:
-    """All figures of `groundstate metrics --json`. `k`: one or more k <= n (default n); the top-level pass@k
-    figures are for the largest, `at_k` holds each. Raises ValueError on records of several runs, on a k
-    outside 1..n, and on incomplete coverage unless allowed."""
+    """All figures of `groundstate metrics --json`, each over the one task set `basis` gives (`basis` says which; the
+    tasks set apart are in `set_apart` with their reasons). `k`: one or more k <= n (default n); the top-level pass@k
+    figures are for the largest, `at_k` holds each. Raises ValueError on records of several runs, on a k outside 1..n,
+    and on incomplete coverage unless allowed. A figure with no task to cover is None, never NaN."""
     if not records:
         raise ValueError("no results records")
     check_one_run(records)
@@ -391,12 +460,16 @@ def compute(
     ks = check_ks(k, n_run)
     k = ks[-1]
     counts = task_counts(records)
-    judged = [t for t in counts.values() if t.n > 0]
+    b = basis(counts, n_run, k)
+    judged = list(b.covered.values())
     prices = prices if prices is not None else load_prices()
     costs = [record_cost(r, prices) for r in records]
     priced = [x for x in costs if x is not None]
     unpriced = unpriced_models(records, prices)
-    cost = float(sum(priced)) if priced and len(priced) == len(costs) else (None if not priced else float(sum(priced)))
+    cost = float(sum(priced)) if priced else None
+    # the cost of a dependable task is what the covered tasks' attempts cost: the figure and its count share one task set
+    covered_costs = [x for r, x in zip(records, costs) if r.task_id in b.covered]
+    covered_cost = float(sum(x for x in covered_costs if x is not None)) if any(x is not None for x in covered_costs) else None
     kk = sum(1 for t in judged if solved_every_time(t, n_run))
     agg = _aggregates(judged, k)
     at_k = {}
@@ -411,10 +484,15 @@ def compute(
         }
     out: dict[str, Any] = {
         "tasks": len(counts),
+        "tasks_covered": len(b.covered),
+        "basis": b.sentence(),
+        "set_apart": b.rows(),
+        "set_apart_by_kind": b.kinds(),
         "n": n_run,
         "k": k,
         "ks": ks,
         "attempts": len(records),
+        "covered_attempts": sum(t.n for t in judged),
         "clean_attempts": sum(t.n for t in counts.values()),
         "system_errors": sum(t.system_errors for t in counts.values()),
         "unjudged": sum(t.unjudged for t in counts.values()),
@@ -427,7 +505,7 @@ def compute(
         "pass_at_k_note": "solved_at_least_once equals pass@k x tasks only when every task has n = k",
         "observed_k_of_k": kk,
         "observed_k_of_k_note": f"tasks solved in all n={n_run} attempts (Observed n/n: measured, so only for k = n)",
-        "observed_k_of_k_rate": kk / len(judged) if judged else float("nan"),
+        "observed_k_of_k_rate": kk / len(judged) if judged else None,
         "intervals": bootstrap(judged, k, reps=bootstrap_reps, n_run=n_run) if bootstrap_reps else {},
         "tokens": {
             "input": sum(r.usage.input_tokens for r in records),
@@ -439,12 +517,14 @@ def compute(
         "unpriced_models": unpriced,
         "cost_note": cost_note(unpriced),
         "cost_per_attempt": cost / len(records) if cost is not None and records else None,
-        "cost_per_dependable_task": (cost / kk) if cost is not None and kk > 0 else None,
+        "cost_per_dependable_task": (covered_cost / kk) if covered_cost is not None and kk > 0 else None,
         "cost_per_dependable_task_note": (
             f"undefined: no task was solved {n_run}/{n_run}"
             if kk == 0
             else f"no price for {', '.join(sorted(unpriced))} (see the cost note)"
             if unpriced
+            else f"the cost of the attempts of the {len(b.covered)} covered tasks over those solved {n_run}/{n_run}"
+            if b.apart
             else None
         ),
         "per_task": [
@@ -456,6 +536,7 @@ def compute(
                 "c": t.c,
                 "system_errors": t.system_errors,
                 "unjudged": t.unjudged,
+                "covered": t.task_id in b.covered,
                 "rate": t.c / t.n if t.n else None,
                 "jeffreys_95": list(jeffreys_interval(t.n, t.c)) if t.n else None,
             }
@@ -541,9 +622,10 @@ def category(n: int, c: int) -> str:
     return "never" if c == 0 else "always" if c == n else "sometimes"
 
 
-def left_out(bc: dict[str, TaskCounts], cc: dict[str, TaskCounts]) -> dict[str, str]:
-    """Tasks that cannot be compared, each with the reason: in one run only, or without a clean attempt in one."""
+def left_out(bc: dict[str, TaskCounts], cc: dict[str, TaskCounts], n: int, k: int) -> dict[str, str]:
+    """Tasks that cannot be compared, each with the reason: in one run only, or set apart by either run's `basis`."""
     out = {}
+    apart_b, apart_c = basis(bc, n, k).apart, basis(cc, n, k).apart
     for tid in sorted(set(bc) | set(cc)):
         if tid not in cc:
             out[tid] = "only in the base run"
@@ -551,13 +633,55 @@ def left_out(bc: dict[str, TaskCounts], cc: dict[str, TaskCounts]) -> dict[str, 
             out[tid] = "only in the candidate run"
         else:
             why = [
-                f"no clean attempt in the {name} run ({t.system_errors} system errors, {t.unjudged} unjudged)"
-                for name, t in (("base", bc[tid]), ("candidate", cc[tid]))
-                if t.n == 0
+                f"{why} in the {name} run" for name, apart in (("base", apart_b), ("candidate", apart_c)) if tid in apart for _, why in [apart[tid]]
             ]
             if why:
                 out[tid] = "; ".join(why)
     return out
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """Two runs made comparable: both read at their common attempts per task `n` (a run with more attempts is read at
+    its attempts 0..n−1, which are the same attempts whatever k it was run with: `truncated` says so), and their
+    shared tasks, those both runs' `basis` covers at `k`; every other task is `left_out` with its reason."""
+
+    base: dict[str, TaskCounts]  # the shared tasks' counts, in task-id order
+    candidate: dict[str, TaskCounts]
+    left_out: dict[str, str]
+    n: int
+    k: int
+    runs_n: dict[str, int]  # each run's own attempts per task
+    truncated: dict[str, str]  # run name -> what of it was read
+    incomplete: dict[str, list[str]]  # what --allow-incomplete compared anyway, per run
+
+
+def pair_runs(base: list[AttemptRecord], cand: list[AttemptRecord], k: int | None = None, allow_incomplete: bool = False) -> Pairing:
+    """`Pairing` of two runs, each one complete run by `compute`'s rule (`allow_incomplete` pairs them anyway); `k`
+    defaults to the common n and may not exceed it. ValueError naming the run for a run that cannot be read."""
+    runs_n: dict[str, int] = {}
+    incomplete: dict[str, list[str]] = {}
+    for name, recs in (("base", base), ("candidate", cand)):
+        if not recs:
+            raise ValueError(f"the {name} run holds no records")
+        check_one_run(recs, f"the {name} run")
+        cov = coverage(recs)
+        require_complete(recs, "compare", allow_incomplete, name)
+        if not cov.complete:
+            incomplete[name] = cov.problems()
+        runs_n[name] = cov.n
+    n = min(runs_n.values())
+    k = check_ks(k if k is not None else n, n)[0]
+    truncated = {
+        name: f"the {name} run has n={m}: read at its attempts 0–{n - 1}, as many as the other run's n={n}" for name, m in runs_n.items() if m > n
+    }
+    bc = task_counts(r for r in base if r.attempt < n)
+    cc = task_counts(r for r in cand if r.attempt < n)
+    skipped = left_out(bc, cc, n, k)
+    shared = sorted(t for t in set(bc) & set(cc) if t not in skipped)
+    if not shared:
+        raise ValueError("the two runs share no task both cover" + (f" (left out: {_some(skipped)})" if skipped else ""))
+    return Pairing({t: bc[t] for t in shared}, {t: cc[t] for t in shared}, skipped, n, k, runs_n, truncated, incomplete)
 
 
 def compare(
@@ -571,39 +695,24 @@ def compare(
 ) -> dict[str, Any]:
     """Lift of each metric on the shared tasks, with paired bootstrap intervals and P(lift > 0); task transitions; cost change.
 
-    Each run must be one complete run, by `compute`'s rule (`allow_incomplete` compares anyway); `k` defaults to
-    the smaller n and may not exceed it. Tasks that cannot be compared are listed in `left_out` with the reason, and what
-    an incomplete run lacks (system errors, missing keys, tasks with fewer clean attempts) in `incomplete`. `agreement`
-    is `agreement.run_agreement` of the two runs (not computed for different agents)."""
-    runs = {}
-    incomplete: dict[str, list[str]] = {}  # what --allow-incomplete compared anyway, per run: said, never silent
-    for name, recs in (("base", base), ("candidate", cand)):
-        if not recs:
-            raise ValueError(f"the {name} run holds no records")
-        check_one_run(recs, f"the {name} run")
-        cov = coverage(recs)
-        require_complete(recs, "compare", allow_incomplete, name)
-        if not cov.complete:
-            incomplete[name] = cov.problems()
-        runs[name] = cov.n
-    bc, cc = task_counts(base), task_counts(cand)
-    skipped = left_out(bc, cc)
-    shared = sorted(t for t in set(bc) & set(cc) if t not in skipped)
-    if not shared:
-        raise ValueError("the two runs share no task with clean attempts" + (f" (left out: {_some(skipped)})" if skipped else ""))
-    k = check_ks(k if k is not None else min(runs.values()), min(runs.values()))[0]
-    b = [bc[t] for t in shared]
-    c = [cc[t] for t in shared]
+    The runs are paired by `pair_runs` (one common n: Observed n/n is an observation of the same n attempts on both
+    sides; `truncated` says where a run was read at fewer attempts than it has); tasks that cannot be compared are in
+    `left_out` with the reason, and what an incomplete run lacks in `incomplete`. `agreement` is
+    `agreement.run_agreement` of the two runs (not computed for different agents)."""
+    pair = pair_runs(base, cand, k, allow_incomplete)
+    n, k = pair.n, pair.k
+    shared = list(pair.base)
+    b, c = list(pair.base.values()), list(pair.candidate.values())
 
-    def per_task(ts: list[TaskCounts], n_run: int) -> dict[str, np.ndarray]:
+    def per_task(ts: list[TaskCounts]) -> dict[str, np.ndarray]:
         return {
             "pass_at_1": np.array([t.c / t.n for t in ts]),
-            "pass_at_k": np.array([pass_at_k(t.n, t.c, min(k, t.n)) for t in ts]),
-            "pass_hat_k": np.array([pass_hat_k(t.n, t.c, min(k, t.n)) for t in ts]),
-            "observed_k_of_k_rate": np.array([float(solved_every_time(t, n_run)) for t in ts]),
+            "pass_at_k": np.array([pass_at_k(t.n, t.c, k) for t in ts]),
+            "pass_hat_k": np.array([pass_hat_k(t.n, t.c, k) for t in ts]),
+            "observed_k_of_k_rate": np.array([float(solved_every_time(t, n)) for t in ts]),
         }
 
-    pb, pc = per_task(b, runs["base"]), per_task(c, runs["candidate"])
+    pb, pc = per_task(b), per_task(c)
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, len(shared), size=(reps, len(shared)))
     lifts = {}
@@ -623,22 +732,28 @@ def compare(
     prices = prices if prices is not None else load_prices()
     keep = set(shared)
     costs = {}
-    for name, recs in (("base", base), ("candidate", cand)):
-        cs = [record_cost(r, prices) for r in recs if r.task_id in keep]
+    read = {"base": [r for r in base if r.task_id in keep and r.attempt < n], "candidate": [r for r in cand if r.task_id in keep and r.attempt < n]}
+    for name, recs in read.items():
+        cs = [record_cost(r, prices) for r in recs]
         costs[name] = float(sum(x for x in cs if x is not None)) if any(x is not None for x in cs) else None
-    unpriced = unpriced_models((r for r in [*base, *cand] if r.task_id in keep), prices)
+    unpriced = unpriced_models([*read["base"], *read["candidate"]], prices)
     into_kk = sum(1 for x, y in zip(pb["observed_k_of_k_rate"], pc["observed_k_of_k_rate"]) if not x and y)
     out_kk = sum(1 for x, y in zip(pb["observed_k_of_k_rate"], pc["observed_k_of_k_rate"]) if x and not y)
+    bc_all, cc_all = {r.task_id for r in base}, {r.task_id for r in cand}
     return {
         "shared_tasks": len(shared),
-        "only_in_base": len(set(bc) - set(cc)),
-        "only_in_candidate": len(set(cc) - set(bc)),
-        "left_out": [{"task_id": t, "reason": why} for t, why in skipped.items()],
-        "incomplete": incomplete,
-        "n": runs,
+        "basis": f"{len(shared)} shared tasks × n={n}" + (f", k={k}" if k != n else ""),
+        "only_in_base": len(bc_all - cc_all),
+        "only_in_candidate": len(cc_all - bc_all),
+        "left_out": [{"task_id": t, "reason": why} for t, why in pair.left_out.items()],
+        "incomplete": pair.incomplete,
+        "n": n,
+        "runs_n": pair.runs_n,
+        "truncated": pair.truncated,
         "k": k,
         "metrics": lifts,
         "observed_k_of_k": {
+            "k": n,
             "base": int(pb["observed_k_of_k_rate"].sum()),
             "candidate": int(pc["observed_k_of_k_rate"].sum()),
             "moved_in": into_kk,

@@ -35,7 +35,7 @@ from typing import Literal
 import numpy as np
 from scipy import optimize, special, stats
 
-from groundstate.metrics import left_out, require_complete, task_counts
+from groundstate.metrics import basis, coverage, pair_runs, require_complete, task_counts
 from groundstate.results import AttemptRecord, check_one_run
 
 Metric = Literal["pass_at_1", "observed_k_of_k"]
@@ -78,6 +78,8 @@ class DesignRow:
     tasks_for_lift: int | None
     tasks_for_kk: int | None
     base_kk_rate: float
+    # the smallest pass@1 lift the available tasks detect at this k (None: none is detectable)
+    lift_with_available: float | None = None
 
 
 @dataclass(frozen=True)
@@ -97,10 +99,11 @@ class PowerPlan:
     sd_per_task: float  # σ at k = n
     min_detectable_lift: float | None  # with the run's tasks and attempts
     min_detectable_kk_change: float | None
-    tasks_needed_at_n: int
+    tasks_needed_at_n: int | None
     attempts_needed: int | None
     min_tasks: int
     designs: list[DesignRow]
+    available_tasks: int = 0  # tasks there are to draw from (default: the run's own): no row may ask for more unsaid
     model: str = MODEL
     notes: list[str] = field(default_factory=list)
 
@@ -130,9 +133,10 @@ def base_rates(records: list[AttemptRecord], allow_incomplete: bool = False) -> 
         raise ValueError("no results records")
     check_one_run(records)
     incomplete = require_complete(records, "plan", allow_incomplete)
-    counts = [t for t in task_counts(records).values() if t.n > 0]
+    b = basis(task_counts(records), coverage(records).n, 1)
+    counts = list(b.covered.values())
     if not counts:
-        raise ValueError("no task has a clean attempt (only system errors or unjudged attempts)")
+        raise ValueError(f"no task to plan from: {b.sentence()}")
     if len(counts) < 2:
         raise ValueError("one task with a clean attempt: a paired test across tasks needs two or more")
     n = np.array([t.n for t in counts], dtype=float)
@@ -142,6 +146,8 @@ def base_rates(records: list[AttemptRecord], allow_incomplete: bool = False) -> 
             f"the base run passed every attempt of its {len(counts)} tasks (pass@1 = 100%): it shows no variance to plan from, and no lift is possible"
         )
     notes = rate_notes(n, c)
+    if b.apart:
+        notes.append(f"rates from {b.sentence()}")
     if incomplete:
         notes.append("incomplete run, planned anyway: " + "; ".join(incomplete))
     return BaseRates(n, c, (c + 0.5) / (n + 1), notes)
@@ -264,9 +270,12 @@ def plan(
     power: float = 0.8,
     ks: list[int] | None = None,
     allow_incomplete: bool = False,
+    available_tasks: int | None = None,
 ) -> PowerPlan:
     """All figures of `groundstate power` (the module docstring gives the model). `ks`: attempts per task to tabulate
-    (default `DEFAULT_KS` and the run's n). ValueError as `base_rates`; `UnreachableLift` for a lift the base cannot make."""
+    (default `DEFAULT_KS` and the run's n). `available_tasks`: how many tasks there are to draw from (default: the
+    run's); a design needing more is said to be out of reach, with the lift the available tasks detect at that k.
+    ValueError as `base_rates`; `UnreachableLift` for a lift the base cannot make."""
     for name, value in (("lift", lift), ("kk_lift", kk_lift), ("alpha", alpha), ("power", power)):
         if not 0 < value < 1:
             raise ValueError(f"{name} must be between 0 and 1 (exclusive), got {value}")
@@ -277,6 +286,9 @@ def plan(
     if ks is not None and any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
         raise ValueError(f"attempts per task must be whole numbers >= 1, got {ks}")
     base = base_rates(records, allow_incomplete)
+    available = base.tasks if available_tasks is None else available_tasks
+    if isinstance(available, bool) or not isinstance(available, int) or available < 2:
+        raise ValueError(f"available tasks must be a whole number of at least 2 (a paired test needs two tasks), got {available!r}")
     p, n_i = base.rates, base.attempts
     n = int(n_i.max())
     if lift >= 1 - base.pass_at_1:
@@ -285,11 +297,20 @@ def plan(
     if delta is None:
         raise UnreachableLift(f"a pass@1 lift of {lift:+.1%} cannot be reached from this base run's rates (mean {p.mean():.1%})")
     attempts, min_tasks = attempts_needed(p, lift, base.tasks, alpha, power)
-    rows = [
-        DesignRow(k, tasks_needed(p, lift, k, alpha, power), tasks_needed(p, kk_lift, k, alpha, power, "observed_k_of_k"), float(np.mean(p**k)))
-        for k in sorted(set(ks or DEFAULT_KS) | {n})
-    ]
+    rows = []
+    for k in sorted(set(ks or DEFAULT_KS) | {n}):
+        needed = tasks_needed(p, lift, k, alpha, power)
+        reach = min_detectable(p, available, k, k, alpha, power)
+        rows.append(DesignRow(k, needed, tasks_needed(p, kk_lift, k, alpha, power, "observed_k_of_k"), float(np.mean(p**k)), reach))
     notes = list(base.notes)
+    beyond = [r for r in rows if r.tasks_for_lift is None or r.tasks_for_lift > available]
+    if beyond:
+        best = min((r for r in beyond if r.lift_with_available is not None), key=lambda r: r.lift_with_available or 0, default=None)
+        notes.append(
+            f"{len(beyond)} of the {len(rows)} designs need more than the {available:,} tasks available"
+            + (f"; with them, the smallest pass@1 lift detectable is {best.lift_with_available:+.2%} (at k = {best.k})" if best else "")
+            + (" (the run's own tasks: give --tasks-available N if the task source has more)" if available_tasks is None else "")
+        )
     if any(r.tasks_for_kk is None for r in rows):
         notes.append(f"an Observed k/k change of {kk_lift:+.1%} cannot be reached at some k (—): the model's k/k fraction is too close to 1 there")
     return PowerPlan(
@@ -309,6 +330,7 @@ def plan(
         attempts_needed=attempts,
         min_tasks=min_tasks,
         designs=rows,
+        available_tasks=available,
         notes=notes,
     )
 
@@ -320,15 +342,13 @@ def detectable_range(
     alpha: float = 0.05,
     power: float = 0.8,
     ci_excludes_zero: bool | None = None,
+    k: int | None = None,
 ) -> DetectableRange:
     """Whether `observed_lift` (compare's pass@1 lift) is at least the smallest lift of its sign that this design
-    detects with `power`: the tasks both runs share with clean attempts (as `metrics.compare`), each run's own
-    attempts per task, rates from the base run. `ci_excludes_zero` (compare's interval) only words the sentence."""
-    bc, cc = task_counts(base), task_counts(cand)
-    skipped = left_out(bc, cc)
-    shared = sorted(t for t in set(bc) & set(cc) if t not in skipped)
-    if not shared:
-        raise ValueError("the two runs share no task with clean attempts")
+    detects with `power`: the tasks and attempts `metrics.compare` compared (`metrics.pair_runs`), rates from the
+    base run. `ci_excludes_zero` (compare's interval) only words the sentence."""
+    pair = pair_runs(base, cand, k, allow_incomplete=True)  # the tasks and attempts `compare` compared (at its `k`): one rule
+    bc, cc, shared = pair.base, pair.candidate, list(pair.base)
     n_b = np.array([bc[t].n for t in shared], dtype=float)
     c_b = np.array([bc[t].c for t in shared], dtype=float)
     n_c = np.array([cc[t].n for t in shared], dtype=float)

@@ -15,7 +15,6 @@ reads tool schemas: `groundstate train --model <checkpoint>` on the pool, then `
 
 from __future__ import annotations
 
-import json
 import time
 import warnings
 from dataclasses import dataclass
@@ -23,8 +22,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from groundstate.domain import iter_tasks
-from groundstate.metrics import compare, compute
-from groundstate.results import read_records
+from groundstate.jsontext import dumps
+from groundstate.metrics import basis, compare, compute, task_counts
+from groundstate.results import AttemptRecord, read_records
 from groundstate.runner import RunConfig, run
 from groundstate.selectors import select_tasks
 from groundstate.state.sqlite import SqliteBackend
@@ -91,15 +91,14 @@ def _run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None]
     if cfg.sanity:
         with stage("sanity", "sanity: scripted gold and no-op on every bundled task"):
             pairs = iter_tasks()
-            per: dict[str, dict[str, list[int]]] = {}
+            per: dict[str, dict[str, list[AttemptRecord]]] = {}
             for spec in ("scripted:gold", "scripted:noop"):
                 path = out / "sanity" / f"{spec.split(':')[1]}.jsonl"
                 run(pairs, RunConfig(agent=spec, k=1), backend, path)
                 for r in read_records(path):
-                    per.setdefault(r.domain, {}).setdefault(spec, []).append(r.reward or 0)
+                    per.setdefault(r.domain or "", {}).setdefault(spec, []).append(r)
             for name, d in per.items():
-                g, n = d["scripted:gold"], d["scripted:noop"]
-                log(f"  {name:<10} {len(g):>4} tasks: gold {sum(g) / len(g):.0%} pass, no-op {sum(n) / len(n):.0%} pass")
+                log(f"  {name:<10} {sanity_line(d['scripted:gold'], d['scripted:noop'])}")
 
     base = out / "base"
     with stage("build_base", "build the tiny base (tokenizer, model, supervised warm-start)"):
@@ -205,7 +204,7 @@ def _run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None]
         # the same notional prices as the console's cost per dependable task (the bundled table prices no local model)
         notional = {str(base): NOTIONAL_PRICE, str(trained): NOTIONAL_PRICE}
         cmp = compare(read_records(out / "eval" / "base_val.jsonl"), read_records(out / "eval" / "trained_val.jsonl"), prices=notional)
-        (out / "compare.json").write_text(json.dumps(cmp, indent=1))
+        (out / "compare.json").write_text(dumps(cmp, indent=1))
         write_report(
             read_records(out / "eval" / "trained_val.jsonl"),
             out / "report.html",
@@ -250,8 +249,21 @@ def _run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None]
             "grpo_metrics": str(out / "grpo" / "metrics.jsonl"),
         },
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    (out / "summary.json").write_text(dumps(summary, indent=1, default=str))
     return summary
+
+
+def sanity_line(gold: list[AttemptRecord], noop: list[AttemptRecord]) -> str:
+    """One domain's sanity figures (one attempt per task), each over the task set `metrics.basis` gives: `224 tasks:
+    gold 100% pass, no-op 0% pass, of 200 (set apart: 24 rubric tasks without a judge)`."""
+    parts, apart = [], ""
+    for name, records in (("gold", gold), ("no-op", noop)):
+        b = basis(task_counts(records), 1)
+        rate = sum(t.c for t in b.covered.values()) / len(b.covered) if b.covered else None
+        parts.append(f"{name} {'—' if rate is None else f'{rate:.0%}'} pass")
+        if b.apart:
+            apart = f", of {len(b.covered)} (set apart: {b.apart_text()})"
+    return f"{len({r.task_id for r in gold}):>4} tasks: " + ", ".join(parts) + apart
 
 
 def ood_sample(pairs: list, per_domain: int) -> list:

@@ -67,15 +67,16 @@ def _plots(records: list[AttemptRecord], m: dict[str, Any]) -> list[str]:
 def figures(records: list[AttemptRecord], m: dict[str, Any]) -> list[Figure]:
     """The report's plots, open (`_png` renders and closes each): per-task success rates, pass@k and pass^k against k
     (integer ticks: k is a count), and by domain (its legend beside the axes, where it covers no bar)."""
-    counts = [t for t in task_counts(records).values() if t.n > 0]
+    covered = {row["task_id"] for row in m["per_task"] if row["covered"]}  # the task set of every figure (`metrics.basis`)
+    counts = [t for t in task_counts(records).values() if t.task_id in covered]
     k = m["k"]
     out = []
     fig, ax = plt.subplots(figsize=(5, 3.2))
     ax.hist([t.c / t.n for t in counts], bins=[i / k - 0.5 / k for i in range(k + 2)], color="#3a6fd8", edgecolor="white")
-    ax.set(xlabel="c / k (share of attempts solved)", ylabel="tasks", title="Per-task success rate")
+    ax.set(xlabel="c / k (share of attempts solved)", ylabel="tasks", title=f"Per-task success rate ({len(counts)} tasks)")
     out.append(fig)
     ks = list(range(1, k + 1))
-    full = [t for t in counts if t.n >= k]
+    full = counts
     fig, ax = plt.subplots(figsize=(5, 3.2))
     if full:
         ax.plot(ks, [sum(pass_at_k(t.n, t.c, j) for t in full) / len(full) for j in ks], "o-", label="pass@k", color="#2e9d5b")
@@ -136,11 +137,17 @@ def _render(
     if not m["complete"]:  # allowed, and said: never a silent figure from an incomplete run
         parts.append(f"<p class='incomplete'>incomplete run, reported anyway: {html.escape('; '.join(m['coverage_problems']))}</p>")
     parts.append(
-        f"<div class='muted'>{m['tasks']} tasks × k = {k} · {m['attempts']} attempts · "
+        f"<div class='muted' id='basis'>figures over {html.escape(m['basis'])} × n = {m['n']} · {m['attempts']} attempts · "
         f"{m['system_errors']} system errors · {m['unjudged']} unjudged · finish reasons: "
         + html.escape(", ".join(f"{name} {n}" for name, n in m["finish_reasons"].items()))
         + "</div>"
     )
+    if m["set_apart"]:  # never a silent drop: each task the figures leave out, with its reason
+        parts.append(
+            f"<details id='set-apart'><summary>{len(m['set_apart'])} tasks set apart from the figures</summary><ul>"
+            + "".join(f"<li>{html.escape(r['task_id'])}: {html.escape(r['reason'])}</li>" for r in m["set_apart"])
+            + "</ul></details>"
+        )
     iv = m.get("intervals", {})
 
     def ci(n):
@@ -151,7 +158,7 @@ def _render(
         (metric_label("pass_at_k", k), _pct(m["pass_at_k"]), ci("pass_at_k")),
         (f"{metric_label('pass_hat_k', k)} (unbiased)", _pct(m["pass_hat_k"]), ci("pass_hat_k")),
         (f"{metric_label('pass_hat_k', k)} (plug-in)", _pct(m["pass_hat_k_plugin"]), ""),
-        (metric_label("observed_k_of_k_rate", k), f"{m['observed_k_of_k']} ({_pct(m['observed_k_of_k_rate'])})", ci("observed_k_of_k_rate")),
+        (metric_label("observed_k_of_k_rate", k, m["n"]), f"{m['observed_k_of_k']} ({_pct(m['observed_k_of_k_rate'])})", ci("observed_k_of_k_rate")),
         ("solved at least once", str(m["solved_at_least_once"]), ""),
         ("cost (USD)", "—" if m["cost_usd"] is None else f"{m['cost_usd']:.4f}", html.escape(m["cost_note"] or "")),
         (
@@ -217,29 +224,34 @@ def _render(
 def _summary(m: dict[str, Any], c: dict[str, Any] | None) -> str:
     """The line a reader came for: the run's pass@1 and Observed k/k and, with a baseline, the pass@1 lift."""
     k = m["k"]
-    text = f"{metric_label('pass_at_1', k)} {_pct(m['pass_at_1'])} · {metric_label('observed_k_of_k_rate', k)}: {m['observed_k_of_k']} of {m['tasks']} tasks"
+    text = (
+        f"{metric_label('pass_at_1', k)} {_pct(m['pass_at_1'])} · {metric_label('observed_k_of_k_rate', k, m['n'])}: "
+        f"{m['observed_k_of_k']} of {m['tasks_covered']} tasks" + (f" (over {m['basis']})" if m["set_apart"] else "")
+    )
     if c is not None:
         p1 = c["metrics"]["pass_at_1"]
+        kk = c["observed_k_of_k"]
         text += (
-            f" · against the baseline, on the {c['shared_tasks']} shared tasks: pass@1 {_pct(p1['base'])} → {_pct(p1['candidate'])} ({p1['lift']:+.1%}, 95% CI "
-            f"[{p1['ci_95'][0]:+.1%}, {p1['ci_95'][1]:+.1%}]), Observed k/k {c['observed_k_of_k']['base']} → {c['observed_k_of_k']['candidate']}"
+            f" · against the baseline, on the {c['shared_tasks']} shared tasks × n={c['n']}: pass@1 {_pct(p1['base'])} → {_pct(p1['candidate'])} "
+            f"({p1['lift']:+.1%}, 95% CI [{p1['ci_95'][0]:+.1%}, {p1['ci_95'][1]:+.1%}]), Observed {kk['k']}/{kk['k']} {kk['base']} → {kk['candidate']}"
         )
     return f"<p class='summary' id='summary'>{html.escape(text)}</p>"
 
 
 def _comparison(c: dict[str, Any]) -> list[str]:
     parts = [
-        f"<h2>Against the baseline ({c['shared_tasks']} shared tasks)</h2><table id='comparison'><tr><th>metric</th><th>baseline</th>"
+        f"<h2>Against the baseline ({html.escape(c['basis'])})</h2><table id='comparison'><tr><th>metric</th><th>baseline</th>"
         "<th>this run</th><th>lift</th><th>95% CI</th><th>P(lift &gt; 0)</th></tr>"
         + "".join(
-            f"<tr><td>{html.escape(metric_label(n, c['k']))}</td><td>{_pct(v['base'])}</td><td>{_pct(v['candidate'])}</td><td>{v['lift']:+.1%}</td>"
+            f"<tr><td>{html.escape(metric_label(n, c['k'], c['n']))}</td><td>{_pct(v['base'])}</td><td>{_pct(v['candidate'])}</td><td>{v['lift']:+.1%}</td>"
             f"<td>[{v['ci_95'][0]:+.1%}, {v['ci_95'][1]:+.1%}]</td><td>{v['p_lift_positive']:.3f}</td></tr>"
             for n, v in c["metrics"].items()
         )
         + "</table>"
     ]
     kk = c["observed_k_of_k"]
-    parts.append(f"<p>Observed k/k: {kk['base']} → {kk['candidate']} (moved in {kk['moved_in']}, fell out {kk['fell_out']}).</p>")
+    parts.append(f"<p>Observed {kk['k']}/{kk['k']}: {kk['base']} → {kk['candidate']} (moved in {kk['moved_in']}, fell out {kk['fell_out']}).</p>")
+    parts += [f"<p class='incomplete'>{html.escape(why)}</p>" for why in c["truncated"].values()]
     parts.append(f"<p id='agreement'>Run-to-run agreement: {html.escape(describe_agreement(c['agreement']))}</p>")
     names = {"base": "the baseline", "candidate": "this run"}
     parts += [

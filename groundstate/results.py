@@ -29,11 +29,15 @@ from typing import Annotated, Any, Iterable, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from groundstate.jsontext import dumps
+
 Key = tuple[str, int]
 RECORD_VERSION = 2
 OUTCOMES = ("pass", "fail", "system_error", "unjudged")
 
 Count = Annotated[int, Field(strict=True, ge=0)]
+# tokens of one attempt: a trillion is beyond any context, and keeps every cost a finite float
+TokenCount = Annotated[int, Field(strict=True, ge=0, lt=10**12)]
 # attempts per task a run may make (`run --k`, `probe --n`), so an attempt index is below it: a record claiming
 # attempt 10**15 would otherwise make every reader lay out 10**15 attempts per task
 MAX_ATTEMPTS = 100_000
@@ -47,9 +51,9 @@ class RecordUsage(BaseModel):
     """Agent tokens of one attempt: whole, non-negative numbers (a NaN or negative count would skew every cost)."""
 
     model_config = ConfigDict(extra="forbid")
-    input_tokens: Count = 0
-    output_tokens: Count = 0
-    cached_input_tokens: Count = 0
+    input_tokens: TokenCount = 0
+    output_tokens: TokenCount = 0
+    cached_input_tokens: TokenCount = 0
 
 
 class RunIdentity(BaseModel):
@@ -181,18 +185,19 @@ class AttemptRecord(BaseModel):
         return f"agent {r.agent}, seed {r.seed}, sampling {r.sampling or 'default'}, run {self.run_key}"
 
     def to_line(self) -> str:
-        """The record as one JSONL line (with its newline): the line it was read from, else its fields in order.
+        """The record as one JSONL line (with its newline): the line it was read from, else its fields in order (a
+        non-finite float a model's arguments held, which JSON cannot say, as null: `jsontext`).
         Readable UTF-8 where possible; a record holding text UTF-8 cannot encode (a lone surrogate, e.g. a model's tool
         arguments with an escaped `\\ud800`) is written with ASCII escapes instead, which JSON reads back to the same
         string, rather than losing the record."""
         if self._line is not None:
             return self._line + "\n"
         data = self.model_dump()
-        line = json.dumps(data, ensure_ascii=False, default=str) + "\n"
+        line = dumps(data, ensure_ascii=False, default=str) + "\n"
         try:
             line.encode("utf-8")
         except UnicodeEncodeError:
-            return json.dumps(data, ensure_ascii=True, default=str) + "\n"
+            return dumps(data, ensure_ascii=True, default=str) + "\n"
         return line
 
 
@@ -209,7 +214,8 @@ def latest_per_key(records: Iterable[AttemptRecord]) -> dict[Key, AttemptRecord]
 
 
 def check_one_run(records: list[AttemptRecord], source: str = "the records") -> None:
-    """Raise `RecordError` when `records` come from more than one run (metrics of a blend mean nothing)."""
+    """Raise `RecordError` when `records` come from more than one run, or hold records of two versions of one task
+    (`task_fingerprint`): figures over a blend mean nothing."""
     runs: dict[str, list[AttemptRecord]] = {}
     for r in records:
         runs.setdefault(r.run_key, []).append(r)
@@ -220,6 +226,20 @@ def check_one_run(records: list[AttemptRecord], source: str = "the records") -> 
         if first is not None and second is not None:
             diff = " — they differ in " + ", ".join(first.differences(second))
         raise RecordError(f"{source} mixes {len(runs)} runs: {parts}{diff}. Figures over a blend of runs mean nothing: keep one run per results file")
+    versions: dict[str, dict[str, int]] = {}
+    for r in records:
+        if r.task_fingerprint is not None:
+            seen = versions.setdefault(r.task_id, {})
+            seen[r.task_fingerprint] = seen.get(r.task_fingerprint, 0) + 1
+    blended = {tid: v for tid, v in sorted(versions.items()) if len(v) > 1}
+    if blended:
+        tid, v = next(iter(blended.items()))
+        counts = ", ".join(f"{n} records of version {fp}" for fp, n in sorted(v.items()))
+        more = f" (and {len(blended) - 1} more tasks)" if len(blended) > 1 else ""
+        raise RecordError(
+            f"{len(v)} versions of task {tid}{more} are blended in {source}: {counts}. The task changed between its attempts, so "
+            "a figure over them would blend two tasks: re-run it with --rerun-changed, or keep each version's records apart"
+        )
 
 
 def validate_record(data: Any, where: str, line: str | None = None) -> AttemptRecord:

@@ -34,6 +34,7 @@ from pydantic import BaseModel
 from scipy import stats
 
 from groundstate import __version__
+from groundstate.jsontext import dumps
 from groundstate.metrics import TaskCounts, jeffreys_interval, task_counts
 from groundstate.results import AttemptRecord, check_one_run, latest_per_key, read_records
 from groundstate.tasks import Task
@@ -41,7 +42,7 @@ from groundstate.tasks import Task
 BANDS = ("too_hard", "hard", "medium", "easy", "too_easy")
 DEFAULT_EDGES = (0.08, 0.40, 0.60, 0.90)
 DEFAULT_KEEP = ("hard", "medium", "easy")
-DECISIONS = ("train", "val", "excluded", "dropped_band", "dropped_signal", "insufficient_runs", "failed_reference_gate")
+DECISIONS = ("train", "val", "excluded", "dropped_band", "dropped_signal", "insufficient_runs", "failed_reference_gate", "awaits_judge")
 GROUP_BY = ("template", "family", "domain", "none")
 
 
@@ -379,7 +380,7 @@ class SelectionResult:
 
     def counts(self) -> dict[str, Any]:
         dec = Counter(r["decision"] for r in self.rows)
-        bands = Counter(r["band"] for r in self.rows if r["clean_runs"] >= self.params.min_clean_runs)
+        bands = Counter(r["band"] for r in self.rows if r["clean_runs"] >= self.params.min_clean_runs and not r["awaits_judge"])
         return {
             "tasks": len(self.rows),
             "decisions": {d: dec.get(d, 0) for d in DECISIONS},
@@ -394,7 +395,7 @@ class SelectionResult:
         cuts = [0.0, *self.params.edges, 1.0]
         out = []
         for i, b in enumerate(BANDS):
-            rows = [r for r in self.rows if r["band"] == b and r["decision"] != "insufficient_runs"]
+            rows = [r for r in self.rows if r["band"] == b and r["decision"] not in ("insufficient_runs", "awaits_judge")]
             d = Counter(r["decision"] for r in rows)
             out.append(
                 {
@@ -431,7 +432,7 @@ class SelectionResult:
         files = {
             "train.yaml": (header("train", len(self.train)) + yaml.safe_dump(self.train, default_flow_style=False)).encode(),
             "val.yaml": (header("validation", len(self.val)) + yaml.safe_dump(self.val, default_flow_style=False)).encode(),
-            "selection.jsonl": "".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in self.rows).encode(),
+            "selection.jsonl": "".join(dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in self.rows).encode(),
         }
         manifest = {
             "groundstate": __version__,
@@ -442,7 +443,7 @@ class SelectionResult:
             "notes": self.notes,
             "outputs": {name: hashlib.sha256(data).hexdigest() for name, data in files.items()},
         }
-        files["manifest.json"] = (json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
+        files["manifest.json"] = (dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
         return files
 
     def write(self, out_dir: Path | str) -> dict[str, Path]:
@@ -477,7 +478,8 @@ def select(
 
     `tasks` maps task ids to their definitions (template, family, instruction, patch, gold); probe tasks
     missing from it are banded from their records' metadata but cannot be content-checked against the
-    exclude set. Decisions, first rule that applies: excluded (benchmark id or content), insufficient_runs,
+    exclude set. Decisions, first rule that applies: excluded (benchmark id or content), awaits_judge (a rubric task
+    probed without a judge: set apart as every figure sets it apart, `metrics.basis`), insufficient_runs,
     failed_reference_gate, dropped_band, dropped_signal, then train or val.
     """
     params = params or SelectionParams()
@@ -526,6 +528,7 @@ def select(
             "successes": tc.c,
             "system_errors": tc.system_errors,
             "unjudged": tc.unjudged,
+            "awaits_judge": tc.awaits_judge,
             "rate": _r(tc.c / tc.n) if tc.n else None,
             "jeffreys_95": [_r(x) for x in jeffreys_interval(tc.n, tc.c)] if tc.n else None,
             "band": band,
@@ -605,6 +608,11 @@ def _decide(row: dict[str, Any], p: SelectionParams, gated: bool) -> tuple[str, 
         return "excluded", "benchmark overlap: " + text + (f" (+{more} more matches)" if more else "")
     if p.require_content_check and not row["content_checked"]:
         return "excluded", "task definition not found, so it could not be content-checked against the exclude set (--require-content-check)"
+    if row["awaits_judge"]:  # the one rule of every figure (`metrics.basis`): its rate would count only the state's failures
+        return "awaits_judge", (
+            f"reply rubrics probed without a judge: {row['unjudged']} unjudged attempts (state passed), "
+            f"{row['clean_runs'] - row['successes']} failed on state; probe with --judge to band it"
+        )
     if row["clean_runs"] < p.min_clean_runs:
         return "insufficient_runs", (
             f"{row['clean_runs']} clean runs < {p.min_clean_runs} ({row['system_errors']} system errors, {row['unjudged']} unjudged not counted)"

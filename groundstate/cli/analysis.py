@@ -13,6 +13,7 @@ from rich.table import Table
 
 from groundstate.cli import options as opts
 from groundstate.cli.common import console, fail, message_of, out, read_run
+from groundstate.jsontext import finite
 
 
 def _fmt(x, pct=True):
@@ -49,11 +50,11 @@ def metrics(
     if not m["complete"]:  # --allow-incomplete: computed anyway, and said (on stderr, also with --json)
         console.print(f"[yellow]incomplete run, computed anyway:[/yellow] {escape('; '.join(m['coverage_problems']))}")
     if as_json:
-        out.print_json(data={k_: v for k_, v in m.items() if k_ != "per_task"} | {"per_task": m["per_task"]})
+        out.print_json(data=finite({k_: v for k_, v in m.items() if k_ != "per_task"} | {"per_task": m["per_task"]}), allow_nan=False)
         return
     iv = m["intervals"]
     n = m["n"]
-    table = Table(title=f"{escape(str(results))} · {m['tasks']} tasks × n={n}")
+    table = Table(title=f"{escape(str(results))} · {escape(m['basis'])} × n={n}")
     table.add_column("metric")
     table.add_column("value")
     table.add_column("95% CI (bootstrap over tasks)")
@@ -70,7 +71,7 @@ def metrics(
         table.add_row(f"pass^{k_} (plug-in (c/n)^k)", _fmt(at["pass_hat_k_plugin"]), "")
     table.add_row(f"Observed {n}/{n}", f"{m['observed_k_of_k']} ({_fmt(m['observed_k_of_k_rate'])})", ci(iv, "observed_k_of_k_rate"))
     table.add_row("system errors", str(m["system_errors"]), "excluded from the rates")
-    table.add_row("unjudged (rubric, no judge)", str(m["unjudged"]), "counted apart")
+    table.add_row("unjudged (rubric, no judge)", str(m["unjudged"]), "their tasks set apart" if m["unjudged"] else "")
     table.add_row("cost (USD)", "—" if m["cost_usd"] is None else f"{m['cost_usd']:.4f}", escape(m["cost_note"] or ""))
     table.add_row(
         "cost per dependable task",
@@ -78,6 +79,7 @@ def metrics(
         escape(m["cost_per_dependable_task_note"] or ""),
     )
     out.print(table)
+    _print_set_apart(m["set_apart"], "the figures")
     group = m.get(f"by_{by}", {})
     if group:
         t2 = Table(title=f"by {by}")
@@ -108,6 +110,18 @@ def metrics(
         out.print(t4)
 
 
+def _print_set_apart(rows: list[dict], what: str) -> None:
+    """The tasks `what` leaves out (`metrics.basis`, compare's left out), the first ten with their reasons: said on
+    stderr, also with --json, since a figure's task set is part of the figure."""
+    if not rows:
+        return
+    console.print(f"[yellow]{len(rows)} tasks left out of {what}:[/yellow]")
+    for row in rows[:10]:
+        console.print(f"  {row['task_id']}: {row['reason']}", markup=False)
+    if len(rows) > 10:
+        console.print(f"  ... and {len(rows) - 10} more (see --json)")
+
+
 def compare(
     base: Path = typer.Argument(..., help="Baseline results JSONL."),
     cand: Path = typer.Argument(..., help="Candidate results JSONL."),
@@ -133,24 +147,21 @@ def compare(
         raise typer.Exit(1) from None
     # whether the pass@1 lift is one this design detects with 80% power (groundstate.power; --json: under "power")
     p1 = c["metrics"]["pass_at_1"]
-    c["power"] = asdict(detectable_range(base_records, cand_records, p1["lift"], ci_excludes_zero=p1["ci_95"][0] > 0 or p1["ci_95"][1] < 0))
+    c["power"] = asdict(detectable_range(base_records, cand_records, p1["lift"], ci_excludes_zero=p1["ci_95"][0] > 0 or p1["ci_95"][1] < 0, k=c["k"]))
     for name, problems in c["incomplete"].items():  # --allow-incomplete: compared anyway, and said, also with --json
         console.print(f"[yellow]{name} run incomplete, compared anyway:[/yellow] {escape('; '.join(problems))}")
-    if c["left_out"]:  # always said, on stderr, also with --json
-        console.print(f"[yellow]{len(c['left_out'])} tasks left out of the comparison:[/yellow]")
-        for row in c["left_out"][:10]:
-            console.print(f"  {escape(row['task_id'])}: {escape(row['reason'])}")
-        if len(c["left_out"]) > 10:
-            console.print(f"  ... and {len(c['left_out']) - 10} more (see --json)")
+    for why in c["truncated"].values():  # runs of different n are compared at the common n, and said
+        console.print(f"[yellow]note:[/yellow] {escape(why)}")
+    _print_set_apart(c["left_out"], "the comparison")
     if as_json:
-        out.print_json(data=c)
+        out.print_json(data=finite(c), allow_nan=False)
         return
-    t = Table(title=f"{cand} vs {base} · {c['shared_tasks']} shared tasks · k={c['k']}")
+    t = Table(title=f"{escape(str(cand))} vs {escape(str(base))} · {c['shared_tasks']} shared tasks × n={c['n']} · k={c['k']}")
     for col in ("metric", "base", "candidate", "lift", "95% CI", "P(lift > 0)"):
         t.add_column(col)
     for name, v in c["metrics"].items():
         t.add_row(
-            metric_label(name, c["k"]),
+            metric_label(name, c["k"], c["n"]),
             _fmt(v["base"]),
             _fmt(v["candidate"]),
             f"{v['lift']:+.2%}",
@@ -170,7 +181,9 @@ def compare(
     cost = c["cost_usd"]
     spent = " → ".join("—" if cost.get(side) is None else f"{cost[side]:.4f}" for side in ("base", "candidate"))
     change = "" if cost.get("change") is None else f" ({cost['change']:+.4f})"
-    out.print(f"Observed k/k: {kk['base']} → {kk['candidate']} (moved in {kk['moved_in']}, fell out {kk['fell_out']}); cost USD: {spent}{change}")
+    out.print(
+        f"Observed {kk['k']}/{kk['k']}: {kk['base']} → {kk['candidate']} (moved in {kk['moved_in']}, fell out {kk['fell_out']}); cost USD: {spent}{change}"
+    )
     if c["cost_note"]:
         out.print(escape(c["cost_note"]))
     _print_agreement(c["agreement"])

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from groundstate.cli import options as opts
 from groundstate.cli.common import console, fail, out, read_run
+from groundstate.jsontext import finite
 
 
 def _pct(x: float | None) -> str:
@@ -38,6 +39,9 @@ def power_command(
     alpha: float = opts.number(0.05, "--alpha", lo=0, hi=1, lo_open=True, hi_open=True, help="Two-sided significance level of the paired test."),
     power: float = opts.number(0.8, "--power", lo=0, hi=1, lo_open=True, hi_open=True, help="Chance the test detects the lift."),
     k: Optional[str] = typer.Option(None, "--k", help="Attempts per task to tabulate, comma-separated (default: 1,2,4,8,16,32 and the run's n)."),
+    tasks_available: Optional[int] = opts.count(
+        None, "--tasks-available", lo=2, help="Tasks there are to draw from (default: the run's): designs needing more are marked out of reach."
+    ),
     allow_incomplete: bool = typer.Option(False, "--allow-incomplete", help="Plan from a run with missing, duplicated or system-error keys."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
@@ -54,13 +58,13 @@ def power_command(
         fail(str(e))
     records = read_run(base)
     try:
-        p = plan(records, lift, kk_lift, alpha, power, ks, allow_incomplete)
+        p = plan(records, lift, kk_lift, alpha, power, ks, allow_incomplete, tasks_available)
     except UnreachableLift as e:
         fail(f"--lift {lift}: {e}")
     except ValueError as e:
         fail(str(e), 1)
     if as_json:
-        out.print_json(data=asdict(p))
+        out.print_json(data=finite(asdict(p)), allow_nan=False)
         return
     out.print(
         f"{escape(str(base))}: {p.tasks} tasks × n={p.n}, pass@1 {p.base_pass_at_1:.2%}, Observed {p.n}/{p.n} "
@@ -73,19 +77,22 @@ def power_command(
     if p.attempts_needed is not None:
         out.print(f"to detect {p.lift:+.2%} pass@1 with these {p.tasks} tasks: {p.attempts_needed:,} attempts per task in each run")
     else:
-        out.print(f"to detect {p.lift:+.2%} pass@1, {p.tasks} tasks are too few at any k: at least {p.min_tasks:,} tasks are needed")
+        reach = "" if p.min_tasks <= p.available_tasks else f", more than the {p.available_tasks:,} available"
+        out.print(f"to detect {p.lift:+.2%} pass@1, {p.tasks} tasks are too few at any k: at least {p.min_tasks:,} tasks are needed{reach}")
     t = Table(title=f"tasks needed (paired; each run makes k attempts per task) for pass@1 {p.lift:+.2%} and Observed k/k {p.kk_lift:+.2%}")
     for col in (
         "k",
         f"tasks for pass@1 {p.lift:+.2%}",
         "attempts (both runs)",
+        f"lift the {p.available_tasks:,} tasks detect",
         "base Observed k/k (model)",
         f"tasks for Observed k/k {p.kk_lift:+.2%}",
     ):
         t.add_column(col)
     for row in p.designs:
         total = None if row.tasks_for_lift is None else 2 * row.k * row.tasks_for_lift
-        t.add_row(str(row.k), _count(row.tasks_for_lift), _count(total), f"{row.base_kk_rate:.2%}", _count(row.tasks_for_kk))
+        needed = _count(row.tasks_for_lift) + (" (too many)" if row.tasks_for_lift is not None and row.tasks_for_lift > p.available_tasks else "")
+        t.add_row(str(row.k), needed, _count(total), _pct(row.lift_with_available), f"{row.base_kk_rate:.2%}", _count(row.tasks_for_kk))
     out.print(t)
     out.print(f"model: {escape(p.model)} (groundstate/power.py)")
     for note in p.notes:

@@ -66,8 +66,14 @@ def quickstart(
         t.add_row("pass@1", _fmt(base["pass_at_1"]), _fmt(trained["pass_at_1"]))
         t.add_row(f"pass@{k_}", _fmt(base["pass_at_k"]), _fmt(trained["pass_at_k"]))
         t.add_row(f"pass^{k_}", _fmt(base["pass_hat_k"]), _fmt(trained["pass_hat_k"]))
-        t.add_row(f"Observed {k_}/{k_}", f"{base['observed_k_of_k']} / {base['tasks']}", f"{trained['observed_k_of_k']} / {trained['tasks']}")
+        t.add_row(
+            f"Observed {k_}/{k_}",
+            f"{base['observed_k_of_k']} / {base['tasks_covered']}",
+            f"{trained['observed_k_of_k']} / {trained['tasks_covered']}",
+        )
         t.add_row("cost per dependable task", money(base["cost_per_dependable_task"]), money(trained["cost_per_dependable_task"]))
+        if base["set_apart"] or trained["set_apart"]:  # the figures' task set, said under the table
+            t.caption = f"base over {base['basis']}; trained over {trained['basis']}"
         return t
 
     out.print(before_after(f"held-out validation ({s['val_tasks']} tasks × k={s['base']['k']}): base vs GRPO-trained", s["base"], s["trained"]))

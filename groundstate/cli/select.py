@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -12,6 +11,7 @@ from rich.table import Table
 
 from groundstate.cli import options as opts
 from groundstate.cli.common import console, fail, message_of, out, read_run
+from groundstate.jsontext import dumps
 from groundstate.tasks import TaskFileError
 
 
@@ -110,6 +110,8 @@ def select_command(
         table.add_row(name, f"{lo:.2f}–{hi:.2f}", str(h["tasks"]), bar, str(h["train"]), str(h["val"]), str(h["set_aside"]))
     d = summary["decisions"]
     table.add_row("[dim]insufficient runs[/dim]", "", str(d["insufficient_runs"]), "", "", "", str(d["insufficient_runs"]))
+    if d["awaits_judge"]:
+        table.add_row("[dim]awaits a judge[/dim]", "", str(d["awaits_judge"]), "", "", "", str(d["awaits_judge"]))
     show.print(table)
     show.print(" · ".join(f"{k} {v}" for k, v in d.items()))
     excluded = [r for r in result.rows if r["decision"] == "excluded"]
@@ -120,7 +122,7 @@ def select_command(
     for note in result.notes:
         console.print(f"[yellow]note:[/yellow] {escape(note)}")
     if as_json:
-        typer.echo(json.dumps({**summary, "outputs": {k: str(v) for k, v in paths.items()}}, indent=1, sort_keys=True))
+        typer.echo(dumps({**summary, "outputs": {k: str(v) for k, v in paths.items()}}, indent=1, sort_keys=True))
     console.print("\n".join(f"{name} written to {p}" for name, p in paths.items()), markup=False)
     if summary["train"]:
         val = f" --val {paths['val.yaml']}" if summary["val"] else ""

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from groundstate.agents.local import PROMPT_FLAGS, BatchedPolicy, SamplingParams, load_pretrained, prompt_flags
 from groundstate.domain import Domain
+from groundstate.jsontext import dumps
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
 from groundstate.train.grpo import GroupSampler
@@ -55,7 +56,7 @@ class TrainConfig:
 
 def _write_jsonl(path: Path, row: dict[str, Any]) -> None:
     with path.open("a", encoding="utf-8") as f:
-        f.write(json.dumps(row, default=str) + "\n")
+        f.write(dumps(row, default=str) + "\n")
 
 
 def train_trl(

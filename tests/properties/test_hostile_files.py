@@ -316,9 +316,10 @@ def test_train_reports_a_hostile_train_yaml_and_trains_nothing(tmp_path):
     "text, field, message",
     [
         ("gpt-x: 3\n", "gpt-x", "must map"),
-        ("gpt-x: {input: -1}\n", "gpt-x.input", "non-negative"),
-        ("gpt-x: {input: .nan}\n", "gpt-x.input", "non-negative"),
-        ("gpt-x: {input: '1; DROP'}\n", "gpt-x.input", "non-negative"),
+        ("gpt-x: {input: -1}\n", "gpt-x.input", "from 0 to 1,000,000"),
+        ("gpt-x: {input: .nan}\n", "gpt-x.input", "from 0 to 1,000,000"),
+        ("gpt-x: {input: '1; DROP'}\n", "gpt-x.input", "from 0 to 1,000,000"),
+        ("gpt-x: {input: 1e308}\n", "gpt-x.input", "from 0 to 1,000,000"),
         ("gpt-x: {inptu: 1}\n", "gpt-x.inptu", "unknown price"),
         ("[1, 2]\n", None, "must map"),
         (BILLION_LAUGHS, None, "expands to more than"),

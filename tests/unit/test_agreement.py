@@ -200,7 +200,8 @@ def bare(reward, attempt=0, **extra) -> AttemptRecord:
 def test_records_without_trajectories_or_verdicts_are_unknown_and_said(tmp_path):
     base = [bare(1, 0), bare(0, 1), bare(1, 2)]
     cand = [bare(0, 0), bare(0, 1), bare(None, 2, system_error="boom")]
-    g = compare(base, cand, prices={}, allow_incomplete=True, reps=50)["agreement"]
+    # k=2: the candidate's task has 2 clean attempts of 3, so figures at k=3 would leave it out (`metrics.basis`)
+    g = compare(base, cand, k=2, prices={}, allow_incomplete=True, reps=50)["agreement"]
     assert g["computed"] and g["keys"] == 2 and g["agree"] == 1
     assert g["disagreements_by_cause"]["unknown"] == 1 and "no trajectory" in g["disagreements"][0]["why"]
     assert g["not_compared"] == {"in_one_run_only": 0, "system_error_or_unjudged": 1}
@@ -213,7 +214,7 @@ def test_records_without_trajectories_or_verdicts_are_unknown_and_said(tmp_path)
             "".join(json.dumps({"task_id": r.task_id, "attempt": r.attempt, "reward": r.reward, "system_error": r.system_error}) + "\n" for r in recs)
         )
         paths.append(str(p))
-    r = CliRunner().invoke(app, ["compare", *paths, "--allow-incomplete"])
+    r = CliRunner().invoke(app, ["compare", *paths, "--allow-incomplete", "--k", "2"])
     assert r.exit_code == 0, r.output
     assert "unknown 1" in r.stdout and "could not be attributed" in r.stdout
 

@@ -129,7 +129,7 @@ def test_compare_lift_transitions_and_cost():
     c = compare(base, cand, prices={"gpt-4o-mini": {"input": 1, "output": 1}})
     assert c["shared_tasks"] == 4
     assert c["metrics"]["pass_at_1"]["lift"] == pytest.approx((1 + 2 - 1 + 3) / 4 / 4)
-    assert c["observed_k_of_k"] == {"base": 1, "candidate": 2, "moved_in": 2, "fell_out": 1}
+    assert c["observed_k_of_k"] == {"k": 4, "base": 1, "candidate": 2, "moved_in": 2, "fell_out": 1}
     assert c["transitions"]["never"]["sometimes"] == 1 and c["transitions"]["sometimes"]["always"] == 2
     assert c["transitions"]["always"]["sometimes"] == 1
     assert 0 <= c["metrics"]["pass_at_1"]["p_lift_positive"] <= 1

@@ -164,7 +164,13 @@ def test_power_command_table_and_json(tmp_path, base_counts):
     assert (
         j["designs"][1]["tasks_for_lift"] == j["tasks_needed_at_n"] == pw.tasks_needed(pw.base_rates(records(base_counts)).rates, 0.05, 8, 0.05, 0.8)
     )
-    assert 0 < j["min_detectable_lift"] < 0.05 and j["notes"] == [] and "logit" in j["model"]
+    assert 0 < j["min_detectable_lift"] < 0.05 and "logit" in j["model"]
+    # k = 3 needs more tasks than the run's 200: said, with what the 200 can detect there (#32 item 8)
+    assert j["available_tasks"] == 200 and j["designs"][0]["tasks_for_lift"] > 200 and j["designs"][1]["tasks_for_lift"] <= 200
+    assert j["notes"] == [
+        f"1 of the 2 designs need more than the 200 tasks available; with them, the smallest pass@1 lift detectable is "
+        f"{j['designs'][0]['lift_with_available']:+.2%} (at k = 3) (the run's own tasks: give --tasks-available N if the task source has more)"
+    ]
 
 
 @pytest.mark.parametrize(

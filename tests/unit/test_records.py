@@ -332,16 +332,16 @@ def test_compare_applies_the_completeness_rule_and_names_left_out_tasks(tmp_path
         compare(base, cand, prices={})
     c = compare(base, cand, prices={}, allow_incomplete=True)
     assert c["shared_tasks"] == 3
-    assert c["left_out"] == [{"task_id": "t2", "reason": "no clean attempt in the candidate run (2 system errors, 0 unjudged)"}]
+    assert c["left_out"] == [{"task_id": "t2", "reason": "no clean attempt (2 system errors) in the candidate run"}]
     b, k = tmp_path / "b.jsonl", tmp_path / "c.jsonl"
     b.write_text(jsonl(base))
     k.write_text(jsonl(cand + synthetic({"t9": 1}, 2)))
     clean_exit(cli.invoke(app, ["compare", str(b), str(k)]), 1)
     r = cli.invoke(app, ["compare", str(b), str(k), "--allow-incomplete"])
     assert r.exit_code == 0 and "2 tasks left out" in flat(r.output)
-    assert "t2: no clean attempt in the candidate run" in flat(r.output) and "t9: only in the candidate run" in flat(r.output)
+    assert "t2: no clean attempt (2 system errors) in the candidate run" in flat(r.output) and "t9: only in the candidate run" in flat(r.output)
     html = render(cand, "with baseline", baseline=base)
-    assert "left-out" in html and "no clean attempt in the candidate run" in html
+    assert "left-out" in html and "no clean attempt (2 system errors) in the candidate run" in html
     assert not math.isnan(c["metrics"]["pass_at_1"]["lift"])
 
 
@@ -414,14 +414,16 @@ def test_a_file_whose_tasks_are_not_the_runs_task_set_is_incomplete(gold_run, ed
 
 
 def test_compare_allow_incomplete_says_what_it_compared_anyway(tmp_path):
-    """#20 item 2, verify pass: with --allow-incomplete, a task with one system error of two attempts stays in the comparison
+    """#20 item 2, verify pass: with --allow-incomplete, a task with one system error of two attempts stayed in the comparison
     with n=1, and compare said nothing about it (no task was left out), while `metrics` lists the system error. Now what
-    each run lacks is said on stderr (also with --json) and in `incomplete`."""
+    each run lacks is said on stderr (also with --json) and in `incomplete`; and (#32 item 2) a task with fewer than k
+    clean attempts is left out with that reason, since its pass^k and Observed k/k are not defined at k."""
     counts = {"t0": 1, "t1": 2, "t2": 0}
     base = synthetic(counts, 2)
     cand = [r if r.key != ("t1", 0) else r.model_copy(update={"reward": None, "system_error": "endpoint down"}) for r in synthetic(counts, 2)]
     c = compare(base, cand, prices={}, allow_incomplete=True)
-    assert c["left_out"] == [] and c["shared_tasks"] == 3
+    assert c["left_out"] == [{"task_id": "t1", "reason": "1 clean attempts, fewer than k=2 (1 system errors) in the candidate run"}]
+    assert c["shared_tasks"] == 2
     assert list(c["incomplete"]) == ["candidate"] and "1 system errors, e.g. t1 attempt 0" in c["incomplete"]["candidate"][0]
     b, k = tmp_path / "b.jsonl", tmp_path / "c.jsonl"
     b.write_text(jsonl(base))

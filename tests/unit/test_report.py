@@ -88,7 +88,7 @@ def test_the_report_leads_with_the_summary_and_the_comparison_then_failures_firs
     }
     assert list(at) == sorted(at, key=at.get)  # in reading order
     summary = page[at["summary"] : page.index("</p>", at["summary"])]
-    assert "pass@1" in summary and "against the baseline" in summary and "Observed k/k" in summary
+    assert "pass@1" in summary and "against the baseline" in summary and "Observed 8/8 0 → 2" in summary
     # one naming: the comparison says pass@1, pass@8, pass^8, Observed 8/8 as the metrics table does, never pass_at_1
     comparison = page[at["comparison"] : page.index("</table>", at["comparison"])]
     assert all(f"<td>{label}</td>" in comparison for label in ("pass@1", "pass@8", "pass^8", "Observed 8/8"))
