@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2] / "groundstate"
 # lowest first: cli → (runner, selection, train, report, …) → (attempt, metrics, lint, …) → (episode, grading, worlds)
 # → (agents, tools) → types → (state, tasks, results)
 LAYERS: list[tuple[str, list[str]]] = [
-    ("state and data", ["groundstate", "groundstate.tasks", "groundstate.results", "groundstate.state", "groundstate.deadlines"]),
+    ("state and data", ["groundstate", "groundstate.tasks", "groundstate.results", "groundstate.state", "groundstate.deadlines", "groundstate.jsontext"]),
     ("types", ["groundstate.types"]),
     ("tools and agents", ["groundstate.tools", "groundstate.agents"]),
     ("grading", ["groundstate.grading", "groundstate.judge", "groundstate.blame"]),
