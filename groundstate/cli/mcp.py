@@ -2,14 +2,14 @@
 
 Registered in `groundstate.cli` as a command; also runnable on its own (what MCP hosts and the tests do):
     python -m groundstate.cli.mcp --domain retail --task retail-001 [--transport http --port 8765]
-With a task, each session's final state is graded when it ends (`grade_hook`) and the verdict printed to stderr.
+With a task, each session's final state is graded when it ends and its verdict printed to stderr (`VerdictLines`).
 """
 
 from __future__ import annotations
 
 import itertools
 import sys
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
@@ -27,21 +27,29 @@ DEFAULT_IDLE_TIMEOUT = 300.0
 DEFAULT_MAX_PENDING = 64
 
 
-def grade_hook(task: "Task") -> Callable[["Sandbox"], None]:
-    """Grade each session's final state when it ends, and print the verdict to stderr."""
-    from groundstate.grading import grade
+class VerdictLines:
+    """One numbered line on stderr per session that ends: `graded` grades its final state and prints the verdict;
+    `lost` prints `reward=None` and why a session could not be graded (the server's `on_session_lost`), so that every
+    session has its line: `[groundstate mcp] session N ended: task T reward=R (reasons)`."""
 
-    counter = itertools.count(1)
+    def __init__(self, task: "Task"):
+        self.task = task
+        self._counter = itertools.count(1)
 
-    def hook(sandbox: "Sandbox") -> None:
-        v = grade(task, sandbox)
-        line = f"[groundstate mcp] session {next(counter)} ended: task {task.id} reward={v.reward} ({'; '.join(v.reasons)[:300]})\n"
+    def graded(self, sandbox: "Sandbox") -> None:
+        from groundstate.grading import grade
+
+        v = grade(self.task, sandbox)
+        self._line(f"reward={v.reward} ({'; '.join(v.reasons)[:300]})")
+
+    def lost(self, why: str) -> None:
+        self._line(f"reward=None (not graded: {why[:300]})")
+
+    def _line(self, verdict: str) -> None:
         # one write per line: print() writes the text and its newline apart, and sessions ending at once in their own
         # threads then interleaved into "…row(s))[groundstate mcp] session 2 ended: …" (a CI run read one line for two)
-        sys.stderr.write(line)
+        sys.stderr.write(f"[groundstate mcp] session {next(self._counter)} ended: task {self.task.id} {verdict}\n")
         sys.stderr.flush()
-
-    return hook
 
 
 def serve_mcp(
@@ -115,6 +123,7 @@ def serve_mcp(
     except ValueError as e:
         print(f"error: --backend: {e}", file=sys.stderr)
         raise typer.Exit(2) from None
+    verdicts = VerdictLines(t) if t is not None else None
     try:
         serve(
             d,
@@ -126,7 +135,8 @@ def serve_mcp(
             backend=be,
             allow_remote=allow_remote,
             idle_timeout=idle_timeout,
-            on_session_end=grade_hook(t) if t is not None else None,
+            on_session_end=verdicts.graded if verdicts else None,
+            on_session_lost=verdicts.lost if verdicts else None,
             max_sessions=max_sessions,
             session_wait=session_wait,
             max_pending=max_pending,

@@ -13,7 +13,9 @@ Sessions and sandboxes:
 - stdio (and any stream pair, including the SDK's in-process `Client(server)`): the connection is the
   session, whatever protocol era the client speaks. The sandbox is closed when the connection ends. With a
   grading hook, every session that ends is graded, over any transport, even one that never called a tool
-  (on a fresh sandbox of the start state: a no-op agent's 0).
+  (on a fresh sandbox of the start state: a no-op agent's 0; it waits `session_wait` for a slot, and at a
+  shutdown as long as it takes, the other sessions' ends freeing them). A session that still cannot be
+  graded (no sandbox could be opened) is recorded with why (`on_session_lost`): none ends unrecorded.
   Over stdio the transport is bounded (`mcp_stdio`): `max_pending` requests at once, `MAX_NESTING` levels.
 - Streamable HTTP: the session is the `Mcp-Session-Id` of an `initialize`-handshake session. Its sandbox is
   closed when the client ends the session (`DELETE`), when no POST of the session has been in flight for
@@ -35,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import ipaddress
+import math
 import secrets
 import sys
 import uuid
@@ -87,7 +90,8 @@ SESSION_HEADER = "mcp-session-id"
 WRITE_META_KEY = "groundstate/write"  # tool results carry whether the tool may write, in `_meta`
 INFRA_ERROR_DATA = {"groundstate/infrastructure": True}  # `data` of JSON-RPC errors that are not the agent's doing
 
-SessionEndHook = Callable[["Sandbox"], None]
+SessionEndHook = Callable[["Sandbox"], None]  # grades a session that ended, on its sandbox
+SessionLostHook = Callable[[str], None]  # records a session that ended and could not be graded, with why
 
 
 class SessionEnded(Exception):
@@ -135,6 +139,7 @@ class SessionSandboxes:
         *,
         offload: bool | None = None,
         on_session_end: SessionEndHook | None = None,
+        on_session_lost: SessionLostHook | None = None,
         sandbox: "Sandbox | None" = None,
         idle_timeout: float | None = None,
         max_sessions: int | None = DEFAULT_MAX_SESSIONS,
@@ -148,7 +153,7 @@ class SessionSandboxes:
             raise ValueError(f"idle_timeout must be more than 0 seconds, got {idle_timeout}")
         self.domain, self.backend, self.template = domain, backend, template
         self.offload = backend.name != "sqlite" if offload is None else offload
-        self.on_session_end = on_session_end
+        self.on_session_end, self.on_session_lost = on_session_end, on_session_lost
         self.shared = sandbox  # serve this one sandbox to every session (the caller owns and closes it)
         self.idle_timeout = idle_timeout
         self.max_sessions, self.session_wait = max_sessions, session_wait
@@ -158,6 +163,7 @@ class SessionSandboxes:
         self._entries: dict[str, _Entry] = {}
         self._ended: set[str] = set()
         self._activity: dict[str, _Activity] = {}
+        self._closing = False
         self.opened = 0  # sandboxes opened / closed so far
         self.closed = 0
 
@@ -194,19 +200,21 @@ class SessionSandboxes:
         (stream connections when they open, HTTP sessions when the `initialize` answer names them)."""
         self._entries.setdefault(key, _Entry(owner=owner))
 
-    async def _open(self, entry: _Entry) -> None:
-        """Open the entry's sandbox once one of the `max_sessions` slots is free (waiting `session_wait` at most)."""
+    async def _open(self, entry: _Entry, wait: float | None = None) -> None:
+        """Open the entry's sandbox once one of the `max_sessions` slots is free (waiting `wait`, default
+        `session_wait`, at most; `math.inf`: until one is)."""
+        wait = self.session_wait if wait is None else wait
         if self._slots is not None:
             try:
                 self._slots.acquire_nowait()
             except anyio.WouldBlock:
-                with anyio.move_on_after(self.session_wait) as waited:
+                with anyio.move_on_after(wait) as waited:
                     await self._slots.acquire()
                 if waited.cancelled_caught:
                     raise MCPError(
                         code=INTERNAL_ERROR,
                         message=f"no sandbox free: this server keeps at most {self.max_sessions} sessions' sandboxes "
-                        f"open and none was released within {self.session_wait:g} s; end a session, or retry later",
+                        f"open and none was released within {wait:g} s; end a session, or retry later",
                         data=INFRA_ERROR_DATA,
                     )
             entry.slot = True
@@ -240,18 +248,28 @@ class SessionSandboxes:
                 entry.closed = True
                 if entry.sandbox is None and entry.owned and self.shared is None and self.on_session_end is not None:
                     # A session that never called a tool still ended: grade the start state it left unchanged.
+                    # A shutdown waits as long as it takes for a slot: every session is ending, so each one held
+                    # is freed (with `session_wait`, 135 of 300 such sessions went ungraded at a SIGTERM).
                     try:
-                        await self._open(entry)
+                        await self._open(entry, math.inf if self._closing else None)
                     except MCPError as e:
-                        sys.stderr.write(
-                            f"[groundstate mcp] a session ended without tool calls and could not be graded: {e}\n"
-                        )  # one write: sessions end in threads
+                        self._lost(f"{'ended by shutdown' if self._closing else 'ended'} without a tool call, with no sandbox to grade it on: {e}")
                 try:
                     if entry.sandbox is not None and entry.owned:
                         await self._run(self._finish, entry.sandbox)
                         self.closed += 1
                 finally:
                     self._release_slot(entry)
+
+    def _lost(self, why: str) -> None:
+        """Record a session that ended ungraded: `on_session_lost(why)`, else one line on stderr."""
+        if self.on_session_lost is not None:
+            try:
+                self.on_session_lost(why)
+                return
+            except Exception as e:  # the record must not be lost with it
+                why += f" (and the session-lost hook failed: {type(e).__name__}: {e})"
+        sys.stderr.write(f"[groundstate mcp] a session was not graded: {why}\n")  # one write: sessions end in threads
 
     def _finish(self, sandbox: "Sandbox") -> None:
         try:
@@ -274,7 +292,9 @@ class SessionSandboxes:
         await self._end_all([key for key, entry in self._entries.items() if entry.owner is owner])
 
     async def aclose(self) -> None:
-        """Close every open sandbox."""
+        """Close every open sandbox (the server stops): each session is graded, one that never called a tool waiting
+        for a slot as long as it takes, since the others' ends free them; one that cannot be is `_lost`."""
+        self._closing = True
         await self._end_all(list(self._entries))
 
     @property
@@ -331,6 +351,7 @@ def build_server(
     *,
     sandbox: "Sandbox | None" = None,
     on_session_end: SessionEndHook | None = None,
+    on_session_lost: SessionLostHook | None = None,
     sessions: SessionSandboxes | None = None,
     max_sessions: int | None = DEFAULT_MAX_SESSIONS,
     session_wait: float = DEFAULT_SESSION_WAIT,
@@ -348,7 +369,14 @@ def build_server(
     if sessions is None:
         template = sandbox.template if sandbox is not None else backend.prepare(domain, task.patch if task else {})
         sessions = SessionSandboxes(
-            domain, backend, template, on_session_end=on_session_end, sandbox=sandbox, max_sessions=max_sessions, session_wait=session_wait
+            domain,
+            backend,
+            template,
+            on_session_end=on_session_end,
+            on_session_lost=on_session_lost,
+            sandbox=sandbox,
+            max_sessions=max_sessions,
+            session_wait=session_wait,
         )
     registry = sessions
     tools = [
@@ -518,6 +546,7 @@ def build_http_app(
     path: str = "/mcp",
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
     on_session_end: SessionEndHook | None = None,
+    on_session_lost: SessionLostHook | None = None,
     allow_remote: bool = False,
     max_sessions: int | None = DEFAULT_MAX_SESSIONS,
     session_wait: float = DEFAULT_SESSION_WAIT,
@@ -531,6 +560,7 @@ def build_http_app(
         backend,
         backend.prepare(domain, task.patch if task else {}),
         on_session_end=on_session_end,
+        on_session_lost=on_session_lost,
         idle_timeout=idle_timeout,
         max_sessions=max_sessions,
         session_wait=session_wait,
@@ -599,6 +629,7 @@ async def serve_async(
     path: str = "/mcp",
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
     on_session_end: SessionEndHook | None = None,
+    on_session_lost: SessionLostHook | None = None,
     max_sessions: int | None = DEFAULT_MAX_SESSIONS,
     session_wait: float = DEFAULT_SESSION_WAIT,
     max_pending: int = DEFAULT_MAX_PENDING,
@@ -607,12 +638,12 @@ async def serve_async(
     from groundstate.state.sqlite import SqliteBackend
 
     host = host.strip("[]")  # "[::1]" -> "::1"
-    d, t, hook = domain, task, on_session_end
+    d, t, hook, lost = domain, task, on_session_end, on_session_lost
     be = backend if backend is not None else SqliteBackend()  # closed at the end only if created here
     try:
         if transport == "stdio":
             server = await anyio.to_thread.run_sync(
-                lambda: build_server(d, be, t, on_session_end=hook, max_sessions=max_sessions, session_wait=session_wait)
+                lambda: build_server(d, be, t, on_session_end=hook, on_session_lost=lost, max_sessions=max_sessions, session_wait=session_wait)
             )
             await _stdio(server, max_pending)
         elif transport == "http":
@@ -633,6 +664,7 @@ async def serve_async(
                     path=path,
                     idle_timeout=idle_timeout,
                     on_session_end=hook,
+                    on_session_lost=lost,
                     allow_remote=allow_remote,
                     max_sessions=max_sessions,
                     session_wait=session_wait,
@@ -668,6 +700,7 @@ def serve(
     path: str = "/mcp",
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
     on_session_end: SessionEndHook | None = None,
+    on_session_lost: SessionLostHook | None = None,
     max_sessions: int | None = DEFAULT_MAX_SESSIONS,
     session_wait: float = DEFAULT_SESSION_WAIT,
     max_pending: int = DEFAULT_MAX_PENDING,
@@ -678,7 +711,8 @@ def serve(
     `http://host:port/mcp`, loopback only unless `allow_remote=True`, every request needing
     `Authorization: Bearer <token>` (a random token is generated and printed to stderr when none is given).
     `on_session_end(sandbox)` runs when each session ends, before its sandbox is closed (`groundstate serve-mcp --task`
-    grades it there and prints the verdict to stderr).
+    grades it there and prints the verdict to stderr); `on_session_lost(why)` for a session that ended and could not be
+    graded (no sandbox could be had for one that never called a tool), so that every session that ends is recorded.
     Limits: `max_sessions` sandboxes open at once, a first tool call waiting `session_wait` s for one before its
     error; HTTP sessions idle for `idle_timeout` s lose their sandbox; stdio serves `max_pending` requests at once.
     `backend` defaults to a new SQLite backend (closed on return); a backend passed in stays the caller's to close.
@@ -698,6 +732,7 @@ def serve(
             path=path,
             idle_timeout=idle_timeout,
             on_session_end=on_session_end,
+            on_session_lost=on_session_lost,
             max_sessions=max_sessions,
             session_wait=session_wait,
             max_pending=max_pending,

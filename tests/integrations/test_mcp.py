@@ -412,6 +412,56 @@ def test_sandbox_slots_are_bounded_and_a_session_without_one_is_graded_when_it_e
     run(main)
 
 
+def test_a_session_that_cannot_be_graded_is_recorded_with_why_and_a_shutdown_waits_for_a_slot(shop):
+    """#32 item 15: a session that ends without a tool call while the one slot is held and `session_wait=0` is not
+    graded, but recorded (`on_session_lost`) with why; at a shutdown such a session waits for the slot the others'
+    ends free, and is graded; one whose sandbox cannot be opened at all is recorded as ended by shutdown."""
+    import dataclasses
+
+    backend = SqliteBackend()
+    task = shop.task(TASK)
+    template = backend.prepare(shop, task.patch)
+    graded, lost = [], []
+
+    def registry(template, **limits) -> SessionSandboxes:
+        return SessionSandboxes(
+            shop, backend, template, on_session_end=lambda sb: graded.append(grade(task, sb).reward), on_session_lost=lost.append, **limits
+        )
+
+    async def main():
+        sessions = registry(template, max_sessions=1, session_wait=0)
+        assert (await sessions.call("a", "cancel_order", {"order_id": 1})).ok
+        sessions.register("b")
+        await sessions.end("b")  # a holds the one slot, and there is no time to wait for it
+        assert graded == [] and len(lost) == 1 and lost[0].startswith("ended without a tool call") and "no sandbox free" in lost[0]
+        sessions.register("c")
+        await sessions.aclose()  # c waits, past session_wait, for the slot a's end frees
+        assert sorted(graded) == [0, 1] and len(lost) == 1 and backend.in_use == 0
+        broken = registry(dataclasses.replace(template, handle=None))  # a start state that cannot be opened
+        broken.register("d")
+        await broken.aclose()
+        assert len(lost) == 2 and lost[1].startswith("ended by shutdown without a tool call") and "could not open a sandbox" in lost[1]
+
+    run(main)
+
+
+def test_serve_mcp_prints_one_numbered_verdict_line_per_session_graded_or_not(shop, capsys):
+    from groundstate.cli.mcp import VerdictLines
+
+    backend = SqliteBackend()
+    task = shop.task(TASK)
+    lines = VerdictLines(task)
+    with backend.open(backend.prepare(shop, task.patch)) as sandbox:
+        lines.graded(sandbox)
+    lines.lost("ended by shutdown without a tool call, with no sandbox to grade it on: could not open a sandbox")
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("[groundstate mcp] session 1 ended: task shop-cancel reward=0 (final state differs")
+    assert err[1] == (
+        "[groundstate mcp] session 2 ended: task shop-cancel reward=None (not graded: ended by shutdown without a tool call, "
+        "with no sandbox to grade it on: could not open a sandbox)"
+    )
+
+
 # -- host policy and the CLI ----------------------------------------------------------------------------
 def test_http_binds_loopback_unless_allowed():
     for host in ("127.0.0.1", "::1", "[::1]", "localhost", "127.0.0.2"):
@@ -790,4 +840,48 @@ def test_postgres_http_server_stops_on_sigterm_with_sessions_in_flight(pg_backen
     assert outcome.get("rc") == 0, (outcome, log.read_text())
     assert outcome["c"] != "served"
     assert sorted(line.split("reward=")[1][0] for line in _ended_lines(log)) == ["0", "0", "1"], log.read_text()
+    assert _sandbox_databases(proc.pid) == []
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_postgres_http_sigterm_grades_every_session_that_called_no_tool(pg_backend, tmp_path):
+    """#32 item 15: 300 sessions of the SDK's client that never called a tool, then SIGTERM, with tight bounds
+    (`--max-sessions 2 --session-wait 1`). Before, each waited at most `--session-wait` for a clone to be graded on,
+    and 135 of 300 ended with no verdict; now every session has its verdict line (reward 0: the start state) or, had
+    none been possible, a reward=None line saying why, and no clone is left."""
+    n = 300
+    log = tmp_path / "stderr.log"
+    proc, url, token = _start_http(log, "--max-sessions", "2", "--session-wait", "1")
+    outcome: dict = {"opened": 0}
+
+    async def session(ready: anyio.Event, stop: anyio.Event) -> None:
+        with contextlib.suppress(Exception):  # leaving a session of a stopped server may fail; the server is the point
+            async with _http_session(url, token) as s:
+                assert (await s.list_tools()).tools
+                outcome["opened"] += 1
+                if outcome["opened"] == n:
+                    ready.set()
+                await stop.wait()
+
+    async def main():
+        ready, stop = anyio.Event(), anyio.Event()
+        async with anyio.create_task_group() as tg:
+            for _ in range(n):
+                tg.start_soon(session, ready, stop)
+            await ready.wait()
+            proc.send_signal(signal.SIGTERM)
+            outcome["rc"] = await anyio.to_thread.run_sync(lambda: proc.wait(timeout=120))
+            tg.cancel_scope.cancel()  # the clients of a stopped server: nothing to leave
+
+    try:
+        run(main, limit=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    ended = _ended_lines(log)
+    assert outcome["opened"] == n and outcome.get("rc") == 0, (outcome, log.read_text()[-2000:])
+    assert len(ended) == n and all("reward=0 " in line for line in ended), log.read_text()[-2000:]
+    assert sorted(int(line.split(" session ")[1].split()[0]) for line in ended) == list(range(1, n + 1))
     assert _sandbox_databases(proc.pid) == []
