@@ -154,7 +154,7 @@ class _Paths:
         if "openenv" in adapters:
             from groundstate.integrations.openenv import environment_factory as openenv_factory
 
-            session = openenv_factory([(task, self.domain)], backend)()
+            session = openenv_factory([(task, self.domain)], backend, reveal_verdict=True)()  # the whole verdict, compared
             self.drivers["openenv"] = lambda calls: run_sync(self._openenv(session, calls))
 
     def run(self, calls: Calls) -> Played:

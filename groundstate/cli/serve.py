@@ -30,6 +30,12 @@ def serve(
     allow_remote: bool = typer.Option(
         False, "--allow-remote", help="Allow a non-loopback address (OpenEnv has no authentication: put a proxy in front)."
     ),
+    reveal_verdict: bool = typer.Option(
+        False,
+        "--reveal-verdict",
+        help="Send the whole verdict with done: the golden-state diff, each failed check's SQL and expected rows "
+        "(for evaluation: a client that resets to the task again has the answer). Default: reward and reasons by check name.",
+    ),
 ) -> None:
     """Serve tasks through an environment protocol; each session is one graded attempt on its own sandbox."""
     if protocol not in PROTOCOLS:
@@ -50,7 +56,18 @@ def serve(
     name = domain if domain is not None else "groundstate"
     try:
         limits = opts.limits(max_turns, attempt_timeout, grade_timeout, max_result_chars, None)
-        serve_openenv(pairs, be, host, port, limits=limits, user=user, max_sessions=max_sessions, allow_remote=allow_remote, name=name)
+        serve_openenv(
+            pairs,
+            be,
+            host,
+            port,
+            limits=limits,
+            user=user,
+            max_sessions=max_sessions,
+            allow_remote=allow_remote,
+            name=name,
+            reveal_verdict=reveal_verdict,
+        )
     except ValueError as e:
         fail(str(e))
     finally:

@@ -23,26 +23,36 @@ What goes where:
   an unknown tool) is a result holding the error text, as `groundstate run` shows it;
 - `ReplyAction(content=...)` (an OpenEnv `Action`) is a message to the user: the task's user replies (in
   `observation["messages"]`) or ends the conversation;
-- the reward comes only with `done`: 1.0 or 0.0, or None for a system error or an unjudged rubric task
-  (`observation["verdict"]` in full); every observation before it has reward None. `MCPToolClient` parses
+- the reward comes only with `done`: 1.0 or 0.0, or None for a system error or an unjudged rubric task, with
+  `observation["verdict"]`: the reward and the reasons by check name (`verdict_summary`), or, served with
+  `reveal_verdict`, the whole verdict (golden-state diff, each failed check's SQL and expected rows: the answer
+  to a task the client can reset to again); every observation before it has reward None. `MCPToolClient` parses
   tool observations into its own types (`result`, `reward`, `done`); `GenericEnvClient` returns every field.
 
 The episode is `groundstate run`'s (`attempt.play` through `SteppedEpisode`): same user, limits, finish
 reasons and grader. Each WebSocket session has its own environment and sandbox; sessions share the server's
-backend. OpenEnv's production mode (`/mcp` without step) is not served: it has no episode to grade.
+backend. OpenEnv's production mode (`/mcp` without step) is not served: it has no episode to grade, and its
+HTTP sessions (`openenv/session/create`) are refused, since nothing would end one a client forgot. A request
+a session cannot take (a step before reset, a reset naming no task) is the client's error: an error message
+over WebSocket, one line of 409 or 422 over HTTP, never a logged traceback.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
+import queue
 import random
+import re
 import threading
 from typing import Any, Literal
 
 from openenv.core.env_server.interfaces import Environment as OpenEnvEnvironment
-from openenv.core.env_server.mcp_types import CallToolObservation, ListToolsObservation, Tool
+from openenv.core.env_server.mcp_types import CallToolObservation, JsonRpcErrorCode, JsonRpcRequest, JsonRpcResponse, ListToolsObservation, Tool
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
-from pydantic import Field
+from pydantic import Field, ValidationError
+from starlette.requests import Request
 
 from groundstate.agents import make_user
 from groundstate.attempt import prepare_domains
@@ -50,7 +60,21 @@ from groundstate.integrations.loop import run_sync
 from groundstate.integrations.stepped import Step, SteppedEpisode
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
-from groundstate.types import AgentTurn, Domain, EpisodeLimits, ToolCallRequest
+from groundstate.types import AgentTurn, Domain, EpisodeLimits, ToolCallRequest, Verdict
+
+log = logging.getLogger(__name__)
+
+SYSTEM_ERROR_SHOWN = "the server failed, not the agent (its log has the detail)"
+
+
+class EpisodeRequestError(ValueError):
+    """A request this session cannot take: a reset naming no task of the server, a step with no episode running,
+    a session OpenEnv closed. The client's mistake: an error message over WebSocket, `status` and one line over
+    HTTP."""
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
 
 
 class ReplyAction(Action):
@@ -75,7 +99,9 @@ class GroundstateObservation(Observation):
     task_id: str | None = Field(default=None, description="The task of this episode")
     messages: list[dict[str, Any]] = Field(default_factory=list, description="Chat messages added since the agent last acted")
     tool_schemas: list[dict[str, Any]] = Field(default_factory=list, description="reset: the tools on offer (OpenAI format)")
-    verdict: dict[str, Any] | None = Field(default=None, description="When done: the whole verdict")
+    verdict: dict[str, Any] | None = Field(
+        default=None, description="When done: the reward and reasons by check name (the whole verdict if served so)"
+    )
     finish_reason: str | None = Field(default=None, description="When done: why the episode ended")
 
 
@@ -84,7 +110,7 @@ class GroundstateToolObservation(CallToolObservation):
     episode fields as `GroundstateObservation`."""
 
     messages: list[dict[str, Any]] = Field(default_factory=list, description="Chat messages the call added")
-    verdict: dict[str, Any] | None = Field(default=None, description="When the call ended the episode: the whole verdict")
+    verdict: dict[str, Any] | None = Field(default=None, description="When the call ended the episode: as GroundstateObservation's")
     finish_reason: str | None = Field(default=None, description="When done: why the episode ended")
 
 
@@ -92,26 +118,31 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
     """One session's environment (see the module docstring); `environment_factory` makes the class a server
     instantiates per session. Async throughout: the server awaits `reset_async` and `step_async` on its loop,
     where the episode runs; the sync `reset` and `step` run them on the adapters' loop instead (for use in
-    process, without a server), so one instance is driven one way or the other, not both."""
+    process, without a server), so one instance is driven one way or the other, not both. `reveal_verdict`:
+    the `done` observation carries the whole verdict, not `verdict_summary`'s. Once closed, an instance opens
+    no sandbox again."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
-    def __init__(self, tasks: list[tuple[Task, Domain]], backend: Backend, limits: EpisodeLimits, user: str, name: str):
+    def __init__(self, tasks: list[tuple[Task, Domain]], backend: Backend, limits: EpisodeLimits, user: str, name: str, reveal_verdict: bool = False):
         super().__init__()
         self._tasks, self._by_id = tasks, {t.id: (t, d) for t, d in tasks}
         self._backend, self._limits, self._user, self._name = backend, limits, user, name
+        self._reveal = reveal_verdict
         self._episode: SteppedEpisode | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._state = State()
         self._next_task = 0
+        self._closed = False
 
     # -- the OpenEnv API ------------------------------------------------------------------------------
 
     async def reset_async(self, seed: int | None = None, episode_id: str | None = None, task_id: str | None = None, **_: Any) -> Observation:
         if task_id is not None and (not isinstance(task_id, str) or task_id not in self._by_id):
-            raise ValueError(f"reset: task_id {task_id!r} is not one of this server's tasks")  # the running episode goes on
+            raise EpisodeRequestError(f"reset: task_id {_shown(task_id)} is not one of this server's tasks", 422)  # the running episode goes on
         if seed is not None and not isinstance(seed, int):
-            raise ValueError(f"reset: seed must be an integer, got {seed!r}")
+            raise EpisodeRequestError(f"reset: seed must be an integer, got {_shown(seed)}", 422)
+        self._refuse_if_closed()
         await self._abandon()
         if task_id is not None:
             task, domain = self._by_id[task_id]
@@ -121,31 +152,37 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
             task, domain = self._tasks[self._next_task % len(self._tasks)]
             self._next_task += 1
         self._loop = asyncio.get_running_loop()
-        self._episode = SteppedEpisode(task, domain, self._backend, make_user(self._user, task), self._limits)
+        self._episode = episode = SteppedEpisode(task, domain, self._backend, make_user(self._user, task), self._limits)
         self._state = State(episode_id=episode_id, step_count=0, task_id=task.id)
-        step = await self._episode.start()
+        step = await episode.start()
+        if self._closed:  # OpenEnv closed the session (from its thread) while the sandbox opened: it must not outlive it
+            self._episode = None
+            await episode.close()
+            self._refuse_if_closed()
         observation = GroundstateObservation(task_id=task.id, messages=step.messages, tool_schemas=step.tools)
-        return self._final(step, observation) if step.done else observation
+        return self._final(task.id, step, observation) if step.done else observation
 
     async def step_async(self, action: Action, timeout_s: float | None = None, **_: Any) -> Observation:
         act = action if isinstance(action, GroundstateAction) else GroundstateAction.model_validate(action.model_dump())
-        if self._episode is None:
-            raise RuntimeError("step before reset")
+        episode = self._episode  # a local: OpenEnv may close the session from its thread while this step runs
+        if episode is None:
+            # OpenEnv's HTTP /step makes a new environment for every request: over HTTP this is every step
+            raise EpisodeRequestError("step before reset: this session has no episode (play over the WebSocket /ws: HTTP /step has none)", 409)
         if act.type == "list_tools":
-            return ListToolsObservation(tools=[_tool(s) for s in self._episode.tools])
-        if self._episode.outcome is not None:
-            raise RuntimeError("the episode is over: reset to start another")
+            return ListToolsObservation(tools=[_tool(s) for s in episode.tools])
+        if episode.outcome is not None:
+            raise EpisodeRequestError("the episode is over: reset to start another", 409)
         self._state.step_count += 1
         observation: GroundstateObservation | GroundstateToolObservation
         if act.type == "call_tool":
             name, call_id = act.tool_name or "", f"call_{self._state.step_count}"
-            step = await self._episode.step(AgentTurn(tool_calls=[ToolCallRequest(call_id, name, dict(act.arguments))]))
+            step = await episode.step(AgentTurn(tool_calls=[ToolCallRequest(call_id, name, dict(act.arguments))]))
             result = next((m["content"] for m in step.messages if m["role"] == "tool" and m.get("tool_call_id") == call_id), None)
             observation = GroundstateToolObservation(tool_name=name, result=result, messages=step.messages)
         else:
-            step = await self._episode.step(AgentTurn(text=act.content or ""))
-            observation = GroundstateObservation(task_id=self._episode.task.id, messages=step.messages)
-        return self._final(step, observation) if step.done else observation
+            step = await episode.step(AgentTurn(text=act.content or ""))
+            observation = GroundstateObservation(task_id=episode.task.id, messages=step.messages)
+        return self._final(episode.task.id, step, observation) if step.done else observation
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, task_id: str | None = None, **kw: Any) -> Observation:
         return run_sync(self.reset_async(seed, episode_id, task_id, **kw))
@@ -161,36 +198,90 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
         return EnvironmentMetadata(name=self._name, description=f"groundstate tasks of {self._name}, graded on their final database state")
 
     def close(self) -> None:
-        """Abandon a running episode (its sandbox is closed). The server calls this from a worker thread."""
+        """Abandon a running episode (its sandbox is closed) and refuse any later reset: OpenEnv frees the session's
+        slot as it closes it, while a WebSocket connection may still hold the instance (another client's
+        `openenv/session/close` names it). The server calls this from a worker thread, or on its loop for the
+        stateless HTTP requests."""
+        self._closed = True
         loop, episode = self._loop, self._episode
         self._episode = None
         if episode is None or loop is None or loop.is_closed():
             return
         if _on_thread_of(loop):
-            loop.create_task(episode.close())
+            closing = loop.create_task(episode.close())
+            _closing.add(closing)  # the loop keeps only a weak reference: a task nobody holds may vanish mid-close
+            closing.add_done_callback(_closing.discard)
         else:
             asyncio.run_coroutine_threadsafe(episode.close(), loop).result(timeout=60)
 
     # -- helpers --------------------------------------------------------------------------------------
+
+    def _refuse_if_closed(self) -> None:
+        if self._closed:
+            raise EpisodeRequestError("this session was closed: connect again for a new one", 409)
 
     async def _abandon(self) -> None:
         episode, self._episode = self._episode, None
         if episode is not None:
             await episode.close()
 
-    def _final(self, step: Step, observation: GroundstateObservation | GroundstateToolObservation) -> Observation:
+    def _final(self, task_id: str, step: Step, observation: GroundstateObservation | GroundstateToolObservation) -> Observation:
         assert step.outcome is not None
         verdict, trajectory = step.outcome.verdict, step.outcome.trajectory
+        if verdict.system_error is not None:  # the client may be told no more than that: the operator reads it here
+            log.warning("task %s: system error: %s", task_id, verdict.system_error)
         observation.done = True
         observation.reward = None if verdict.reward is None else float(verdict.reward)
-        observation.verdict = verdict.to_json()
+        observation.verdict = verdict.to_json() if self._reveal else verdict_summary(verdict)
         observation.finish_reason = trajectory.finish_reason if trajectory is not None else None
         return observation
+
+
+_closing: set[asyncio.Task[None]] = set()
+
+# The grader's reasons (`grading.Grader.grade`, `grading.with_rubrics`, `judge.Judge.apply`) as a client may see
+# them: each names what failed and nothing of the answer. A reason of no form here (a user's words, a traceback)
+# is left out.
+_REASON_NAMES = (
+    (re.compile(r"final state (matches|differs from) the golden state"), lambda m: f"final state {m[1]} the golden state"),
+    (re.compile(r"check (\d+) failed: "), lambda m: f"check {m[1]} failed"),
+    (re.compile(r"rubric (\d+) .*: (yes|no)$", re.S), lambda m: f"rubric {m[1]}: {m[2]}"),
+    (re.compile(r"\d+ reply rubric\(s\) (not judged: the final state failed|unjudged: no judge configured)"), lambda m: m[0]),
+)
+
+
+def verdict_summary(verdict: Verdict) -> dict[str, Any]:
+    """The verdict as the `done` observation gives it by default: reward, state reward, whether unjudged, the
+    agent's own change counts and the reasons by check name ("final state differs from the golden state",
+    "check 1 failed", "rubric 0: no"). Never the golden rows, a check's SQL or expected rows, a rubric's text,
+    nor a system error's detail (`system_error` is then `SYSTEM_ERROR_SHOWN`; the server logs the detail): what
+    would let a client that resets to the same task again pass it without solving it."""
+    reasons = []
+    if verdict.system_error is None:
+        for reason in verdict.reasons:
+            for pattern, name in _REASON_NAMES:
+                if m := pattern.match(reason):
+                    reasons.append(name(m))
+                    break
+    return {
+        "reward": verdict.reward,
+        "state_reward": verdict.state_reward,
+        "reasons": reasons,
+        "system_error": None if verdict.system_error is None else SYSTEM_ERROR_SHOWN,
+        "unjudged": verdict.unjudged,
+        "changes": verdict.changes,
+    }
 
 
 def _tool(schema: dict[str, Any]) -> Tool:
     fn = schema["function"]
     return Tool(name=fn["name"], description=fn.get("description", ""), input_schema=fn.get("parameters", {}))
+
+
+def _shown(value: Any) -> str:
+    """A client's value as an error message quotes it: one line, and short whatever was sent."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _on_thread_of(loop: asyncio.AbstractEventLoop) -> bool:
@@ -201,7 +292,12 @@ def _on_thread_of(loop: asyncio.AbstractEventLoop) -> bool:
 
 
 def environment_factory(
-    tasks: list[tuple[Task, Domain]], backend: Backend, limits: EpisodeLimits = EpisodeLimits(), user: str = "scripted", name: str = "groundstate"
+    tasks: list[tuple[Task, Domain]],
+    backend: Backend,
+    limits: EpisodeLimits = EpisodeLimits(),
+    user: str = "scripted",
+    name: str = "groundstate",
+    reveal_verdict: bool = False,
 ):
     """The per-session factory `openenv.core.env_server.create_app` takes: every session gets its own
     `GroundstateOpenEnv` over `tasks`, all on `backend` (each domain prepared on it once, here)."""
@@ -212,7 +308,7 @@ def environment_factory(
 
     def make() -> GroundstateOpenEnv:
         with lock:
-            return GroundstateOpenEnv(list(tasks), backend, limits, user, name)
+            return GroundstateOpenEnv(list(tasks), backend, limits, user, name, reveal_verdict)
 
     return make
 
@@ -224,13 +320,22 @@ def create_app(
     user: str = "scripted",
     max_sessions: int = 64,
     name: str = "groundstate",
+    reveal_verdict: bool = False,
 ):
     """The OpenEnv FastAPI app serving `tasks` (what `groundstate serve --protocol openenv` runs with uvicorn)."""
+    from fastapi.responses import JSONResponse
     from openenv.core.env_server.http_server import create_fastapi_app
     from starlette.websockets import WebSocketDisconnect
 
-    factory = environment_factory(tasks, backend, limits, user, name)
+    factory = environment_factory(tasks, backend, limits, user, name, reveal_verdict)
     app = create_fastapi_app(factory, GroundstateAction, GroundstateObservation, max_concurrent_envs=max_sessions)
+
+    async def refused(request: Request, error: EpisodeRequestError) -> JSONResponse:
+        # a client's mistake over HTTP (a /step, which has no episode there): one line, and nothing logged
+        return JSONResponse({"detail": str(error)}, status_code=error.status)
+
+    app.add_exception_handler(EpisodeRequestError, refused)
+    _without_http_sessions(app)
 
     async def quiet_on_departed_clients(scope: Any, receive: Any, send: Any) -> None:
         # openenv-core 0.3's WebSocket endpoint closes, after the session is torn down, a socket the client has
@@ -244,6 +349,84 @@ def create_app(
     return quiet_on_departed_clients
 
 
+def _without_http_sessions(app: Any) -> None:
+    """Refuse OpenEnv's HTTP sessions (`openenv/session/create` and `/close` on POST /mcp); other /mcp requests go
+    on to OpenEnv's handler. A session made there holds a slot and a sandbox with no connection to end it, and
+    openenv-core 0.3 reaps none unless given an idle timeout, whose reaper would also close WebSocket sessions
+    under their open connection. Here a session is a WebSocket connection, and ends with it."""
+    from fastapi.routing import APIRoute
+
+    index, route = next((i, r) for i, r in enumerate(app.router.routes) if isinstance(r, APIRoute) and r.path == "/mcp" and "POST" in r.methods)
+    openenv_mcp = route.endpoint
+
+    async def mcp(request: Request) -> dict[str, Any]:
+        try:
+            rpc = JsonRpcRequest.model_validate_json(await request.body())
+        except ValidationError:
+            rpc = None  # OpenEnv's handler answers it (the body is kept for it)
+        if rpc is not None and rpc.method.startswith("openenv/session/"):
+            message = f"{rpc.method} is not served: a session is a WebSocket connection (/ws), and ends when it closes"
+            return JsonRpcResponse.error_response(JsonRpcErrorCode.METHOD_NOT_FOUND, message, request_id=rpc.id).model_dump()
+        return await openenv_mcp(request)
+
+    app.router.routes[index] = APIRoute("/mcp", mcp, methods=["POST"])
+
+
+class DroppingStderrHandler(logging.Handler):
+    """Log lines written to a file descriptor (stderr) by a thread of their own, from a bounded queue: a reader that
+    never drains the pipe (a supervisor that keeps the server's stderr and reads nothing) costs lines, never a
+    blocked event loop, so the server goes on answering and SIGTERM stops it. Lines dropped while the queue was
+    full are counted, and the count is written after the next line that gets through."""
+
+    def __init__(self, fd: int = 2, capacity: int = 1000):
+        super().__init__()
+        self._fd, self._dropped, self._closed = fd, 0, False
+        self._lines: queue.Queue[str | None] = queue.Queue(capacity)
+        self._writer = threading.Thread(target=self._write, name="groundstate-log", daemon=True)
+        self._writer.start()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record)
+        except Exception as e:  # noqa: BLE001 - a bad log call must neither raise into the server nor write to stderr itself
+            line = f"{record.levelname} {record.name}: a log record that could not be formatted ({type(e).__name__}: {e})"
+        try:
+            self._lines.put_nowait(line + "\n")
+        except queue.Full:
+            self._dropped += 1  # under the handler's lock (`logging.Handler.handle`), as the writer reads it
+
+    def close(self, wait: float = 1.0) -> None:
+        """Stop the writer after what it holds, waiting at most `wait` seconds for the queue, then for the writer."""
+        if not self._closed:
+            self._closed = True
+            try:
+                self._lines.put(None, timeout=wait)
+                self._writer.join(timeout=wait)
+            except queue.Full:
+                pass  # stderr takes nothing: the daemon writer is left behind, it holds no lock anyone needs
+        super().close()
+
+    def _write(self) -> None:
+        while True:
+            line = self._lines.get()
+            if line is not None:
+                self._put(line)
+            with self.lock:
+                dropped, self._dropped = self._dropped, 0
+            if dropped:
+                self._put(f"[groundstate] {dropped} log line(s) dropped: stderr was not read\n")
+            if line is None:
+                return
+
+    def _put(self, text: str) -> None:
+        data = text.encode(errors="replace")
+        try:
+            while data:
+                data = data[os.write(self._fd, data) :]  # os.write, not sys.stderr: a write that blocks here holds no lock
+        except OSError:
+            pass  # stderr closed: there is nowhere to write, and nothing to stop for
+
+
 def serve(
     tasks: list[tuple[Task, Domain]],
     backend: Backend,
@@ -254,9 +437,11 @@ def serve(
     max_sessions: int = 64,
     allow_remote: bool = False,
     name: str = "groundstate",
+    reveal_verdict: bool = False,
 ) -> None:
     """Serve `tasks` over OpenEnv's protocol with uvicorn until interrupted (loopback only unless `allow_remote`:
-    OpenEnv's protocol has no authentication)."""
+    OpenEnv's protocol has no authentication). The log (uvicorn's, OpenEnv's, warnings) goes to stderr through
+    `DroppingStderrHandler`: a stderr nobody reads never stops the server."""
     import sys
 
     import uvicorn
@@ -264,6 +449,18 @@ def serve(
     from groundstate.tools.mcp_server import check_host
 
     check_host(host.strip("[]"), allow_remote)
-    app = create_app(tasks, backend, limits, user, max_sessions, name)
+    app = create_app(tasks, backend, limits, user, max_sessions, name, reveal_verdict)
     print(f"[groundstate openenv] serving {len(tasks)} tasks of {name} at http://{host}:{port} (WebSocket /ws)", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=host.strip("[]"), port=port, log_level="warning", ws_max_size=16 * 1024 * 1024)
+    handler = DroppingStderrHandler(sys.stderr.fileno())
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    logging.captureWarnings(True)
+    try:
+        # log_config None: uvicorn's loggers keep no handler of their own (one writing to stderr on the event loop
+        # stalled the server once a pipe nobody read was full) and reach the root logger's
+        uvicorn.run(app, host=host.strip("[]"), port=port, log_level="warning", log_config=None, ws_max_size=16 * 1024 * 1024)
+    finally:
+        logging.captureWarnings(False)
+        root.removeHandler(handler)
+        handler.close()

@@ -40,7 +40,8 @@ def _free_port() -> int:
 def server(tmp_path_factory):
     port = _free_port()
     log = tmp_path_factory.mktemp("openenv") / "server.log"
-    command = ["serve", "--protocol", "openenv", "--tasks", SELECTION, "--port", str(port), "--max-sessions", "32"]
+    # --reveal-verdict: the whole verdict, compared with `play`'s (the default, reasons by check name: test_openenv_careless_clients.py)
+    command = ["serve", "--protocol", "openenv", "--tasks", SELECTION, "--port", str(port), "--max-sessions", "32", "--reveal-verdict"]
     with log.open("w") as sink:
         proc = subprocess.Popen([sys.executable, "-m", "groundstate.cli", *command], stdout=sink, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
