@@ -25,7 +25,7 @@ from typing import Any, Iterable
 
 from groundstate.agents.scripted import ScriptedAgent, ScriptedUser
 from groundstate.agents.user_audit import UserSimulatorFault
-from groundstate.agents.user_cache import early_stop_fault
+from groundstate.agents.user_cache import early_stop_fault, provoked_findings
 from groundstate.deadlines import GradingTimeout, bounded
 from groundstate.episode import run_episode
 from groundstate.state.base import Backend
@@ -138,6 +138,7 @@ async def play(
             verdict = system_error(f"{early}; the final state fails, so the task was left undone by the user")
         else:
             verdict.reasons.append(f"the user ended the conversation when asked for a fact, after the task was done: {early.detail}")
+    verdict.reasons.extend(provoked_findings(user))  # graded as it stands: the agent's own message asked for it
     if blame and traj is not None and verdict.system_error is None and verdict.state_reward == 0:
         t0 = time.perf_counter()  # after the attempt's sandbox is released: the replay takes a fresh one
         try:

@@ -15,6 +15,11 @@ state reached is graded:
   `attempt.play` records a system error.
 - `max_result_chars` caps the tool result the agent is shown (with a visible marker); the trajectory
   keeps the full result.
+- `types.MAX_REPLY_CHARS` (fixed, not a setting) caps one reply. An agent turn longer than that (its text, tool names
+  and arguments together) is a flood of the agent's own making: the episode ends with `max_reply_chars`, nothing in
+  the turn is run or sent to the user, and the conversation keeps a cut of it (`cut_reply`: the text and the calls
+  that fit, with a marker saying what was dropped), so a record is never a copy of the flood. A user reply longer than
+  that is the simulator's: `UserSimulatorFault` (`user_audit.refuse_overlong`), a system error.
 
 Whatever the agent emits is its own doing: every turn passes through `agents.base.well_formed`, so a tool
 call with a lone surrogate in its name or arguments is answered with an error, and its reply is kept as valid
@@ -26,14 +31,18 @@ Anything else the environment raises (`SandboxLost`, a server that died) ends th
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import time
 from typing import Any
 
 from groundstate.agents.base import valid_text, well_formed
+from groundstate.agents.user_audit import refuse_overlong
 from groundstate.deadlines import within
-from groundstate.types import Agent, Environment, EpisodeHang, EpisodeLimits, Trajectory, UserSimulator
+from groundstate.types import MAX_REPLY_CHARS, Agent, AgentTurn, Environment, EpisodeHang, EpisodeLimits, ToolCallRequest, Trajectory, UserSimulator
 
 NOT_EXECUTED = "call not executed"  # the end of the tool message that answers a call a limit stopped (regrade skips those calls)
+_LIMIT_NAMES = {"max_reply_chars": "reply length limit", "max_tokens": "token limit", "max_tool_calls": "tool-call limit", "timeout": "time limit"}
 
 
 def truncate_result(content: str, max_chars: int | None) -> str:
@@ -41,6 +50,33 @@ def truncate_result(content: str, max_chars: int | None) -> str:
     if max_chars is None or len(content) <= max_chars:
         return content
     return content[:max_chars] + f"\n…[truncated: showing {max_chars} of {len(content)} characters]"
+
+
+def _raw_arguments(call: ToolCallRequest) -> str:
+    return call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments, ensure_ascii=False, default=str)
+
+
+def reply_chars(turn: AgentTurn) -> int:
+    """The size of an agent turn as `MAX_REPLY_CHARS` counts it: its text, and each tool call's name and arguments."""
+    return len(turn.text or "") + sum(len(c.name) + len(_raw_arguments(c)) for c in turn.tool_calls)
+
+
+def cut_reply(turn: AgentTurn, size: int) -> AgentTurn:
+    """A turn over `MAX_REPLY_CHARS` as the conversation keeps it: its text up to the limit, then the tool calls that
+    still fit, whole, in order; a marker at the end of the text says what the turn was and what was left out."""
+    text = (turn.text or "")[:MAX_REPLY_CHARS]
+    room, kept = MAX_REPLY_CHARS - len(text), []
+    for call in turn.tool_calls:
+        need = len(call.name) + len(_raw_arguments(call))
+        if need > room:
+            break
+        kept.append(call)
+        room -= need
+    dropped = len(turn.tool_calls) - len(kept)
+    calls = f" and {len(turn.tool_calls)} tool calls" if turn.tool_calls else ""
+    left_out = f"; {dropped} tool calls left out" if dropped else ""
+    marker = f"\n…[cut: the reply was {size:,} characters{calls}, more than the {MAX_REPLY_CHARS:,} a reply may have{left_out}; none of it was run]"
+    return dataclasses.replace(turn, text=text + marker, tool_calls=kept)
 
 
 async def run_episode(env: Environment, agent: Agent, user: UserSimulator | None = None, limits: EpisodeLimits = EpisodeLimits()) -> Trajectory:
@@ -84,6 +120,10 @@ async def run_episode(env: Environment, agent: Agent, user: UserSimulator | None
                 traj.finish_reason = "timeout"
                 break
         turn = well_formed(turn)  # malformed model output is the agent's failure, never a crash of the harness
+        size = reply_chars(turn)
+        flooded = size > MAX_REPLY_CHARS
+        if flooded:  # the agent's failure: graded on the state reached, and the record keeps a cut, never the flood
+            turn = cut_reply(turn, size)
         traj.turns += 1
         traj.usage.add(turn.usage)
         if turn.extra:
@@ -94,7 +134,7 @@ async def run_episode(env: Environment, agent: Agent, user: UserSimulator | None
         messages.append(msg)
         over_tokens = max_tokens is not None and traj.usage.input_tokens + traj.usage.output_tokens > max_tokens
         if turn.tool_calls:
-            stop: str | None = "max_tokens" if over_tokens else None
+            stop: str | None = "max_reply_chars" if flooded else "max_tokens" if over_tokens else None
             for call in turn.tool_calls:
                 if stop is None and calls_made >= max_tool_calls:
                     stop = "max_tool_calls"
@@ -102,10 +142,8 @@ async def run_episode(env: Environment, agent: Agent, user: UserSimulator | None
                     stop = "timeout"
                 if stop is not None:
                     # answer every call id so the conversation stays well-formed for chat templates and training
-                    limit = {"max_tokens": "token limit", "max_tool_calls": "tool-call limit", "timeout": "time limit"}[stop]
-                    messages.append(
-                        {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": f"error: {limit} reached; {NOT_EXECUTED}"}
-                    )
+                    content = f"error: {_LIMIT_NAMES[stop]} reached; {NOT_EXECUTED}"
+                    messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content})
                     continue
                 calls_made += 1
                 ok, content, write = await run_call(call)
@@ -121,6 +159,9 @@ async def run_episode(env: Environment, agent: Agent, user: UserSimulator | None
                 break
             if not turn.done:
                 continue
+        if flooded:  # nothing of it reaches the user
+            traj.finish_reason = "max_reply_chars"
+            break
         if turn.done:
             traj.finish_reason = "agent_done"
             break
@@ -132,6 +173,7 @@ async def run_episode(env: Environment, agent: Agent, user: UserSimulator | None
             reply = await within(
                 user.reply(messages), timeout, lambda: EpisodeHang(f"the user simulator did not return within the attempt time limit ({timeout:g} s)")
             )
+        refuse_overlong(reply)  # any simulator's: a flood is a system error, never sent to the agent or recorded
         if reply is None:
             traj.finish_reason = "user_done"
             break

@@ -20,7 +20,11 @@ if TYPE_CHECKING:  # the task model (pydantic) and backends are defined in their
     from groundstate.tasks import Task
 
 DEFAULT_GRADE_TIMEOUT_S = 300.0
-FINISH_REASONS = ("agent_done", "user_done", "max_turns", "max_tool_calls", "max_tokens", "timeout")
+FINISH_REASONS = ("agent_done", "user_done", "max_turns", "max_tool_calls", "max_tokens", "max_reply_chars", "timeout")
+# The most characters one reply may have, the agent's (its text and tool calls: past it the episode ends, `max_reply_chars`)
+# or an LLM user's (past it, a system error): a flood, never a message to a customer (a model that loops to a 25k-token
+# limit writes about 100,000), which would otherwise be audited, sent back to every model call and written to the record.
+MAX_REPLY_CHARS = 100_000
 
 
 # -- what agents emit ---------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ except ImportError:  # the core install: specs still parse, and an endpoint aske
 
 from groundstate.agents.base import delivered_turns
 from groundstate.agents.toolcall_format import TOOL_CALL_FORMATS, parse_content
+from groundstate.agents.user_audit import refuse_overlong
 from groundstate.tasks import Task
 from groundstate.types import AgentTurn, ToolCallRequest, Usage
 
@@ -524,7 +525,8 @@ class OpenAIUser:
 
     `reply` returns the customer's next message, or None when it ends the conversation: the model
     wrote `###STOP###` (anywhere) or nothing. The model sees text turns only (see `user_view`).
-    Endpoint failures raise `EndpointError` as for the agent.
+    Endpoint failures raise `EndpointError` as for the agent; a message longer than `types.MAX_REPLY_CHARS`
+    raises `UserSimulatorFault` (`user_audit.refuse_overlong`), audited or not.
     """
 
     def __init__(
@@ -561,6 +563,7 @@ class OpenAIUser:
         text = (text or "").strip()
         if not text or STOP_TOKEN in text:
             return None
+        refuse_overlong(text)  # a flood is a fault of the user model, with or without the audit
         return text
 
 

@@ -1,6 +1,6 @@
 """The user-turn audit: each reply of an LLM user checked against what its persona knows, so that a simulator that
-invents a fact, contradicts one or walks away is a *user-simulator fault*, recorded as a system error (retried by
-`--repair`), never scored as the agent's 0.
+invents a fact, contradicts one or walks away, unprovoked, is a *user-simulator fault*, recorded as a system error
+(retried by `--repair`), never scored as the agent's 0.
 
 What the user knows is its task's instruction, persona and context; what it has seen is that and every text turn
 delivered to it (`base.delivered_turns`): a value the agent told it is the user's to repeat. Facts are the fact-like
@@ -18,34 +18,54 @@ The rules (the first that holds is the fault):
   question (or a "please give ..." request) that names the fact's label, the words before the fact in the known text
   ("employee number" in "your employee number is E10181"; every e-mail is an "email"), next to an asking word
   (what, which, could you provide / tell / confirm ..., may I have), and does not state the value itself.
+- `overlong_reply`: a reply longer than `types.MAX_REPLY_CHARS` (`refuse_overlong`; checked with or without the audit).
+
+A finding the agent's own last message provoked is no user fault (`Fault.provoked`): the reply goes on to the agent
+and the attempt is graded as it stands, so `--repair`, which re-runs system errors only, never re-rolls it. Otherwise a
+failing policy could buy a new draw whenever it liked, by asking the customer for what it cannot know ("what is the
+phone number on your file?": the obliging reply is an invented fact) or by saying "all done!" and closing with a
+question (the customer leaves): over several repairs, best-of-n. Provoked are:
+- a fact finding, when the message asks for a value the user does not hold (`_lacking`): one named after an asking
+  word ("the phone number", "your ZIP code") that none of its facts' labels answers, or another one than its own
+  ("your other email", "your manager's employee number"); the user should say it does not know, but the agent asked;
+- a stop, when the message also asks for such a value; when the fact it asks for is one the user has already given
+  (in its opening message or since: the agent asks again); or when the message says the request is done or cannot be
+  done ("Your leave is booked.", "I'm afraid I cannot ..."), which is when the user is told to end the conversation.
+What stays the user's fault: a fact it volunteers ("How can I help?" answered with an invented order number), one of
+its own it misstates when asked for it, and walking away from a first, plain ask for one of its facts. What this
+leaves a gaming agent: a wording these rules do not read (a request to alter a value, phrased as no ask), and a user
+model's own rate of such faults, which is the user's and is reported (`metrics.user_simulator_faults`).
 
 Conservative by design: a false fault turns an agent's failure into a repairable system error and biases pass rates
-up, so only clear cases are flagged. Short numbers (days, counts, "order 12"), dates in any usual form, times,
-amounts, years, ordinals, quantities and product names in mixed case (iPhone15) are never facts; a fact counts as
-seen when it appears anywhere in what the user saw once case, spaces and punctuation are ignored (E-10181, e10181 and
-"E 10181" are one fact); "Is there anything else ...?" never asks for a fact. Scripted users are not audited: their
-replies are the task's own.
+up, so only clear cases are flagged, and an ask the rules cannot place is the agent's risk. Short numbers (days,
+counts, "order 12"), dates in any usual form, times, amounts, years, ordinals, quantities and product names in mixed
+case (iPhone15) are never facts; a fact counts as seen when it appears anywhere in what the user saw once case, spaces
+and punctuation are ignored (E-10181, e10181 and "E 10181" are one fact); "Is there anything else ...?" never asks
+for a fact. Scripted users are not audited: their replies are the task's own. Every pattern reads a text in time
+linear in its length, whatever it holds: a hostile reply and agent message of `MAX_REPLY_CHARS` each are read in well
+under a second (the e-mail pattern was quadratic: 40,000 characters took 20 s).
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from groundstate.agents.base import delivered_turns
 from groundstate.tasks import Task
-from groundstate.types import UserSimulator
+from groundstate.types import MAX_REPLY_CHARS, UserSimulator
 
 FAULT_PREFIX = "user-simulator fault"
-FAULT_KINDS = ("invented_fact", "contradicted_fact", "premature_stop")
+FAULT_KINDS = ("invented_fact", "contradicted_fact", "premature_stop", "overlong_reply")
 _FAULT_TEXT = re.compile(rf"^{FAULT_PREFIX} \(([a-z_]+)\):")
 
 
 class UserSimulatorFault(RuntimeError):
-    """An LLM user's reply broke its persona (`find_fault`): the attempt is a system error whose text starts with
-    `user-simulator fault (KIND):`, so `--repair` plays it again; the reply is never written to a user cache."""
+    """An LLM user's reply broke its persona (`find_fault`, unprovoked) or flooded (`refuse_overlong`): the attempt is a
+    system error whose text starts with `user-simulator fault (KIND):`, so `--repair` plays it again; the reply is never
+    written to a user cache."""
 
     def __init__(self, kind: str, detail: str, reply: str | None = None):
         super().__init__(f"{FAULT_PREFIX} ({kind}): {detail}")
@@ -60,7 +80,10 @@ def fault_kind(system_error: str | None) -> str | None:
 
 # -- fact-like tokens ------------------------------------------------------------------------------------------
 
-_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
+# An e-mail address is read from its '@' (`_emails`), never by a pattern that may start at every character of a long run
+# of address characters: that was quadratic (40,000 characters took 20 s, a 30 MB reply hours).
+_LOCAL_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._%+-")
+_DOMAIN = re.compile(r"[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
 _QUANTITY = (
     r"dollars?|bucks|usd|eur|euros?|pounds?|gbp|cents?|miles?|km|kilomet(?:er|re)s?|points?|credits?|hours?|hrs?|"
     r"minutes?|mins?|seconds?|secs?|days?|nights?|weeks?|months?|years?|items?|units?|people|persons?|guests?|times|"
@@ -78,8 +101,9 @@ _NOT_FACTS = re.compile(
             r"\b\d{1,2}:\d{2}(?::\d{2})?(?:\s?[ap]\.?m\b\.?)?",  # 10:30, 10:30 am
             r"\b\d{1,2}\s?[ap]\.?m\b\.?",  # 5pm, 5 p.m.
             r"(?:[$€£¥]|\b(?:usd|eur|gbp)\s?)\d[\d,]*(?:\.\d+)?(?:\s?[km]\b)?",  # $1,500.00, USD 40, $15k
-            r"\b\d[\d,]*(?:\.\d+)?\s?(?:[$€£¥]|(?:usd|eur|gbp)\b)",  # 1500€, 40 USD
-            r"\b\d{1,3}(?:,\d{3})+(?:\.\d+)?\b",  # 1,500 and 1,500.00
+            # an amount starts where a run of digits and commas starts (a start inside "1,1,1,..." would rescan it: quadratic)
+            r"(?<![\d,])\b\d[\d,]*(?:\.\d+)?\s?(?:[$€£¥]|(?:usd|eur|gbp)\b)",  # 1500€, 40 USD
+            r"(?<![\d,])\b\d{1,3}(?:,\d{3})+(?:\.\d+)?\b",  # 1,500 and 1,500.00
             r"\b\d+\.\d+\b",  # 42.5
             r"\b\d+(?:\.\d+)?\s?%",  # 15%
             rf"\b\d+\s?(?:{_QUANTITY})\b",  # 1500 miles, 3 days
@@ -142,11 +166,37 @@ def _classify(text: str, start: int) -> Token | None:
     return Token(text, key, "code", _code_shape(key), start) if ok else None
 
 
+def _emails(text: str) -> list[tuple[int, int]]:
+    """The spans of the e-mail addresses in `text`, leftmost first and not overlapping, in time linear in its length:
+    from each '@' back over the address characters (never past the last address found) and forward over a domain."""
+    spans: list[tuple[int, int]] = []
+    done, at = 0, text.find("@")
+    while at != -1:
+        start = at
+        while start > done and text[start - 1] in _LOCAL_CHARS:
+            start -= 1
+        domain = _DOMAIN.match(text, at + 1) if start < at else None
+        if domain is not None:
+            spans.append((start, domain.end()))
+            done = domain.end()
+        at = text.find("@", max(at + 1, done))
+    return spans
+
+
+def _blank(text: str, spans: list[tuple[int, int]]) -> str:
+    parts, last = [], 0
+    for start, end in spans:
+        parts += [text[last:start], " " * (end - start)]
+        last = end
+    return "".join(parts) + text[last:]
+
+
 def fact_tokens(text: str) -> list[Token]:
-    """The fact-like tokens of `text`, in order (see the module docstring for what is and is not one)."""
-    found = [Token(m.group(0), m.group(0).lower(), "email", m.group(0).lower().rpartition("@")[2], m.start()) for m in _EMAIL.finditer(text)]
-    masked = _EMAIL.sub(lambda m: " " * len(m.group(0)), text)
-    masked = _NOT_FACTS.sub(lambda m: " " * len(m.group(0)), masked)
+    """The fact-like tokens of `text`, in order (see the module docstring for what is and is not one), in time linear in
+    its length whatever it holds."""
+    emails = _emails(text)
+    found = [Token(text[a:b], text[a:b].lower(), "email", text[a:b].lower().rpartition("@")[2], a) for a, b in emails]
+    masked = _NOT_FACTS.sub(lambda m: " " * len(m.group(0)), _blank(text, emails))
     for m in _TOKEN.finditer(masked):
         token = _classify(m.group(0), m.start())
         if token is not None:
@@ -156,9 +206,23 @@ def fact_tokens(text: str) -> list[Token]:
 
 def _is_in(token: Token, text: str) -> bool:
     """Whether `text` holds the token, ignoring case, spaces and punctuation (an e-mail address: ignoring case)."""
-    if token.kind == "email":
-        return token.key in text.lower()
-    return token.key in re.sub(r"[^a-z0-9]", "", text.lower())
+    return _Seen(text).holds(token)
+
+
+class _Seen:
+    """A text prepared once for many `holds` questions (what the user saw, against every token of a reply): lower-cased,
+    and without anything but letters and digits; each key is looked up once."""
+
+    def __init__(self, text: str):
+        self.lower = text.lower()
+        self.squashed = re.sub(r"[^a-z0-9]+", "", self.lower)
+        self._known: dict[tuple[bool, str], bool] = {}
+
+    def holds(self, token: Token) -> bool:
+        key = (token.kind == "email", token.key)
+        if key not in self._known:
+            self._known[key] = token.key in (self.lower if token.kind == "email" else self.squashed)
+        return self._known[key]
 
 
 # -- labels: what a fact is called, from the words before it ---------------------------------------------------
@@ -228,28 +292,60 @@ _ASKS_TO_MAKE_UP = re.compile(
     r"\b(?:choose|pick|make up|create|come up with|think of|invent|set up|select|decide on)\b|\bnew (?:pin|password|passcode|code|number)\b",
     re.IGNORECASE,
 )
+# what names a value a user may be asked for (with the words of the user's own labels): an ask for one of these that
+# none of its facts answers is an ask for something the persona does not hold
+_VALUE_NOUNS = frozenset(
+    "number code email address phone mobile reference account card pin password passcode ssn zip postcode iban ticket order "
+    "booking tracking membership invoice serial voucher coupon receipt username login extension identifier sku".split()
+)
+_KIND_ONLY = frozenset({"number", "address"})  # "card number" is the card, "email address" the e-mail
+# words before a value that make it another one than the user's own: "your other email", "your manager's number"
+_OTHER = frozenset("other another second alternative alternate different backup secondary previous old former additional spare extra new".split())
+_PLAIN = frozenset(_STOP | _LINKING | _ASK_WORDS | _GIVE_VERBS | {"all", "any", "some", "correct", "full", "exact", "right", "current"})
+_NOT_OWNERS = frozenset("what that it there here who let he she where how today tomorrow yesterday one".split())
+# what tells the user the conversation is over: the agent says it is done, or that it cannot be done
+_CLOSING = re.compile(
+    r"\b(?:done|completed?|finished|booked|cancell?ed|processed|submitted|updated|scheduled|approved|refunded|resolved|all set|"
+    r"taken care of|cannot|can ?not|can'?t|unable to|not able to|won'?t be able to|not possible|impossible|unfortunately|afraid)\b",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
 class Fault:
+    """A broken rule: its kind and what the reply did; `provoked`, when the agent's own message asked for it (what the
+    agent asked, in words): then it is no user fault, and the attempt is graded as it stands."""
+
     kind: str
     detail: str
+    provoked: str | None = None
+
+
+def _sentence_words(sentence: str) -> list[str]:
+    return _words(sentence.replace("'", "").replace("\u2019", ""))
+
+
+def _anchors(sentence: str, words: list[str]) -> list[int]:
+    """Where a sentence asks the user for something: an asking word (what, which), a giving verb addressed to the user
+    ("could you confirm", "please provide"), an asking phrase ("may I have")."""
+    anchors = [i for i, w in enumerate(words) if w in _ASK_WORDS]
+    anchors += [i for i, w in enumerate(words) if w in _GIVE_VERBS and ("you" in words[max(0, i - 3) : i] or i == 0 or words[i - 1] == "please")]
+    phrase = _ASK_PHRASES.search(sentence.lower().replace("\u2019", "'"))
+    if phrase is not None:
+        anchors.append(len(_sentence_words(sentence[: phrase.start()])))
+    return anchors
 
 
 def _asks_for(sentence: str, fact: UserFact) -> bool:
-    words = _words(sentence.replace("'", ""))
+    words = _sentence_words(sentence)
     if "else" in words or _is_in(fact.token, sentence):
         return False
-    phrase = _ASK_PHRASES.search(sentence.lower().replace("\u2019", "'"))
-    anchors = [i for i, w in enumerate(words) if w in _ASK_WORDS]
-    anchors += [i for i, w in enumerate(words) if w in _GIVE_VERBS and ("you" in words[max(0, i - 3) : i] or i == 0 or words[i - 1] == "please")]
-    if phrase is not None:
-        anchors.append(len(_words(sentence[: phrase.start()].replace("'", ""))))
+    anchors, present = set(_anchors(sentence, words)), set(words)
     for label in fact.labels:
-        if not set(label) <= set(words):
+        if not set(label) <= present:
             continue
         ends = [i for i, w in enumerate(words) if w == label[-1]]
-        if any(0 <= e - a <= _WINDOW for a in anchors for e in ends):
+        if any(e - d in anchors for e in ends for d in range(_WINDOW + 1)):
             return True
     return False
 
@@ -260,37 +356,96 @@ def _requests(text: str) -> list[str]:
     return [s for s in sentences if s.rstrip("\"')] ").endswith("?") or s.lower().startswith("please")]
 
 
+def _lacking(message: str, facts: list[UserFact]) -> str | None:
+    """What the agent's `message` asks for that the user does not hold, in its words, or None: a value (`_VALUE_NOUNS`,
+    or a word of the user's own labels) named after an asking word of a request sentence, that none of the user's facts
+    answers ("the phone number", where it has an employee number and an e-mail), or that is another one than its own
+    ("your other email", "your manager's employee number"). A value none of its labels names is one it lacks: an
+    ambiguous ask ("the code") is the agent's risk, not the user's fault."""
+    labels = [set(label) for fact in facts for label in fact.labels]
+    nouns = _VALUE_NOUNS | {w for label in labels for w in label}
+    for sentence in _requests(message):
+        words = _sentence_words(sentence)
+        anchors = _anchors(sentence, words)
+        if "else" in words or not anchors:
+            continue
+        owners = {m.group(1).lower() + "s" for m in re.finditer(r"\b([A-Za-z]+)['\u2019]s\b", sentence)} - {w + "s" for w in _NOT_OWNERS}
+        i = first = min(anchors)
+        while i < len(words):
+            if words[i] not in nouns:
+                i += 1
+                continue
+            j = i
+            while j < len(words) and words[j] in nouns:
+                j += 1
+            # the word before says which value, unless it is a plain word: "confirmation number", "best number", "home address"
+            start = i - 1 if i - 1 > first and words[i - 1] not in _PLAIN else i
+            asked = set(words[start:j])
+            core = asked - _KIND_ONLY or asked
+            before = words[max(first, i - 3) : i]
+            if any(w in _OTHER or w in owners for w in before) or not any(label <= asked or core <= label for label in labels):
+                return " ".join(words[max(first, i - 3) : j])
+            i = j
+    return None
+
+
+def _stop(asked: str, turns: list[tuple[str, str]], facts: list[UserFact]) -> Fault | None:
+    """The premature stop of a user that ended the conversation after the agent's message `asked`, or None."""
+    wanted = [(sentence, fact) for sentence in _requests(asked) for fact in facts if fact.labels and _asks_for(sentence, fact)]
+    if not wanted:
+        return None
+    said = "\n".join(text for role, text in turns if role == "user")
+    fresh = [(sentence, fact) for sentence, fact in wanted if not _is_in(fact.token, said)]
+    sentence, fact = (fresh or wanted)[0]
+    fault = Fault("premature_stop", f"the user ended the conversation when the agent asked for its {_name(fact)} ({sentence[:160]!r})")
+    lacking = _lacking(asked, facts)
+    if lacking is not None:
+        return replace(fault, provoked=f"the agent also asked for {lacking!r}, which the user does not have")
+    if not fresh:
+        return replace(fault, provoked=f"the user had already given its {_name(fact)} ({fact.token.text}), and the agent asked for it again")
+    requests = set(_requests(asked))
+    for other in (s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", asked)):
+        closing = _CLOSING.search(other) if other and other not in requests else None
+        if closing is not None:
+            return replace(fault, provoked=f"the agent's message also said {other[:160]!r}: the user had reason to think the conversation over")
+    return fault
+
+
 def find_fault(task: Task, conversation: list[dict[str, Any]], reply: str | None, facts: list[UserFact] | None = None) -> Fault | None:
-    """The first rule an LLM user's `reply` (None: it ended the conversation) to `conversation` breaks, or None."""
+    """The first rule an LLM user's `reply` (None: it ended the conversation) to `conversation` breaks, or None; a
+    finding the agent's own last message provoked has `provoked` set (see the module docstring)."""
     facts = user_facts(task) if facts is None else facts
     turns = delivered_turns(conversation)
+    asked = turns[-1][1] if turns and turns[-1][0] == "assistant" else None
     if reply is None:
-        last = turns[-1] if turns else None
-        if last is None or last[0] != "assistant":
-            return None
-        for sentence in _requests(last[1]):
-            for fact in facts:
-                if fact.labels and _asks_for(sentence, fact):
-                    return Fault("premature_stop", f"the user ended the conversation when the agent asked for its {_name(fact)} ({sentence[:160]!r})")
-        return None
-    if turns and turns[-1][0] == "assistant" and _ASKS_TO_MAKE_UP.search(turns[-1][1]):
+        return _stop(asked, turns, facts) if asked is not None else None
+    if asked is not None and _ASKS_TO_MAKE_UP.search(asked):
         return None  # "please choose a new 6-digit PIN": the value is the user's to invent
-    seen = "\n".join(known_texts(task) + [text for _, text in turns])
+    seen = _Seen("\n".join(known_texts(task) + [text for _, text in turns]))
     for token in fact_tokens(reply):
-        if _is_in(token, seen):
+        if seen.holds(token):
             continue
         # of the same kind: any other e-mail address; a code, reference or number of the same shape
         same = [f for f in facts if f.token.kind == token.kind and (token.kind == "email" or f.token.shape == token.shape)]
         if same:
             own = max(same, key=lambda f: difflib.SequenceMatcher(None, f.token.key, token.key).ratio())
-            return Fault(
+            fault = Fault(
                 "contradicted_fact",
-                f"the reply gives {token.text}, which the user never saw; its own {_name(own)} is {own.token.text} ({reply[:160]!r})",
+                f"the reply gives {_shown(token.text)}, which the user never saw; its own {_name(own)} is {own.token.text} ({reply[:160]!r})",
             )
-        return Fault(
-            "invented_fact", f"the reply gives {token.text}, which is neither in the user's instructions nor in the conversation ({reply[:160]!r})"
-        )
+        else:
+            fault = Fault(
+                "invented_fact",
+                f"the reply gives {_shown(token.text)}, which is neither in the user's instructions nor in the conversation ({reply[:160]!r})",
+            )
+        lacking = _lacking(asked, facts) if asked is not None else None
+        return fault if lacking is None else replace(fault, provoked=f"the agent asked for {lacking!r}, which the user does not have")
     return None
+
+
+def _shown(text: str) -> str:
+    """A token as a finding quotes it: at most 80 characters (a hostile reply's token may be its whole length)."""
+    return text if len(text) <= 80 else text[:80] + f"… ({len(text)} characters)"
 
 
 def _name(fact: UserFact) -> str:
@@ -306,29 +461,47 @@ class UserAudit:
     A reply that invents or contradicts a fact raises at once. Ending the conversation when asked for a fact is only
     noted (`early_stop`): it is the user's fault only if the task was left undone, which the final state decides
     (`attempt.play` makes a failing attempt with an early stop a system error, and keeps a passing one: an agent that had
-    finished and then asked "which other order can I help with?" is not failed by the customer leaving)."""
+    finished and then asked "which other order can I help with?" is not failed by the customer leaving). A finding the
+    agent provoked is noted in `provoked` and never raises: the attempt goes on and is graded as it stands."""
 
     def __init__(self, task: Task):
         self.task = task
         self.facts = user_facts(task)
         self.early_stop: Fault | None = None
+        self.provoked: list[Fault] = []
 
     def check(self, conversation: list[dict[str, Any]], reply: str | None) -> None:
-        """Raise `UserSimulatorFault` when `reply` to `conversation` invents or contradicts a fact; note an early stop."""
+        """Raise `UserSimulatorFault` when `reply` to `conversation` invents or contradicts a fact; note an early stop,
+        and a finding the agent provoked."""
         fault = find_fault(self.task, conversation, reply, self.facts)
-        if fault is not None and fault.kind == "premature_stop":
+        if fault is None:
+            return
+        if fault.provoked is not None:
+            self.provoked.append(fault)
+        elif fault.kind == "premature_stop":
             self.early_stop = self.early_stop or fault
-        elif fault is not None:
+        else:
             raise UserSimulatorFault(fault.kind, fault.detail, reply)
 
 
+def refuse_overlong(reply: str | None) -> None:
+    """`UserSimulatorFault` (overlong_reply) for a user reply longer than `MAX_REPLY_CHARS`, whatever made it (a model
+    that loops, a damaged cache): a system error, audited or not, and the reply goes nowhere (not to the agent, not to a
+    cache, not into the record: the fault quotes its first 160 characters)."""
+    if reply is not None and len(reply) > MAX_REPLY_CHARS:
+        detail = f"the reply is {len(reply):,} characters, more than the {MAX_REPLY_CHARS:,} a reply may have ({reply[:160]!r}…)"
+        raise UserSimulatorFault("overlong_reply", detail)
+
+
 class AuditedUser:
-    """A user simulator whose every reply passes `audit` before the episode sees it (a fault raises `UserSimulatorFault`)."""
+    """A user simulator whose every reply passes `refuse_overlong` and `audit` before the episode sees it (a fault
+    raises `UserSimulatorFault`)."""
 
     def __init__(self, inner: UserSimulator, audit: UserAudit):
         self.inner, self.audit = inner, audit
 
     async def reply(self, conversation: list[dict[str, Any]]) -> str | None:
         reply = await self.inner.reply(conversation)
+        refuse_overlong(reply)  # first: the audit reads no flood
         self.audit.check(conversation, reply)
         return reply

@@ -13,7 +13,13 @@ A hit never calls the model. A miss calls it and stores the reply; None (the use
 too. When two writers generate one key at once (two runs sharing a cache), the first reply stored wins and both go on
 with it, so each run's transcript is what a rerun replays. With the user-turn audit (`user_audit`), every reply, from
 the model or the cache, is checked first: a rejected one is never stored, and a stored one that is rejected (written
-by a run with `--no-user-audit`) is deleted, so `--repair` asks the model again.
+by a run with `--no-user-audit`) is deleted, so `--repair` asks the model again. A reply longer than
+`types.MAX_REPLY_CHARS` is a fault with or without the audit (`user_audit.refuse_overlong`), and is never stored.
+
+A row no reply can be (`BadCacheRow`: a reply stored as a BLOB, text that is not UTF-8, one longer than a reply may be;
+written by another tool, an older groundstate or a damaged disk) would otherwise fail every attempt that meets it, in
+every run: it is evicted where it is met, a warning names the file, task, attempt and what is wrong, the attempt's
+`user_replies` counts it (`evicted`), and the model is asked, as for a reply never stored.
 
 The cache is not part of a run's identity: a cached reply is the reply the model gave to that very conversation, so a
 run with or without it is the same experiment and resumes either way. The manifest records the folder (its config's
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sqlite3
 from dataclasses import dataclass
@@ -38,16 +45,19 @@ from pathlib import Path
 from typing import Any, Callable
 
 from groundstate.agents.base import valid_text
-from groundstate.agents.user_audit import AuditedUser, UserAudit, UserSimulatorFault
+from groundstate.agents.user_audit import AuditedUser, Fault, UserAudit, UserSimulatorFault, refuse_overlong
 from groundstate.results import refuse_read_only
 from groundstate.tasks import Task
-from groundstate.types import UserSimulator
+from groundstate.types import MAX_REPLY_CHARS, UserSimulator
+
+log = logging.getLogger(__name__)
 
 CACHE_FILE = "user-replies.sqlite"
 APPLICATION_ID = 0x67735563  # "gsUc": what marks an SQLite file as a groundstate user cache
 SCHEMA_VERSION = 1
 KEY_VERSION = 1  # bumped when what goes into a key changes: old replies are then never served
 BUSY_TIMEOUT_S = 30.0
+_MAX_BYTES = 4 * MAX_REPLY_CHARS  # UTF-8 spends at most 4 bytes on a character: a longer row is too long, unread
 _TABLE = "user_replies"
 _COLUMNS = ("key", "task_id", "user_model", "attempt", "created", "reply")
 _SCHEMA = f"""CREATE TABLE IF NOT EXISTS {_TABLE} (
@@ -66,6 +76,10 @@ class UserCacheError(ValueError):
     def __init__(self, path: Path, reason: str):
         super().__init__(f"user cache {path}: {reason}")
         self.path = path
+
+
+class BadCacheRow(ValueError):
+    """A stored row holds what no user reply can be (the message says what): `CachedUser` evicts it."""
 
 
 def reply_key(task: Task, user_model: str, sampling: dict[str, Any], attempt: int, view: list[dict[str, Any]]) -> str:
@@ -161,21 +175,42 @@ class UserCache:
         return True
 
     def get(self, key: str) -> tuple[str | None] | None:
-        """(reply,) when `key` is stored (reply None: the user ended the conversation), else None."""
-        row = self._conn.execute(f"SELECT reply FROM {_TABLE} WHERE key = ?", (key,)).fetchone()
-        return None if row is None else (row[0],)
+        """(reply,) when `key` is stored (reply None: the user ended the conversation), else None. `BadCacheRow` when the
+        row holds what no reply can be: not text, not UTF-8, or longer than `MAX_REPLY_CHARS` (read no further)."""
+        # read as bytes: sqlite3 decoding a text that is not UTF-8 would raise for the row, and a flood is read only that far
+        row = self._conn.execute(
+            f"SELECT typeof(reply), length(CAST(reply AS BLOB)), substr(CAST(reply AS BLOB), 1, ?) FROM {_TABLE} WHERE key = ?", (_MAX_BYTES, key)
+        ).fetchone()
+        if row is None:
+            return None
+        kind, size, head = row
+        if kind == "null":
+            return (None,)
+        if kind != "text":
+            raise BadCacheRow(f"its reply is stored as {kind}, not text")
+        if size > _MAX_BYTES:
+            raise BadCacheRow(f"its reply is {size:,} bytes, longer than a reply may be ({MAX_REPLY_CHARS:,} characters)")
+        try:
+            reply = bytes(head).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise BadCacheRow(f"its reply is not UTF-8 text ({e.reason} at byte {e.start})") from None
+        if len(reply) > MAX_REPLY_CHARS:
+            raise BadCacheRow(f"its reply is {len(reply):,} characters, longer than a reply may be ({MAX_REPLY_CHARS:,})")
+        return (reply,)
 
     def put(self, key: str, task_id: str, user_model: str, attempt: int, reply: str | None) -> tuple[str | None, bool]:
         """Store `reply` under `key` unless a reply is stored there already: (the stored reply, the first writer's, and
-        whether it is this one)."""
+        whether it is this one). A bad row found there (`BadCacheRow`) is replaced by this reply."""
         created = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        cur = self._conn.execute(
-            f"INSERT OR IGNORE INTO {_TABLE} (key, task_id, user_model, attempt, created, reply) VALUES (?, ?, ?, ?, ?, ?)",
-            (key, task_id, user_model, attempt, created, reply),
-        )
+        row = (key, task_id, user_model, attempt, created, reply)
+        cur = self._conn.execute(f"INSERT OR IGNORE INTO {_TABLE} ({', '.join(_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)", row)
         if cur.rowcount == 1:
             return reply, True
-        stored = self.get(key)
+        try:
+            stored = self.get(key)
+        except BadCacheRow:
+            self._conn.execute(f"INSERT OR REPLACE INTO {_TABLE} ({', '.join(_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)", row)
+            return reply, True
         return (reply if stored is None else stored[0]), False
 
     def delete(self, key: str) -> None:
@@ -190,13 +225,15 @@ class UserCache:
 
 @dataclass
 class ReplyCount:
-    """How an attempt's user replies were made: served from the cache, or generated by the model (and stored)."""
+    """How an attempt's user replies were made: served from the cache, or generated by the model (and stored); and
+    the bad rows it evicted (`BadCacheRow`; in the record only when there were)."""
 
     cached: int = 0
     generated: int = 0
+    evicted: int = 0
 
     def to_json(self) -> dict[str, int]:
-        return {"cached": self.cached, "generated": self.generated}
+        return {"cached": self.cached, "generated": self.generated, **({"evicted": self.evicted} if self.evicted else {})}
 
 
 class CachedUser:
@@ -222,7 +259,16 @@ class CachedUser:
 
     async def reply(self, conversation: list[dict[str, Any]]) -> str | None:
         key = reply_key(self.task, self.user_model, self.sampling, self.attempt, self.view(conversation))
-        stored = self.cache.get(key)
+        try:
+            stored = self.cache.get(key)
+        except BadCacheRow as e:  # served, it would fail this attempt and every one after it: gone, and the model asked
+            self.cache.delete(key)
+            self.count.evicted += 1
+            log.warning(
+                "user cache %s: evicted the reply stored for task %s, attempt %d (key %s…): %s; the user model is asked again",
+                self.cache.path, self.task.id, self.attempt, key[:12], e,
+            )  # fmt: skip
+            stored = None
         if stored is not None:
             try:
                 if self.audit is not None:
@@ -233,6 +279,7 @@ class CachedUser:
             self.count.cached += 1
             return stored[0]
         reply = await self.inner.reply(conversation)
+        refuse_overlong(reply)  # never stored, never audited
         reply = valid_text(reply) if reply is not None else None  # what the episode keeps of it (a lone surrogate cannot be stored)
         if self.audit is not None:
             stopped_early = self.audit.early_stop
@@ -246,6 +293,14 @@ class CachedUser:
         else:  # another run stored a reply for this key first: that one is served, as a replay
             self.count.cached += 1
         return stored
+
+
+def provoked_findings(user: UserSimulator | None) -> list[str]:
+    """What the audit of an LLM user found in this attempt and did not count, because the agent's own message provoked
+    it (`UserAudit.provoked`), one sentence each for the verdict's reasons; [] for any other user."""
+    audit = user.audit if isinstance(user, (AuditedUser, CachedUser)) else None
+    found: list[Fault] = audit.provoked if audit is not None else []
+    return [f"user-turn audit: a {f.kind} the agent provoked, not a user-simulator fault: {f.detail}; {f.provoked}" for f in found]
 
 
 def early_stop_fault(user: UserSimulator | None) -> "UserSimulatorFault | None":

@@ -227,8 +227,10 @@ def attempts_command(
     console.print(f"{'probes' if probe else 'results'} written to {summary.path}\nmanifest written to {summary.manifest}", markup=False)
     if user_cache is not None:
         cached, generated = summary.user_replies.get("cached", 0), summary.user_replies.get("generated", 0)
+        evicted = summary.user_replies.get("evicted", 0)
         console.print(
             f"user cache {escape(str(user_cache / CACHE_FILE))}: {cached} user replies served from the cache, {generated} generated and stored"
+            + (f"; [yellow]{evicted} bad rows evicted[/yellow] (warnings above)" if evicted else "")
         )
     faults = f"; {user_faults} of them user-simulator faults (see groundstate metrics)" if user_faults else ""
     if summary.ran and summary.system_errors == summary.ran:  # nothing was measured: never a quiet exit 0

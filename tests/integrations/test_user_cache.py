@@ -16,7 +16,7 @@ import pytest
 from openai_stub import OpenAIStub, text, tool_call
 from typer.testing import CliRunner
 
-from groundstate.agents.user_cache import CACHE_FILE, UserCache, UserCacheError
+from groundstate.agents.user_cache import CACHE_FILE, BadCacheRow, UserCache, UserCacheError
 from groundstate.cli import app
 from groundstate.results import read_records
 from groundstate.runner import RunConfig, manifest_path, run
@@ -39,17 +39,23 @@ tasks:
     gold: [{tool: cancel_order, args: {order_id: 2}}]
 """
 cli = CliRunner()
+GAMERS = {
+    "agent-phone": "What is the phone number on your file?",  # the persona has none: the obliging user invents one
+    "agent-closer": "Your order is cancelled. Could you confirm your order number for our records?",  # the user leaves
+}
 
 
 class Shop:
     """The stub's answers to both models. `agent-a` asks for the order number and cancels; `agent-b` looks the customer
     up first (a tool call the user never sees), asks the same question, then also asks for the e-mail address. The
     user (`user-model`) answers from its prompt's facts; at a temperature above 0 each reply is new (a counter picks
-    its closing words), at 0 it is always the same. `user_says` replaces its answer to the order question."""
+    its closing words), at 0 it is always the same. `user_says` replaces its answer to the order question, `flood` every
+    answer; asked for a phone number (it has none) it makes one up. The `GAMERS` never cancel: each asks its question,
+    then claims the order is cancelled."""
 
-    def __init__(self, user_says: str | None = None):
+    def __init__(self, user_says: str | None = None, flood: str | None = None):
         self.draws = itertools.count()
-        self.user_says = user_says
+        self.user_says, self.flood = user_says, flood
 
     def __call__(self, body):
         msgs = body["messages"]
@@ -60,6 +66,10 @@ class Shop:
     def user(self, body, prompt: str, last: str):
         if "cancelled" in last:
             return text("Thank you! ###STOP###")
+        if "phone" in last:  # an obliging customer: it makes one up
+            return text("It is 555-0199.")
+        if self.flood is not None:
+            return text(self.flood)
         n = next(self.draws)
         closing = f"{WORDS[n % len(WORDS)]} ({n})" if body.get("temperature", 0) > 0 else "thanks"
         email, order = re.search(r"email is (\S+@\S+?) ", prompt).group(1), re.search(r"order number is (#\d+)", prompt).group(1)
@@ -69,6 +79,9 @@ class Shop:
 
     def agent(self, model: str, msgs):
         last = msgs[-1]
+        if model in GAMERS:  # a failing agent that provokes the user, then claims success
+            asked = [m["content"] for m in msgs if m["role"] == "assistant"]
+            return text(GAMERS[model] if not asked else "Your order is cancelled.")
         if last["role"] == "tool":
             if "cancelled" in last["content"]:
                 return text("Your order is cancelled. Is there anything else I can help with?")
@@ -211,7 +224,7 @@ def test_a_user_fault_is_a_system_error_that_repair_reruns_and_metrics_counts(sh
             "faults": 2,
             "unrepaired": 0,
             "rate": 0.5,
-            "kinds": {"invented_fact": 0, "contradicted_fact": 2, "premature_stop": 0},
+            "kinds": {"invented_fact": 0, "contradicted_fact": 2, "premature_stop": 0, "overlong_reply": 0},
         }
     }
 
@@ -359,4 +372,103 @@ def test_concurrent_writers_share_one_cache(tmp_path):
     assert cache.get("missing") is None
     cache.put("ended", "t", "m@u", 0, None)
     assert cache.get("ended") == (None,)  # the user ending the conversation is stored too
+    cache.close()
+
+
+# -- a failing agent cannot buy a re-roll by provoking the user (#32 item 7) ----------------------------------------
+
+
+@pytest.mark.parametrize("agent", sorted(GAMERS))
+def test_a_failing_agent_that_provokes_a_user_fault_is_graded_and_repair_never_rerolls_it(shop_llm, tmp_path, agent):
+    """Before, both made every attempt a system error (`invented_fact`, `premature_stop`) that `--repair` re-rolled:
+    best-of-n for a policy that provokes only when failing. Now each is the agent's 0, noted, and stays."""
+    out = tmp_path / "r.jsonl"
+    with OpenAIStub(responder=Shop()) as stub:
+        first = gs_run(stub, shop_llm, out, agent=agent, k="1")
+        calls = len(stub.bodies(agent))
+        repaired = gs_run(stub, shop_llm, out, "--repair", agent=agent, k="1")
+        assert len(stub.bodies(agent)) == calls  # nothing was played again
+        user_model = f"openai:user-model@{stub.base_url}"
+    assert first.exit_code == 0, first.output
+    records = read_records(out)
+    assert {(r.reward, r.system_error) for r in records} == {(0, None)}, [r.verdict for r in records]
+    for r in records:
+        assert any("the agent provoked, not a user-simulator fault" in reason for reason in r.verdict["reasons"]), r.verdict
+    assert repaired.exit_code == 0 and "0 attempts run (2 already done)" in repaired.output, repaired.output
+    m = json.loads(cli.invoke(app, ["metrics", str(out), "--json"]).stdout)
+    assert m["user_simulator_faults"][user_model]["faults"] == 0
+
+
+# -- one reply is at most MAX_REPLY_CHARS characters; the audit is linear (#32 item 14) ------------------------------
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("audit", ["--user-audit", "--no-user-audit"])
+def test_a_flooding_user_is_a_system_error_and_the_results_stay_small(shop_llm, tmp_path, audit):
+    """A user model that answers with 400,000 characters of address-like text (what the quadratic e-mail pattern spent
+    minutes on; `--no-user-audit` served it and wrote it into the results): a system error, audited or not, never
+    stored in the cache, and the results file holds no copy of it."""
+    cache, out = tmp_path / "cache", tmp_path / "r.jsonl"
+    flood = "a." * 200_000
+    with OpenAIStub(responder=Shop(flood=flood)) as stub:
+        r = gs_run(stub, shop_llm, out, "--user-cache", str(cache), audit, k="1")
+        agent_bodies = stub.bodies("agent-a")
+    assert r.exit_code == 1, r.output  # every attempt a system error
+    for record in read_records(out):
+        assert record.system_error.startswith("user-simulator fault (overlong_reply): the reply is 400,000 characters"), record.system_error
+    assert out.stat().st_size < 20_000
+    assert all(flood not in json.dumps(b) for b in agent_bodies)  # the agent never saw it
+    assert stored(cache) == 0
+
+
+# -- a bad row in the user cache is evicted, not a system error forever (#32 item 16) --------------------------------
+
+
+def _spoil(folder: Path, value: str) -> None:
+    """Every stored reply replaced by the SQL expression `value` (what another tool or a damaged disk may leave)."""
+    conn = sqlite3.connect(folder / CACHE_FILE)
+    with conn:
+        conn.execute(f"UPDATE user_replies SET reply = {value} WHERE reply IS NOT NULL")
+    conn.close()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    "bad, why",
+    [
+        ("CAST('It is order #1.' AS BLOB)", "stored as blob, not text"),
+        ("CAST(X'4974206973206f7264657220ff23312e' AS TEXT)", "not UTF-8 text (invalid start byte at byte 12)"),
+        ("'It is order #1. ' || hex(zeroblob(200000))", "longer than a reply may be"),
+    ],
+    ids=["blob", "not-utf8", "flood"],
+)
+def test_a_bad_row_in_the_user_cache_is_evicted_reported_and_regenerated(shop_llm, tmp_path, caplog, bad, why):
+    cache = tmp_path / "cache"
+    with OpenAIStub(responder=Shop()) as stub:
+        assert gs_run(stub, shop_llm, tmp_path / "a.jsonl", "--user-cache", str(cache), k="1").exit_code == 0
+        _spoil(cache, bad)
+        again = gs_run(stub, shop_llm, tmp_path / "b.jsonl", "--user-cache", str(cache), k="1")
+        third = gs_run(stub, shop_llm, tmp_path / "c.jsonl", "--user-cache", str(cache), k="1")
+    assert again.exit_code == 0, again.output
+    records = read_records(tmp_path / "b.jsonl")
+    assert {(r.reward, r.system_error) for r in records} == {(1, None)}
+    assert {r.model_extra["user_replies"]["evicted"] for r in records} == {1}
+    assert squash("2 bad rows evicted") in squash(again.output), again.output
+    warned = [m for m in caplog.messages if "evicted the reply stored for task" in m]
+    assert len(warned) == 2 and all(str(cache / CACHE_FILE) in m and why in m for m in warned), caplog.messages
+    # evicted and regenerated: the next run is served from the cache, all clean
+    assert third.exit_code == 0 and squash("4 user replies served from the cache, 0 generated") in squash(third.output), third.output
+    assert all("evicted" not in r.model_extra["user_replies"] for r in read_records(tmp_path / "c.jsonl"))
+
+
+def test_a_reply_stored_as_text_that_is_not_utf8_is_evicted(tmp_path, caplog):
+    cache = UserCache(tmp_path)
+    cache.put("k", "t", "m@u", 0, "placeholder")
+    cache._conn.execute("UPDATE user_replies SET reply = CAST(X'497420697320ff23312e' AS TEXT) WHERE key = 'k'")
+    with pytest.raises(sqlite3.OperationalError, match="decode"):  # what every attempt met before: the row cannot be read
+        cache._conn.execute("SELECT reply FROM user_replies WHERE key = 'k'").fetchone()
+    with pytest.raises(BadCacheRow, match="not UTF-8 text"):
+        cache.get("k")
+    assert cache.put("k", "t", "m@u", 0, "fresh") == ("fresh", True)  # a writer that meets it replaces it
+    assert cache.get("k") == ("fresh",)
     cache.close()

@@ -117,17 +117,19 @@ def test_a_reference_of_the_same_shape_contradicts_the_users_own():
 
 
 @pytest.mark.parametrize(
-    "agent",
+    "agent, provoked",
     [
-        "What is your employee number?",
-        "Thanks. Could you confirm your work email address?",
-        "May I have your employee ID, please?",
-        "Please provide your employee number so I can look you up.",
+        ("Thanks. Could you confirm your work email address?", False),
+        ("May I have your email, please?", False),
+        ("Please send me your e-mail so I can look you up.", False),
+        # the employee number is in the user's opening message: asking for it again is the agent's doing
+        ("What is your employee number?", True),
+        ("May I have your employee ID, please?", True),
     ],
 )
-def test_ending_the_conversation_when_asked_for_a_fact_is_a_premature_stop(leave, agent):
+def test_ending_the_conversation_when_asked_for_a_fact_is_a_premature_stop(leave, agent, provoked):
     fault = find_fault(leave, said(leave, agent), None)
-    assert fault is not None and fault.kind == "premature_stop"
+    assert fault is not None and fault.kind == "premature_stop" and bool(fault.provoked) == provoked, fault
 
 
 @pytest.mark.parametrize(
@@ -202,7 +204,7 @@ def test_the_audited_user_raises_the_fault_of_a_bad_reply(leave):
     assert e.value.kind == "contradicted_fact" and e.value.reply == "E10999"
     # ending the conversation when asked is noted, not raised: the final state decides (`attempt.play`)
     audit = UserAudit(leave)
-    assert asyncio.run(AuditedUser(Says(None), audit).reply(conv)) is None
+    assert asyncio.run(AuditedUser(Says(None), audit).reply(said(leave, "What is your email address?"))) is None
     assert audit.early_stop is not None and audit.early_stop.kind == "premature_stop"
 
 
@@ -223,7 +225,7 @@ def test_an_early_stop_fails_only_an_attempt_whose_task_was_left_undone(leave):
     domain = load_domain("hr")
 
     class Agent:
-        """The gold calls, then a question naming the employee number (asks for one of the user's facts)."""
+        """The given calls, then a question asking for one of the user's facts that it has not given (its e-mail)."""
 
         def __init__(self, calls):
             self.calls = list(calls)
@@ -232,7 +234,7 @@ def test_an_early_stop_fails_only_an_attempt_whose_task_was_left_undone(leave):
             if self.calls:
                 c = self.calls.pop(0)
                 return AgentTurn(tool_calls=[ToolCallRequest(f"c{len(self.calls)}", c.tool, dict(c.args))])
-            return AgentTurn(text="Done. What other employee number can I help you with today?")
+            return AgentTurn(text="Which email address should the confirmation go to?")
 
     def user():
         return AuditedUser(ScriptedUser([]), UserAudit(leave))  # the script is empty: it ends the conversation at once
@@ -244,3 +246,117 @@ def test_an_early_stop_fails_only_an_attempt_whose_task_was_left_undone(leave):
     assert undone.verdict.system_error.startswith("user-simulator fault (premature_stop):"), undone.verdict
     assert "left undone by the user" in undone.verdict.system_error
     assert early_stop_fault(ScriptedUser([])) is None
+
+
+# -- a finding the agent's own message provoked is not the user's fault (#32 item 7) -----------------------------
+
+
+@pytest.mark.parametrize(
+    "agent, reply",
+    [
+        ("What is the phone number on your file?", "Sure, it is 555-0199."),
+        ("Could you give me your other email address?", "Use mei.garcia@gmail.com."),
+        ("What is your manager's employee number?", "I think it is E10999."),
+        ("Please provide your home address, including the ZIP code.", "12 Elm Street, 02139."),
+        ("Thanks! And what is your employee number, and the phone number we should call you on?", "E10181, and 555-0199."),
+        ("Which order number is this about?", "Order #5513."),
+    ],
+)
+def test_a_value_the_agent_asked_for_and_the_user_does_not_have_is_provoked(leave, agent, reply):
+    """The agent asked for something its persona does not hold: whatever the obliging user makes up is the agent's doing,
+    so the attempt is graded as it stands (the audit notes it; nothing raises, nothing is repaired)."""
+    conv = said(leave, agent)
+    fault = find_fault(leave, conv, reply)
+    assert fault is not None and fault.provoked, fault
+    audit = UserAudit(leave)
+    audit.check(conv, reply)  # no UserSimulatorFault
+    assert [f.kind for f in audit.provoked] == [fault.kind] and audit.early_stop is None
+
+
+@pytest.mark.parametrize(
+    "agent, reply",
+    [
+        ("How can I help you today?", "You can call me on 555-0199."),  # volunteered
+        ("What is your employee number?", "It is E10182."),  # its own, misstated
+        ("Could you confirm your work email address?", "It's mei.garcia@gmail.com."),
+        ("What is your employee number?", "E10181, and my phone is 555-0199."),  # answerable; the phone volunteered
+        ("Is there anything else I can help you with?", "Yes, ticket #5513 too."),
+    ],
+)
+def test_a_fact_the_user_volunteers_or_misstates_when_asked_fairly_is_still_its_fault(leave, agent, reply):
+    fault = find_fault(leave, said(leave, agent), reply)
+    assert fault is not None and not fault.provoked, fault
+    with pytest.raises(UserSimulatorFault):
+        UserAudit(leave).check(said(leave, agent), reply)
+
+
+@pytest.mark.parametrize(
+    "agent",
+    [
+        "Could you please tell me your employee number?",  # it gave it in its opening message
+        "Your leave is booked. Could you confirm your work email address?",  # the agent says it is done
+        "I'm afraid I cannot book that. Could you confirm your work email address?",  # ... or that it cannot be done
+        "Could you confirm your work email address, and the phone number on your file?",  # and asks for what it lacks
+    ],
+)
+def test_walking_away_from_a_question_the_agent_gave_it_reason_to_leave_is_provoked(leave, agent):
+    fault = find_fault(leave, said(leave, agent), None)
+    assert fault is not None and fault.kind == "premature_stop" and fault.provoked, fault
+    audit = UserAudit(leave)
+    audit.check(said(leave, agent), None)
+    assert audit.early_stop is None and [f.kind for f in audit.provoked] == ["premature_stop"]
+
+
+def test_a_failing_agent_cannot_turn_its_failure_into_a_repairable_system_error(leave):
+    """Scripted agents that game the audit, once failing (they never book the leave): one asks for a fact the persona
+    does not hold and the obliging user makes one up; one claims success and closes with a question, and the user
+    leaves. Both attempts are graded as they stand (a 0, with the audit's note), never a system error that `--repair`
+    would re-roll; a fair question the user walks away from is still the user's fault."""
+    from groundstate.attempt import play
+    from groundstate.state.sqlite import SqliteBackend
+    from groundstate.types import AgentTurn
+
+    domain = load_domain("hr")
+
+    class Says:
+        """A user that answers every message with its next line (None: it ends the conversation)."""
+
+        def __init__(self, *lines):
+            self.lines = list(lines)
+
+        async def reply(self, conversation):
+            return self.lines.pop(0) if self.lines else None
+
+    class Gamer:
+        def __init__(self, *texts):
+            self.texts = list(texts)
+
+        async def act(self, conversation, tools):
+            return AgentTurn(text=self.texts.pop(0)) if self.texts else AgentTurn(text="Goodbye.", done=True)
+
+    def attempt(agent, user):
+        return asyncio.run(play(leave, domain, agent, AuditedUser(user, UserAudit(leave)), backend=SqliteBackend())).verdict
+
+    invented = attempt(Gamer("What is the phone number on your file?"), Says("It is 555-0199."))
+    assert invented.system_error is None and invented.reward == 0, invented
+    assert any("provoked" in r and "555-0199" in r for r in invented.reasons), invented.reasons
+    closed = attempt(Gamer("Your leave is booked! Could you confirm your work email address for the confirmation?"), Says())
+    assert closed.system_error is None and closed.reward == 0, closed
+    assert any("provoked" in r and "premature_stop" in r for r in closed.reasons), closed.reasons
+    fair = attempt(Gamer("Could you confirm your work email address?"), Says())
+    assert fair.system_error is not None and fault_kind(fair.system_error) == "premature_stop", fair
+
+
+# -- the audit reads a hostile reply in linear time (#32 item 14) ---------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("unit", ["a", "a.", "7", "1,", "a-", "a_", "x@", "1.", "7 ", "a1-", "12345 ", "$1,", "E1 ", "#", "a@b."])
+def test_the_audit_reads_a_hostile_reply_in_linear_time(leave, unit):
+    """200,000 characters of each repeated unit (what made the e-mail pattern and the amount patterns quadratic: 40,000
+    characters took 20 s) in the agent's message and in the reply, then an invented phone number: the audit finishes
+    and still finds it. Before the fix this ran for minutes."""
+    junk = unit * (200_000 // len(unit))
+    conv = said(leave, junk + "\nHow can I help you today?")
+    fault = find_fault(leave, conv, junk + " Call me on 555-0199.")
+    assert fault is not None and fault.kind == "invented_fact" and "555-0199" in fault.detail, fault
