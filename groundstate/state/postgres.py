@@ -2,8 +2,8 @@
 
 Isolation scheme: *template databases, pooled clones, one transaction per attempt*.
 - A task's start state is a database (`gs_tpl_<key>`) built once from a per-domain base (`gs_base_…`).
-- A sandbox is a private clone (`CREATE DATABASE gs_sb_<host>_<pid>_<n> TEMPLATE gs_tpl_<key>`) with its own
-  tables, triggers and sequences, used by one attempt at a time inside one transaction (`BEGIN` at open).
+- A sandbox is a private clone (`CREATE DATABASE gs_sb_<host>_<pid>_o<owner>_<n> TEMPLATE gs_tpl_<key>`) with its
+  own tables, triggers and sequences, used by one attempt at a time inside one transaction (`BEGIN` at open).
 - At close the transaction is rolled back, which restores the clone exactly (rows and change log; any
   sequences are reset to their template values), and the clone goes back to a per-template pool for the
   next attempt of the same task. Concurrent attempts never share a database, a row lock or a sequence.
@@ -25,6 +25,15 @@ when the server dropped it, so a restart costs only the attempts whose sandboxes
 (their statements fail, and the runner records system errors). A pooled clone database survives the
 restart clean (it was rolled back and verified before pooling) and is simply reconnected. A clone that
 cannot be dropped while the server is down is remembered and dropped by the next `drain`/`close`.
+
+Owners: a process killed while it holds clones (SIGKILL, out of memory, a time limit) cannot drop them. Each backend
+holds a session-level advisory lock, (`OWNER_LOCK_CLASS`, its owner key), on a connection of its own for as long as
+it has clones, and the key is in every clone's name (`o<owner>`). The server releases the lock when that session
+ends, which a killed process's does at once; so a clone whose owner's lock is free and that nobody is connected to
+belongs to no live process, whatever its pid or host (a pid can be reused, and machines sharing one server cannot
+see each other's processes). `cleanup_stale` drops those (a plain DROP DATABASE, which fails rather than end a
+session), and runs at start-up: when `make_backend` makes the backend (`check_reachable`) or before its first clone.
+After a server restart the owner takes its lock again before it reconnects to or creates a clone.
 """
 
 from __future__ import annotations
@@ -32,8 +41,10 @@ from __future__ import annotations
 import atexit
 import contextlib
 import itertools
+import logging
 import os
 import re
+import secrets
 import threading
 import time
 import weakref
@@ -52,6 +63,8 @@ from groundstate.state.db import PgDb
 from groundstate.tasks import TaskFileError
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+log = logging.getLogger(__name__)
 
 
 def default_dsn() -> str:
@@ -84,9 +97,12 @@ def portable_to_postgres(schema_sql: str) -> str:
     return re.sub(r"\bREAL\b", "DOUBLE PRECISION", schema_sql, flags=re.IGNORECASE)
 
 
-_INSTANCES = itertools.count()
-
-SANDBOX_PREFIX = "gs_sb_"  # sandbox (clone) databases are named gs_sb_<pid>_<instance>_<n>
+SANDBOX_PREFIX = "gs_sb_"  # sandbox (clone) databases are named gs_sb_<host>_<pid>_o<owner>_<n>
+# The advisory lock class of sandbox owners: (OWNER_LOCK_CLASS, owner key) is held by a live backend with clones.
+OWNER_LOCK_CLASS = zlib.crc32(b"groundstate sandbox owner") & 0x7FFFFFFF
+_OWNED_NAME = re.compile(r"gs_sb_h[0-9a-f]{8}_\d+_o([0-9a-f]{8})_\d+")
+# names from before owner keys, whose pid (of this machine, or of a name without host tag) is all that tells their owner
+_PID_NAME = re.compile(r"gs_sb_(?:(h[0-9a-f]{8})_)?(\d+)_\d+_\d+")
 SANDBOX_ROLE = "groundstate_sandbox"
 # A LOGIN role: sandbox sessions start as it (a SET ROLE from a superuser session could be undone by RESET ROLE).
 # The attributes are (re)asserted on every backend start, so a role left by an older version is brought in line.
@@ -178,7 +194,13 @@ class PostgresBackend(Backend):
         self._idle: "OrderedDict[str, _Clone]" = OrderedDict()  # dbname -> idle clone, least recently used first
         self._clones = 0  # clones in existence (idle or in use)
         self._counter = itertools.count()
-        self._instance = next(_INSTANCES)  # several backends in one process must not reuse each other's names
+        # in every clone's name and locked while clones exist: several backends in one process never share names, and
+        # `cleanup_stale` anywhere tells a live owner's clones from a dead one's (see the module docstring)
+        self._owner_key = secrets.randbits(31)
+        self._owner_conn: psycopg.Connection | None = None
+        self._owner_lock = threading.Lock()
+        self._started = False  # cleanup_stale ran at start-up
+        self.reaped: list[str] = []  # sandbox databases of gone owners dropped at start-up
         atexit.register(_close_at_exit, weakref.ref(self))  # pooled clones must not outlive the process
         self.cloned = 0  # CREATE DATABASE count
         self.reused = 0  # sandboxes served from the pool
@@ -191,11 +213,59 @@ class PostgresBackend(Backend):
     # -- connections ---------------------------------------------------------------------------
     def check_reachable(self) -> None:
         """Connect once to the DSN's database: `BackendUnreachable` naming the server (never the password) and the fix
-        when that fails, so a command stops in one line before any work instead of failing every attempt."""
+        when that fails, so a command stops in one line before any work instead of failing every attempt. Then the
+        start-up reaping (`_start`): sandboxes of processes that are gone are dropped, and how many is logged."""
         try:
             self._admin_execute("SELECT 1")
         except psycopg.Error as e:
             raise BackendUnreachable(f"cannot reach PostgreSQL at {describe_dsn(self.dsn)}: {first_line(e)}") from None
+        self._start()
+
+    def _start(self) -> None:
+        """Once per backend, before its first clone: drop the sandboxes whose owner is gone (`reaped`), and say how many
+        (a warning on this module's logger, which a command without logging set up prints to stderr)."""
+        with self._owner_lock:
+            if self._started:
+                return
+            self._started = True
+        try:
+            self.reaped = self.cleanup_stale()
+        except psycopg.Error as e:  # best effort: a leftover database must not stop the command
+            log.warning("could not drop the sandbox databases of processes that are gone on %s: %s", describe_dsn(self.dsn), _first_line(e))
+        if self.reaped:
+            log.warning(
+                "dropped %d sandbox database(s) on %s left by processes that were killed or crashed", len(self.reaped), describe_dsn(self.dsn)
+            )
+
+    def _hold_owner_lock(self) -> None:
+        """Make sure this backend's owner lock is held (taken on its first clone, again after a server restart ended
+        the session that held it) before a clone is created or reconnected to."""
+        self._start()
+        with self._owner_lock:
+            conn = self._owner_conn
+            if conn is not None and self._alive(conn):
+                return
+            self._owner_conn = None
+            conn = self._connect(conninfo_to_dict(self.dsn).get("dbname") or "postgres")
+            try:
+                # the session must last as long as the process: a server-side idle timeout would free the lock
+                with contextlib.suppress(psycopg.errors.UndefinedObject, psycopg.errors.InsufficientPrivilege):
+                    conn.execute("SET idle_session_timeout = 0")  # PostgreSQL 14+
+                while not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (OWNER_LOCK_CLASS, self._owner_key)).fetchone()[0]:
+                    with self._pool:
+                        if self._clones == 0 and not self._orphans and self.cloned == 0:
+                            # another live backend drew the same key (or a reaper is checking it): draw another
+                            self._owner_key = secrets.randbits(31)
+                            continue
+                    # our own key, held by a reaper deciding about our clones after a restart: wait for its decision
+                    conn.execute("SET lock_timeout = '60s'")
+                    conn.execute("SELECT pg_advisory_lock(%s, %s)", (OWNER_LOCK_CLASS, self._owner_key))
+                    conn.execute("RESET lock_timeout")
+                    break
+            except BaseException:
+                conn.close()
+                raise
+            self._owner_conn = conn
 
     def connect(self, dbname: str) -> psycopg.Connection:
         """An autocommit connection to `dbname`: sandbox databases as the sandbox login (`sandbox_user`),
@@ -379,6 +449,7 @@ class PostgresBackend(Backend):
             else:
                 self.reused += 1
                 if not self._alive(clone.conn):  # the server restarted while it was pooled: the database is still clean
+                    self._hold_owner_lock()  # the restart ended the lock's session too: no reaper may take the clone now
                     clone.conn = self.connect(clone.dbname)
             clone.conn.execute("BEGIN")
         except BaseException:
@@ -397,6 +468,7 @@ class PostgresBackend(Backend):
         return sandbox
 
     def _clone(self, template: Template) -> _Clone:
+        self._hold_owner_lock()
         dbname = f"{self.sandbox_prefix}{next(self._counter)}"
         self._admin_execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(dbname), sql.Identifier(template.handle)))
         self.cloned += 1
@@ -501,8 +573,8 @@ class PostgresBackend(Backend):
 
     @property
     def sandbox_prefix(self) -> str:
-        """The name prefix of this backend's sandbox databases: `gs_sb_<host tag>_<pid>_<instance>_`."""
-        return f"{process_sandbox_prefix()}{self._instance}_"
+        """The name prefix of this backend's sandbox databases: `gs_sb_<host tag>_<pid>_o<owner key>_`."""
+        return f"{process_sandbox_prefix()}o{self._owner_key:08x}_"
 
     def sandbox_databases(self) -> list[str]:
         """This backend's sandbox databases that still exist (none after every sandbox is closed and the pool drained)."""
@@ -514,30 +586,58 @@ class PostgresBackend(Backend):
         return (self.name, self.dsn)
 
     def cleanup_stale(self) -> list[str]:
-        """Drop sandbox databases left by processes of this machine that no longer run (a crash skips `close`).
+        """Drop the sandbox databases whose owning process is gone (a kill or crash skips `close`); the names dropped.
 
-        Only this host's sandboxes are considered: another machine's processes cannot be checked from here,
-        so a server shared by the nodes of a cluster never loses a live node's sandboxes."""
+        A sandbox named with an owner key is its owner's while the owner's advisory lock is held anywhere on the server
+        (see the module docstring), so this holds for sandboxes of every machine sharing the server, and a reused pid
+        changes nothing. Each dead owner's key is locked here while its sandboxes are dropped (an owner re-taking its
+        lock after a restart waits), and a sandbox anyone is connected to is never dropped: DROP DATABASE without
+        FORCE fails instead. Names from before owner keys are judged by their pid, on this machine only."""
+        rows = self._admin_execute(
+            """SELECT d.datname, EXISTS (SELECT FROM pg_stat_activity a WHERE a.datname = d.datname)
+               FROM pg_database d WHERE d.datname LIKE %s ORDER BY d.datname""",
+            ("gs\\_sb\\_%",),
+        )
+        by_owner: dict[int, list[str]] = {}
         dropped = []
-        host = _host_tag()
-        for (name,) in self._admin_execute("SELECT datname FROM pg_database WHERE datname LIKE %s", ("gs\\_sb\\_%",)):
-            parts = name.split("_")
-            if len(parts) == 5 and parts[2].isdigit():  # a name from before host tags: single-machine, so this one's
-                pid = int(parts[2])
-            elif len(parts) == 6 and parts[2] == host and parts[3].isdigit():
-                pid = int(parts[3])
-            else:
+        for name, connected in rows:
+            if connected:
                 continue
-            try:
-                os.kill(pid, 0)
-                continue
-            except ProcessLookupError:
-                pass
-            except PermissionError:
-                continue
-            self._admin_execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-            dropped.append(name)
+            owned = _OWNED_NAME.fullmatch(name)
+            if owned:
+                by_owner.setdefault(int(owned.group(1), 16), []).append(name)
+            elif _pid_owner_gone(name) and self._drop_unused(name):
+                dropped.append(name)
+        if not by_owner:
+            return dropped
+        with self._admin() as conn:
+            for key, names in by_owner.items():
+                if not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (OWNER_LOCK_CLASS, key)).fetchone()[0]:
+                    continue  # its owner holds it (here, or is re-taking it), or another process is reaping it
+                try:
+                    # held in another database of the server (lock spaces are per database): alive
+                    held = conn.execute(
+                        """SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()
+                           AND classid::int8 = %s AND objid::int8 = %s AND objsubid = 2)""",
+                        (OWNER_LOCK_CLASS, key),
+                    ).fetchone()[0]
+                    if not held:
+                        dropped += [name for name in names if self._drop_unused(name, conn)]
+                finally:
+                    conn.execute("SELECT pg_advisory_unlock(%s, %s)", (OWNER_LOCK_CLASS, key))
         return dropped
+
+    def _drop_unused(self, dbname: str, conn: psycopg.Connection | None = None) -> bool:
+        """DROP DATABASE without FORCE: False, and nothing dropped, if someone is connected to it or it is another user's."""
+        query = sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(dbname))
+        try:
+            if conn is None:
+                self._admin_execute(query)
+            else:
+                conn.execute(query)
+        except (psycopg.errors.ObjectInUse, psycopg.errors.InsufficientPrivilege):
+            return False
+        return True
 
     def drop_templates(self, domain: "World | None" = None) -> None:
         """Remove cached template databases (all of groundstate's, or one domain's bases)."""
@@ -547,17 +647,36 @@ class PostgresBackend(Backend):
         self._templates.clear()
 
     def close(self) -> None:
-        """Drop the pooled clones and close the maintenance connections (templates stay cached on the server)."""
+        """Drop the pooled clones and close the maintenance connections (templates stay cached on the server); the owner
+        lock goes with its connection once no clone is left (a sandbox still open keeps it)."""
         self.drain()
         with self._admin_pool_lock:
             for conn in self._admins:
                 conn.close()
             self._admins.clear()
+        with self._owner_lock, self._pool:
+            if self._owner_conn is not None and self._clones == 0:
+                self._owner_conn.close()
+                self._owner_conn = None
 
 
 def _first_line(error: psycopg.Error) -> str:
     """The server's message without psycopg's multi-line context (LINE 3: ... ^)."""
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def _pid_owner_gone(name: str) -> bool:
+    """Whether a sandbox named before owner keys (`gs_sb_[<host>_]<pid>_<n>_<n>`) was this machine's process's that no longer runs."""
+    match = _PID_NAME.fullmatch(name)
+    if match is None or match.group(1) not in (None, _host_tag()):
+        return False
+    try:
+        os.kill(int(match.group(2)), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 def _host_tag() -> str:

@@ -19,6 +19,7 @@ import errno
 import json
 import os
 import pwd
+import re
 import shutil
 import socket
 import subprocess
@@ -476,6 +477,95 @@ def test_concurrent_first_sandboxes_on_a_fresh_server_all_get_the_sandbox_role(s
             sb.close()
     finally:
         backend.close()
+
+
+# -- processes killed while they hold sandboxes -------------------------------------------------------
+
+HOLDER = """
+import sys, time
+from groundstate.domain import Domain
+from groundstate.state.postgres import PostgresBackend
+shop = Domain(sys.argv[2])
+backend = PostgresBackend(sys.argv[1])
+template = backend.prepare(shop, shop.task("shop-cancel").patch)
+held = [backend.open(template) for _ in range(3)]
+print(backend.sandbox_prefix, flush=True)
+time.sleep(600)
+"""
+
+
+def _holder(dsn: str) -> tuple[subprocess.Popen, str]:
+    """A real process holding three sandboxes (and their owner lock), and its sandboxes' name prefix."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, dsn, SHOP], stdout=subprocess.PIPE, text=True)
+    return proc, proc.stdout.readline().strip()
+
+
+def _ended(cluster, prefix: str) -> None:
+    """Wait until the server has ended the sessions of a killed process (it notices the closed sockets at once, and its
+    backends exit on their own schedule): no connection to its sandboxes, no owner lock of its key."""
+    import time
+
+    key = re.search(r"_o([0-9a-f]{8})_$", prefix)
+    for _ in range(300):
+        rows = cluster.sql(
+            f"SELECT (SELECT count(*) FROM pg_stat_activity WHERE starts_with(datname, '{prefix}')) "
+            f"+ (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid::int8 = {int(key.group(1), 16) if key else -1} AND objsubid = 2)"
+        )
+        if rows == [(0,)]:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the sessions of {prefix}* did not end")
+
+
+def _named(cluster, prefix: str) -> list[str]:
+    return [r[0] for r in cluster.sql(f"SELECT datname FROM pg_database WHERE starts_with(datname, '{prefix}') ORDER BY 1")]
+
+
+@pytest.mark.timeout(300)
+def test_sandboxes_of_a_killed_process_are_reaped_at_start_up_and_a_live_processs_never(cluster, caplog):
+    """A process SIGKILLed while it holds clones leaves them behind; the next backend to start drops exactly the
+    sandboxes whose owner is gone (its lock is free, nobody is connected) and says how many. Another process's live
+    sandboxes stay, so does a dead owner's sandbox someone is connected to, and a reused pid protects nothing."""
+    import logging
+    import secrets
+    import signal
+
+    from groundstate.state import make_backend
+    from groundstate.state.postgres import _host_tag
+
+    make_backend("postgres", cluster.dsn).close()  # earlier tests' leftovers, if any, are not this test's
+    killed, killed_prefix = _holder(cluster.dsn)
+    live, live_prefix = _holder(cluster.dsn)
+    # a dead owner's name that carries a live pid (this process's): what a reused pid looks like
+    reused_pid = f"gs_sb_{_host_tag()}_{os.getpid()}_o{secrets.randbits(31):08x}_0"
+    in_use = f"gs_sb_h00000000_1_o{secrets.randbits(31):08x}_0"  # a dead owner's, but someone is connected to it
+    with psycopg.connect(cluster.dsn, autocommit=True) as admin:
+        for name in (reused_pid, in_use):
+            admin.execute(f'CREATE DATABASE "{name}"')
+    visitor = psycopg.connect(cluster.dsn.rsplit("/", 1)[0] + f"/{in_use}")
+    try:
+        killed.send_signal(signal.SIGKILL)
+        assert killed.wait(timeout=60) == -signal.SIGKILL
+        _ended(cluster, killed_prefix)
+        left = _named(cluster, killed_prefix)
+        assert len(left) == 3  # what a kill leaves: close never ran
+
+        with caplog.at_level(logging.WARNING, logger="groundstate.state.postgres"):
+            backend = make_backend("postgres", cluster.dsn)  # start-up
+        assert sorted(backend.reaped) == sorted([*left, reused_pid])
+        assert f"dropped 4 sandbox database(s) on postgres@127.0.0.1:{cluster.port}/postgres left by processes that were killed" in caplog.text
+        assert _named(cluster, killed_prefix) == [] and len(_named(cluster, live_prefix)) == 3 and _named(cluster, in_use) == [in_use]
+        assert backend.cleanup_stale() == []  # nothing else is stale: the live process's sandboxes are still its own
+    finally:
+        visitor.close()
+        live.kill()
+        live.wait(timeout=60)
+        killed.kill()
+    _ended(cluster, live_prefix)
+    ownerless = [*_named(cluster, live_prefix), in_use]
+    assert sorted(backend.cleanup_stale()) == sorted(ownerless)  # once nobody holds them
+    backend.close()
+    assert cluster.sql("SELECT datname FROM pg_database WHERE datname LIKE 'gs\\_sb\\_%'") == []
 
 
 @pytest.mark.postgres
