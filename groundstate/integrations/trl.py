@@ -13,7 +13,10 @@ What goes where (docs/INTEGRATIONS.md says when to prefer the token-exact `rollo
   `environment` (the domain's name) and `task_id`. The factory is a dict of one class per domain, so TRL
   shows each row only its domain's tools, and several domains mix in one run;
 - `reset(**row)` closes the previous attempt's sandbox, opens a fresh one for the row's task
-  (`Domain.open_environment`) and returns the task's instruction, which TRL appends to the user message;
+  (`Domain.open_environment`) and returns the task's instruction, which TRL appends to the user message. TRL
+  resets every rollout of a generation batch before it grades any, so all of them hold a sandbox at once: a
+  PostgreSQL backend's pool grows to the batch (`PostgresBackend.reserve`), and a batch the server has no
+  connections for stops at its first reset, saying what to set, where the pool would otherwise wait forever;
 - the domain's tools are the class's public methods, typed and documented from each tool's JSON schema (TRL
   renders them with `transformers.utils.get_json_schema`); a call goes to `Environment.call_tool`, which
   validates the arguments against the real schema, and its result is what the model reads;
@@ -43,6 +46,7 @@ from groundstate.episode import truncate_result
 from groundstate.integrations.loop import OnAdapterLoop, run_sync
 from groundstate.state import make_backend
 from groundstate.state.base import Backend
+from groundstate.state.postgres import PoolExhausted, PostgresBackend
 from groundstate.tasks import Task
 from groundstate.types import Environment, EpisodeLimits, Trajectory, Verdict, system_error
 
@@ -175,6 +179,7 @@ class TrlEnvironment:
         self._close()
         self.task, self.verdict, self._failure, self._finish = task, None, None, "agent_done"
         messages = [{"role": "system", "content": self._domain.system_prompt()}, {"role": "user", "content": task.instruction}]
+        self._make_room()
         try:
             self._env = run_sync(self._domain.open_environment(task, self._backend, self._limits))
             # a rollout dropped without get_reward or another reset (an aborted batch) still releases its sandbox
@@ -184,6 +189,23 @@ class TrlEnvironment:
             self._failure = f"{type(e).__name__}: {e}"
         self.trajectory = Trajectory([dict(m) for m in messages])
         return messages[-1]["content"]
+
+    def _make_room(self) -> None:
+        """Room for one more sandbox than are open now (a new task's golden replay, then the rollout's own, one after the
+        other): TRL releases none of a batch's until all are reset, so a full PostgreSQL pool must grow, or the reset says
+        what to set."""
+        backend = self._backend
+        if not isinstance(backend, PostgresBackend):
+            return
+        try:
+            backend.reserve(backend.in_use + 1)
+        except PoolExhausted as e:
+            raise ValueError(
+                f"TRL resets every rollout of a generation batch before it grades any, and each holds a PostgreSQL sandbox until "
+                f"get_reward: {e}. Keep each process's share of a generation batch at {e.most} rollouts or fewer "
+                "(GRPOConfig.generation_batch_size over the number of processes; by default per_device_train_batch_size × "
+                "gradient_accumulation_steps), or raise the server's max_connections"
+            ) from None
 
     def get_reward(self) -> float | None:
         if self.task is None or self.trajectory is None:

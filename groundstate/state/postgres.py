@@ -75,6 +75,14 @@ class BackendUnreachable(ValueError):
     """The PostgreSQL server of a DSN cannot be reached or refuses the login: the message says which and how to fix it."""
 
 
+class PoolExhausted(ValueError):
+    """More sandboxes must be open at once than the server has connections for; `most` is how many it can hold now."""
+
+    def __init__(self, message: str, most: int):
+        super().__init__(message)
+        self.most = most
+
+
 def describe_dsn(dsn: str) -> str:
     """`user@host:port/dbname` of a DSN, without its password (a DSN psycopg cannot parse is named as unparseable)."""
     try:
@@ -285,6 +293,33 @@ class PostgresBackend(Backend):
                 self.drain()
                 time.sleep(0.2 * (attempt + 1))
         raise AssertionError("unreachable")
+
+    def reserve(self, n: int) -> None:
+        """Let `n` sandboxes be open at once: `max_open` is raised to `n` (never lowered) when the server has a free
+        connection for each new clone, else `PoolExhausted` naming `max_connections` and how many it can hold.
+
+        For callers that open sandboxes one after another and release none until all are open (TRL resets a whole
+        generation batch before grading any): past `max_open`, their next `open` would wait forever."""
+        with self._pool:
+            if n <= self.max_open:
+                return
+            clones = self._clones
+        limit, used = self._admin_execute(
+            """SELECT current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int
+                      - coalesce(nullif(current_setting('reserved_connections', true), ''), '0')::int,
+                      (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')"""
+        )[0]
+        free = limit - used
+        most = clones + free - 1  # creating a clone briefly needs one more connection (its grants)
+        if n > most:
+            raise PoolExhausted(
+                f"{n} sandboxes must be open at once, but the PostgreSQL server at {describe_dsn(self.dsn)} can hold {max(most, 0)} "
+                f"(max_connections leaves {limit} for non-superusers, {used} in use): raise max_connections in postgresql.conf "
+                "(a restart), or hold fewer sandboxes at once",
+                max(most, 0),
+            )
+        with self._pool:
+            self.max_open = max(self.max_open, n)
 
     def sandbox_user(self) -> str | None:
         """The user sandbox connections log in as: `SANDBOX_ROLE` when the DSN's user is a superuser (the role is

@@ -294,3 +294,52 @@ def test_the_documented_example_runs(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"checkpoint: {tmp_path / 'out'}" in done.stdout
     assert (tmp_path / "out" / "model.safetensors").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)  # today's failure mode is a hang: the bound turns it into a failure
+def test_a_generation_batch_larger_than_the_postgres_pool_trains_instead_of_hanging(tmp_path, monkeypatch, pg_backend):
+    """TRL resets every rollout of a generation batch before it grades any, and each rollout holds its sandbox until
+    `get_reward`: with a pool of 2 clones and 4 rollouts, the third reset used to wait forever for a clone. The pool
+    grows to the batch, on TRL's own trainer."""
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    from groundstate.state.postgres import PostgresBackend
+
+    pairs = _pairs()[:1]
+    backend = PostgresBackend(pg_backend.dsn, max_open=2)
+    model_dir = save_tiny(tmp_path / "tiny", domain_corpus(pairs[0][1], repeat=2), vocab_size=400, hidden=32, layers=1, heads=2, kv_heads=1, ffn=64)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    episodes = []
+    factory = environment_factory(pairs, backend=backend, on_episode=lambda task, traj, verdict: episodes.append(verdict))
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_steps=1,
+        max_completion_length=256,
+        max_tool_calling_iterations=2,
+        beta=0.0,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        seed=0,
+    )
+    trainer = GRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(model_dir),
+        args=args,
+        train_dataset=trl_dataset(pairs),
+        processing_class=tok,
+        environment_factory=factory,
+    )
+    generate = trainer.model.generate
+    trainer.model.generate = lambda *a, **kw: generate(*a, logits_processor=LogitsProcessorList([ForcedDecisions(tok, [t for t, _ in pairs])]), **kw)
+    try:
+        trainer.train()
+        assert len(episodes) == 4 and {v.reward for v in episodes} == {0, 1}  # every rollout graded, none a system error
+        assert backend.max_open == 4 and backend.in_use == 0  # the pool grew to the batch, and every sandbox came back
+    finally:
+        backend.close()
+    assert backend.sandbox_databases() == []

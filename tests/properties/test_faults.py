@@ -568,6 +568,45 @@ def test_sandboxes_of_a_killed_process_are_reaped_at_start_up_and_a_live_process
     assert cluster.sql("SELECT datname FROM pg_database WHERE datname LIKE 'gs\\_sb\\_%'") == []
 
 
+@pytest.mark.timeout(300)  # today's failure mode is a hang
+def test_a_trl_batch_the_server_has_no_connections_for_stops_at_a_reset_saying_what_to_set(shop, cluster):
+    """TRL resets a whole generation batch before grading any. Past the pool, the pool grows; past what the server's
+    max_connections allows (other clients hold the rest here), the reset fails at once, naming what to set, where
+    it used to wait forever; every rollout reset before it is graded, and every sandbox comes back."""
+    pytest.importorskip("trl")
+    from groundstate.integrations.trl import environment_factory, trl_dataset
+
+    backend = PostgresBackend(cluster.dsn, max_open=2)
+    pairs = [(shop.task("shop-cancel"), shop)]
+    cls = environment_factory(pairs, backend=backend)["shop"]
+    row = trl_dataset(pairs)[0]
+    envs = [cls() for _ in range(40)]  # TRL builds the batch's instances, then resets each in turn
+    envs[0].reset(**row)
+    limit, used = cluster.sql(
+        "SELECT current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int, "
+        "(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend') - 1"
+    )[0]
+    others = [psycopg.connect(cluster.dsn) for _ in range(limit - used - 4)]  # other clients of a shared server
+    reset = 1
+    try:
+        with pytest.raises(ValueError) as refused:
+            for env in envs[1:]:
+                env.reset(**row)
+                reset += 1
+        assert reset > 2 and backend.max_open == reset  # the pool grew past its 2 clones, to what the server could hold
+        message = str(refused.value)
+        assert "TRL resets every rollout of a generation batch before it grades any" in message
+        most = re.search(r"Keep each process's share of a generation batch at (\d+) rollouts or fewer \(GRPOConfig.generation_batch_size", message)
+        assert most and 2 <= int(most.group(1)) <= reset and "raise the server's max_connections" in message
+        assert [env.get_reward() for env in envs[:reset]] == [0.0] * reset  # graded, none a system error
+        assert backend.in_use == 0
+    finally:
+        for conn in others:
+            conn.close()
+        backend.close()
+    assert backend.sandbox_databases() == []
+
+
 @pytest.mark.postgres
 def test_a_sandbox_whose_opening_is_cancelled_is_still_closed(pg_backend, shop, monkeypatch):
     """An attempt cancelled while its sandbox opens in a worker thread (a rollout deadline, a slow clone): the thread
