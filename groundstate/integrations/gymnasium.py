@@ -10,7 +10,12 @@
 - `reset` opens a fresh sandbox for a task (drawn with the environment's seeded generator from the selected
   tasks, or `options["task_id"]`); the observation is the opening conversation as text (the domain's policy,
   then the instruction), and `info` has `task_id`, `messages` (the same, as chat messages) and `tools` (the
-  tool schemas, OpenAI format).
+  tool schemas, OpenAI format). `options` that name no task (not a dict, a `task_id` that is not one of the
+  tasks or not text) are refused before anything else, and the running episode goes on.
+- an episode holds its sandbox until it ends, the next `reset`, `close()`, or, for an environment dropped without
+  `close()`, until it is garbage-collected or the process exits. Environments stepped side by side (a vector of
+  them) each hold one: a PostgreSQL backend's pool grows to them, and when the server has no connection left,
+  `reset` says so and what to set, where it would otherwise wait forever.
 - an action is the assistant's message as a model writes it: text, with tool calls in `<tool_call>` blocks
   (Hermes JSON or Qwen3-Coder XML, as `hf:` models are read); a message without calls goes to the user.
   The observation is what came back (tool results, the user's reply); `info["messages"]` is everything the
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import math
 import string
+import weakref
 from typing import Any
 
 import gymnasium as gym
@@ -34,10 +40,11 @@ from gymnasium import spaces
 from groundstate.agents import make_user
 from groundstate.agents.toolcall_format import parse_response
 from groundstate.attempt import prepare_domains
-from groundstate.integrations.loop import run_sync
+from groundstate.integrations.loop import close_quietly, run_sync
 from groundstate.integrations.stepped import Step, SteppedEpisode
 from groundstate.state import make_backend
 from groundstate.state.base import Backend
+from groundstate.state.postgres import PoolExhausted, PostgresBackend
 from groundstate.tasks import Task
 from groundstate.types import AgentTurn, Domain, EpisodeLimits
 
@@ -108,20 +115,25 @@ class TextEnv(gym.Env[str, str]):
         self.action_space = UnicodeText(max_action_chars)
         self.observation_space = UnicodeText(max_observation_chars)
         self._episode: SteppedEpisode | None = None
+        self._release: weakref.finalize | None = None  # closes the running episode once, even if `close()` is never called
         self._transcript: list[dict[str, Any]] = []
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        if options is not None and not isinstance(options, dict):
+            raise TypeError(f"options must be a dict or None, got {type(options).__name__}")
+        task_id = (options or {}).get("task_id")
+        if task_id is not None and not isinstance(task_id, str):
+            raise TypeError(f"options['task_id'] must be a task id (text), got {type(task_id).__name__}")
+        if task_id is not None and task_id not in self._by_id:
+            raise ValueError(f"options['task_id']: {task_id!r} is not one of this environment's tasks")
         super().reset(seed=seed)
         self._abandon()
-        task_id = (options or {}).get("task_id")
-        if task_id is None:
-            task, domain = self.tasks[int(self.np_random.integers(len(self.tasks)))]
-        elif task_id in self._by_id:
-            task, domain = self._by_id[task_id]
-        else:
-            raise ValueError(f"options['task_id']: {task_id!r} is not one of this environment's tasks")
-        self._episode = SteppedEpisode(task, domain, self.backend, make_user(self.user, task), self.limits)
-        step = run_sync(self._episode.start())
+        task, domain = self._by_id[task_id] if task_id is not None else self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        self._make_room()
+        episode = self._episode = SteppedEpisode(task, domain, self.backend, make_user(self.user, task), self.limits)
+        # a dropped environment's episode would wait for its next step forever, holding its sandbox: the finaliser ends it
+        self._release = weakref.finalize(self, close_quietly, episode.close)
+        step = run_sync(episode.start())
         if step.done:  # the sandbox could not be opened: nothing to play, and no verdict on an agent
             assert step.outcome is not None
             raise RuntimeError(f"task {task.id}: the attempt could not start: {step.outcome.verdict.system_error}")
@@ -154,10 +166,25 @@ class TextEnv(gym.Env[str, str]):
             return None
         return "\n\n".join(render_messages([m]) if m["role"] != "assistant" else f"[assistant]\n{_as_text(m)}" for m in self._transcript)
 
+    def _make_room(self) -> None:
+        """Room in a PostgreSQL pool for this episode's sandbox (and a new task's golden replay): the episodes of other
+        environments release theirs only when they are stepped to the end, so a full pool must grow, or reset says so."""
+        backend = self.backend
+        if not isinstance(backend, PostgresBackend):
+            return
+        try:
+            backend.reserve(backend.in_use + 1)
+        except PoolExhausted as e:
+            raise RuntimeError(
+                f"every running episode holds a PostgreSQL sandbox until it ends or its environment is closed: {e}. Run at most "
+                f"{e.most} episodes at once on this server (close environments you are done with), or raise its max_connections"
+            ) from None
+
     def _abandon(self) -> None:
-        episode, self._episode = self._episode, None
-        if episode is not None:
-            run_sync(episode.close())
+        self._episode = None
+        release, self._release = self._release, None
+        if release is not None:
+            release()  # closes the episode (its sandbox), once
 
     def close(self) -> None:
         self._abandon()

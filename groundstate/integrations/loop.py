@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from typing import Any, Coroutine, TypeVar
+from typing import Any, Callable, Coroutine, TypeVar
 
 T = TypeVar("T")
 
@@ -54,3 +54,14 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         coro.close()
         raise OnAdapterLoop("run_sync was called from the adapters' own event loop")
     return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+
+def close_quietly(close: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+    """Run `close()` on the adapters' loop, for a finaliser (an environment collected, or alive at exit): from that loop
+    itself (a finaliser run there), schedule it instead. A failure is swallowed: a release must not stop training."""
+    try:
+        run_sync(close())
+    except OnAdapterLoop:
+        asyncio.get_running_loop().create_task(close())
+    except Exception:  # noqa: BLE001 - see above
+        pass

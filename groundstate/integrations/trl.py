@@ -32,7 +32,6 @@ an error and not executed), as do the per-call time limit and `max_result_chars`
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import keyword
 import re
@@ -43,7 +42,7 @@ from typing import Any, Callable, Iterable, Literal
 from groundstate.attempt import grade_bounded, prepare_domains
 from groundstate.domain import Domain
 from groundstate.episode import truncate_result
-from groundstate.integrations.loop import OnAdapterLoop, run_sync
+from groundstate.integrations.loop import close_quietly, run_sync
 from groundstate.state import make_backend
 from groundstate.state.base import Backend
 from groundstate.state.postgres import PoolExhausted, PostgresBackend
@@ -183,7 +182,7 @@ class TrlEnvironment:
         try:
             self._env = run_sync(self._domain.open_environment(task, self._backend, self._limits))
             # a rollout dropped without get_reward or another reset (an aborted batch) still releases its sandbox
-            self._release = weakref.finalize(self, _close_quietly, self._env)
+            self._release = weakref.finalize(self, close_quietly, self._env.close)
             messages = self._env.initial_messages()
         except Exception as e:  # noqa: BLE001 - the backend's failure, not the policy's: this rollout's reward is None
             self._failure = f"{type(e).__name__}: {e}"
@@ -251,16 +250,6 @@ class TrlEnvironment:
         release, self._release = self._release, None
         if release is not None:
             release()  # closes the sandbox, once
-
-
-def _close_quietly(env: Environment) -> None:
-    """Close `env` on the adapters' loop; from that loop itself (a finaliser run there), schedule it instead."""
-    try:
-        run_sync(env.close())
-    except OnAdapterLoop:
-        asyncio.get_running_loop().create_task(env.close())
-    except Exception:  # noqa: BLE001 - a failed release must not stop training
-        pass
 
 
 def _by_domain(pairs: Iterable[tuple[Task, Domain]]) -> dict[str, tuple[Domain, dict[str, Task]]]:

@@ -159,6 +159,11 @@ def _close_at_exit(ref: "weakref.ref[PostgresBackend]") -> None:
     if backend is not None:
         try:
             backend.close()
+            if backend.cloned:
+                # sandboxes still in use (an episode abandoned without close): nothing will release them now, since at
+                # exit an adapter's finaliser can no longer hand the release to a thread
+                for name in backend.sandbox_databases():
+                    backend._drop_database(name)
         except Exception:  # noqa: BLE001 - best effort at interpreter exit; cleanup_stale catches the rest
             pass
 

@@ -192,3 +192,68 @@ def test_an_agent_that_outlasts_the_time_limit_is_graded_on_the_state_it_reached
     obs, reward, terminated, truncated, info = env.step(render_tool_call("cancel_order", {"order_id": 1}))
     assert truncated and not terminated and info["finish_reason"] == "timeout" and reward == 0.0
     env.close()
+
+
+@pytest.mark.postgres
+def test_an_environment_dropped_without_close_returns_its_postgres_clone(pg_backend):
+    """An episode waits for its next step forever: an environment dropped without `close()` used to keep its clone
+    in use for good (with a full pool, the next reset then waited forever). Collecting it ends the episode."""
+    import gc
+
+    from groundstate.state.postgres import PostgresBackend
+
+    backend = PostgresBackend(pg_backend.dsn, max_open=1)
+    try:
+        for _ in range(3):
+            env = gym.make("groundstate/Text-v0", tasks=SHOP, backend=backend)
+            env.reset(options={"task_id": "shop-cancel"})
+            env.step(render_tool_call("cancel_order", {"order_id": 1}))
+            assert backend.in_use == 1
+            del env
+            gc.collect()
+            assert backend.in_use == 0  # rolled back and pooled: the next environment's reset gets it
+        assert backend.cloned == 1 and backend.max_open == 1
+    finally:
+        backend.close()
+    assert backend.sandbox_databases() == []
+
+
+@pytest.mark.postgres
+def test_an_environment_alive_at_exit_returns_its_postgres_clone(pg_backend, tmp_path):
+    """A script that exits without closing its environment (mid-episode) leaves no sandbox database behind."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "leave.py"
+    script.write_text(
+        "import gymnasium as gym, sys\n"
+        "import groundstate.integrations.gymnasium\n"
+        "from groundstate.state.postgres import PostgresBackend\n"
+        f"backend = PostgresBackend({pg_backend.dsn!r})\n"
+        f"env = gym.make('groundstate/Text-v0', tasks={SHOP!r}, backend=backend)\n"
+        "env.reset(options={'task_id': 'shop-cancel'})\n"
+        "print(backend.sandbox_prefix, backend.in_use, flush=True)\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    prefix, in_use = done.stdout.split()
+    assert prefix.startswith("gs_sb_") and in_use == "1"
+    left = pg_backend._admin_execute("SELECT datname FROM pg_database WHERE starts_with(datname, %s)", (prefix,))
+    assert left == []
+
+
+def test_options_that_name_no_task_are_refused_and_the_episode_goes_on():
+    env = gym.make("groundstate/Text-v0", tasks=SHOP).unwrapped
+    env.reset(options={"task_id": "shop-cancel"})
+    env.step(render_tool_call("cancel_order", {"order_id": 1}))
+    with pytest.raises(TypeError, match=r"options\['task_id'\] must be a task id \(text\), got list"):
+        env.reset(options={"task_id": ["shop-multi"]})
+    with pytest.raises(TypeError, match=r"options\['task_id'\] must be a task id \(text\), got dict"):
+        env.reset(options={"task_id": {"id": "shop-multi"}})
+    with pytest.raises(TypeError, match="options must be a dict or None, got str"):
+        env.reset(options="shop-multi")
+    with pytest.raises(ValueError, match=r"options\['task_id'\]: 'nope' is not one of this environment's tasks"):
+        env.reset(options={"task_id": "nope"})
+    _, reward, terminated, _, info = env.step("Done.")  # the refused resets left the episode as it was
+    assert terminated and reward == 1.0 and info["task_id"] == "shop-cancel"
+    env.close()
