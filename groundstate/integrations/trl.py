@@ -19,7 +19,10 @@ What goes where (docs/INTEGRATIONS.md says when to prefer the token-exact `rollo
   connections for stops at its first reset, saying what to set, where the pool would otherwise wait forever;
 - the domain's tools are the class's public methods, typed and documented from each tool's JSON schema (TRL
   renders them with `transformers.utils.get_json_schema`); a call goes to `Environment.call_tool`, which
-  validates the arguments against the real schema, and its result is what the model reads;
+  validates the arguments against the real schema, and its result is what the model reads. Arguments are what a
+  model's JSON can hold: a value of any other Python type is refused with an error result and not run; the record
+  keeps arguments as given when they are strict JSON, else as JSON text (NaN and Infinity as written), so a
+  trajectory can always be written;
 - `get_reward()` grades the final state (`Environment.grade` under the grading bound, as `groundstate run`
   does) and closes the sandbox: 1.0 or 0.0, or None for a system error (the backend failed, a tool hung, the
   grader ran out of time) and for a task with a reply rubric (unjudged: TRL does not give the environment the
@@ -33,12 +36,14 @@ an error and not executed), as do the per-call time limit and `max_result_chars`
 from __future__ import annotations
 
 import inspect
+import json
 import keyword
 import re
 import typing
 import weakref
 from typing import Any, Callable, Iterable, Literal
 
+from groundstate.agents.base import valid_text
 from groundstate.attempt import grade_bounded, prepare_domains
 from groundstate.domain import Domain
 from groundstate.episode import truncate_result
@@ -47,7 +52,7 @@ from groundstate.state import make_backend
 from groundstate.state.base import Backend
 from groundstate.state.postgres import PoolExhausted, PostgresBackend
 from groundstate.tasks import Task
-from groundstate.types import Environment, EpisodeLimits, Trajectory, Verdict, system_error
+from groundstate.types import Environment, EpisodeLimits, ToolResult, Trajectory, Verdict, system_error
 
 OnEpisode = Callable[[Task, Trajectory, Verdict], None]
 # TRL's names on an environment and the attributes a rollout exposes: never a tool's
@@ -233,12 +238,21 @@ class TrlEnvironment:
         if len(self.trajectory.tool_calls) >= self._limits.tool_calls_for(self.task):
             self._finish = "max_tool_calls"
             return "error: tool-call limit reached; call not executed"
-        try:
-            result = run_sync(self._env.call_tool(name, arguments))
-        except Exception as e:  # noqa: BLE001 - a hang or a lost sandbox: the harness's failure, the reward is None
-            self._failure = f"{type(e).__name__}: {e}"
-            return "error: the environment failed (a system error, not yours); call not executed"
-        record: dict[str, Any] = {"name": name, "arguments": arguments, "ok": result.ok, "result": result.content, "write": result.write}
+        # the record is always writable JSON: the arguments as given, or their JSON text where they are not strict JSON
+        recorded: dict[str, Any] | str = arguments
+        problem = _not_json(arguments)
+        if problem is not None:  # what no model's JSON holds: refused here, as the tool layer refuses a bad value
+            recorded = _as_text(arguments)
+            result = ToolResult(False, f"error: invalid arguments for {name}: {problem}")
+        else:
+            if not _strict_json(arguments):  # NaN, ±Infinity or a lone surrogate: the tool layer refuses the call
+                recorded = valid_text(json.dumps(arguments, ensure_ascii=False))
+            try:  # validated as every adapter's calls are (NaN, ±Infinity, NUL, lone surrogates, text too long)
+                result = run_sync(self._env.call_tool(name, arguments))
+            except Exception as e:  # noqa: BLE001 - a hang or a lost sandbox: the harness's failure, the reward is None
+                self._failure = f"{type(e).__name__}: {e}"
+                return "error: the environment failed (a system error, not yours); call not executed"
+        record: dict[str, Any] = {"name": name, "arguments": recorded, "ok": result.ok, "result": result.content, "write": result.write}
         max_chars = self._limits.max_result_chars
         if max_chars is not None and len(result.content) > max_chars:
             record["truncated"] = True
@@ -250,6 +264,37 @@ class TrlEnvironment:
         release, self._release = self._release, None
         if release is not None:
             release()  # closes the sandbox, once
+
+
+def _not_json(arguments: dict[str, Any]) -> str | None:
+    """Which argument holds what JSON cannot (an object of another type, a key that is not text, a cycle), or None."""
+
+    def refuse(value: Any) -> Any:
+        raise TypeError(f"a value of type {type(value).__name__} is not JSON (text, a number, true or false, null, a list or an object)")
+
+    for key, value in arguments.items():
+        try:
+            json.dumps(value, default=refuse)
+        except (TypeError, ValueError) as e:
+            return f"{key}: {e}"
+    return None
+
+
+def _as_text(arguments: dict[str, Any]) -> str:
+    """JSON-like text of arguments that are not JSON, for the record: other objects as `<type>`, a cycle as Python writes it."""
+    try:
+        return valid_text(json.dumps(arguments, ensure_ascii=False, default=lambda v: f"<{type(v).__name__}>", skipkeys=True))
+    except ValueError:
+        return valid_text(repr(arguments))
+
+
+def _strict_json(arguments: dict[str, Any]) -> bool:
+    """Whether JSON `arguments` are strict JSON a file can hold: no NaN or ±Infinity, no lone surrogate."""
+    try:
+        text = json.dumps(arguments, ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        return False
+    return valid_text(text) == text
 
 
 def _by_domain(pairs: Iterable[tuple[Task, Domain]]) -> dict[str, tuple[Domain, dict[str, Task]]]:

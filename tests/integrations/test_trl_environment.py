@@ -76,6 +76,36 @@ def test_an_episode_is_graded_like_groundstate_run_and_failures_are_not_zeros():
     assert limited.get_reward() == 0.0 and limited.trajectory.finish_reason == "max_tool_calls"
 
 
+def test_arguments_no_other_adapter_could_receive_are_refused_and_recorded_as_json_text():
+    """TRL hands a tool method whatever Python values it has; the other adapters get JSON. Values JSON cannot hold are
+    refused naming the argument, the tool layer's rules (finite numbers, valid text) hold as everywhere, and the
+    trajectory stays writable as strict JSON."""
+    pairs = _pairs()
+    env = environment_factory(pairs)["shop"]()
+    env.reset(**trl_dataset(pairs)[0])
+    assert "order_id: numbers must be finite, got nan" in env.cancel_order(order_id=float("nan"))
+    assert "order_id: numbers must be finite, got inf" in env.cancel_order(order_id=float("inf"))
+    assert env.cancel_order(order_id=object()).startswith("error: invalid arguments for cancel_order: order_id: a value of type object is not JSON")
+    assert "order_id: a value of type set is not JSON" in env.cancel_order(order_id={1})
+    cycle: list = []
+    cycle.append(cycle)
+    assert "order_id: Circular reference detected" in env.cancel_order(order_id=cycle)
+    assert "not valid Unicode" in env.get_order(order_id="\ud800")
+    assert json.loads(env.cancel_order(order_id=1))["status"] == "cancelled"
+    assert [c["arguments"] for c in env.trajectory.tool_calls] == [
+        '{"order_id": NaN}',
+        '{"order_id": Infinity}',
+        '{"order_id": "<object>"}',
+        '{"order_id": "<set>"}',
+        "{'order_id': [[...]]}",
+        '{"order_id": "\ufffd"}',
+        {"order_id": 1},  # strict JSON: as given
+    ]
+    assert [c["ok"] for c in env.trajectory.tool_calls] == [False] * 6 + [True]
+    json.dumps(env.trajectory.tool_calls, allow_nan=False, ensure_ascii=False).encode("utf-8")  # writable, as every record must be
+    assert env.get_reward() == 1.0  # only the valid call ran
+
+
 def _schema(name="lookup", description="Look up an order.", params=None, required=None):
     params = params if params is not None else {"order_id": {"type": "integer", "description": "The order."}}
     return {
