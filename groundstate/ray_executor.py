@@ -18,8 +18,9 @@ and is replaced.
 Concurrency: `cfg.concurrency` is spread over the actors, at least one attempt in flight per actor. Each
 actor's sandbox pool lives on its node and is sized to its share (on PostgreSQL a pooled clone is a
 connection, so the cluster holds at most `cfg.concurrency` of them: keep that below the server's
-`max_connections`). Sandbox databases are named `gs_sb_<host tag>_<pid>_…`, so the nodes of a cluster can
-share one PostgreSQL server; `cleanup_stale()` on a node drops only that node's dead processes' sandboxes.
+`max_connections`). Sandbox databases are named `gs_sb_<host tag>_<pid>_o<key>_…`, so the nodes of a cluster can
+share one PostgreSQL server; their owner holds an advisory lock on its key, so `cleanup_stale()`, from any node, drops
+the sandboxes of dead owners anywhere and never a live one's.
 
 Using a cluster (every node needs the same Python environment with groundstate installed; bundled domains
 travel by name, other domain folders by absolute path, which must exist on every node):
@@ -227,7 +228,7 @@ def _drive(
         except Exception as e:  # noqa: BLE001 - the results are safe; only cleanup is left
             warnings.warn(
                 f"Ray workers did not close cleanly ({_first_line(e)}): sandbox databases may be left; "
-                "PostgresBackend.cleanup_stale() on their machines drops them",
+                "the next PostgreSQL backend to start (or PostgresBackend.cleanup_stale(), from any machine) drops them",
                 RuntimeWarning,
                 stacklevel=2,
             )
