@@ -3,17 +3,20 @@
 Registered in `groundstate.cli` as a command; also runnable on its own (what MCP hosts and the tests do):
     python -m groundstate.cli.mcp --domain retail --task retail-001 [--transport http --port 8765]
 With a task, each session's final state is graded when it ends and its verdict printed to stderr (`VerdictLines`).
+The log goes to stderr too, and may be dropped when nobody reads it (`groundstate.tools.stderr_log`); the verdicts never are.
 """
 
 from __future__ import annotations
 
 import itertools
 import sys
+import threading
 from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from groundstate.cli.options import count, number
+from groundstate.tools.stderr_log import StderrLines
 
 if TYPE_CHECKING:
     from groundstate.state.base import Sandbox
@@ -25,31 +28,50 @@ DEFAULT_MAX_SESSIONS = 32
 DEFAULT_SESSION_WAIT = 30.0
 DEFAULT_IDLE_TIMEOUT = 300.0
 DEFAULT_MAX_PENDING = 64
+VERDICT_WAIT = 10.0  # seconds a stopped server waits for stderr to take its last verdict lines before it exits with 1
 
 
 class VerdictLines:
-    """One numbered line on stderr per session that ends: `graded` grades its final state and prints the verdict;
-    `lost` prints `reward=None` and why a session could not be graded (the server's `on_session_lost`), so that every
-    session has its line: `[groundstate mcp] session N ended: task T reward=R (reasons)`."""
+    """One numbered line on stderr (`fd`) per session that ends: `graded` grades its final state and prints the
+    verdict; `lost` prints `reward=None` and why a session could not be graded (the server's `on_session_lost`, or
+    grading that failed), so that every session has its line: `[groundstate mcp] session N ended: task T reward=R
+    (reasons)`.
 
-    def __init__(self, task: "Task"):
+    The lines are the server's output, not its log: never dropped, unlike log lines (`DroppingStderrHandler`). They
+    are written in order by a thread of their own (an unbounded `StderrLines`), so a stderr nobody reads blocks that
+    thread alone: the session's sandbox is still closed and its slot freed, the server goes on serving and stops on
+    SIGTERM, and the lines wait for a reader (one that reads only once the server stops gets them all). `close`
+    says whether they were all written: a server whose stderr has not taken them all `VERDICT_WAIT` seconds after
+    it stops exits with status 1, so that no verdict is lost in silence."""
+
+    def __init__(self, task: "Task", fd: int = 2):
         self.task = task
         self._counter = itertools.count(1)
+        self._numbering = threading.Lock()  # sessions end in several threads: numbers in the order of the lines
+        self._lines = StderrLines(fd, None, name="groundstate-verdicts")
 
     def graded(self, sandbox: "Sandbox") -> None:
         from groundstate.grading import grade
 
-        v = grade(self.task, sandbox)
+        try:
+            v = grade(self.task, sandbox)
+        except Exception as e:  # noqa: BLE001 - the session still gets its line, saying why it has no reward
+            self.lost(f"grading failed: {type(e).__name__}: {e}")
+            return
         self._line(f"reward={v.reward} ({'; '.join(v.reasons)[:300]})")
 
     def lost(self, why: str) -> None:
         self._line(f"reward=None (not graded: {why[:300]})")
 
+    def close(self, wait: float = VERDICT_WAIT) -> bool:
+        """Write the lines still queued, waiting at most `wait` seconds for stderr to take them; whether all were."""
+        return self._lines.close(wait)
+
     def _line(self, verdict: str) -> None:
-        # one write per line: print() writes the text and its newline apart, and sessions ending at once in their own
-        # threads then interleaved into "…row(s))[groundstate mcp] session 2 ended: …" (a CI run read one line for two)
-        sys.stderr.write(f"[groundstate mcp] session {next(self._counter)} ended: task {self.task.id} {verdict}\n")
-        sys.stderr.flush()
+        # one write per line (`StderrLines`): sessions ending at once in their own threads once interleaved into
+        # "…row(s))[groundstate mcp] session 2 ended: …" (a CI run read one line for two)
+        with self._numbering:
+            self._lines.put(f"[groundstate mcp] session {next(self._counter)} ended: task {self.task.id} {verdict}\n")
 
 
 def serve_mcp(
@@ -90,7 +112,8 @@ def serve_mcp(
 ) -> None:
     """Serve a domain's tools over MCP, one isolated database sandbox per MCP session.
 
-    With --task, each session starts from the task's start state and is graded when it ends (verdict on stderr).
+    With --task, each session starts from the task's start state and is graded when it ends (verdict on stderr;
+    exit status 1 if stderr was left unread with verdicts still unwritten after the server stopped).
     """
     from groundstate.domain import load_domain
     from groundstate.state import make_backend
@@ -143,6 +166,9 @@ def serve_mcp(
         )
     finally:
         be.close()
+        delivered = verdicts is None or verdicts.close()
+    if not delivered:
+        raise typer.Exit(1)  # stderr is not read: the exit status is the one place left to say a verdict was not written
 
 
 def main() -> None:

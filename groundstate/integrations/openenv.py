@@ -41,8 +41,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import queue
 import random
 import re
 import threading
@@ -372,61 +370,6 @@ def _without_http_sessions(app: Any) -> None:
     app.router.routes[index] = APIRoute("/mcp", mcp, methods=["POST"])
 
 
-class DroppingStderrHandler(logging.Handler):
-    """Log lines written to a file descriptor (stderr) by a thread of their own, from a bounded queue: a reader that
-    never drains the pipe (a supervisor that keeps the server's stderr and reads nothing) costs lines, never a
-    blocked event loop, so the server goes on answering and SIGTERM stops it. Lines dropped while the queue was
-    full are counted, and the count is written after the next line that gets through."""
-
-    def __init__(self, fd: int = 2, capacity: int = 1000):
-        super().__init__()
-        self._fd, self._dropped, self._closed = fd, 0, False
-        self._lines: queue.Queue[str | None] = queue.Queue(capacity)
-        self._writer = threading.Thread(target=self._write, name="groundstate-log", daemon=True)
-        self._writer.start()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            line = self.format(record)
-        except Exception as e:  # noqa: BLE001 - a bad log call must neither raise into the server nor write to stderr itself
-            line = f"{record.levelname} {record.name}: a log record that could not be formatted ({type(e).__name__}: {e})"
-        try:
-            self._lines.put_nowait(line + "\n")
-        except queue.Full:
-            self._dropped += 1  # under the handler's lock (`logging.Handler.handle`), as the writer reads it
-
-    def close(self, wait: float = 1.0) -> None:
-        """Stop the writer after what it holds, waiting at most `wait` seconds for the queue, then for the writer."""
-        if not self._closed:
-            self._closed = True
-            try:
-                self._lines.put(None, timeout=wait)
-                self._writer.join(timeout=wait)
-            except queue.Full:
-                pass  # stderr takes nothing: the daemon writer is left behind, it holds no lock anyone needs
-        super().close()
-
-    def _write(self) -> None:
-        while True:
-            line = self._lines.get()
-            if line is not None:
-                self._put(line)
-            with self.lock:
-                dropped, self._dropped = self._dropped, 0
-            if dropped:
-                self._put(f"[groundstate] {dropped} log line(s) dropped: stderr was not read\n")
-            if line is None:
-                return
-
-    def _put(self, text: str) -> None:
-        data = text.encode(errors="replace")
-        try:
-            while data:
-                data = data[os.write(self._fd, data) :]  # os.write, not sys.stderr: a write that blocks here holds no lock
-        except OSError:
-            pass  # stderr closed: there is nowhere to write, and nothing to stop for
-
-
 def serve(
     tasks: list[tuple[Task, Domain]],
     backend: Backend,
@@ -441,26 +384,17 @@ def serve(
 ) -> None:
     """Serve `tasks` over OpenEnv's protocol with uvicorn until interrupted (loopback only unless `allow_remote`:
     OpenEnv's protocol has no authentication). The log (uvicorn's, OpenEnv's, warnings) goes to stderr through
-    `DroppingStderrHandler`: a stderr nobody reads never stops the server."""
+    `logging_to_stderr`: a stderr nobody reads never stops the server."""
     import sys
 
     import uvicorn
 
     from groundstate.tools.mcp_server import check_host
+    from groundstate.tools.stderr_log import logging_to_stderr
 
     check_host(host.strip("[]"), allow_remote)
     app = create_app(tasks, backend, limits, user, max_sessions, name, reveal_verdict)
     print(f"[groundstate openenv] serving {len(tasks)} tasks of {name} at http://{host}:{port} (WebSocket /ws)", file=sys.stderr, flush=True)
-    handler = DroppingStderrHandler(sys.stderr.fileno())
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.addHandler(handler)
-    logging.captureWarnings(True)
-    try:
-        # log_config None: uvicorn's loggers keep no handler of their own (one writing to stderr on the event loop
-        # stalled the server once a pipe nobody read was full) and reach the root logger's
+    with logging_to_stderr():
+        # log_config None: uvicorn's loggers keep no handler of their own and reach the root logger's
         uvicorn.run(app, host=host.strip("[]"), port=port, log_level="warning", log_config=None, ws_max_size=16 * 1024 * 1024)
-    finally:
-        logging.captureWarnings(False)
-        root.removeHandler(handler)
-        handler.close()

@@ -55,6 +55,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from groundstate.tools.mcp_stdio import DEFAULT_MAX_PENDING, MAX_NESTING, stdio_streams
+from groundstate.tools.stderr_log import logging_to_stderr
 from groundstate.types import ToolResult
 
 if TYPE_CHECKING:
@@ -677,8 +678,12 @@ async def serve_async(
                 file=sys.stderr,
                 flush=True,
             )
-            # Without a graceful-shutdown limit uvicorn waits forever for the clients' open event streams.
-            config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=SHUTDOWN_GRACE)
+            # Without a graceful-shutdown limit uvicorn waits forever for the clients' open event streams. log_config
+            # None: uvicorn's loggers keep no handler of their own (one writing to stderr on the event loop stalled the
+            # server once a pipe nobody read was full) and reach the root logger's (`serve`: `logging_to_stderr`).
+            config = uvicorn.Config(
+                app, host=host, port=port, log_level="warning", log_config=None, lifespan="on", timeout_graceful_shutdown=SHUTDOWN_GRACE
+            )
             await _run_uvicorn(uvicorn.Server(config))
         else:
             raise ValueError(f"unknown transport {transport!r}: use stdio or http")
@@ -716,25 +721,28 @@ def serve(
     Limits: `max_sessions` sandboxes open at once, a first tool call waiting `session_wait` s for one before its
     error; HTTP sessions idle for `idle_timeout` s lose their sandbox; stdio serves `max_pending` requests at once.
     `backend` defaults to a new SQLite backend (closed on return); a backend passed in stays the caller's to close.
+    The log (uvicorn's, the SDK's, warnings) goes to stderr through `logging_to_stderr`: a stderr nobody reads costs
+    log lines, never a stalled server; the hooks' output is theirs to write.
     """
     if transport == "http":
         check_host(host, allow_remote)
-    anyio.run(
-        lambda: serve_async(
-            domain,
-            task,
-            transport,
-            host,
-            port,
-            token,
-            backend=backend,
-            allow_remote=allow_remote,
-            path=path,
-            idle_timeout=idle_timeout,
-            on_session_end=on_session_end,
-            on_session_lost=on_session_lost,
-            max_sessions=max_sessions,
-            session_wait=session_wait,
-            max_pending=max_pending,
+    with logging_to_stderr():
+        anyio.run(
+            lambda: serve_async(
+                domain,
+                task,
+                transport,
+                host,
+                port,
+                token,
+                backend=backend,
+                allow_remote=allow_remote,
+                path=path,
+                idle_timeout=idle_timeout,
+                on_session_end=on_session_end,
+                on_session_lost=on_session_lost,
+                max_sessions=max_sessions,
+                session_wait=session_wait,
+                max_pending=max_pending,
+            )
         )
-    )

@@ -445,7 +445,7 @@ def test_a_session_that_cannot_be_graded_is_recorded_with_why_and_a_shutdown_wai
     run(main)
 
 
-def test_serve_mcp_prints_one_numbered_verdict_line_per_session_graded_or_not(shop, capsys):
+def test_serve_mcp_prints_one_numbered_verdict_line_per_session_graded_or_not(shop, capfd):
     from groundstate.cli.mcp import VerdictLines
 
     backend = SqliteBackend()
@@ -454,12 +454,15 @@ def test_serve_mcp_prints_one_numbered_verdict_line_per_session_graded_or_not(sh
     with backend.open(backend.prepare(shop, task.patch)) as sandbox:
         lines.graded(sandbox)
     lines.lost("ended by shutdown without a tool call, with no sandbox to grade it on: could not open a sandbox")
-    err = capsys.readouterr().err.splitlines()
+    lines.graded(None)  # grading that fails still gives the session its line
+    assert lines.close(wait=30)  # every line written
+    err = capfd.readouterr().err.splitlines()
     assert err[0].startswith("[groundstate mcp] session 1 ended: task shop-cancel reward=0 (final state differs")
     assert err[1] == (
         "[groundstate mcp] session 2 ended: task shop-cancel reward=None (not graded: ended by shutdown without a tool call, "
         "with no sandbox to grade it on: could not open a sandbox)"
     )
+    assert err[2].startswith("[groundstate mcp] session 3 ended: task shop-cancel reward=None (not graded: grading failed: AttributeError")
 
 
 # -- host policy and the CLI ----------------------------------------------------------------------------

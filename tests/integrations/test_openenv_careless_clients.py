@@ -27,8 +27,9 @@ from openenv.core.generic_client import GenericEnvClient  # noqa: E402
 from openenv.core.mcp_client import MCPToolClient  # noqa: E402
 
 from groundstate.domain import Domain  # noqa: E402
-from groundstate.integrations.openenv import DroppingStderrHandler, GroundstateAction, environment_factory  # noqa: E402
+from groundstate.integrations.openenv import GroundstateAction, environment_factory  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
+from groundstate.tools.stderr_log import DroppingStderrHandler  # noqa: E402
 from groundstate.types import EpisodeLimits  # noqa: E402
 
 SHOP = Path(__file__).parents[1] / "fixtures" / "shop"
