@@ -31,10 +31,12 @@ What goes where:
 
 The episode is `groundstate run`'s (`attempt.play` through `SteppedEpisode`): same user, limits, finish
 reasons and grader. Each WebSocket session has its own environment and sandbox; sessions share the server's
-backend. OpenEnv's production mode (`/mcp` without step) is not served: it has no episode to grade, and its
-HTTP sessions (`openenv/session/create`) are refused, since nothing would end one a client forgot. A request
-a session cannot take (a step before reset, a reset naming no task) is the client's error: an error message
-over WebSocket, one line of 409 or 422 over HTTP, never a logged traceback.
+backend. At most `max_sessions` sandboxes are open at once (`SandboxSlots`), the stateless HTTP `/reset`'s
+included: a reset that finds every one held is refused (503 over HTTP), never queued. OpenEnv's production
+mode (`/mcp` without step) is not served: it has no episode to grade, and its HTTP sessions
+(`openenv/session/create`) are refused, since nothing would end one a client forgot. A request a session
+cannot take (a step before reset, a reset naming no task) is the client's error: an error message over
+WebSocket, one line of 409 or 422 over HTTP, never a logged traceback.
 """
 
 from __future__ import annotations
@@ -73,6 +75,32 @@ class EpisodeRequestError(ValueError):
     def __init__(self, message: str, status: int):
         super().__init__(message)
         self.status = status
+
+
+class SandboxSlots:
+    """The sandboxes one server's environments may hold at once: `size` (`max_sessions`). An environment takes a
+    slot at its first reset, or the reset is refused with 503 (over WebSocket, an error message) when none is free:
+    never queued, so a flood of stateless HTTP resets costs answers, not a sandbox (a database clone) each, nor
+    the threads that would wait for one. The environment keeps its slot across its resets and gives it back once
+    it is closed and its sandbox with it (a WebSocket session's as it ends, an HTTP reset's just after it answers).
+    Thread-safe."""
+
+    def __init__(self, size: int):
+        if size < 1:
+            raise ValueError(f"max_sessions must be at least 1, got {size}")
+        self.size, self.held = size, 0
+        self._lock = threading.Lock()
+
+    def take(self) -> None:
+        with self._lock:
+            if self.held >= self.size:
+                message = f"at capacity: this server keeps at most {self.size} sandboxes open and sessions hold every one; retry once one ends"
+                raise EpisodeRequestError(message, 503)
+            self.held += 1
+
+    def give(self) -> None:
+        with self._lock:
+            self.held -= 1
 
 
 class ReplyAction(Action):
@@ -117,18 +145,30 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
     instantiates per session. Async throughout: the server awaits `reset_async` and `step_async` on its loop,
     where the episode runs; the sync `reset` and `step` run them on the adapters' loop instead (for use in
     process, without a server), so one instance is driven one way or the other, not both. `reveal_verdict`:
-    the `done` observation carries the whole verdict, not `verdict_summary`'s. Once closed, an instance opens
-    no sandbox again."""
+    the `done` observation carries the whole verdict, not `verdict_summary`'s. `slots`: shared by a server's
+    instances, each taking one at its first reset (see `SandboxSlots`). Once closed, an instance opens no sandbox
+    again, and gives its slot back once the sandbox it had is closed."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
-    def __init__(self, tasks: list[tuple[Task, Domain]], backend: Backend, limits: EpisodeLimits, user: str, name: str, reveal_verdict: bool = False):
+    def __init__(
+        self,
+        tasks: list[tuple[Task, Domain]],
+        backend: Backend,
+        limits: EpisodeLimits,
+        user: str,
+        name: str,
+        reveal_verdict: bool = False,
+        slots: SandboxSlots | None = None,
+    ):
         super().__init__()
         self._tasks, self._by_id = tasks, {t.id: (t, d) for t, d in tasks}
         self._backend, self._limits, self._user, self._name = backend, limits, user, name
         self._reveal = reveal_verdict
+        self._slots, self._slot, self._slot_lock = slots, False, threading.Lock()
         self._episode: SteppedEpisode | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._resets = 0  # resets in flight: the last of them, not a close meanwhile, gives the slot back
         self._state = State()
         self._next_task = 0
         self._closed = False
@@ -141,22 +181,29 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
         if seed is not None and not isinstance(seed, int):
             raise EpisodeRequestError(f"reset: seed must be an integer, got {_shown(seed)}", 422)
         self._refuse_if_closed()
-        await self._abandon()
-        if task_id is not None:
-            task, domain = self._by_id[task_id]
-        elif seed is not None:
-            task, domain = self._tasks[random.Random(seed).randrange(len(self._tasks))]
-        else:
-            task, domain = self._tasks[self._next_task % len(self._tasks)]
-            self._next_task += 1
         self._loop = asyncio.get_running_loop()
-        self._episode = episode = SteppedEpisode(task, domain, self._backend, make_user(self._user, task), self._limits)
-        self._state = State(episode_id=episode_id, step_count=0, task_id=task.id)
-        step = await episode.start()
-        if self._closed:  # OpenEnv closed the session (from its thread) while the sandbox opened: it must not outlive it
-            self._episode = None
-            await episode.close()
+        self._resets += 1
+        try:
+            await self._abandon()
             self._refuse_if_closed()
+            if not self._slot and self._slots is not None:
+                self._slots.take()
+                self._slot = True
+            if task_id is not None:
+                task, domain = self._by_id[task_id]
+            elif seed is not None:
+                task, domain = self._tasks[random.Random(seed).randrange(len(self._tasks))]
+            else:
+                task, domain = self._tasks[self._next_task % len(self._tasks)]
+                self._next_task += 1
+            self._episode = episode = SteppedEpisode(task, domain, self._backend, make_user(self._user, task), self._limits)
+            self._state = State(episode_id=episode_id, step_count=0, task_id=task.id)
+            step = await episode.start()
+            self._refuse_if_closed()  # OpenEnv closed the session (from its thread) while the sandbox opened
+        finally:
+            self._resets -= 1
+            if self._closed and self._resets == 0:  # the sandbox must not outlive the session, nor its slot the sandbox
+                await self._shut()
         observation = GroundstateObservation(task_id=task.id, messages=step.messages, tool_schemas=step.tools)
         return self._final(task.id, step, observation) if step.done else observation
 
@@ -196,21 +243,21 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
         return EnvironmentMetadata(name=self._name, description=f"groundstate tasks of {self._name}, graded on their final database state")
 
     def close(self) -> None:
-        """Abandon a running episode (its sandbox is closed) and refuse any later reset: OpenEnv frees the session's
-        slot as it closes it, while a WebSocket connection may still hold the instance (another client's
-        `openenv/session/close` names it). The server calls this from a worker thread, or on its loop for the
-        stateless HTTP requests."""
+        """Abandon a running episode (its sandbox is closed), give the sandbox slot back after it, and refuse any
+        later reset: OpenEnv frees the session's slot as it closes it, while a WebSocket connection may still hold
+        the instance (another client's `openenv/session/close` names it). The server calls this from a worker
+        thread, or on its loop for the stateless HTTP requests (the close then finishes after the answer)."""
         self._closed = True
-        loop, episode = self._loop, self._episode
-        self._episode = None
-        if episode is None or loop is None or loop.is_closed():
+        loop = self._loop
+        if loop is None or loop.is_closed() or (self._episode is None and self._resets == 0):  # no sandbox open, none opening
+            self._give_slot()
             return
         if _on_thread_of(loop):
-            closing = loop.create_task(episode.close())
+            closing = loop.create_task(self._shut())
             _closing.add(closing)  # the loop keeps only a weak reference: a task nobody holds may vanish mid-close
             closing.add_done_callback(_closing.discard)
-        else:
-            asyncio.run_coroutine_threadsafe(episode.close(), loop).result(timeout=60)
+        else:  # on the loop, where the episode lives: a reset in flight there sees the close at its next step
+            asyncio.run_coroutine_threadsafe(self._shut(), loop).result(timeout=60)
 
     # -- helpers --------------------------------------------------------------------------------------
 
@@ -222,6 +269,20 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
         episode, self._episode = self._episode, None
         if episode is not None:
             await episode.close()
+
+    async def _shut(self) -> None:
+        """After `close`, on the loop: close the episode (its sandbox with it), then give the slot back, unless a
+        reset is in flight (it does both as it leaves)."""
+        await self._abandon()
+        if self._resets == 0:
+            self._give_slot()
+
+    def _give_slot(self) -> None:
+        with self._slot_lock:  # `close` may give it from OpenEnv's thread as a reset leaving on the loop does
+            held, self._slot = self._slot, False
+        if held:
+            assert self._slots is not None
+            self._slots.give()
 
     def _final(self, task_id: str, step: Step, observation: GroundstateObservation | GroundstateToolObservation) -> Observation:
         assert step.outcome is not None
@@ -296,17 +357,20 @@ def environment_factory(
     user: str = "scripted",
     name: str = "groundstate",
     reveal_verdict: bool = False,
+    max_sessions: int | None = None,
 ):
     """The per-session factory `openenv.core.env_server.create_app` takes: every session gets its own
-    `GroundstateOpenEnv` over `tasks`, all on `backend` (each domain prepared on it once, here)."""
+    `GroundstateOpenEnv` over `tasks`, all on `backend` (each domain prepared on it once, here), all sharing
+    `max_sessions` sandbox slots (None: no bound)."""
     if not tasks:
         raise ValueError("no tasks to serve")
+    slots = SandboxSlots(max_sessions) if max_sessions is not None else None
     prepare_domains([d for _, d in tasks], backend)
     lock = threading.Lock()  # the server may build sessions from several threads
 
     def make() -> GroundstateOpenEnv:
         with lock:
-            return GroundstateOpenEnv(list(tasks), backend, limits, user, name, reveal_verdict)
+            return GroundstateOpenEnv(list(tasks), backend, limits, user, name, reveal_verdict, slots)
 
     return make
 
@@ -320,16 +384,17 @@ def create_app(
     name: str = "groundstate",
     reveal_verdict: bool = False,
 ):
-    """The OpenEnv FastAPI app serving `tasks` (what `groundstate serve --protocol openenv` runs with uvicorn)."""
+    """The OpenEnv FastAPI app serving `tasks` (what `groundstate serve --protocol openenv` runs with uvicorn): at most
+    `max_sessions` WebSocket sessions (OpenEnv's bound) and as many sandboxes open, HTTP resets included."""
     from fastapi.responses import JSONResponse
     from openenv.core.env_server.http_server import create_fastapi_app
     from starlette.websockets import WebSocketDisconnect
 
-    factory = environment_factory(tasks, backend, limits, user, name, reveal_verdict)
+    factory = environment_factory(tasks, backend, limits, user, name, reveal_verdict, max_sessions)
     app = create_fastapi_app(factory, GroundstateAction, GroundstateObservation, max_concurrent_envs=max_sessions)
 
     async def refused(request: Request, error: EpisodeRequestError) -> JSONResponse:
-        # a client's mistake over HTTP (a /step, which has no episode there): one line, and nothing logged
+        # a client's mistake over HTTP (a /step, which has no episode there), or a reset at capacity: one line, nothing logged
         return JSONResponse({"detail": str(error)}, status_code=error.status)
 
     app.add_exception_handler(EpisodeRequestError, refused)

@@ -1,6 +1,7 @@
 """OpenEnv: `groundstate serve --protocol openenv` against careless and hostile clients, driven by OpenEnv's own
-clients and raw HTTP: a request the server cannot take is one line of 4xx, an unread stderr blocks nothing, SIGTERM
-stops the server, no slot is held without a connection, and the `done` observation gives away no answer."""
+clients and raw HTTP: a request the server cannot take is one line of 4xx (503 at capacity), an unread stderr blocks
+nothing, SIGTERM stops the server, no slot is held without a connection, no more sandboxes are open than
+`--max-sessions`, and the `done` observation gives away no answer."""
 
 import asyncio
 import fcntl
@@ -16,6 +17,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -238,3 +240,96 @@ def test_a_system_error_reaches_the_client_as_such_and_its_detail_only_the_serve
     assert any("shop-cancel" in r.getMessage() and "grading bound" in r.getMessage() for r in caplog.records)
     full = asyncio.run(scenario(True))
     assert full.reward is None and "grading bound" in full.verdict["system_error"] and full.verdict["diff"] == []
+
+
+def _flood_of_resets(url: str, n: int) -> list[tuple[int, dict]]:
+    """`n` stateless `POST /reset` at once (each opens a sandbox and closes it before it answers)."""
+    with ThreadPoolExecutor(n) as pool:
+        return list(pool.map(lambda _: _post(f"{url}/reset", {"task_id": "shop-cancel"}), range(n)))
+
+
+def _assert_refused_at_capacity(status: int, body: dict) -> None:
+    assert status == 503 and "\n" not in body["detail"], (status, body)
+    assert body["detail"].startswith("at capacity: this server keeps at most 2 sandboxes open and sessions hold every one"), body
+
+
+def test_http_resets_take_the_sessions_sandbox_slots_and_are_refused_with_503_when_none_is_free(server):
+    async def scenario():
+        async with GenericEnvClient(base_url=server) as a, GenericEnvClient(base_url=server) as b:
+            await a.reset(task_id="shop-cancel")
+            await b.reset(task_id="shop-cancel")  # both slots hold a sandbox
+            for status, body in await asyncio.to_thread(_flood_of_resets, server, 8):
+                _assert_refused_at_capacity(status, body)
+            return await a.reset(task_id="shop-cancel")  # a session that holds a slot keeps it across its resets
+
+    assert asyncio.run(scenario()).observation["task_id"] == "shop-cancel"
+    status, body = _post(f"{server}/reset", {"task_id": "shop-cancel"})  # the sessions ended: their slots are free
+    assert status == 200 and body["observation"]["task_id"] == "shop-cancel", (status, body)
+
+
+def _open_sandboxes(pid: int) -> int:
+    """The server's sandboxes open now: connections to its clones inside an attempt's transaction (a pooled clone's
+    is idle, out of one)."""
+    import psycopg
+
+    from groundstate.state.postgres import default_dsn
+
+    with psycopg.connect(default_dsn(), autocommit=True) as conn:
+        query = "SELECT count(*) FROM pg_stat_activity WHERE datname LIKE %s AND state <> 'idle'"
+        return conn.execute(query, (f"gs\\_sb\\_%\\_{pid}\\_%",)).fetchone()[0]
+
+
+def _sandbox_databases(pid: int) -> list[str]:
+    import psycopg
+
+    from groundstate.state.postgres import default_dsn
+
+    with psycopg.connect(default_dsn(), autocommit=True) as conn:
+        return [r[0] for r in conn.execute("SELECT datname FROM pg_database WHERE datname LIKE %s", (f"gs\\_sb\\_%\\_{pid}\\_%",))]
+
+
+@pytest.mark.postgres
+def test_a_flood_of_http_resets_on_postgres_opens_no_more_sandboxes_than_max_sessions_and_releases_them(pg_backend):
+    # before, every POST /reset opened a sandbox, whatever --max-sessions said: past the backend's pool (max-sessions
+    # + 1 clones) the rest waited for a clone in the threads that would have closed the others, and no request of
+    # the flood, nor SIGTERM, was answered again
+    n = 30
+    with _server("--backend", "postgres", "--max-sessions", "2") as (proc, url):
+        most, sampling = [0], threading.Event()
+
+        def sample():
+            while not sampling.is_set():
+                most[0] = max(most[0], _open_sandboxes(proc.pid))
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        try:
+
+            async def flood_while_two_sessions_play():
+                async with GenericEnvClient(base_url=url) as a, GenericEnvClient(base_url=url) as b:
+                    await a.reset(task_id="shop-cancel")
+                    await b.reset(task_id="shop-cancel")
+                    return await asyncio.to_thread(_flood_of_resets, url, n)
+
+            while_full = asyncio.run(flood_while_two_sessions_play())
+            when_free = _flood_of_resets(url, n)  # no session: two resets at a time get a sandbox
+        finally:
+            sampling.set()
+            sampler.join()
+        for status, body in while_full:
+            _assert_refused_at_capacity(status, body)
+        served = [body for status, body in when_free if status == 200]
+        assert served and all(b["observation"]["task_id"] == "shop-cancel" for b in served)
+        for status, body in when_free:
+            if status != 200:
+                _assert_refused_at_capacity(status, body)
+        assert 0 < most[0] <= 2, most
+        deadline = time.monotonic() + 60  # an HTTP reset closes its sandbox just after it answers
+        while _open_sandboxes(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _open_sandboxes(proc.pid) == 0
+        final = asyncio.run(_play(url, "shop-cancel", [("cancel_order", {"order_id": 1})], "Done."))
+        assert final.done and final.reward == 1.0
+        err = _stops_on_sigterm(proc)
+    assert proc.returncode == 0 and b"Traceback" not in err, err.decode(errors="replace")[-3000:]
+    assert _sandbox_databases(proc.pid) == []
