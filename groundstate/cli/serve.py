@@ -22,7 +22,9 @@ def serve(
     backend: str = typer.Option("sqlite", "--backend", help="sqlite (embedded default) or postgres."),
     pg_dsn: Optional[str] = typer.Option(None, "--pg-dsn", help="PostgreSQL DSN (default: $GROUNDSTATE_PG_DSN or the local server)."),
     user: str = typer.Option("scripted", "--user", help="The user side: scripted (the task's script) or openai:MODEL\\[@URL]."),
-    max_sessions: int = count(64, "--max-sessions", help="Sessions served at once (each holds a sandbox)."),
+    max_sessions: int = count(
+        64, "--max-sessions", help="Sessions served at once, and sandboxes open: each session holds one, an HTTP /reset one (503 when none is free)."
+    ),
     max_turns: Optional[int] = opts.MaxTurns,
     attempt_timeout: Optional[float] = opts.AttemptTimeout,
     grade_timeout: Optional[float] = opts.GradeTimeout,
