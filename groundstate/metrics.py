@@ -543,7 +543,7 @@ def compute(
             for t in sorted(counts.values(), key=lambda t: t.task_id)
         ],
     }
-    out["blame_by_family"] = blame_by_family(records)
+    out["blame_by_family"] = blame_by_family(r for r in records if r.task_id in b.covered)
     out["user_simulator_faults"] = user_simulator_faults(records)
     for group in ("domain", "family"):
         if by is None and group == "domain":
@@ -597,7 +597,7 @@ def user_fault_note(records: Iterable[AttemptRecord]) -> str:
 
 
 def blame_by_family(records: Iterable[AttemptRecord]) -> dict[str, dict[str, Any]]:
-    """The failed attempts (the records that count) of each task family by where they went wrong (`Verdict.blame`):
+    """The failed attempts (the records that count; `compute` gives the covered tasks') of each task family by where they went wrong (`Verdict.blame`):
     `failed`, `kinds` (diverged, stopped_early, never_acted, or `not recorded` for records made without blame),
     `calls` ("diverged at add_note" and the like, counted) and `most_common`, a sentence a person can read."""
     out: dict[str, dict[str, Any]] = {}
@@ -762,7 +762,8 @@ def compare(
         "transitions": transitions,
         "cost_usd": {**costs, "change": (costs["candidate"] - costs["base"]) if None not in costs.values() else None},
         "cost_note": cost_note(unpriced),
-        "agreement": run_agreement(base, cand),
+        # the same keys as every figure above: the shared tasks, their attempts below the common n
+        "agreement": run_agreement(read["base"], read["candidate"]),
     }
 
 

@@ -305,11 +305,11 @@ def plan(
     notes = list(base.notes)
     beyond = [r for r in rows if r.tasks_for_lift is None or r.tasks_for_lift > available]
     if beyond:
-        best = min((r for r in beyond if r.lift_with_available is not None), key=lambda r: r.lift_with_available or 0, default=None)
+        best = min((r for r in rows if r.lift_with_available is not None), key=lambda r: r.lift_with_available or 0, default=None)
         notes.append(
             f"{len(beyond)} of the {len(rows)} designs need more than the {available:,} tasks available"
             + (f"; with them, the smallest pass@1 lift detectable is {best.lift_with_available:+.2%} (at k = {best.k})" if best else "")
-            + (" (the run's own tasks: give --tasks-available N if the task source has more)" if available_tasks is None else "")
+            + (" (the tasks the base run's rates cover: give --tasks-available N if the task source has more)" if available_tasks is None else "")
         )
     if any(r.tasks_for_kk is None for r in rows):
         notes.append(f"an Observed k/k change of {kk_lift:+.1%} cannot be reached at some k (—): the model's k/k fraction is too close to 1 there")

@@ -169,7 +169,9 @@ class AttemptRecord(BaseModel):
         run's luck alone: keeping those and setting the passes apart would bias every figure down)."""
         if self.unjudged:
             return True
-        return bool(self.rubrics) and self.run is not None and self.run.judge is None
+        rubrics = self.rubrics if self.rubrics is not None else _legacy_rubrics(self.verdict)
+        # a record without its run's identity does not say whether a judge was given: set apart (never biased)
+        return bool(rubrics) and (self.run is None or self.run.judge is None)
 
     @property
     def run_key(self) -> str:
@@ -199,6 +201,18 @@ class AttemptRecord(BaseModel):
         except UnicodeEncodeError:
             return dumps(data, ensure_ascii=True, default=str) + "\n"
         return line
+
+
+# what `grading.with_rubrics` has always written into a rubric task's reasons: how a record made before `rubrics` was a
+# field says that its task has rubrics (only such records are read this way; newer ones carry the count)
+_LEGACY_RUBRIC_REASONS = ("reply rubric(s) not judged", "reply rubric(s) unjudged")
+
+
+def _legacy_rubrics(verdict: dict[str, Any] | None) -> int:
+    reasons = (verdict or {}).get("reasons")
+    if not isinstance(reasons, list):
+        return 0
+    return int(any(isinstance(r, str) and any(m in r for m in _LEGACY_RUBRIC_REASONS) for r in reasons))
 
 
 def latest_per_key(records: Iterable[AttemptRecord]) -> dict[Key, AttemptRecord]:

@@ -540,7 +540,7 @@ def select(
         }
         if ref_counts is not None:
             rc = ref_counts.get(tid)
-            row["reference"] = {"clean_runs": rc.n if rc else 0, "successes": rc.c if rc else 0}
+            row["reference"] = {"clean_runs": rc.n if rc else 0, "successes": rc.c if rc else 0, "awaits_judge": bool(rc and rc.awaits_judge)}
         decision, reason = _decide(row, params, ref_counts is not None)
         row["decision"], row["reason"] = decision, reason
         rows.append(row)
@@ -619,6 +619,8 @@ def _decide(row: dict[str, Any], p: SelectionParams, gated: bool) -> tuple[str, 
         )
     if gated:
         ref = row["reference"]
+        if ref["awaits_judge"]:  # the one rule again: its state failures alone would say "never solved"
+            return "awaits_judge", "the reference run has this task's reply rubrics and no judge: give the reference run a --judge to gate it"
         if ref["clean_runs"] == 0:
             return "failed_reference_gate", "no clean reference runs of this task"
         if ref["clean_runs"] < p.reference_min_runs:

@@ -267,3 +267,36 @@ def test_power_says_when_a_design_needs_more_tasks_than_there_are(retail, tmp_pa
     assert all(d["lift_with_available"] is None or d["lift_with_available"] > 0 for d in j["designs"])
     r = cli.invoke(app, ["power", str(path), "--tasks-available", "1"])
     assert r.exit_code == 2 and "Traceback" not in r.output
+
+
+# -- the reviewer's findings: older records, agreement, blame, the reference gate --------------------------------------
+
+
+def test_records_written_before_rubrics_was_a_field_are_set_apart_alike(retail):
+    """A record without `rubrics` says its task has rubrics in the reasons the grader has always written: the same basis."""
+    records = read_records(retail["dir"] / "noisy.jsonl")
+    old = [r.model_copy(update={"rubrics": None}) for r in records]
+    assert compute(old)["set_apart"] == compute(records)["set_apart"]
+    # a rubric task whose every attempt failed on state is one of them (it used to be scored 0 while the others left)
+    assert all(r.awaits_judge for r in old if r.task_id in retail["rubric"])
+
+
+def test_agreement_and_blame_count_the_keys_the_figures_count(retail):
+    noisy = read_records(retail["dir"] / "noisy.jsonl")
+    c = compare([r for r in noisy if r.attempt < 2], noisy)
+    assert c["agreement"]["computed"] and c["agreement"]["keys"] == c["shared_tasks"] * c["n"] == 28 * 2
+    assert c["agreement"]["tasks"] == 28 and c["agreement"]["not_compared"]["in_one_run_only"] == 0
+    m = compute(noisy)
+    failed_covered = sum(1 for r in noisy if r.task_id in retail["plain"] and r.reward == 0)
+    assert sum(b["failed"] for b in m["blame_by_family"].values()) == failed_covered
+
+
+def test_a_reference_run_without_a_judge_cannot_gate_a_rubric_task(retail):
+    noisy = read_records(retail["dir"] / "noisy.jsonl")
+    ident = noisy[0].run.model_copy(update={"judge": "openai:judge@http://127.0.0.1:1/v1"})
+    judged = [r.model_copy(update={"run": ident, "unjudged": False, "reward": 1 if r.unjudged else r.reward}) for r in noisy]
+    sel = select(judged, reference_records=noisy)
+    rows = {row["task_id"]: row for row in sel.rows}
+    for tid in retail["rubric"]:
+        assert rows[tid]["decision"] == "awaits_judge" and "the reference run has this task's reply rubrics" in rows[tid]["reason"]
+    assert not any(rows[t]["decision"] == "awaits_judge" for t in retail["plain"])

@@ -459,7 +459,8 @@ def test_end_to_end_probe_then_select_library_and_cli(tmp_path):
     rows3 = {json.loads(x)["task_id"]: json.loads(x) for x in (tmp_path / "cli3" / "selection.jsonl").read_text().splitlines()}
     assert rows3["shop-refuse"]["decision"] == "excluded" and "shop-refuse" in rows3["shop-refuse"]["reason"]
     assert all(
-        rows3[t]["decision"] in ("train", "val") and rows3[t]["reference"] == {"clean_runs": 2, "successes": 2} for t in ("shop-cancel", "shop-multi")
+        rows3[t]["decision"] in ("train", "val") and rows3[t]["reference"] == {"clean_runs": 2, "successes": 2, "awaits_judge": False}
+        for t in ("shop-cancel", "shop-multi")
     )
     assert json.loads(r.stdout)["decisions"]["excluded"] == 1
 
