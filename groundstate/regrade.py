@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from groundstate.attempt import play
-from groundstate.episode import NOT_EXECUTED
+from groundstate.episode import _LIMIT_NAMES, NOT_EXECUTED
 from groundstate.results import AttemptRecord
 from groundstate.runner import task_fingerprint
 from groundstate.state.base import Backend
@@ -32,11 +33,16 @@ from groundstate.types import AgentTurn, Domain, EpisodeLimits, Judge, ToolCallR
 
 class ReplayAgent:
     """The recorded assistant turns, in order: text and the executed tool calls; the last one ends the conversation if
-    the agent ended it then (`agent_done`). Past the last one, it is done."""
+    the agent ended it then (`agent_done`). Past the last one, it is done.
+
+    A call counts as executed unless the tool message that answers it says a limit stopped it (`_not_run`). A call's
+    answer is found by position: the k-th tool message after an assistant message answers its k-th call, as the episode
+    writes them. Ids are labels, not keys: a server that omits them gets `call_0` in every turn from older groundstate
+    versions (`openai_compat.parse_tool_call`), and a match by id would skip every executed `call_0` along with the one a
+    limit stopped."""
 
     def __init__(self, messages: list[dict[str, Any]], finish_reason: str | None = None):
-        not_run = {m.get("tool_call_id") for m in messages if m.get("role") == "tool" and NOT_EXECUTED in str(m.get("content"))}
-        self.turns = [_turn(m, not_run) for m in messages if m.get("role") == "assistant"]
+        self.turns = [_turn(m, _answers(messages, i)) for i, m in enumerate(messages) if m.get("role") == "assistant"]
         if self.turns and finish_reason == "agent_done":
             self.turns[-1].done = True
 
@@ -44,10 +50,30 @@ class ReplayAgent:
         return self.turns.pop(0) if self.turns else AgentTurn(done=True)
 
 
-def _turn(message: dict[str, Any], not_run: set[Any]) -> AgentTurn:
+# what the episode writes for a call a limit stopped ("error: tool-call limit reached; call not executed"), whole: a
+# result that merely quotes those words (an error naming an argument the model wrote) answers a call that ran
+_STOPPED = re.compile(rf"error: (?:{'|'.join(map(re.escape, _LIMIT_NAMES.values()))}) reached; {re.escape(NOT_EXECUTED)}")
+
+
+def _answers(messages: list[dict[str, Any]], at: int) -> list[dict[str, Any]]:
+    """The tool messages that answer the calls of the assistant message at `at`: those right after it, one per call."""
+    calls = len(messages[at].get("tool_calls") or [])
+    found: list[dict[str, Any]] = []
+    for m in messages[at + 1 : at + 1 + calls]:
+        if m.get("role") != "tool":
+            break
+        found.append(m)
+    return found
+
+
+def _not_run(answer: dict[str, Any]) -> bool:
+    return _STOPPED.fullmatch(str(answer.get("content") or "")) is not None
+
+
+def _turn(message: dict[str, Any], answers: list[dict[str, Any]]) -> AgentTurn:
     calls = []
-    for c in message.get("tool_calls") or []:
-        if c.get("id") in not_run:
+    for k, c in enumerate(message.get("tool_calls") or []):
+        if k < len(answers) and _not_run(answers[k]):
             continue
         fn = c.get("function") or {}
         raw = fn.get("arguments", "")

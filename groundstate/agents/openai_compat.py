@@ -339,7 +339,10 @@ def to_api_messages(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def parse_tool_call(call: Any, index: int) -> ToolCallRequest:
-    """One response tool call → `ToolCallRequest`; unparseable arguments keep the raw string and a `parse_error`."""
+    """One response tool call → `ToolCallRequest`; unparseable arguments keep the raw string and a `parse_error`.
+
+    `index` is the call's place in the episode (the calls of earlier turns counted, as `local.py` numbers them with
+    `id_offset`): a call the server sent without an id is `call_<index>`, so no two calls of a record share an id."""
     fn = call.function
     name = (fn.name or "").strip() if fn is not None else ""
     raw = (fn.arguments if fn is not None else None) or ""
@@ -460,9 +463,10 @@ class OpenAIAgent:
         message, finish_reason = first_message(response, self.endpoint)
         text, inline_reasoning = split_reasoning(message.content)
         reasoning = "\n".join(r for r in (reasoning_of(message), inline_reasoning) if r) or None
-        calls = [parse_tool_call(c, i) for i, c in enumerate(message.tool_calls or [])]
+        prior = sum(len(m.get("tool_calls") or []) for m in conversation if m.get("role") == "assistant")  # ids unique per episode
+        calls = [parse_tool_call(c, prior + i) for i, c in enumerate(message.tool_calls or [])]
         if not calls and text and self.tool_call_format != "native":
-            parsed = parse_content(text, self.tool_call_format, tools)
+            parsed = parse_content(text, self.tool_call_format, tools, id_offset=prior)
             if parsed.tool_calls:
                 text, calls = parsed.content or None, parsed.tool_calls
                 reasoning = "\n".join(r for r in (reasoning, parsed.reasoning) if r) or None

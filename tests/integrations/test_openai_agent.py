@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from openai_stub import OpenAIStub, delayed, error, text, tool_call, tool_calls
+from openai_stub import OpenAIStub, completion, delayed, error, text, tool_call, tool_calls
 
 from groundstate.agents.openai_compat import (
     STOP_TOKEN,
@@ -289,3 +289,30 @@ def test_user_view_merges_and_drops():
         {"role": "assistant", "content": "help"},
         {"role": "user", "content": "first\n\nsecond"},
     ]
+
+
+# -- call ids are unique in an episode, whatever the server sends (#32, review of item 17) ---------------------------
+
+
+def test_calls_without_server_ids_are_numbered_across_the_episode(domain, stub):
+    """A server that omits call ids, over three turns (native calls, two in one turn, then calls written as text): every
+    call gets its own id (`call_<calls before it in the episode>`), so no two calls of a record share one; before, every
+    turn restarted at call_0."""
+    task = domain.task("shop-multi")
+    native = [{"type": "function", "function": {"name": "find_customer", "arguments": '{"email": "c3@example.com"}'}}]
+    two = [
+        {"type": "function", "function": {"name": "set_tier", "arguments": '{"customer_id": 3, "tier": "gold"}'}},
+        {"type": "function", "function": {"name": "set_total", "arguments": '{"order_id": 3, "total": 42.5}'}},
+    ]
+    hermes = '<tool_call>{"name": "cancel_order", "arguments": {"order_id": 3}}</tool_call>\n<tool_call>{"name": "tag_customer", "arguments": {"customer_id": 3, "tag": "vip"}}</tool_call>'
+    stub.push(
+        completion({"content": None, "tool_calls": native}, "tool_calls"),
+        completion({"content": None, "tool_calls": two}, "tool_calls"),
+        text(hermes),
+        text("All done."),
+    )
+    traj, verdict = run_graded(domain, task, agent_for(stub))
+    assert verdict.reward == 1, verdict.reasons
+    ids = [c["id"] for m in traj.messages if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+    assert ids == ["call_0", "call_1", "call_2", "call_3", "call_4"]
+    assert [m["tool_call_id"] for m in traj.messages if m["role"] == "tool"] == ids

@@ -170,3 +170,94 @@ def test_a_tool_call_id_that_is_an_object_or_a_list_is_a_malformed_trajectory_ke
     new = read_records(out)
     assert [x.key for x in new] == [x.key for x in read_records(tmp_path / "run.jsonl")]  # every record, in order
     assert out.read_text().splitlines()[len(records) :] == hostile  # kept byte for byte
+
+
+# -- tool-call ids are labels, not keys (#32, review of item 17) ----------------------------------------------------
+
+
+def same_ids(record_line: str, ids) -> dict:
+    """A recorded attempt whose calls are renamed by `ids` (turn index, index in turn → id), then one more call that the
+    tool-call limit stopped, as the episode answers it: the record a model server that omits call ids leaves."""
+    rec = json.loads(record_line)
+    msgs, turn = [], -1
+    for m in rec["trajectory"]["messages"]:
+        m = dict(m)
+        if m["role"] == "assistant" and m.get("tool_calls"):
+            turn += 1
+            m["tool_calls"] = [dict(c, id=ids(turn, k)) for k, c in enumerate(m["tool_calls"])]
+            answered = 0
+        if m["role"] == "tool":
+            m["tool_call_id"] = ids(turn, answered)
+            answered += 1
+        msgs.append(m)
+    assert msgs.pop()["role"] == "assistant"  # "Done.": the agent calls once more instead
+    late = ids(turn + 1, 0)
+    msgs.append(
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": late, "type": "function", "function": {"name": "cancel_order", "arguments": '{"order_id": 3}'}}],
+        }
+    )
+    msgs.append({"role": "tool", "tool_call_id": late, "name": "cancel_order", "content": "error: tool-call limit reached; call not executed"})
+    rec["trajectory"] = {**rec["trajectory"], "messages": msgs, "finish_reason": "max_tool_calls"}
+    rec["finish_reason"] = "max_tool_calls"
+    return rec
+
+
+def test_calls_that_share_an_id_are_replayed_when_they_ran(tmp_path):
+    """A passing multi-step attempt whose server omitted call ids (every call `call_0`, as `openai_compat` named them per
+    turn) and whose last call the tool-call limit stopped: matched by id, every `call_0` was skipped, the executed
+    writes too, and an unchanged task flipped pass→fail. Matched by position, it regrades as it was; so does the same
+    record with unique ids."""
+    shop = copy_shop(tmp_path)
+    run(shop, "scripted:gold", tmp_path / "gold.jsonl", k=1)
+    [line] = [x for x in (tmp_path / "gold.jsonl").read_text().splitlines() if json.loads(x)["task_id"] == "shop-multi"]
+    for name, ids in (("repeated", lambda turn, k: "call_0"), ("unique", lambda turn, k: f"call_{turn}_{k}")):
+        rec = same_ids(line, ids)
+        assert rec["reward"] == 1 and len([m for m in rec["trajectory"]["messages"] if m["role"] == "tool"]) == 6
+        (tmp_path / f"{name}.jsonl").write_text(json.dumps(rec) + "\n")
+        out = tmp_path / f"{name}.regraded.jsonl"
+        r = runner.invoke(app, ["regrade", str(tmp_path / f"{name}.jsonl"), "--out", str(out), "--tasks", str(shop), "--json"])
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.stdout)["flips"] == {}, (name, r.stdout)
+        [after] = read_records(out)
+        assert after.reward == 1 and after.verdict == rec["verdict"], (name, after.verdict)
+
+
+def test_a_turn_whose_calls_share_an_id_replays_every_call_that_ran():
+    """An episode of a model whose calls all share ids across turns and within one (call_0, call_1 in every turn), the
+    tool-call limit stopping the second call of the last turn: the replay runs exactly the calls that ran, in order."""
+    from groundstate.agents.scripted import ScriptedUser
+    from groundstate.attempt import play
+    from groundstate.regrade import ReplayAgent, ReplayUser
+    from groundstate.types import AgentTurn, EpisodeLimits, ToolCallRequest
+
+    domain = Domain(SHOP)
+    task = domain.task("shop-multi")
+    gold = [(c.tool, dict(c.args)) for c in task.gold]
+
+    class SameIds:
+        def __init__(self, turns):
+            self.turns = list(turns)
+
+        async def act(self, conversation, tools):
+            if not self.turns:
+                return AgentTurn(text="Done.", done=True)
+            return AgentTurn(tool_calls=[ToolCallRequest(f"call_{k}", name, args) for k, (name, args) in enumerate(self.turns.pop(0))])
+
+    # a lookup whose error quotes the words of a stopped call: it ran, and is replayed
+    quoting = ("find_customer", {"email": "nobody; tool-call limit reached; call not executed"})
+    turns = [[gold[0], quoting], gold[1:3], [gold[3], ("cancel_order", {"order_id": 3})], gold[4:]]
+    limits = EpisodeLimits(max_tool_calls=5)  # the 6th call (the second of the third turn) is stopped, and the episode ends
+    first = asyncio.run(play(task, domain, SameIds(turns), ScriptedUser([]), limits, backend=SqliteBackend()))
+    ran = [(c["name"], c["arguments"]) for c in first.trajectory.tool_calls]
+    assert ran == [gold[0], quoting, *gold[1:4]] and first.trajectory.finish_reason == "max_tool_calls"
+    messages = first.trajectory.messages
+    assert [m["tool_call_id"] for m in messages if m["role"] == "tool"] == ["call_0", "call_1"] * 3
+    assert messages[4]["content"].endswith("call not executed") and messages[-1]["content"] == "error: tool-call limit reached; call not executed"
+    again = asyncio.run(
+        play(task, domain, ReplayAgent(messages, first.trajectory.finish_reason), ReplayUser(messages), EpisodeLimits(), backend=SqliteBackend())
+    )
+    assert [(c["name"], c["arguments"]) for c in again.trajectory.tool_calls] == ran
+    assert again.verdict.to_json() == first.verdict.to_json()
