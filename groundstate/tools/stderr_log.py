@@ -24,6 +24,9 @@ from collections.abc import Iterator
 DROPPED_NOTICE = "[groundstate] {n} log line(s) dropped: stderr was not read\n"
 
 
+FINISH_S = 5.0  # what a server's log writer may take to finish once the server has stopped
+
+
 class StderrLines:
     """Lines written to a file descriptor (stderr) in order by a daemon thread, from a queue of `capacity` lines
     (None: unbounded). `put` never blocks: with a bound, a line the full queue cannot take is dropped, and the count
@@ -107,7 +110,8 @@ class DroppingStderrHandler(logging.Handler):
 @contextlib.contextmanager
 def logging_to_stderr(fd: int | None = None) -> Iterator[DroppingStderrHandler]:
     """Every log record (the root logger's, warnings included) to stderr (`fd`) through a `DroppingStderrHandler`,
-    for the duration; the writer gets a second to finish at the end."""
+    for the duration; the writer gets `FINISH_S` seconds to finish at the end (a reader that reads only once the server
+    stops, on a loaded machine, still gets every line or the count of those dropped)."""
     handler = DroppingStderrHandler(sys.stderr.fileno() if fd is None else fd)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
@@ -118,4 +122,4 @@ def logging_to_stderr(fd: int | None = None) -> Iterator[DroppingStderrHandler]:
     finally:
         logging.captureWarnings(False)
         root.removeHandler(handler)
-        handler.close()
+        handler.close(FINISH_S)

@@ -167,7 +167,9 @@ ODD_TEXT = [
     "e\u0301",
     "\ufeff",
     "😀" * 50,
-    "A" * 100_000,
+    # past every text limit of a tool (10,000 characters), short of an agent turn's own cap (`types.MAX_REPLY_CHARS`: a
+    # turn of three calls past it ends the episode, `max_reply_chars`, which tests/unit/test_reply_length.py covers)
+    "A" * 30_000,
     "é" * 20_000,
     "\n\r\t",
     "Ω" * 3,
