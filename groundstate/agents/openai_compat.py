@@ -32,13 +32,17 @@ except ImportError:  # the core install: specs still parse, and an endpoint aske
 
 from groundstate.agents.base import delivered_turns
 from groundstate.agents.toolcall_format import TOOL_CALL_FORMATS, parse_content
-from groundstate.agents.user_audit import refuse_overlong
+from groundstate.agents.user_audit import UserSimulatorFault, refuse_overlong
 from groundstate.tasks import Task
 from groundstate.types import AgentTurn, ToolCallRequest, Usage
 
 T = TypeVar("T")
 
 STOP_TOKEN = "###STOP###"
+# The LLM user's output budget per reply: a customer writes one or two sentences, so even a thinking model has room,
+# and a user that loops stops long before `types.MAX_REPLY_CHARS`. Not MAX_REPLY_CHARS // 3: the official API refuses a
+# budget past a model's output limit (16,384 tokens for gpt-4o-mini), and vLLM one past the context left.
+USER_MAX_TOKENS = 4096
 
 # sampling keys sent as top-level request fields, and the server-specific ones (vLLM, SGLang) that the
 # official client only forwards through `extra_body`
@@ -529,8 +533,12 @@ class OpenAIUser:
 
     `reply` returns the customer's next message, or None when it ends the conversation: the model
     wrote `###STOP###` (anywhere) or nothing. The model sees text turns only (see `user_view`).
-    Endpoint failures raise `EndpointError` as for the agent; a message longer than `types.MAX_REPLY_CHARS`
-    raises `UserSimulatorFault` (`user_audit.refuse_overlong`), audited or not.
+    Endpoint failures raise `EndpointError` as for the agent. Each request caps the reply at `USER_MAX_TOKENS`, sent
+    as `max_completion_tokens` (reasoning models on the official API refuse `max_tokens`; vLLM and SGLang take either),
+    unless `sampling` sets its own `max_tokens`; the cap is not part of a user cache's key, since it changes no reply
+    that is ever stored. A reply the server cut at the budget (finish reason `length`), or one longer than
+    `types.MAX_REPLY_CHARS`, raises `UserSimulatorFault` (overlong_reply): the audit judges whether the agent provoked it
+    (`user_audit.UserAudit.excuses`); unaudited, it is a system error.
     """
 
     def __init__(
@@ -558,14 +566,23 @@ class OpenAIUser:
 
     async def reply(self, conversation: list[dict[str, Any]]) -> str | None:
         kwargs: dict[str, Any] = {"model": self.model, "messages": user_view(conversation, self.system_prompt), **self.sampling}
-        if self.extra_body:
-            kwargs["extra_body"] = dict(self.extra_body)
+        budget = self.sampling.get("max_tokens")
+        # in extra_body: the `openai` releases this install allows (>= 1.40) predate the keyword
+        extra = {**self.extra_body, **({} if budget is not None else {"max_completion_tokens": USER_MAX_TOKENS})}
+        if extra:
+            kwargs["extra_body"] = extra
         client = self.client()
         response = await with_retries(lambda: client.chat.completions.create(**kwargs), self.retry, self.endpoint, "user simulator completion")
-        message, _ = first_message(response, self.endpoint)
+        message, finish_reason = first_message(response, self.endpoint)
         text, _ = split_reasoning(message.content)
         text = (text or "").strip()
-        if not text or STOP_TOKEN in text:
+        if STOP_TOKEN in text:
+            return None
+        if finish_reason == "length":  # cut: not a message the customer finished (and no text is not it leaving)
+            shown = f"{len(text):,} characters: {text[:160]!r}…" if text else "no text: cut while thinking"
+            detail = f"the user model did not finish its reply within its budget of {budget or USER_MAX_TOKENS:,} tokens ({shown})"
+            raise UserSimulatorFault("overlong_reply", detail)
+        if not text:
             return None
         refuse_overlong(text)  # a flood is a fault of the user model, with or without the audit
         return text

@@ -1,6 +1,6 @@
 """The user-turn audit: each reply of an LLM user checked against what its persona knows, so that a simulator that
-invents a fact, contradicts one or walks away, unprovoked, is a *user-simulator fault*, recorded as a system error
-(retried by `--repair`), never scored as the agent's 0.
+invents a fact, contradicts one, floods or walks away, unprovoked, is a *user-simulator fault*, recorded as a system
+error (retried by `--repair`), never scored as the agent's 0.
 
 What the user knows is its task's instruction, persona and context; what it has seen is that and every text turn
 delivered to it (`base.delivered_turns`): a value the agent told it is the user's to repeat. Facts are the fact-like
@@ -10,34 +10,38 @@ date, a time, an amount, a percentage, a ZIP+4 or a quantity ("15000 miles"); fo
 amount or a street number. A reply to an agent message that asks the user to make a value up (a new PIN, a password
 to choose) states nothing the user should have known: its tokens are never a fault.
 
-The rules (the first that holds is the fault):
+The findings (the first that holds):
 - `contradicted_fact`: the reply states a fact it never saw that has the form of one of its own facts: another
   e-mail where it has one, a code or number of the same shape (E10182 where it has E10181, #413 where it has #412);
 - `invented_fact`: the reply states any other fact it never saw (a phone number its persona does not have);
 - `premature_stop`: the user ends the conversation in answer to an agent message asking for one of its facts: a
   question (or a "please give ..." request) that names the fact's label, the words before the fact in the known text
   ("employee number" in "your employee number is E10181"; every e-mail is an "email"), next to an asking word
-  (what, which, could you provide / tell / confirm ..., may I have), and does not state the value itself.
-- `overlong_reply`: a reply longer than `types.MAX_REPLY_CHARS` (`refuse_overlong`; checked with or without the audit).
+  (what, which, could you provide / tell / confirm ..., may I have), and does not state the value itself;
+- `overlong_reply`: a reply longer than `types.MAX_REPLY_CHARS` (`refuse_overlong`), or one the user model did not
+  finish within its token budget (`openai_compat.USER_MAX_TOKENS`, sent as its `max_completion_tokens`).
 
-A finding the agent's own last message provoked is no user fault (`Fault.provoked`): the reply goes on to the agent
-and the attempt is graded as it stands, so `--repair`, which re-runs system errors only, never re-rolls it. Otherwise a
-failing policy could buy a new draw whenever it liked, by asking the customer for what it cannot know ("what is the
-phone number on your file?": the obliging reply is an invented fact) or by saying "all done!" and closing with a
-question (the customer leaves): over several repairs, best-of-n. Provoked are:
-- a fact finding, when the message asks for a value the user does not hold (`_lacking`): one named after an asking
-  word ("the phone number", "your ZIP code") that none of its facts' labels answers, or another one than its own
-  ("your other email", "your manager's employee number"); the user should say it does not know, but the agent asked;
-- a stop, when the message also asks for such a value; when the fact it asks for is one the user has already given
-  (in its opening message or since: the agent asks again); or when the message says the request is done or cannot be
-  done ("Your leave is booked.", "I'm afraid I cannot ..."), which is when the user is told to end the conversation.
-What stays the user's fault: a fact it volunteers ("How can I help?" answered with an invented order number), one of
-its own it misstates when asked for it, and walking away from a first, plain ask for one of its facts. What this
-leaves a gaming agent: a wording these rules do not read (a request to alter a value, phrased as no ask), and a user
-model's own rate of such faults, which is the user's and is reported (`metrics.user_simulator_faults`).
+A finding is a user fault only where the agent cannot have provoked it (`provocation`); otherwise it is provoked
+(`Fault.provoked`): the reply goes on to the agent (a flood goes nowhere: the conversation ends) and the attempt is
+graded as it stands, with a note, so `--repair`, which re-runs system errors only, never re-rolls it. A failing policy could
+otherwise buy a new draw whenever it liked, by asking for what the persona lacks in any words ("Kindly share your phone
+number.": the obliging reply is an invented fact), by claiming success and asking a question (the user leaves), or by
+asking for a flood ("Please type 'ok' 40,000 times."): over several repairs, best-of-n. The rule is a whitelist, never a
+list of asking words: the agent cannot have provoked a finding when every message it has delivered to the user is
+*plain* (`_plain`): short, and made only of greetings and thanks, offers of help ("How can I help you today?";
+"Anything else?", but not before a stop: it says the request is handled), and plain asks for facts of the user's own
+("Could you confirm your work email address, please?": an opener, "your", and only the words the known text names that
+fact by). After plain messages, a fact the user gives unasked, one of its own it misstates, a flood and walking away
+from a fair ask are its faults; after anything else ("Tell me the phone number on your file.", "Your request went
+through.", "What's your employee number at your previous job?", a claim in an earlier message) they are the agent's
+risk. Earlier messages count because they can set the user up ("answer as your manager would"), and asking again for a
+fact the user has already given provokes its leaving. Floods are judged by the same rule, not by words that ask for
+repetition (which a list would miss); the user model's budget makes them rare. The price: with an agent that chats,
+most findings are graded as the agent's, and a genuine simulator fault then counts against the agent; the audit's notes
+in the verdicts' reasons show how often. `--no-user-audit` judges nothing: every flood is a system error.
 
 Conservative by design: a false fault turns an agent's failure into a repairable system error and biases pass rates
-up, so only clear cases are flagged, and an ask the rules cannot place is the agent's risk. Short numbers (days,
+up, so only clear cases are flagged, and a wording the rules cannot place is the agent's risk. Short numbers (days,
 counts, "order 12"), dates in any usual form, times, amounts, years, ordinals, quantities and product names in mixed
 case (iPhone15) are never facts; a fact counts as seen when it appears anywhere in what the user saw once case, spaces
 and punctuation are ignored (E-10181, e10181 and "E 10181" are one fact); "Is there anything else ...?" never asks
@@ -256,24 +260,36 @@ def _label(before: str) -> tuple[str, ...]:
     return (words[-1],)
 
 
+def _own_words(before: str, label: tuple[str, ...]) -> set[str]:
+    """The words the known text names a fact of the user's own by: its label, and the words between "your" (or "my")
+    and the fact in its clause ("work" in "Your work email is ...")."""
+    words = _words(re.split(r"[.;:,()!?\n\"]|\band\b", before)[-1])
+    owner = max((i for i, w in enumerate(words) if w in ("your", "my")), default=None)
+    named = {w for w in words[owner + 1 :] if w not in _STOP and w not in _LINKING} if owner is not None else set()
+    return named | set(label)
+
+
 @dataclass(frozen=True)
 class UserFact:
-    """A fact the user has: its token and the labels it goes by in the known text."""
+    """A fact the user has: its token, the labels it goes by in the known text, and the words a plain ask may name it by
+    (`words`: its labels' and the known text's own, as in "your work email")."""
 
     token: Token
     labels: frozenset[tuple[str, ...]]
+    words: frozenset[str] = frozenset()
 
 
 def user_facts(task: Task) -> list[UserFact]:
     """The facts of the task's user (instruction, persona, context), each with its labels, in order of appearance."""
-    found: dict[str, tuple[Token, set[tuple[str, ...]]]] = {}
+    found: dict[str, tuple[Token, set[tuple[str, ...]], set[str]]] = {}
     for text in known_texts(task):
         for t in fact_tokens(text):
             label = ("email",) if t.kind == "email" else _label(text[: t.start])
-            held = found.setdefault(t.key, (t, set()))
+            held = found.setdefault(t.key, (t, set(), set()))
             if label:
                 held[1].add(label)
-    return [UserFact(t, frozenset(labels)) for t, labels in found.values()]
+                held[2].update(_own_words(text[: t.start], label))
+    return [UserFact(t, frozenset(labels), frozenset(words)) for t, labels, words in found.values()]
 
 
 def known_texts(task: Task) -> list[str]:
@@ -292,29 +308,65 @@ _ASKS_TO_MAKE_UP = re.compile(
     r"\b(?:choose|pick|make up|create|come up with|think of|invent|set up|select|decide on)\b|\bnew (?:pin|password|passcode|code|number)\b",
     re.IGNORECASE,
 )
-# what names a value a user may be asked for (with the words of the user's own labels): an ask for one of these that
-# none of its facts answers is an ask for something the persona does not hold
-_VALUE_NOUNS = frozenset(
-    "number code email address phone mobile reference account card pin password passcode ssn zip postcode iban ticket order "
-    "booking tracking membership invoice serial voucher coupon receipt username login extension identifier sku".split()
+# What a plain message is made of (`_plain`): nothing else is, so an unforeseen wording is the agent's risk, never a re-roll.
+_POLITE = r"(?:hi|hello|hey|good (?:morning|afternoon|evening))(?: there)?|thanks|thank you(?: (?:so|very) much)?|sure|certainly|of course|okay|ok|great|got it|understood|no problem|absolutely"
+_HELP = r"(?:i'd be |i would be |i'll be |i will be |i'm |i am )?(?:happy|glad) to help(?: you)?(?: with that)?|i can help(?: you)? with that"
+_OFFER = r"how (?:can|may|could) i (?:help|assist)(?: you)?(?: today)?|what can i do for you(?: today)?"
+# "anything else?" says the request is handled: plain before a fact the user gives, not before the user leaving
+_ELSE = r"(?:is there )?anything else(?: (?:i|we) can (?:help you with|assist you with|help with|do for you))?(?: today)?"
+_GIVE = r"(?:confirm|provide|give me|tell me|share|send me|send|spell|type|enter)"
+_OPENER = (
+    rf"what is|what's|what are|(?:could|can|would) you (?:please )?(?:also )?{_GIVE}|(?:please )?(?:also )?{_GIVE}|"
+    r"(?:may|can|could) i (?:please )?(?:also )?(?:have|get|ask for)|i(?:'ll| will)? (?:also )?need"
 )
-_KIND_ONLY = frozenset({"number", "address"})  # "card number" is the card, "email address" the e-mail
-# words before a value that make it another one than the user's own: "your other email", "your manager's number"
-_OTHER = frozenset("other another second alternative alternate different backup secondary previous old former additional spare extra new".split())
-_PLAIN = frozenset(_STOP | _LINKING | _ASK_WORDS | _GIVE_VERBS | {"all", "any", "some", "correct", "full", "exact", "right", "current"})
-_NOT_OWNERS = frozenset("what that it there here who let he she where how today tomorrow yesterday one".split())
-# what tells the user the conversation is over: the agent says it is done, or that it cannot be done
-_CLOSING = re.compile(
-    r"\b(?:done|completed?|finished|booked|cancell?ed|processed|submitted|updated|scheduled|approved|refunded|resolved|all set|"
-    r"taken care of|cannot|can ?not|can'?t|unable to|not able to|won'?t be able to|not possible|impossible|unfortunately|afraid)\b",
-    re.IGNORECASE,
+_SENTENCE = re.compile(
+    rf"(?:(?:{_POLITE})[,!.]? )*(?:{_POLITE}|{_HELP}|{_OFFER}|(?P<done>{_ELSE})|(?:{_OPENER}) your (?P<asked>[a-z', -]+?)(?:,? please)?)[.!?]*"
 )
+_PLAIN_CHARS = 600  # a plain message is short: a longer one is not read, and not plain
+_KIND_WORDS = frozenset({"number", "address", "reference", "code"})  # "your employee ID", "your email address"
+
+
+def _owns(asked: str, facts: list[UserFact]) -> bool:
+    """Whether `asked` ("work email address and your employee ID") names only facts of the user's own, each by its own
+    words and all of some label of it ("email"; "employee number", not "number" alone)."""
+    for part in re.split(r",? and (?:your )?|, (?:your )?", asked):
+        words = set(_words(part))
+        if not any(words <= f.words | _KIND_WORDS and any(set(label) <= words for label in f.labels) for f in facts):
+            return False
+    return True
+
+
+def _plain(message: str, facts: list[UserFact], leaving: bool = False) -> bool:
+    """Whether an agent message is plain: short, and each of its sentences a greeting or thanks, an offer of help ("How
+    can I help you today?"; "Anything else?" unless the user is `leaving`), or a plain ask for facts of the user's own
+    ("Could you confirm your work email address, please?"). Nothing plain claims anything, asks anything else, names a
+    value or another one's fact."""
+    if len(message) > _PLAIN_CHARS:
+        return False
+    text = re.sub(r"\s+", " ", message.lower().replace("\u2019", "'")).strip()
+    for sentence in filter(None, re.split(r"(?<=[.!?]) ", text)):
+        m = _SENTENCE.fullmatch(sentence)
+        if m is None or (leaving and m.group("done") is not None) or (m.group("asked") is not None and not _owns(m.group("asked"), facts)):
+            return False
+    return True
+
+
+def provocation(conversation: list[dict[str, Any]], facts: list[UserFact], leaving: bool = False) -> str | None:
+    """What the agent said that may have provoked a finding in the user's next reply (`leaving`: the user ended the
+    conversation), in words; None when every message it has delivered to the user is plain (`_plain`). Earlier
+    messages count too: "answer as your manager would" sets up the user for a plain "What is your employee number?"."""
+    said = [text for role, text in delivered_turns(conversation) if role == "assistant"]
+    for n, text in enumerate(reversed(said)):
+        if not _plain(text, facts, leaving):
+            which = "the agent's message" if n == 0 else "an earlier message of the agent"
+            return f"{which} {_shown(text, 160)!r} is more than a greeting, an offer of help or a plain ask for the user's own facts"
+    return None
 
 
 @dataclass(frozen=True)
 class Fault:
-    """A broken rule: its kind and what the reply did; `provoked`, when the agent's own message asked for it (what the
-    agent asked, in words): then it is no user fault, and the attempt is graded as it stands."""
+    """A broken rule: its kind and what the reply did; `provoked`, when the agent may have provoked it (what it said, in
+    words: `provocation`): then it is no user fault, and the attempt is graded as it stands."""
 
     kind: str
     detail: str
@@ -356,41 +408,10 @@ def _requests(text: str) -> list[str]:
     return [s for s in sentences if s.rstrip("\"')] ").endswith("?") or s.lower().startswith("please")]
 
 
-def _lacking(message: str, facts: list[UserFact]) -> str | None:
-    """What the agent's `message` asks for that the user does not hold, in its words, or None: a value (`_VALUE_NOUNS`,
-    or a word of the user's own labels) named after an asking word of a request sentence, that none of the user's facts
-    answers ("the phone number", where it has an employee number and an e-mail), or that is another one than its own
-    ("your other email", "your manager's employee number"). A value none of its labels names is one it lacks: an
-    ambiguous ask ("the code") is the agent's risk, not the user's fault."""
-    labels = [set(label) for fact in facts for label in fact.labels]
-    nouns = _VALUE_NOUNS | {w for label in labels for w in label}
-    for sentence in _requests(message):
-        words = _sentence_words(sentence)
-        anchors = _anchors(sentence, words)
-        if "else" in words or not anchors:
-            continue
-        owners = {m.group(1).lower() + "s" for m in re.finditer(r"\b([A-Za-z]+)['\u2019]s\b", sentence)} - {w + "s" for w in _NOT_OWNERS}
-        i = first = min(anchors)
-        while i < len(words):
-            if words[i] not in nouns:
-                i += 1
-                continue
-            j = i
-            while j < len(words) and words[j] in nouns:
-                j += 1
-            # the word before says which value, unless it is a plain word: "confirmation number", "best number", "home address"
-            start = i - 1 if i - 1 > first and words[i - 1] not in _PLAIN else i
-            asked = set(words[start:j])
-            core = asked - _KIND_ONLY or asked
-            before = words[max(first, i - 3) : i]
-            if any(w in _OTHER or w in owners for w in before) or not any(label <= asked or core <= label for label in labels):
-                return " ".join(words[max(first, i - 3) : j])
-            i = j
-    return None
-
-
-def _stop(asked: str, turns: list[tuple[str, str]], facts: list[UserFact]) -> Fault | None:
-    """The premature stop of a user that ended the conversation after the agent's message `asked`, or None."""
+def _stop(turns: list[tuple[str, str]], facts: list[UserFact]) -> Fault | None:
+    """The premature stop of a user that ended the conversation after the agent's last message asked for one of its
+    facts, or None (provoked unless every message of the agent was plain and the fact was not given already)."""
+    asked = turns[-1][1]
     wanted = [(sentence, fact) for sentence in _requests(asked) for fact in facts if fact.labels and _asks_for(sentence, fact)]
     if not wanted:
         return None
@@ -398,29 +419,31 @@ def _stop(asked: str, turns: list[tuple[str, str]], facts: list[UserFact]) -> Fa
     fresh = [(sentence, fact) for sentence, fact in wanted if not _is_in(fact.token, said)]
     sentence, fact = (fresh or wanted)[0]
     fault = Fault("premature_stop", f"the user ended the conversation when the agent asked for its {_name(fact)} ({sentence[:160]!r})")
-    lacking = _lacking(asked, facts)
-    if lacking is not None:
-        return replace(fault, provoked=f"the agent also asked for {lacking!r}, which the user does not have")
     if not fresh:
         return replace(fault, provoked=f"the user had already given its {_name(fact)} ({fact.token.text}), and the agent asked for it again")
-    requests = set(_requests(asked))
-    for other in (s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", asked)):
-        closing = _CLOSING.search(other) if other and other not in requests else None
-        if closing is not None:
-            return replace(fault, provoked=f"the agent's message also said {other[:160]!r}: the user had reason to think the conversation over")
     return fault
 
 
 def find_fault(task: Task, conversation: list[dict[str, Any]], reply: str | None, facts: list[UserFact] | None = None) -> Fault | None:
     """The first rule an LLM user's `reply` (None: it ended the conversation) to `conversation` breaks, or None; a
-    finding the agent's own last message provoked has `provoked` set (see the module docstring)."""
+    finding the agent may have provoked has `provoked` set (`provocation`; see the module docstring)."""
     facts = user_facts(task) if facts is None else facts
     turns = delivered_turns(conversation)
     asked = turns[-1][1] if turns and turns[-1][0] == "assistant" else None
     if reply is None:
-        return _stop(asked, turns, facts) if asked is not None else None
-    if asked is not None and _ASKS_TO_MAKE_UP.search(asked):
+        fault = _stop(turns, facts) if asked is not None else None
+    elif asked is not None and _ASKS_TO_MAKE_UP.search(asked):
         return None  # "please choose a new 6-digit PIN": the value is the user's to invent
+    else:
+        fault = _fact_fault(task, turns, reply, facts)
+    if fault is None or fault.provoked is not None:
+        return fault
+    why = provocation(conversation, facts, leaving=reply is None)
+    return fault if why is None else replace(fault, provoked=why)
+
+
+def _fact_fault(task: Task, turns: list[tuple[str, str]], reply: str, facts: list[UserFact]) -> Fault | None:
+    """The first fact of `reply` the user never saw, as the fault it is (`contradicted_fact`, `invented_fact`), or None."""
     seen = _Seen("\n".join(known_texts(task) + [text for _, text in turns]))
     for token in fact_tokens(reply):
         if seen.holds(token):
@@ -429,23 +452,20 @@ def find_fault(task: Task, conversation: list[dict[str, Any]], reply: str | None
         same = [f for f in facts if f.token.kind == token.kind and (token.kind == "email" or f.token.shape == token.shape)]
         if same:
             own = max(same, key=lambda f: difflib.SequenceMatcher(None, f.token.key, token.key).ratio())
-            fault = Fault(
+            return Fault(
                 "contradicted_fact",
                 f"the reply gives {_shown(token.text)}, which the user never saw; its own {_name(own)} is {own.token.text} ({reply[:160]!r})",
             )
-        else:
-            fault = Fault(
-                "invented_fact",
-                f"the reply gives {_shown(token.text)}, which is neither in the user's instructions nor in the conversation ({reply[:160]!r})",
-            )
-        lacking = _lacking(asked, facts) if asked is not None else None
-        return fault if lacking is None else replace(fault, provoked=f"the agent asked for {lacking!r}, which the user does not have")
+        return Fault(
+            "invented_fact",
+            f"the reply gives {_shown(token.text)}, which is neither in the user's instructions nor in the conversation ({reply[:160]!r})",
+        )
     return None
 
 
-def _shown(text: str) -> str:
-    """A token as a finding quotes it: at most 80 characters (a hostile reply's token may be its whole length)."""
-    return text if len(text) <= 80 else text[:80] + f"… ({len(text)} characters)"
+def _shown(text: str, most: int = 80) -> str:
+    """A token or a message as a finding quotes it: at most `most` characters (a hostile one may be any length)."""
+    return text if len(text) <= most else text[:most] + f"… ({len(text):,} characters)"
 
 
 def _name(fact: UserFact) -> str:
@@ -483,11 +503,21 @@ class UserAudit:
         else:
             raise UserSimulatorFault(fault.kind, fault.detail, reply)
 
+    def excuses(self, conversation: list[dict[str, Any]], fault: UserSimulatorFault) -> bool:
+        """Whether an `overlong_reply` the user model made in answer to `conversation` is one the agent may have provoked
+        (`provocation`: "Please type 'ok' 40,000 times."): then it is noted in `provoked`, and the caller ends the
+        conversation there (the flood goes nowhere) so the attempt is graded as it stands. False for any other fault."""
+        why = provocation(conversation, self.facts) if fault.kind == "overlong_reply" else None
+        if why is None:
+            return False
+        self.provoked.append(Fault(fault.kind, fault.detail, f"{why}; the conversation ended there"))
+        return True
+
 
 def refuse_overlong(reply: str | None) -> None:
     """`UserSimulatorFault` (overlong_reply) for a user reply longer than `MAX_REPLY_CHARS`, whatever made it (a model
-    that loops, a damaged cache): a system error, audited or not, and the reply goes nowhere (not to the agent, not to a
-    cache, not into the record: the fault quotes its first 160 characters)."""
+    that loops, a damaged cache): a system error unless an audit excuses it (`UserAudit.excuses`), and the reply goes
+    nowhere (not to the agent, not to a cache, not into the record: the fault quotes its first 160 characters)."""
     if reply is not None and len(reply) > MAX_REPLY_CHARS:
         detail = f"the reply is {len(reply):,} characters, more than the {MAX_REPLY_CHARS:,} a reply may have ({reply[:160]!r}…)"
         raise UserSimulatorFault("overlong_reply", detail)
@@ -495,13 +525,18 @@ def refuse_overlong(reply: str | None) -> None:
 
 class AuditedUser:
     """A user simulator whose every reply passes `refuse_overlong` and `audit` before the episode sees it (a fault
-    raises `UserSimulatorFault`)."""
+    raises `UserSimulatorFault`); a flood the agent provoked (`UserAudit.excuses`) ends the conversation instead."""
 
     def __init__(self, inner: UserSimulator, audit: UserAudit):
         self.inner, self.audit = inner, audit
 
     async def reply(self, conversation: list[dict[str, Any]]) -> str | None:
-        reply = await self.inner.reply(conversation)
-        refuse_overlong(reply)  # first: the audit reads no flood
+        try:
+            reply = await self.inner.reply(conversation)
+            refuse_overlong(reply)  # first: the audit reads no flood
+        except UserSimulatorFault as e:
+            if self.audit.excuses(conversation, e):
+                return None
+            raise
         self.audit.check(conversation, reply)
         return reply

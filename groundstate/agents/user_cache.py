@@ -14,7 +14,8 @@ too. When two writers generate one key at once (two runs sharing a cache), the f
 with it, so each run's transcript is what a rerun replays. With the user-turn audit (`user_audit`), every reply, from
 the model or the cache, is checked first: a rejected one is never stored, and a stored one that is rejected (written
 by a run with `--no-user-audit`) is deleted, so `--repair` asks the model again. A reply longer than
-`types.MAX_REPLY_CHARS` is a fault with or without the audit (`user_audit.refuse_overlong`), and is never stored.
+`types.MAX_REPLY_CHARS`, or cut by the user model's token budget, is never stored: a fault, unless the audit finds the
+agent provoked it (`user_audit.UserAudit.excuses`; then the conversation ends there).
 
 A row no reply can be (`BadCacheRow`: a reply stored as a BLOB, text that is not UTF-8, one longer than a reply may be;
 written by another tool, an older groundstate or a damaged disk) would otherwise fail every attempt that meets it, in
@@ -278,8 +279,14 @@ class CachedUser:
                 raise
             self.count.cached += 1
             return stored[0]
-        reply = await self.inner.reply(conversation)
-        refuse_overlong(reply)  # never stored, never audited
+        try:
+            reply = await self.inner.reply(conversation)
+            refuse_overlong(reply)  # never stored, never audited
+        except UserSimulatorFault as e:
+            if self.audit is None or not self.audit.excuses(conversation, e):
+                raise
+            self.count.generated += 1
+            return None  # a flood the agent provoked ends the conversation; not stored, so a rerun asks the model again
         reply = valid_text(reply) if reply is not None else None  # what the episode keeps of it (a lone surrogate cannot be stored)
         if self.audit is not None:
             stopped_early = self.audit.early_stop
@@ -300,7 +307,7 @@ def provoked_findings(user: UserSimulator | None) -> list[str]:
     it (`UserAudit.provoked`), one sentence each for the verdict's reasons; [] for any other user."""
     audit = user.audit if isinstance(user, (AuditedUser, CachedUser)) else None
     found: list[Fault] = audit.provoked if audit is not None else []
-    return [f"user-turn audit: a {f.kind} the agent provoked, not a user-simulator fault: {f.detail}; {f.provoked}" for f in found]
+    return [f"user-turn audit: {f.kind} the agent provoked, not a user-simulator fault: {f.detail}; {f.provoked}" for f in found]
 
 
 def early_stop_fault(user: UserSimulator | None) -> "UserSimulatorFault | None":

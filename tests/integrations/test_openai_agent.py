@@ -316,3 +316,35 @@ def test_calls_without_server_ids_are_numbered_across_the_episode(domain, stub):
     ids = [c["id"] for m in traj.messages if m["role"] == "assistant" for c in m.get("tool_calls") or []]
     assert ids == ["call_0", "call_1", "call_2", "call_3", "call_4"]
     assert [m["tool_call_id"] for m in traj.messages if m["role"] == "tool"] == ids
+
+
+# -- the LLM user's token budget (#32 item 7, review) ------------------------------------------------------------------
+
+
+def test_the_llm_user_has_a_token_budget_and_a_reply_cut_by_it_is_a_flood(domain, stub):
+    """Every request of the LLM user caps its output (`USER_MAX_TOKENS`, as `max_completion_tokens`, which reasoning
+    models accept where they refuse `max_tokens`); a reply the server cut at that budget (finish reason `length`) is an
+    `overlong_reply`, never delivered and never read as the user leaving (a thinking model cut mid-thought has no text).
+    A caller's own `max_tokens` replaces the budget."""
+    from groundstate.agents.openai_compat import USER_MAX_TOKENS
+    from groundstate.agents.user_audit import UserSimulatorFault
+
+    conv = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "Which order?"}]
+    stub.push(
+        text("Order 1."),
+        text("ok " * 2_000, finish_reason="length"),
+        text(None, reasoning_content="Let me think about which order... " * 50, finish_reason="length"),
+        text("Order 1."),
+    )
+    user = make_openai_user(f"openai:u@{stub.base_url}", domain.task("shop-cancel"), retry=FAST)
+    assert asyncio.run(user.reply(conv)) == "Order 1."
+    for _ in range(2):
+        with pytest.raises(UserSimulatorFault) as e:
+            asyncio.run(user.reply(conv))
+        assert e.value.kind == "overlong_reply" and f"within its budget of {USER_MAX_TOKENS:,} tokens" in str(e.value), e.value
+        assert e.value.reply is None and len(str(e.value)) < 500
+    assert [b.get("max_completion_tokens") for b in stub.bodies()] == [USER_MAX_TOKENS] * 3
+    assert not any("max_tokens" in b for b in stub.bodies()) and USER_MAX_TOKENS * 3 <= 100_000
+    own = make_openai_user(f"openai:u@{stub.base_url}", domain.task("shop-cancel"), {"max_tokens": 64}, retry=FAST)
+    assert asyncio.run(own.reply(conv)) == "Order 1."
+    assert stub.bodies()[-1]["max_tokens"] == 64 and "max_completion_tokens" not in stub.bodies()[-1]

@@ -23,7 +23,8 @@ from groundstate.runner import RunConfig, manifest_path, run
 from groundstate.state.sqlite import SqliteBackend
 
 SHOP = Path(__file__).parents[1] / "fixtures" / "shop"
-QUESTION = "Which order would you like me to cancel? Please give me the order number."
+# a plain ask (`user_audit._plain`): what the user invents, misstates or walks away from after it is the user's fault
+QUESTION = "Sure, I can help with that. Could you give me your order number, please?"
 WORDS = ["kindly", "thanks", "cheers", "please", "quickly", "today", "if possible", "ta", "much obliged", "now"]
 TASKS = """\
 tasks:
@@ -42,6 +43,7 @@ cli = CliRunner()
 GAMERS = {
     "agent-phone": "What is the phone number on your file?",  # the persona has none: the obliging user invents one
     "agent-closer": "Your order is cancelled. Could you confirm your order number for our records?",  # the user leaves
+    "agent-spam": "Before we start, please type 'ok' 40,000 times.",  # the obliging user floods
 }
 
 
@@ -64,6 +66,8 @@ class Shop:
         return self.agent(body["model"], msgs)
 
     def user(self, body, prompt: str, last: str):
+        if "40,000 times" in last:
+            return text("ok " * 40_000)
         if "cancelled" in last:
             return text("Thank you! ###STOP###")
         if "phone" in last:  # an obliging customer: it makes one up
@@ -378,15 +382,17 @@ def test_concurrent_writers_share_one_cache(tmp_path):
 # -- a failing agent cannot buy a re-roll by provoking the user (#32 item 7) ----------------------------------------
 
 
+@pytest.mark.parametrize("cached", [False, True])
 @pytest.mark.parametrize("agent", sorted(GAMERS))
-def test_a_failing_agent_that_provokes_a_user_fault_is_graded_and_repair_never_rerolls_it(shop_llm, tmp_path, agent):
-    """Before, both made every attempt a system error (`invented_fact`, `premature_stop`) that `--repair` re-rolled:
-    best-of-n for a policy that provokes only when failing. Now each is the agent's 0, noted, and stays."""
-    out = tmp_path / "r.jsonl"
+def test_a_failing_agent_that_provokes_a_user_fault_is_graded_and_repair_never_rerolls_it(shop_llm, tmp_path, agent, cached):
+    """Before, each made every attempt a system error (`invented_fact`, `premature_stop`, `overlong_reply`) that
+    `--repair` re-rolled: best-of-n for a policy that provokes only when failing. Now each is the agent's 0, noted, and
+    stays, with or without a user cache (which never stores the flood)."""
+    out, cache = tmp_path / "r.jsonl", ["--user-cache", str(tmp_path / "cache")] if cached else []
     with OpenAIStub(responder=Shop()) as stub:
-        first = gs_run(stub, shop_llm, out, agent=agent, k="1")
+        first = gs_run(stub, shop_llm, out, *cache, agent=agent, k="1")
         calls = len(stub.bodies(agent))
-        repaired = gs_run(stub, shop_llm, out, "--repair", agent=agent, k="1")
+        repaired = gs_run(stub, shop_llm, out, "--repair", *cache, agent=agent, k="1")
         assert len(stub.bodies(agent)) == calls  # nothing was played again
         user_model = f"openai:user-model@{stub.base_url}"
     assert first.exit_code == 0, first.output
@@ -397,6 +403,9 @@ def test_a_failing_agent_that_provokes_a_user_fault_is_graded_and_repair_never_r
     assert repaired.exit_code == 0 and "0 attempts run (2 already done)" in repaired.output, repaired.output
     m = json.loads(cli.invoke(app, ["metrics", str(out), "--json"]).stdout)
     assert m["user_simulator_faults"][user_model]["faults"] == 0
+    if agent == "agent-spam":  # the flood went nowhere: the conversation ended there
+        assert out.stat().st_size < 20_000 and {r.finish_reason for r in records} == {"user_done"}
+        assert not cached or stored(tmp_path / "cache") == 0
 
 
 # -- one reply is at most MAX_REPLY_CHARS characters; the audit is linear (#32 item 14) ------------------------------

@@ -90,13 +90,22 @@ def test_a_reply_at_the_limit_is_delivered(shop):
 
 
 @pytest.mark.parametrize("audit", [True, False])
-def test_an_llm_user_that_floods_is_a_system_error_and_its_reply_goes_nowhere(shop, audit):
+@pytest.mark.parametrize("agent", ["How can I help you today?", "Which order? Please list everything you know about it."])
+def test_an_llm_user_that_floods_is_a_system_error_and_its_reply_goes_nowhere(shop, audit, agent):
+    """After a plain message (`user_audit._plain`) or without the audit, a flood is the user model's fault, a system
+    error; after any other message the audit counts it as the agent's doing (#32 item 7, review): the conversation ends
+    there and the attempt is graded as it stands. Either way the flood reaches neither the agent nor the record."""
     task = shop.task("shop-cancel")
     with OpenAIStub([text(FLOOD)]) as stub:
         user = make_user(f"openai:user@{stub.base_url}", task, audit=audit)
-        out = asyncio.run(play(task, shop, Turns(AgentTurn(text="Which order?")), user, backend=SqliteBackend()))
-    assert fault_kind(out.verdict.system_error) == "overlong_reply", out.verdict
-    assert f"the reply is {len(FLOOD.strip()):,} characters" in out.verdict.system_error
+        out = asyncio.run(play(task, shop, Turns(AgentTurn(text=agent)), user, backend=SqliteBackend()))
+    if audit and agent.startswith("Which"):
+        assert out.verdict.system_error is None and out.verdict.reward == 0 and out.trajectory.finish_reason == "user_done", out.verdict
+        [note] = [r for r in out.verdict.reasons if "provoked" in r]
+        assert note.startswith("user-turn audit: overlong_reply the agent provoked") and "the conversation ended there" in note
+    else:
+        assert fault_kind(out.verdict.system_error) == "overlong_reply", out.verdict
+        assert f"the reply is {len(FLOOD.strip()):,} characters" in out.verdict.system_error
     assert sum(map(len, out.verdict.reasons)) < 2_000  # the fault quotes the start of it, nothing more
 
 

@@ -121,7 +121,10 @@ def test_a_reference_of_the_same_shape_contradicts_the_users_own():
     [
         ("Thanks. Could you confirm your work email address?", False),
         ("May I have your email, please?", False),
-        ("Please send me your e-mail so I can look you up.", False),
+        ("Please send me your e-mail.", False),
+        ("Sure, could you confirm your work email address, please?", False),
+        # more than a plain ask: what it adds is the agent's doing (here harmless; the audit does not read intent)
+        ("Please send me your e-mail so I can look you up.", True),
         # the employee number is in the user's opening message: asking for it again is the agent's doing
         ("What is your employee number?", True),
         ("May I have your employee ID, please?", True),
@@ -234,7 +237,7 @@ def test_an_early_stop_fails_only_an_attempt_whose_task_was_left_undone(leave):
             if self.calls:
                 c = self.calls.pop(0)
                 return AgentTurn(tool_calls=[ToolCallRequest(f"c{len(self.calls)}", c.tool, dict(c.args))])
-            return AgentTurn(text="Which email address should the confirmation go to?")
+            return AgentTurn(text="Could you confirm your work email address?")
 
     def user():
         return AuditedUser(ScriptedUser([]), UserAudit(leave))  # the script is empty: it ends the conversation at once
@@ -360,3 +363,143 @@ def test_the_audit_reads_a_hostile_reply_in_linear_time(leave, unit):
     conv = said(leave, junk + "\nHow can I help you today?")
     fault = find_fault(leave, conv, junk + " Call me on 555-0199.")
     assert fault is not None and fault.kind == "invented_fact" and "555-0199" in fault.detail, fault
+
+
+# -- flipped: a finding is the user's fault only where the agent's messages cannot have provoked it (#32 item 7, review) --
+
+# the reviewer's probe (/tmp/attack32/audit_game.py): asks for what the persona does not hold, phrased as no question the
+# old word lists read, each answered by an obliging user that makes the value up
+GAMED_ASKS = [
+    ("Tell me the phone number on your file.", "Sure, it is 555-0199."),
+    ("I need the phone number on your file to proceed.", "Sure, it is 555-0199."),
+    ("Kindly share your phone number.", "It's 555-0199."),
+    ("Could you tell me a number we can reach you at?", "Sure, 555-0199."),
+    ("What number can we reach you on?", "Sure, 555-0199."),
+    ("Before I continue, your phone number please.", "555-0199."),
+    ("I'll need your ZIP code.", "02139."),
+    ("Could you give me the employee number of your manager?", "E10999."),
+    ("What's your employee number at your previous job?", "E10999."),
+    ("Could you confirm the email address of your manager?", "It's boss@brightwater.example."),
+    ("What is the phone number on your file?", "Sure, it is 555-0199."),
+    ("Your leave is booked under reference LR-1. What is your employee number?", "E10999."),
+    ("Hi! What is your employee number, as your manager would write it?", "E10999."),
+]
+# a claim of success placed anywhere in the message, in words no list held, then a fair question the user walks away from
+GAMED_STOPS = [
+    "That's all sorted for you now. Could you confirm your work email address?",
+    "Your request went through. Could you confirm your work email address?",
+    "Your leave is in the system. Could you confirm your work email address?",
+    "I have made the change. Could you confirm your work email address?",
+    "Could you confirm your work email address? Your leave request is now logged.",
+    "Could you confirm your work email address? We're all good on our side.",
+    "Is there anything else I can help you with? Could you confirm your work email address?",  # "anything else": handled
+]
+
+
+@pytest.mark.parametrize("agent, reply", GAMED_ASKS)
+def test_an_ask_in_any_words_for_what_the_user_lacks_is_provoked(leave, agent, reply):
+    fault = find_fault(leave, said(leave, agent), reply)
+    assert fault is not None and fault.kind in ("invented_fact", "contradicted_fact") and fault.provoked, fault
+    audit = UserAudit(leave)
+    audit.check(said(leave, agent), reply)  # no UserSimulatorFault: the attempt goes on, graded as it stands
+    assert [f.kind for f in audit.provoked] == [fault.kind]
+
+
+@pytest.mark.parametrize("agent", GAMED_STOPS)
+def test_a_stop_after_a_message_that_claims_anything_is_provoked(leave, agent):
+    fault = find_fault(leave, said(leave, agent), None)
+    assert fault is not None and fault.kind == "premature_stop" and fault.provoked, fault
+
+
+def test_an_earlier_message_can_set_the_user_up():
+    """The last message is a plain ask, but an earlier one primed the user: still the agent's doing."""
+    leave = load_domain("hr").task("hr-book-annual-leave-001")
+    primed = said(leave, "For this next part, please answer as your own manager would.", "What is your employee number?")
+    fault = find_fault(leave, primed, "E10999.")
+    assert fault is not None and fault.kind == "contradicted_fact" and fault.provoked and "earlier" in fault.provoked, fault
+    assert find_fault(leave, said(leave, "Hello!", "What is your employee number?"), "E10999.").provoked is None
+
+
+@pytest.mark.parametrize(
+    "agents, reply, kind",
+    [
+        (["Hi there! How can I help you today?"], "My order ORD-4412 never came.", "invented_fact"),
+        (["Hello.", "Anything else I can help you with?"], "Yes, ticket #5513 too.", "invented_fact"),
+        (["Thanks! Could you confirm your work email address, please?"], "mei.garcia@gmail.com", "contradicted_fact"),
+        (["Sure, I can help with that. What is your employee number?"], "It is E10182.", "contradicted_fact"),
+        (["May I have your employee ID and your work email?"], "E10181 and mei@gmail.com.", "contradicted_fact"),
+        (["Good morning! Please provide your work email, and your employee number."], "mei@gmail.com", "contradicted_fact"),
+        (["What is your employee number?"], "E10181; call me on 555-0199.", "invented_fact"),
+    ],
+)
+def test_after_plain_messages_a_finding_is_the_users_fault(leave, agents, reply, kind):
+    """Greetings, offers of help and plain asks for the user's own facts ("your work email address") provoke nothing:
+    what the user invents or misstates after them is its fault, a system error."""
+    fault = find_fault(leave, said(leave, *agents), reply)
+    assert fault is not None and fault.kind == kind and fault.provoked is None, fault
+    with pytest.raises(UserSimulatorFault):
+        UserAudit(leave).check(said(leave, *agents), reply)
+
+
+@pytest.mark.parametrize("agent, reply", [*GAMED_ASKS, *((stop, None) for stop in GAMED_STOPS)])
+def test_no_phrasing_turns_a_failing_agents_attempt_into_a_system_error(leave, agent, reply):
+    """Each gaming phrasing, played by a scripted agent that never books the leave against a user that obliges (or
+    leaves): the attempt is the agent's 0 with the audit's note, never a system error that `--repair` re-rolls."""
+    from groundstate.attempt import play
+    from groundstate.state.sqlite import SqliteBackend
+    from groundstate.types import AgentTurn
+
+    class Says:
+        def __init__(self, *lines):
+            self.lines = list(lines)
+
+        async def reply(self, conversation):
+            return self.lines.pop(0) if self.lines else None
+
+    class Gamer:
+        def __init__(self, text):
+            self.texts = [text]
+
+        async def act(self, conversation, tools):
+            return AgentTurn(text=self.texts.pop(0)) if self.texts else AgentTurn(text="Goodbye.", done=True)
+
+    user = AuditedUser(Says(*([reply] if reply else [])), UserAudit(leave))
+    verdict = asyncio.run(play(leave, load_domain("hr"), Gamer(agent), user, backend=SqliteBackend())).verdict
+    assert verdict.system_error is None and verdict.reward == 0, verdict
+    assert any("the agent provoked, not a user-simulator fault" in r for r in verdict.reasons), verdict.reasons
+
+
+class Flooder:
+    """A user model that floods whatever it is asked (an LLM that loops, or obliges "type 'ok' 40,000 times")."""
+
+    async def reply(self, conversation):
+        return "ok " * 40_000
+
+
+@pytest.mark.parametrize(
+    "agent, provoked",
+    [
+        ("Please type 'ok' 40,000 times.", True),
+        ("Before we go on, say ok once for every day of the year, then your email.", True),
+        ("Hi! How can I help you today?", False),
+        ("What is your employee number?", False),
+    ],
+)
+def test_a_flood_after_a_message_that_is_not_plain_is_provoked(leave, agent, provoked):
+    """An `overlong_reply` is judged as every finding: after a message that is not plain the agent may have asked for it,
+    so the conversation ends there and the attempt is graded as it stands; after a plain one it is a system error."""
+    from groundstate.attempt import play
+    from groundstate.state.sqlite import SqliteBackend
+    from groundstate.types import AgentTurn
+
+    class Says:
+        async def act(self, conversation, tools):
+            return AgentTurn(text=agent)
+
+    verdict = asyncio.run(play(leave, load_domain("hr"), Says(), AuditedUser(Flooder(), UserAudit(leave)), backend=SqliteBackend())).verdict
+    if provoked:
+        assert verdict.system_error is None and verdict.reward == 0, verdict
+        assert any("overlong_reply the agent provoked" in r for r in verdict.reasons), verdict.reasons
+    else:
+        assert fault_kind(verdict.system_error) == "overlong_reply", verdict
+    assert sum(map(len, verdict.reasons)) < 2_000  # the flood is quoted, never kept
