@@ -19,7 +19,8 @@ state reached is graded:
   and arguments together) is a flood of the agent's own making: the episode ends with `max_reply_chars`, nothing in
   the turn is run or sent to the user, and the conversation keeps a cut of it (`cut_reply`: the text and the calls
   that fit, with a marker saying what was dropped), so a record is never a copy of the flood. A user reply longer than
-  that is the simulator's: `UserSimulatorFault` (`user_audit.refuse_overlong`), a system error.
+  that is the simulator's fault (`user_audit.refuse_overlong`, a system error) unless the agent's own messages asked
+  for it, by the audit's rule (`agents.user_audit`): then the conversation ends there and the state is graded.
 
 Whatever the agent emits is its own doing: every turn passes through `agents.base.well_formed`, so a tool
 call with a lone surrogate in its name or arguments is answered with an error, and its reply is kept as valid
@@ -42,7 +43,7 @@ from groundstate.deadlines import within
 from groundstate.types import MAX_REPLY_CHARS, Agent, AgentTurn, Environment, EpisodeHang, EpisodeLimits, ToolCallRequest, Trajectory, UserSimulator
 
 NOT_EXECUTED = "call not executed"  # the end of the tool message that answers a call a limit stopped (regrade skips those calls)
-_LIMIT_NAMES = {"max_reply_chars": "reply length limit", "max_tokens": "token limit", "max_tool_calls": "tool-call limit", "timeout": "time limit"}
+LIMIT_NAMES = {"max_reply_chars": "reply length limit", "max_tokens": "token limit", "max_tool_calls": "tool-call limit", "timeout": "time limit"}
 
 
 def truncate_result(content: str, max_chars: int | None) -> str:
@@ -142,7 +143,7 @@ async def run_episode(env: Environment, agent: Agent, user: UserSimulator | None
                     stop = "timeout"
                 if stop is not None:
                     # answer every call id so the conversation stays well-formed for chat templates and training
-                    content = f"error: {_LIMIT_NAMES[stop]} reached; {NOT_EXECUTED}"
+                    content = f"error: {LIMIT_NAMES[stop]} reached; {NOT_EXECUTED}"
                     messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content})
                     continue
                 calls_made += 1

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from groundstate.attempt import play
-from groundstate.episode import _LIMIT_NAMES, NOT_EXECUTED
+from groundstate.episode import LIMIT_NAMES, NOT_EXECUTED
 from groundstate.results import AttemptRecord
 from groundstate.runner import task_fingerprint
 from groundstate.state.base import Backend
@@ -52,7 +52,7 @@ class ReplayAgent:
 
 # what the episode writes for a call a limit stopped ("error: tool-call limit reached; call not executed"), whole: a
 # result that merely quotes those words (an error naming an argument the model wrote) answers a call that ran
-_STOPPED = re.compile(rf"error: (?:{'|'.join(map(re.escape, _LIMIT_NAMES.values()))}) reached; {re.escape(NOT_EXECUTED)}")
+_STOPPED = re.compile(rf"error: (?:{'|'.join(map(re.escape, LIMIT_NAMES.values()))}) reached; {re.escape(NOT_EXECUTED)}")
 
 
 def _answers(messages: list[dict[str, Any]], at: int) -> list[dict[str, Any]]:

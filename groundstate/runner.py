@@ -18,9 +18,9 @@ be written (disk full, permission denied) the run stops with `ResultsWriteError`
 cancelled, never half-recorded.
 
 An LLM user (`--user openai:...`) is audited (`agents.user_audit`: a reply that invents or contradicts one of its
-facts, or walks away when asked for one, is a system error, so `--repair` plays it again; the record that replaces it
-keeps the fault in `user_faults`). A finding the agent's own message provoked is never a system error but a graded
-attempt with a note, so `--repair`, which re-runs system errors only, cannot re-roll a failure the agent caused (the
+facts, walks away when asked for one, or floods, is a system error when every message the agent sent it was plain, so
+`--repair` plays it again; the record that replaces it keeps the fault in `user_faults`). A finding the agent's own
+message may have provoked is never a system error but a graded attempt with a note, so `--repair`, which re-runs system errors only, cannot re-roll a failure the agent caused (the
 rules and why: `agents.user_audit`). With `user_cache` its replies are replayed from a cache folder
 (`agents.user_cache`; each record counts its `user_replies` cached and generated, and bad rows evicted). The cache is
 opened before anything is written, and is not part of the run's identity: a run resumed with or without it is the same
