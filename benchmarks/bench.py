@@ -41,10 +41,10 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from groundstate.domain import Domain  # noqa: E402
-from groundstate.grading import Grader, replay  # noqa: E402
+from groundstate.grading.grader import Grader, replay  # noqa: E402
 from groundstate.state.changes import canon_value  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
+from groundstate.worlds.domain import Domain  # noqa: E402
 
 SHOP = ROOT / "tests" / "fixtures" / "shop"
 RESULTS_JSON = ROOT / "benchmarks" / "results.json"
@@ -276,7 +276,7 @@ def bench_grading(sizes: list[str], quick: bool) -> None:
 
 # -- 3. episode throughput -------------------------------------------------------------------------
 def bench_mcp(quick: bool) -> None:
-    from groundstate.grading import grader_for
+    from groundstate.grading.grader import grader_for
     from groundstate.tools.mcp_client import McpToolset
     from groundstate.tools.mcp_server import build_server
 
@@ -344,8 +344,8 @@ def bench_mcp(quick: bool) -> None:
 
 
 def _worker(share_ids: list[str], k: int, path: str, barrier, queue) -> None:
-    from groundstate.domain import iter_tasks
-    from groundstate.runner import RunConfig, run
+    from groundstate.pipeline.runner import RunConfig, run
+    from groundstate.worlds.domain import iter_tasks
 
     wanted = set(share_ids)
     tasks = [(t, d) for t, d in iter_tasks() if t.id in wanted]
@@ -356,7 +356,7 @@ def _worker(share_ids: list[str], k: int, path: str, barrier, queue) -> None:
 
 
 def bench_workers(quick: bool, tmp: Path) -> None:
-    from groundstate.domain import iter_tasks
+    from groundstate.worlds.domain import iter_tasks
 
     ids = [t.id for t, _ in iter_tasks()[:507]]
     k = 2 if quick else 4
@@ -386,10 +386,10 @@ def bench_workers(quick: bool, tmp: Path) -> None:
 
 # -- 4. benchmark-scale run -----------------------------------------------------------------------
 def bench_scale(quick: bool, tmp: Path) -> None:
-    from groundstate import metrics
-    from groundstate.domain import iter_tasks
-    from groundstate.results import read_records
-    from groundstate.runner import RunConfig, run
+    from groundstate.pipeline.runner import RunConfig, run
+    from groundstate.records import read_records
+    from groundstate.stats import metrics
+    from groundstate.worlds.domain import iter_tasks
 
     t_load, all_tasks = timed(iter_tasks)
     R["bundled_tasks"] = len(all_tasks)

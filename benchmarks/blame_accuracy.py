@@ -1,7 +1,7 @@
 """How often blame names a failed attempt's real mistake: `python benchmarks/blame_accuracy.py [--k 4] [--no-write]`.
 
 `scripted:noisy:0.3` over every bundled task × k, its injected mistakes recorded by the agent (`Injected`). For each
-failed attempt, blame (`groundstate.blame`) counts as naming the mistake when it points at an injected changed or
+failed attempt, blame (`groundstate.grading.blame`) counts as naming the mistake when it points at an injected changed or
 duplicated call, or, when a call was dropped (which leaves no call in the trajectory), says the attempt stopped early
 or never acted. Merges `blame_*` keys into benchmarks/results.json.
 """
@@ -17,11 +17,11 @@ from collections import Counter
 from results_file import merge  # noqa: E402 - beside this script
 
 from groundstate.agents import make_agent, make_user
-from groundstate.attempt import play
-from groundstate.blame import blame, names_injected
-from groundstate.domain import iter_tasks
-from groundstate.grading import grader_for
+from groundstate.grading.blame import blame, names_injected
+from groundstate.grading.grader import grader_for
 from groundstate.state.sqlite import SqliteBackend
+from groundstate.worlds.attempt import play
+from groundstate.worlds.domain import iter_tasks
 
 
 def main() -> None:

@@ -20,8 +20,8 @@ import torch
 from results_file import merge  # noqa: E402 - beside this script
 
 from groundstate.agents.local import BatchedPolicy, SamplingParams, _RowSampler
-from groundstate.domain import load_domain
 from groundstate.train.tiny import build_model, build_tokenizer, domain_corpus
+from groundstate.worlds.domain import load_domain
 
 
 def batch(width: int, rows: int, vocab: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -94,9 +94,9 @@ async def sessions(
 
 
 def in_process(n: int) -> tuple[dict[str, list[float]], list[Any], float]:
-    from groundstate.domain import Domain
     from groundstate.integrations.openenv import GroundstateAction, environment_factory
     from groundstate.state.sqlite import SqliteBackend
+    from groundstate.worlds.domain import Domain
 
     domain = Domain(SHOP)
     factory = environment_factory([(domain.task("shop-cancel"), domain)], SqliteBackend())

@@ -1,6 +1,6 @@
 """Tasks: what an agent must do in a world, as data, and the one bounded reader of every YAML or JSON file.
 
-A *task* is validated with pydantic when it is loaded (by its domain, `groundstate.domain`): a malformed
+A *task* is validated with pydantic when it is loaded (by its domain, `groundstate.worlds.domain`): a malformed
 file fails with its path, the task id and the field. `read_data_file` reads every data file groundstate
 takes as input (task files, `domain.yaml`, selections, price tables, ThinkingBox files) within fixed limits.
 """

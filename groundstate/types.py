@@ -126,7 +126,7 @@ class Verdict:
     state_reward: int | None = None  # the final-state part alone (before any rubric)
     unjudged: bool = False  # rubric task graded without a judge: counted apart, never pass or fail
     changes: dict[str, int] = field(default_factory=dict)
-    # where a failed final state went wrong (`groundstate.blame`): what `groundstate run` and `regrade` record for SQL
+    # where a failed final state went wrong (`groundstate.grading.blame`): what `groundstate run` and `regrade` record for SQL
     # domains (`attempt.play(blame=True)`); training rewards and the adapters do not compute it
     blame: dict[str, Any] | None = None
 
@@ -253,7 +253,7 @@ VALUE_VARIATIONS = ("upper", "padded")  # how a declared equivalent argument val
 
 @dataclass(frozen=True)
 class Equivalences:
-    """What a world treats alike, which the false-negative audit (`groundstate.alternatives`) varies: the columns whose
+    """What a world treats alike, which the false-negative audit (`groundstate.audits.alternatives`) varies: the columns whose
     wording the grader ignores (table -> columns, compared by presence), and the argument values its tools read alike
     (parameter name -> `VALUE_VARIATIONS`, e.g. an e-mail address looked up case-insensitively)."""
 
@@ -262,10 +262,10 @@ class Equivalences:
 
 
 class Domain(Protocol):
-    """A world that tasks run in: SQL domain folders (`groundstate.domain.Domain`) and ThinkingBox scenarios
-    (`groundstate.thinkingbox.TbDomain`) both implement it.
+    """A world that tasks run in: SQL domain folders (`groundstate.worlds.domain.Domain`) and ThinkingBox scenarios
+    (`groundstate.worlds.thinkingbox.TbDomain`) both implement it.
 
-    `ref()` is how another process (a Ray actor, a verl worker) finds this domain again (`groundstate.refs`);
+    `ref()` is how another process (a Ray actor, a verl worker) finds this domain again (`groundstate.worlds.refs`);
     `content_hash` changes whenever what defines its attempts changes; `prepare(backend)` builds, once and before
     any attempt, what attempts need (`TaskFileError` naming the file when a domain file is broken);
     `open_environment` gives one attempt its own `Environment`.
@@ -289,6 +289,6 @@ class Domain(Protocol):
     async def open_environment(self, task: "Task", backend: "Backend", limits: EpisodeLimits) -> Environment: ...
 
     async def blame(self, task: "Task", backend: "Backend", trajectory: Trajectory, limits: EpisodeLimits) -> dict[str, Any] | None:
-        """Where an attempt whose final state failed went wrong (`groundstate.blame`), replayed on a fresh world of the
+        """Where an attempt whose final state failed went wrong (`groundstate.grading.blame`), replayed on a fresh world of the
         task; None where the domain cannot replay one cheaply."""
         ...

@@ -46,7 +46,7 @@ fi
 "$PY" - "$OUT" <<'EOF'
 import json, sys
 from pathlib import Path
-from groundstate.domain import iter_tasks, load_domain
+from groundstate.worlds.domain import iter_tasks, load_domain
 from groundstate.train.tiny import domain_corpus, save_tiny
 
 out = Path(sys.argv[1])

@@ -8,9 +8,9 @@ os.environ["COLUMNS"] = "400"
 import psycopg
 import pytest
 
-from groundstate.domain import Domain
 from groundstate.state.postgres import PostgresBackend, default_dsn
 from groundstate.state.sqlite import SqliteBackend
+from groundstate.worlds.domain import Domain
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import yaml
 
 from groundstate.agents.scripted import ScriptedUser
-from groundstate.attempt import play
-from groundstate.selectors import select_tasks
 from groundstate.state import make_backend
+from groundstate.worlds.attempt import play
+from groundstate.worlds.selectors import select_tasks
 
 SERVER = Path(__file__).parent / "fixtures" / "thinkingbox" / "server.py"
 FRAMEWORK = Path(__file__).parent / "fixtures" / "thinkingbox" / "framework"  # a stand-in for ThinkingBox's test worker
@@ -188,5 +188,5 @@ def tb_pairs(tb: dict[str, Path], which: str = "main", servers: str = "ok", no_s
 
 
 def tb_play(task, domain, agent, judge=None):
-    """One attempt through `groundstate.attempt.play`, without a user."""
+    """One attempt through `groundstate.worlds.attempt.play`, without a user."""
     return asyncio.run(play(task, domain, agent, ScriptedUser([]), backend=make_backend("sqlite"), judge=judge))

@@ -12,7 +12,7 @@ import torch
 from trl import GRPOConfig, GRPOTrainer
 
 from groundstate.integrations.trl import environment_factory, trl_dataset
-from groundstate.selectors import select_tasks
+from groundstate.worlds.selectors import select_tasks
 
 pairs = select_tasks(os.environ.get("TASKS", "kiosk"))
 trainer = GRPOTrainer(

@@ -47,7 +47,7 @@ from typing import Any, Callable
 
 from groundstate.agents.base import valid_text
 from groundstate.agents.user_audit import AuditedUser, Fault, UserAudit, UserSimulatorFault, refuse_overlong
-from groundstate.results import refuse_read_only
+from groundstate.records import refuse_read_only
 from groundstate.tasks import Task
 from groundstate.types import MAX_REPLY_CHARS, UserSimulator
 

@@ -34,7 +34,7 @@ def metrics(
 ) -> None:
     """pass@1, pass@k, pass^k, Observed k/k with intervals, per-domain breakdown, tokens and cost."""
     from groundstate.agents.user_audit import FAULT_KINDS
-    from groundstate.metrics import compute, load_prices, parse_ks
+    from groundstate.stats.metrics import compute, load_prices, parse_ks
 
     try:
         ks = parse_ks(k) if k is not None else None
@@ -135,9 +135,9 @@ def compare(
     """Lift of each metric on the shared tasks (paired bootstrap CI, P(lift > 0)) and whether the pass@1 lift is
     within the range this design detects (see `groundstate power`), task transitions, cost change; for
     two runs of the same agent, run-to-run agreement with each disagreement's cause (agent sampling, user, judge)."""
-    from groundstate.metrics import compare as compare_runs
-    from groundstate.metrics import load_prices, metric_label
-    from groundstate.power import detectable_range
+    from groundstate.stats.metrics import compare as compare_runs
+    from groundstate.stats.metrics import load_prices, metric_label
+    from groundstate.stats.power import detectable_range
 
     base_records, cand_records = read_run(base), read_run(cand)
     try:
@@ -145,7 +145,7 @@ def compare(
     except ValueError as e:
         console.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(1) from None
-    # whether the pass@1 lift is one this design detects with 80% power (groundstate.power; --json: under "power")
+    # whether the pass@1 lift is one this design detects with 80% power (groundstate.stats.power; --json: under "power")
     p1 = c["metrics"]["pass_at_1"]
     c["power"] = asdict(detectable_range(base_records, cand_records, p1["lift"], ci_excludes_zero=p1["ci_95"][0] > 0 or p1["ci_95"][1] < 0, k=c["k"]))
     for name, problems in c["incomplete"].items():  # --allow-incomplete: compared anyway, and said, also with --json
@@ -191,7 +191,7 @@ def compare(
 
 def _print_agreement(a: dict) -> None:
     """The agreement line, and the tasks whose attempts disagree most (all of them are in --json)."""
-    from groundstate.agreement import CAUSE_NAMES, describe_agreement
+    from groundstate.stats.agreement import CAUSE_NAMES, describe_agreement
 
     out.print(f"run-to-run agreement: {escape(describe_agreement(a))}")
     worst = sorted((t for t in a.get("per_task", []) if t["agree"] < t["attempts"]), key=lambda t: (t["agreement"], t["task_id"]))
@@ -218,8 +218,8 @@ def report(
     ),
 ) -> None:
     """One self-contained HTML report: metrics, success grid, plots, and failing attempts with their diffs."""
-    from groundstate.metrics import load_prices, require_complete
-    from groundstate.report import write_report
+    from groundstate.pipeline.report import write_report
+    from groundstate.stats.metrics import load_prices, require_complete
 
     records = read_run(results)
     base_records = read_run(baseline) if baseline else None
@@ -251,7 +251,7 @@ def export_command(
     ),
 ) -> None:
     """Turn a run's trajectories into chat training data (messages with tool calls, tools, reward); system errors are skipped."""
-    from groundstate.export import FORMATS, to_examples, write_examples
+    from groundstate.pipeline.export import FORMATS, to_examples, write_examples
 
     if fmt not in FORMATS:
         fail(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")

@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
-from groundstate.results import AttemptRecord, read_records
+from groundstate.records import AttemptRecord, read_records
 from groundstate.tasks import Task, TaskFileError
 from groundstate.types import Domain
 
@@ -177,12 +177,12 @@ def slug(text: str) -> str:
 
 def select(selector: str, tb_servers: Path | None = None, tb_no_sources: bool = False, run: bool = True) -> list[tuple[Task, Domain]]:
     """Resolve a task selector for a command; commands that run attempts (`run`) also need the servers of ThinkingBox tasks."""
-    from groundstate.selectors import select_tasks
+    from groundstate.worlds.selectors import select_tasks
 
     try:
         pairs = select_tasks(selector, tb_servers=tb_servers, tb_no_sources=tb_no_sources)
         if run and any(p.strip().startswith("thinkingbox:") for p in selector.split(",")):
-            from groundstate.thinkingbox import require_servers
+            from groundstate.worlds.thinkingbox import require_servers
 
             require_servers(pairs)
     except (ValueError, TaskFileError, KeyError) as e:
@@ -192,7 +192,7 @@ def select(selector: str, tb_servers: Path | None = None, tb_no_sources: bool = 
 
 def load_domains(domains: list[str] | None, split: str | None = None) -> list[tuple[Task, Domain]]:
     """The tasks of the named domains (default: every bundled one), optionally of one split."""
-    from groundstate.domain import iter_tasks
+    from groundstate.worlds.domain import iter_tasks
 
     try:
         return iter_tasks(domains or None, split)
@@ -202,7 +202,7 @@ def load_domains(domains: list[str] | None, split: str | None = None) -> list[tu
 
 def load_one_domain(name_or_folder: str) -> Domain:
     """The domain that `--domain` names (a bundled domain's name or any domain folder), or one error line."""
-    from groundstate.domain import load_domain
+    from groundstate.worlds.domain import load_domain
 
     try:
         return load_domain(name_or_folder)

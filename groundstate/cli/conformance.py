@@ -22,7 +22,7 @@ def conformance_command(
     out_file: Optional[Path] = opts.file_out(None, "--out", help="Also write the JSON report here."),
 ) -> None:
     """Play gold, no-op and every lint mutant of each task through each adapter and through `groundstate run`; list mismatches."""
-    from groundstate.conformance import ADAPTERS, conformance
+    from groundstate.integrations.conformance import ADAPTERS, conformance
     from groundstate.state import make_backend
 
     wanted = [a.strip() for a in adapters.split(",") if a.strip()] if adapters else list(ADAPTERS)

@@ -51,7 +51,7 @@ class VerdictLines:
         self._lines = StderrLines(fd, None, name="groundstate-verdicts")
 
     def graded(self, sandbox: "Sandbox") -> None:
-        from groundstate.grading import grade
+        from groundstate.grading.grader import grade
 
         try:
             v = grade(self.task, sandbox)
@@ -115,9 +115,9 @@ def serve_mcp(
     With --task, each session starts from the task's start state and is graded when it ends (verdict on stderr;
     exit status 1 if stderr was left unread with verdicts still unwritten after the server stopped).
     """
-    from groundstate.domain import load_domain
     from groundstate.state import make_backend
     from groundstate.tasks import TaskFileError
+    from groundstate.worlds.domain import load_domain
 
     try:
         from groundstate.tools.mcp_server import check_host, serve

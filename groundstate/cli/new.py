@@ -17,7 +17,7 @@ def new_domain(
     parent: Path = typer.Option(Path("."), "--dir", help="Folder to create the domain folder in (default: the current one)."),
 ) -> None:
     """Scaffold a domain folder that lints green: schema, seed, tools, policy, task generator and its tasks (docs/DOMAINS.md)."""
-    from groundstate.scaffold import new_domain as scaffold
+    from groundstate.pipeline.scaffold import new_domain as scaffold
 
     try:
         folder = scaffold(parent, name)

@@ -1,5 +1,5 @@
 """`groundstate power`: the tasks and attempts a paired comparison with a base run needs to detect a lift, and the
-smallest lift the run's own design detects (the model: groundstate/power.py)."""
+smallest lift the run's own design detects (the model: groundstate/stats/power.py)."""
 
 from __future__ import annotations
 
@@ -47,8 +47,8 @@ def power_command(
 ) -> None:
     """Tasks and attempts per task a paired comparison needs to detect a pass@1 lift and an Observed k/k change, and the
     smallest lift this run's tasks and attempts detect (normal approximation, rates from the base run)."""
-    from groundstate.metrics import parse_ks
-    from groundstate.power import UnreachableLift, plan
+    from groundstate.stats.metrics import parse_ks
+    from groundstate.stats.power import UnreachableLift, plan
 
     if power <= alpha:
         fail(f"--power {power} must exceed --alpha {alpha}: any test detects a lift with probability at least alpha")
@@ -94,6 +94,6 @@ def power_command(
         needed = _count(row.tasks_for_lift) + (" (too many)" if row.tasks_for_lift is not None and row.tasks_for_lift > p.available_tasks else "")
         t.add_row(str(row.k), needed, _count(total), _pct(row.lift_with_available), f"{row.base_kk_rate:.2%}", _count(row.tasks_for_kk))
     out.print(t)
-    out.print(f"model: {escape(p.model)} (groundstate/power.py)")
+    out.print(f"model: {escape(p.model)} (groundstate/stats/power.py)")
     for note in p.notes:
         console.print(f"[yellow]note:[/yellow] {escape(note)}")

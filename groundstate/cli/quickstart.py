@@ -11,7 +11,7 @@ from rich.table import Table
 
 from groundstate.cli import options as opts
 from groundstate.cli.common import console, fail, out
-from groundstate.quickstart import QuickstartConfig
+from groundstate.pipeline.quickstart import QuickstartConfig
 
 
 def _fmt(x, pct=True):
@@ -33,13 +33,13 @@ def quickstart(
     ood: bool = typer.Option(True, "--ood/--no-ood", help="Also evaluate on the out-of-distribution benchmark."),
 ) -> None:
     """The offline end-to-end demo: tiny base → probe → select → evaluate → GRPO → evaluate → compare, report."""
-    from groundstate.quickstart import run_quickstart
+    from groundstate.pipeline.quickstart import run_quickstart
 
     cfg = QuickstartConfig(seed=seed, grpo_steps=grpo_steps, sft_max_steps=sft_max_steps, max_pool=max_pool, ood=ood)
     t0 = time.perf_counter()
-    from groundstate.quickstart import QuickstartError
-    from groundstate.results import RecordError
-    from groundstate.runner import ResumeRefused
+    from groundstate.pipeline.quickstart import QuickstartError
+    from groundstate.pipeline.runner import ResumeRefused
+    from groundstate.records import RecordError
 
     console.print(  # what to expect, before the first stage
         f"quickstart: the whole method offline, on a model built here; about 8 minutes on 2 CPU cores (the full settings); "

@@ -29,9 +29,9 @@ def regrade_command(
     """Replay each attempt's recorded turns (no model calls) on a fresh sandbox of its task as defined now, grade it, and
     print the verdicts that flipped, per task."""
     from groundstate.agents.openai_compat import probe_endpoint
-    from groundstate.judge import make_judge
-    from groundstate.regrade import regrade_records
-    from groundstate.results import ResultsWriter
+    from groundstate.audits.regrade import regrade_records
+    from groundstate.grading.judge import make_judge
+    from groundstate.records import ResultsWriter
     from groundstate.state import make_backend
 
     if out_file.resolve() == results.resolve():

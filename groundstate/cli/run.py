@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from groundstate.cli import options as opts
 from groundstate.cli.common import console, fail, out, progress, select, slug
-from groundstate.results import MAX_ATTEMPTS
+from groundstate.records import MAX_ATTEMPTS
 
 RUN_HELP = "Run tasks × k attempts, appending one JSON record per attempt; re-run the same command to resume."
 PROBE_HELP = "Probe candidate tasks: N attempts each with the policy to be trained, for `groundstate select` (resumable like any run)."
@@ -89,8 +89,8 @@ def attempts_command(
     from groundstate.agents.openai_compat import probe_endpoint
     from groundstate.agents.user_audit import fault_kind
     from groundstate.agents.user_cache import CACHE_FILE, UserCacheError
-    from groundstate.results import RecordError, ResultsInUseError, ResultsWriteError
-    from groundstate.runner import EndpointsDown, LocalExecutor, ResumeRefused, RunConfig, check_config, endpoint_specs, progress_status, run
+    from groundstate.pipeline.runner import EndpointsDown, LocalExecutor, ResumeRefused, RunConfig, check_config, endpoint_specs, progress_status, run
+    from groundstate.records import RecordError, ResultsInUseError, ResultsWriteError
     from groundstate.state import make_backend
     from groundstate.tasks import TaskFileError
 
@@ -151,7 +151,7 @@ def attempts_command(
             fail(f"--ray needs Ray: pip install 'groundstate[ray]'; {untouched}.")
     be.cleanup_stale()
     if ray_address:
-        from groundstate.ray_executor import RayExecutor
+        from groundstate.pipeline.ray_executor import RayExecutor
 
         executor = RayExecutor(be, address=None if ray_address == "local" else ray_address, num_cpus=ray_cpus)
     else:

@@ -65,8 +65,8 @@ def select_command(
     ),
 ) -> None:
     """Select a training pool from probe runs: difficulty bands, learning signal, benchmark exclusion, grouped train/val split."""
-    from groundstate.metrics import IncompleteRun, require_complete
-    from groundstate.selection import SelectionParams, select_files
+    from groundstate.pipeline.selection import SelectionParams, select_files
+    from groundstate.stats.metrics import IncompleteRun, require_complete
 
     try:
         incomplete = require_complete(read_run(probes), "select", allow_incomplete)

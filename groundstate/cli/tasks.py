@@ -31,7 +31,7 @@ def tasks_lint(
     concurrency: int = opts.count(0, "--concurrency", "-c", lo=0, help="Tasks checked at once (default, 0: 1 on sqlite, 8 on postgres)."),
 ) -> None:
     """Gold must pass, no-op must fail, and mutants of the gold solution must be killed."""
-    from groundstate.lint import lint
+    from groundstate.audits.lint import lint
     from groundstate.state import make_backend
 
     pairs = select(tasks, tb_servers, tb_no_sources) if tasks else load_domains(domain)
@@ -110,8 +110,8 @@ def tasks_certify(
     ),
 ) -> None:
     """A certificate per task: gold, no-op, mutants, alternative solutions, reward hacks, SQLite = PostgreSQL, content hashes."""
-    from groundstate.certify import certify, load_certificates, summary
-    from groundstate.judge import make_judge
+    from groundstate.audits.certify import certify, load_certificates, summary
+    from groundstate.grading.judge import make_judge
     from groundstate.state import make_backend
 
     pairs = select(tasks, tb_servers, tb_no_sources) if tasks else load_domains(domain)
@@ -232,7 +232,7 @@ def tasks_generate(
     check: bool = typer.Option(False, "--check", help="Only verify that the checked-in files are reproduced exactly (exit 1 if not)."),
 ) -> None:
     """Regenerate task files from each domain's seeded generator (byte-identical for unchanged generators)."""
-    from groundstate.domain import bundled_domains, render_generated_tasks
+    from groundstate.worlds.domain import bundled_domains, render_generated_tasks
 
     names = domain or [d for d in bundled_domains() if (load_one_domain(d).path / "taskgen.py").exists()]
     stale = []
@@ -337,7 +337,7 @@ def tasks_show(
     task, dom = found[0]
     data = {"task": task.model_dump(mode="json", exclude_defaults=False), "fingerprint": task.fingerprint(), "domain_path": str(dom.path)}
     if certify_it:
-        from groundstate.certify import certify
+        from groundstate.audits.certify import certify
         from groundstate.state import make_backend
 
         try:

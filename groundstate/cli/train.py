@@ -265,9 +265,9 @@ def _train_trl(
     backend: str,
     pg_dsn: str | None,
 ) -> None:
-    from groundstate.attempt import prepare_domains
     from groundstate.state import make_backend
     from groundstate.train.trl_engine import train_trl
+    from groundstate.worlds.attempt import prepare_domains
 
     val_pairs = select(val_tasks, tb_servers, tb_no_sources) if val_tasks else []
     try:
@@ -302,8 +302,8 @@ def _train_trl(
         markup=False,
     )
     if val_pairs:
-        from groundstate.results import RecordError
-        from groundstate.runner import ResumeRefused, RunConfig, run
+        from groundstate.pipeline.runner import ResumeRefused, RunConfig, run
+        from groundstate.records import RecordError
 
         path = out_dir / "val.jsonl"
         try:

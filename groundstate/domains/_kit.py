@@ -38,7 +38,7 @@ def domain_of(folder: Path | str) -> Any:
 
     This is the kit's only import of the domain loader.
     """
-    from groundstate.domain import DOMAINS_DIR, load_domain
+    from groundstate.worlds.domain import DOMAINS_DIR, load_domain
 
     folder = Path(folder).resolve()
     if (DOMAINS_DIR / folder.name).resolve() == folder:

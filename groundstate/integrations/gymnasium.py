@@ -39,7 +39,6 @@ from gymnasium import spaces
 
 from groundstate.agents import make_user
 from groundstate.agents.toolcall_format import parse_response
-from groundstate.attempt import prepare_domains
 from groundstate.integrations.loop import close_quietly, run_sync
 from groundstate.integrations.stepped import Step, SteppedEpisode
 from groundstate.state import make_backend
@@ -47,6 +46,7 @@ from groundstate.state.base import Backend
 from groundstate.state.postgres import PoolExhausted, PostgresBackend
 from groundstate.tasks import Task
 from groundstate.types import AgentTurn, Domain, EpisodeLimits
+from groundstate.worlds.attempt import prepare_domains
 
 ENV_ID = "groundstate/Text-v0"
 LIMIT_REASONS = frozenset({"max_turns", "max_tool_calls", "max_tokens", "timeout"})
@@ -102,7 +102,7 @@ class TextEnv(gym.Env[str, str]):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
         if isinstance(tasks, str):
-            from groundstate.selectors import select_tasks
+            from groundstate.worlds.selectors import select_tasks
 
             tasks = select_tasks(tasks)
         if not tasks:

@@ -55,12 +55,12 @@ from pydantic import Field, ValidationError
 from starlette.requests import Request
 
 from groundstate.agents import make_user
-from groundstate.attempt import prepare_domains
 from groundstate.integrations.loop import run_sync
 from groundstate.integrations.stepped import Step, SteppedEpisode
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
 from groundstate.types import AgentTurn, Domain, EpisodeLimits, ToolCallRequest, Verdict
+from groundstate.worlds.attempt import prepare_domains
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,10 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from groundstate.attempt import Outcome, play
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
 from groundstate.types import AgentTurn, Domain, EpisodeLimits, Judge, UserSimulator
+from groundstate.worlds.attempt import Outcome, play
 
 
 @dataclass

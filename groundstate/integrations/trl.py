@@ -1,7 +1,7 @@
 """TRL's `environment_factory`: groundstate tasks as TRL environments, rewarded by their final-state verdicts.
 
     from groundstate.integrations.trl import environment_factory, trl_dataset
-    from groundstate.selectors import select_tasks
+    from groundstate.worlds.selectors import select_tasks
 
     pairs = select_tasks("kiosk")
     trainer = GRPOTrainer(model, args=GRPOConfig(...), train_dataset=trl_dataset(pairs),
@@ -44,15 +44,15 @@ import weakref
 from typing import Any, Callable, Iterable, Literal
 
 from groundstate.agents.base import valid_text
-from groundstate.attempt import grade_bounded, prepare_domains
-from groundstate.domain import Domain
-from groundstate.episode import truncate_result
 from groundstate.integrations.loop import close_quietly, run_sync
 from groundstate.state import make_backend
 from groundstate.state.base import Backend
 from groundstate.state.postgres import PoolExhausted, PostgresBackend
 from groundstate.tasks import Task
 from groundstate.types import Environment, EpisodeLimits, ToolResult, Trajectory, Verdict, system_error
+from groundstate.worlds.attempt import grade_bounded, prepare_domains
+from groundstate.worlds.domain import Domain
+from groundstate.worlds.episode import truncate_result
 
 OnEpisode = Callable[[Task, Trajectory, Verdict], None]
 # TRL's names on an environment and the attributes a rollout exposes: never a tool's

@@ -48,12 +48,12 @@ from pydantic import Field, field_validator
 
 from groundstate.agents import make_user
 from groundstate.agents.openai_compat import EndpointError, OpenAIAgent, RetryPolicy, parse_endpoint
-from groundstate.attempt import Outcome, play
-from groundstate.refs import TaskResolver
-from groundstate.selectors import select_tasks
 from groundstate.state import make_backend
 from groundstate.state.base import Backend
 from groundstate.types import Agent, AgentTurn, EpisodeLimits
+from groundstate.worlds.attempt import Outcome, play
+from groundstate.worlds.refs import TaskResolver
+from groundstate.worlds.selectors import select_tasks
 
 TASKSET_ID = "groundstate-verifiers"
 INFO_KEY = "groundstate"

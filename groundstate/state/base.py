@@ -42,7 +42,7 @@ class WorldConfig(Protocol):
 
 
 class World(Protocol):
-    """What a backend needs of a domain to build its worlds (a SQL domain folder, `groundstate.domain.Domain`, is one):
+    """What a backend needs of a domain to build its worlds (a SQL domain folder, `groundstate.worlds.domain.Domain`, is one):
     the portable schema, the deterministic seed, the tables' columns and keys, the tools (to replay gold), and
     where its files are (errors name them)."""
 

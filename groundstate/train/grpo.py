@@ -22,10 +22,10 @@ from typing import Any
 
 from groundstate.agents import make_user
 from groundstate.agents.local import BatchedPolicy
-from groundstate.attempt import play
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
 from groundstate.types import Domain, EpisodeLimits
+from groundstate.worlds.attempt import play
 
 
 @dataclass
@@ -62,7 +62,7 @@ def is_informative(group: list[Rollout]) -> bool:
 async def rollout(
     task: Task, domain: Domain, policy: BatchedPolicy, backend: Backend, user_spec: str = "scripted", limits: EpisodeLimits = EpisodeLimits()
 ) -> Rollout:
-    """One rollout through the same attempt path as evaluation (`groundstate.attempt.play`)."""
+    """One rollout through the same attempt path as evaluation (`groundstate.worlds.attempt.play`)."""
     agent = policy.agent()
     out = await play(task, domain, agent, make_user(user_spec, task), limits, backend=backend)
     v = out.verdict

@@ -28,13 +28,13 @@ from typing import Any, Callable
 from groundstate.agents.local import ChatCodec
 from groundstate.agents.scripted import ScriptedAgent
 from groundstate.agents.toolcall_format import render_tool_call
-from groundstate.domain import Domain
-from groundstate.environment import SqlEnvironment
-from groundstate.episode import run_episode
 from groundstate.state.sqlite import SqliteBackend
 from groundstate.tasks import Task
 from groundstate.tools.mutate import alternative
 from groundstate.types import EpisodeLimits
+from groundstate.worlds.domain import Domain
+from groundstate.worlds.environment import SqlEnvironment
+from groundstate.worlds.episode import run_episode
 
 FINAL_TEXT = "Done."
 

@@ -216,8 +216,8 @@ def build_from_smollm2(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from groundstate.agents.local import PROMPT_FLAGS, ChatCodec
-    from groundstate.domain import load_domain
     from groundstate.train.sft import train_sft
+    from groundstate.worlds.domain import load_domain
 
     t0 = time.perf_counter()
     out_dir = Path(out_dir)

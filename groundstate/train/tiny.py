@@ -162,8 +162,8 @@ def build_tiny_policy(
     import time
 
     from groundstate.agents.local import PROMPT_FLAGS, ChatCodec
-    from groundstate.domain import load_domain
     from groundstate.train.sft import SftConfig, fresh_tasks, train_sft
+    from groundstate.worlds.domain import load_domain
 
     t0 = time.perf_counter()
     out_dir = Path(out_dir)

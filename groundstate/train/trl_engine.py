@@ -19,19 +19,19 @@ from pathlib import Path
 from typing import Any, Callable
 
 from groundstate.agents.local import PROMPT_FLAGS, BatchedPolicy, SamplingParams, load_pretrained, prompt_flags
-from groundstate.domain import Domain
 from groundstate.jsontext import dumps
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
 from groundstate.train.grpo import GroupSampler
 from groundstate.types import EpisodeLimits
+from groundstate.worlds.domain import Domain
 
 
 @dataclass
 class TrainConfig:
     """The TRL engine's settings; these defaults are `groundstate train --engine trl`'s (the CLI takes them from here).
 
-    They suit a real model on GPUs; the offline quickstart's 0.5M-parameter model sets its own (`groundstate.quickstart`)."""
+    They suit a real model on GPUs; the offline quickstart's 0.5M-parameter model sets its own (`groundstate.pipeline.quickstart`)."""
 
     group_size: int = 8  # G: attempts per task in a group
     tasks_per_step: int = 8

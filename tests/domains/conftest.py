@@ -13,8 +13,8 @@ from types import ModuleType
 import pytest
 from domain_testing import Desk, import_domain_file, open_sandbox
 
-from groundstate.domain import Domain, bundled_domains, load_domain
 from groundstate.state.sqlite import SqliteBackend
+from groundstate.worlds.domain import Domain, bundled_domains, load_domain
 
 
 @pytest.fixture(scope="module")

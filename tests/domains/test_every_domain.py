@@ -16,9 +16,9 @@ import pytest
 import yaml
 from domain_testing import FAMILIES, SUITE
 
-from groundstate.domain import DOMAINS_DIR, bundled_domains, render_generated_tasks
-from groundstate.grading import grade, replay
+from groundstate.grading.grader import grade, replay
 from groundstate.tools import Toolset
+from groundstate.worlds.domain import DOMAINS_DIR, bundled_domains, render_generated_tasks
 
 NON_PORTABLE = re.compile(r"\b(AUTOINCREMENT|SERIAL|BOOLEAN|DATETIME|TIMESTAMP|INSERT\s+OR)\b|\bNOW\s*\(", re.IGNORECASE)
 
@@ -144,7 +144,7 @@ def test_generator_reproduces_the_task_file_and_leaves_the_world_alone(domain, w
 @pytest.mark.postgres
 def test_backends_agree_on_golden_changes(domain, backend):
     """One task per family: the golden change set is the same on SQLite and PostgreSQL."""
-    from groundstate.grading import grader_for
+    from groundstate.grading.grader import grader_for
     from groundstate.state.sqlite import SqliteBackend
 
     reference = SqliteBackend()

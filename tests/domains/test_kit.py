@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from groundstate.domain import load_domain
 from groundstate.domains import _kit
 from groundstate.domains._kit import Patch, WorldIndex, call
+from groundstate.worlds.domain import load_domain
 
 
 @pytest.fixture(scope="module")

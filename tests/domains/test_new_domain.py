@@ -17,8 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 from groundstate.cli import app
-from groundstate.domain import DomainConfig, load_domain
-from groundstate.scaffold import NAME_PATTERN, new_domain
+from groundstate.pipeline.scaffold import NAME_PATTERN, new_domain
+from groundstate.worlds.domain import DomainConfig, load_domain
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "DOMAINS.md"
 FUNCTION_ANCHOR = "# (family, template, number of tasks)\n"  # the page: add the function above this line

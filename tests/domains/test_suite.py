@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from groundstate.cli import app
-from groundstate.domain import bundled_domains, iter_tasks, load_domain, render_generated_tasks
+from groundstate.worlds.domain import bundled_domains, iter_tasks, load_domain, render_generated_tasks
 
 TRAINING = ["retail", "helpdesk", "banking"]
 BENCHMARK = ["travel", "insurance", "hr"]
@@ -66,11 +66,11 @@ def test_tasks_list_json():
 
 
 def test_noisy_agent_spreads_benchmark_pass_rates(tmp_path):
-    from groundstate.metrics import task_counts
-    from groundstate.results import read_records
-    from groundstate.runner import RunConfig, run
-    from groundstate.selectors import select_tasks
+    from groundstate.pipeline.runner import RunConfig, run
+    from groundstate.records import read_records
     from groundstate.state.sqlite import SqliteBackend
+    from groundstate.stats.metrics import task_counts
+    from groundstate.worlds.selectors import select_tasks
 
     run(select_tasks("bench"), RunConfig(agent="scripted:noisy:0.3", k=4), SqliteBackend(), tmp_path / "r.jsonl")
     rates = [t.c / t.n for t in task_counts(read_records(tmp_path / "r.jsonl")).values() if t.n]  # a rubric task unjudged each time has none

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from groundstate.certify import certify_task, reusable
+from groundstate.audits.certify import certify_task, reusable
 from groundstate.cli import app
-from groundstate.domain import Domain, iter_tasks
 from groundstate.state.postgres import default_dsn
 from groundstate.state.sqlite import SqliteBackend
+from groundstate.worlds.domain import Domain, iter_tasks
 
 SHOP = Path(__file__).parents[1] / "fixtures" / "shop"
 KEYS = ("tasks", "alternatives_tried", "alternatives_accepted", "hacks_tried", "hacks_passed", "certified")
@@ -126,7 +126,7 @@ def test_rubric_tasks_are_certified_with_a_judge_and_on_their_state_only_without
 def test_a_gold_reply_that_omits_the_fact_is_not_certified(tmp_path):
     from openai_stub import OpenAIStub, fact_judge
 
-    from groundstate.judge import Judge
+    from groundstate.grading.judge import Judge
 
     shop = tmp_path / "shop"
     shutil.copytree(SHOP, shop)

@@ -8,9 +8,9 @@ import pytest
 from typer.testing import CliRunner
 
 from groundstate.cli import app
-from groundstate.conformance import NO_REPLY, conformance, trajectories
-from groundstate.domain import bundled_domains, iter_tasks
+from groundstate.integrations.conformance import NO_REPLY, conformance, trajectories
 from groundstate.state.sqlite import SqliteBackend
+from groundstate.worlds.domain import bundled_domains, iter_tasks
 
 SHOP = str(Path(__file__).parents[1] / "fixtures" / "shop")
 
@@ -57,7 +57,7 @@ def test_an_adapter_that_diverges_is_caught_naming_it(monkeypatch):
         return parsed
 
     monkeypatch.setattr(gymnasium, "parse_response", drops_the_second_argument)
-    from groundstate.domain import Domain
+    from groundstate.worlds.domain import Domain
 
     shop = Domain(Path(SHOP))
     report = conformance([(shop.task("shop-multi"), shop)], SqliteBackend(), ["gymnasium", "trl"])
@@ -78,7 +78,7 @@ def test_the_command_prints_the_json_report_and_refuses_unknown_adapters(tmp_pat
 
 
 def test_a_rubric_task_is_compared_where_a_reply_is_seen_and_refused_by_trl():
-    from groundstate.domain import Domain
+    from groundstate.worlds.domain import Domain
 
     shop = Domain(Path(SHOP))
     task = shop.task("shop-cancel").model_copy(update={"rubrics": ["Was the user told?"]})

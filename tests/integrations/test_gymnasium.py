@@ -16,10 +16,10 @@ import groundstate.integrations.gymnasium  # noqa: E402, F401 - registers ground
 from groundstate.agents import ScriptedUser  # noqa: E402
 from groundstate.agents.scripted import make_scripted_agent  # noqa: E402
 from groundstate.agents.toolcall_format import render_tool_call  # noqa: E402
-from groundstate.attempt import play  # noqa: E402
-from groundstate.domain import iter_tasks  # noqa: E402
-from groundstate.environment import SqlEnvironment  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
+from groundstate.worlds.attempt import play  # noqa: E402
+from groundstate.worlds.domain import iter_tasks  # noqa: E402
+from groundstate.worlds.environment import SqlEnvironment  # noqa: E402
 
 SHOP = str(Path(__file__).parents[1] / "fixtures" / "shop")
 

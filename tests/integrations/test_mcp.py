@@ -27,11 +27,11 @@ import httpx2  # noqa: E402  (installed with mcp)
 from mcp import Client, ClientSession, MCPError, StdioServerParameters, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
-from groundstate.domain import load_domain  # noqa: E402
-from groundstate.grading import grade  # noqa: E402
+from groundstate.grading.grader import grade  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
 from groundstate.tools.mcp_client import McpToolset, McpToolsetError  # noqa: E402
 from groundstate.tools.mcp_server import SessionEnded, SessionSandboxes, build_server, check_host  # noqa: E402
+from groundstate.worlds.domain import load_domain  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOP = str(Path(__file__).parents[1] / "fixtures" / "shop")

@@ -8,13 +8,13 @@ import pytest
 pytest.importorskip("mcp")
 
 from groundstate.agents import make_agent, make_user  # noqa: E402
-from groundstate.domain import Domain  # noqa: E402
-from groundstate.environment import SqlEnvironment  # noqa: E402
-from groundstate.episode import run_episode  # noqa: E402
-from groundstate.grading import grade  # noqa: E402
+from groundstate.grading.grader import grade  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
 from groundstate.tools.mcp_client import McpToolset  # noqa: E402
 from groundstate.tools.mcp_server import build_server  # noqa: E402
+from groundstate.worlds.domain import Domain  # noqa: E402
+from groundstate.worlds.environment import SqlEnvironment  # noqa: E402
+from groundstate.worlds.episode import run_episode  # noqa: E402
 
 SHOP = Path(__file__).parents[1] / "fixtures" / "shop"
 

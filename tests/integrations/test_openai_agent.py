@@ -21,13 +21,13 @@ from groundstate.agents.openai_compat import (
     split_reasoning,
     user_view,
 )
-from groundstate.domain import Domain
-from groundstate.environment import SqlEnvironment
-from groundstate.episode import run_episode
-from groundstate.grading import grade
+from groundstate.grading.grader import grade
 from groundstate.state.sqlite import SqliteBackend
 from groundstate.tasks import UserSpec
 from groundstate.types import Usage
+from groundstate.worlds.domain import Domain
+from groundstate.worlds.environment import SqlEnvironment
+from groundstate.worlds.episode import run_episode
 
 # tiny delays keep the retry tests fast while exercising the real backoff path
 FAST = RetryPolicy(max_retries=2, base_delay=0.001, max_delay=0.01)

@@ -20,11 +20,11 @@ from typer.testing import CliRunner  # noqa: E402
 
 from groundstate.agents import ScriptedUser  # noqa: E402
 from groundstate.agents.scripted import make_scripted_agent  # noqa: E402
-from groundstate.attempt import play  # noqa: E402
 from groundstate.cli import app  # noqa: E402
 from groundstate.integrations.openenv import ReplyAction  # noqa: E402
-from groundstate.selectors import select_tasks  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
+from groundstate.worlds.attempt import play  # noqa: E402
+from groundstate.worlds.selectors import select_tasks  # noqa: E402
 
 SHOP = str(Path(__file__).parents[1] / "fixtures" / "shop")
 SELECTION = f"{SHOP},kiosk-cancel-00*,retail-*-001"
@@ -201,9 +201,9 @@ def test_the_documented_client_example_runs(tmp_path):
 
 
 def test_a_refused_reset_leaves_the_running_episode_alone_and_the_time_limit_ends_an_idle_one():
-    from groundstate.domain import Domain
     from groundstate.integrations.openenv import GroundstateAction, environment_factory
     from groundstate.types import EpisodeLimits
+    from groundstate.worlds.domain import Domain
 
     shop = Domain(Path(SHOP))
     pairs = [(t, shop) for t in shop.tasks]

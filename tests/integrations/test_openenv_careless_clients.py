@@ -28,11 +28,11 @@ pytest.importorskip("openenv")
 from openenv.core.generic_client import GenericEnvClient  # noqa: E402
 from openenv.core.mcp_client import MCPToolClient  # noqa: E402
 
-from groundstate.domain import Domain  # noqa: E402
 from groundstate.integrations.openenv import GroundstateAction, environment_factory  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
 from groundstate.tools.stderr_log import DroppingStderrHandler  # noqa: E402
 from groundstate.types import EpisodeLimits  # noqa: E402
+from groundstate.worlds.domain import Domain  # noqa: E402
 
 SHOP = Path(__file__).parents[1] / "fixtures" / "shop"
 SMALL_PIPE = 4096  # the least a pipe holds: a few log lines fill it, as 64 KiB of them fill the default one

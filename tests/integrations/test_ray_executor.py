@@ -11,12 +11,12 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from groundstate.domain import Domain  # noqa: E402
-from groundstate.ray_executor import AttemptWorker, RayExecutor, ray_session  # noqa: E402
-from groundstate.results import read_records  # noqa: E402
-from groundstate.runner import RunConfig, run  # noqa: E402
+from groundstate.pipeline.ray_executor import AttemptWorker, RayExecutor, ray_session  # noqa: E402
+from groundstate.pipeline.runner import RunConfig, run  # noqa: E402
+from groundstate.records import read_records  # noqa: E402
 from groundstate.state import make_backend  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
+from groundstate.worlds.domain import Domain  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

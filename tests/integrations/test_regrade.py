@@ -10,11 +10,11 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from groundstate.audits.regrade import regrade_records
 from groundstate.cli import app
-from groundstate.domain import Domain
-from groundstate.regrade import regrade_records
-from groundstate.results import read_records
+from groundstate.records import read_records
 from groundstate.state.sqlite import SqliteBackend
+from groundstate.worlds.domain import Domain
 
 SHOP = Path(__file__).parents[1] / "fixtures" / "shop"
 runner = CliRunner()
@@ -229,9 +229,9 @@ def test_a_turn_whose_calls_share_an_id_replays_every_call_that_ran():
     """An episode of a model whose calls all share ids across turns and within one (call_0, call_1 in every turn), the
     tool-call limit stopping the second call of the last turn: the replay runs exactly the calls that ran, in order."""
     from groundstate.agents.scripted import ScriptedUser
-    from groundstate.attempt import play
-    from groundstate.regrade import ReplayAgent, ReplayUser
+    from groundstate.audits.regrade import ReplayAgent, ReplayUser
     from groundstate.types import AgentTurn, EpisodeLimits, ToolCallRequest
+    from groundstate.worlds.attempt import play
 
     domain = Domain(SHOP)
     task = domain.task("shop-multi")

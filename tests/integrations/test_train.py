@@ -10,13 +10,13 @@ pytest.importorskip("trl")
 
 from groundstate.agents.local import PROMPT_FLAGS, BatchedPolicy  # noqa: E402
 from groundstate.agents.toolcall_format import render_tool_call  # noqa: E402
-from groundstate.domain import Domain  # noqa: E402
-from groundstate.grading import grader_for, replay  # noqa: E402
-from groundstate.runner import RunConfig, run  # noqa: E402
+from groundstate.grading.grader import grader_for, replay  # noqa: E402
+from groundstate.pipeline.runner import RunConfig, run  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
 from groundstate.train.tiny import domain_corpus, save_tiny  # noqa: E402
 from groundstate.train.trl_engine import TrainConfig, train_trl  # noqa: E402
 from groundstate.types import EpisodeLimits  # noqa: E402
+from groundstate.worlds.domain import Domain  # noqa: E402
 
 SHOP = Path(__file__).parents[1] / "fixtures" / "shop"
 
@@ -97,7 +97,7 @@ def test_a_saved_checkpoint_runs_as_hf_agent(tiny_dir, tmp_path):
         tmp_path / "r.jsonl",
     )
     assert summary.ran == 2 and summary.system_errors == 0
-    from groundstate.results import read_records
+    from groundstate.records import read_records
 
     recs = read_records(tmp_path / "r.jsonl")
     assert all(r.finish_reason in ("max_turns", "user_done", "agent_done") and r.usage.output_tokens > 0 for r in recs)

@@ -18,12 +18,12 @@ from transformers.utils import get_json_schema  # noqa: E402
 
 from groundstate.agents.scripted import ScriptedAgent  # noqa: E402
 from groundstate.agents.toolcall_format import render_tool_call  # noqa: E402
-from groundstate.attempt import play  # noqa: E402
-from groundstate.domain import Domain, load_domain  # noqa: E402
 from groundstate.integrations.trl import RESERVED, _tool_method, environment_factory, graded_only, trl_dataset  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
 from groundstate.train.tiny import IM_END, domain_corpus, save_tiny  # noqa: E402
 from groundstate.types import EpisodeLimits  # noqa: E402
+from groundstate.worlds.attempt import play  # noqa: E402
+from groundstate.worlds.domain import Domain, load_domain  # noqa: E402
 
 SHOP = Path(__file__).parents[1] / "fixtures" / "shop"
 

@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 
 from groundstate.agents.user_cache import CACHE_FILE, BadCacheRow, UserCache, UserCacheError
 from groundstate.cli import app
-from groundstate.results import read_records
-from groundstate.runner import RunConfig, manifest_path, run
+from groundstate.pipeline.runner import RunConfig, manifest_path, run
+from groundstate.records import read_records
 from groundstate.state.sqlite import SqliteBackend
 
 SHOP = Path(__file__).parents[1] / "fixtures" / "shop"

@@ -11,9 +11,9 @@ import yaml
 from typer.testing import CliRunner
 
 from groundstate.cli import app
-from groundstate.domain import Domain, iter_tasks
 from groundstate.train.verl.dataset import task_rows, write_parquet
 from groundstate.train.verl.recipe import RecipeError, VerlRecipe, check, overrides, render
+from groundstate.worlds.domain import Domain, iter_tasks
 
 SHOP = Path(__file__).parents[1] / "fixtures" / "shop"
 REFERENCE = [
@@ -173,8 +173,8 @@ def test_other_engines_keep_their_path(workdir, engine, message):
 @pytest.fixture
 def tokenizer_model(workdir):
     """The work folder's model gains a tiny tokenizer (groundstate's chat template), so prompts can be checked."""
-    from groundstate.domain import load_domain
     from groundstate.train.tiny import build_tokenizer, domain_corpus
+    from groundstate.worlds.domain import load_domain
 
     tok = build_tokenizer(domain_corpus(load_domain("kiosk"), repeat=1), vocab_size=600)
     tok.save_pretrained(workdir / "model")

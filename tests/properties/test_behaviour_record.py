@@ -20,7 +20,7 @@ from tb_standin import write_dataset
 from typer.testing import CliRunner
 
 from groundstate.cli import app
-from groundstate.domain import bundled_domains
+from groundstate.worlds.domain import bundled_domains
 
 RECORD = Path(__file__).parents[1] / "fixtures" / "behaviour" / "noisy-0.3-k4.txt"
 BUNDLED = set(bundled_domains())

@@ -17,11 +17,11 @@ import json
 import pytest
 
 from groundstate.agents.scripted import ScriptedAgent, ScriptedUser, make_scripted_agent
-from groundstate.domain import load_domain
-from groundstate.environment import SqlEnvironment
-from groundstate.episode import run_episode
-from groundstate.grading import Grader
+from groundstate.grading.grader import Grader
 from groundstate.state.sqlite import SqliteBackend
+from groundstate.worlds.domain import load_domain
+from groundstate.worlds.environment import SqlEnvironment
+from groundstate.worlds.episode import run_episode
 
 TASK_ID = "banking-stolen-wallet-001"
 GRADINGS = 1_000

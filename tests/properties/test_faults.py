@@ -33,8 +33,8 @@ from openai_stub import OpenAIStub, Reply, delayed, error, text, tool_call
 from typer.testing import CliRunner
 
 from groundstate.cli import app
-from groundstate.results import AttemptRecord, ResultsWriteError, ResultsWriter, read_records
-from groundstate.runner import RunConfig, run
+from groundstate.pipeline.runner import RunConfig, run
+from groundstate.records import AttemptRecord, ResultsWriteError, ResultsWriter, read_records
 from groundstate.state.postgres import PostgresBackend
 from groundstate.state.sqlite import SqliteBackend
 
@@ -208,7 +208,7 @@ def test_disk_full_stops_the_run_naming_the_file_and_a_rerun_completes(tmp_path,
 def test_the_writer_refuses_writes_after_a_failure(tmp_path, monkeypatch):
     writer = ResultsWriter(tmp_path / "r.jsonl")
     writer.write(AttemptRecord.model_validate({"task_id": "t", "attempt": 0, "reward": 1}))
-    monkeypatch.setattr("groundstate.results.os.write", lambda fd, data: (_ for _ in ()).throw(OSError(errno.EIO, "I/O error")))
+    monkeypatch.setattr("groundstate.records.os.write", lambda fd, data: (_ for _ in ()).throw(OSError(errno.EIO, "I/O error")))
     with pytest.raises(ResultsWriteError, match="r.jsonl: I/O error"):
         writer.write(AttemptRecord.model_validate({"task_id": "t", "attempt": 1, "reward": 1}))
     monkeypatch.undo()
@@ -223,9 +223,9 @@ def test_the_writer_refuses_writes_after_a_failure(tmp_path, monkeypatch):
 RERUN = """
 import json, os, pwd, sys, tempfile
 from pathlib import Path
-from groundstate.runner import RunConfig, run
+from groundstate.pipeline.runner import RunConfig, run
 from groundstate.state.sqlite import SqliteBackend
-from groundstate.domain import Domain
+from groundstate.worlds.domain import Domain
 
 shop, path = Domain(Path(sys.argv[1])), Path(sys.argv[2])
 pairs = [(t, shop) for t in shop.tasks]
@@ -402,8 +402,8 @@ def test_a_sandbox_connection_killed_under_a_tool_call_is_a_system_error(shop, c
     """The agent is not shown a dead database as a tool error: the attempt stops as a system error."""
     import asyncio
 
-    from groundstate.attempt import play
     from groundstate.types import AgentTurn, ToolCallRequest
+    from groundstate.worlds.attempt import play
 
     backend = PostgresBackend(cluster.dsn, max_open=2)
     task = shop.task("shop-cancel")
@@ -483,7 +483,7 @@ def test_concurrent_first_sandboxes_on_a_fresh_server_all_get_the_sandbox_role(s
 
 HOLDER = """
 import sys, time
-from groundstate.domain import Domain
+from groundstate.worlds.domain import Domain
 from groundstate.state.postgres import PostgresBackend
 shop = Domain(sys.argv[2])
 backend = PostgresBackend(sys.argv[1])
@@ -615,7 +615,7 @@ def test_a_sandbox_whose_opening_is_cancelled_is_still_closed(pg_backend, shop, 
     import threading
     import time
 
-    from groundstate.environment import SqlEnvironment
+    from groundstate.worlds.environment import SqlEnvironment
 
     task = shop.task("shop-cancel")
 

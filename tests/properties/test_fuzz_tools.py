@@ -28,12 +28,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from groundstate.agents.scripted import ScriptedUser
-from groundstate.domain import bundled_domains, load_domain
-from groundstate.environment import SqlEnvironment
-from groundstate.episode import run_episode
 from groundstate.state.capture import LOG_TABLE
 from groundstate.state.sqlite import SqliteBackend
 from groundstate.types import AgentTurn, EpisodeLimits, ToolCallRequest, ToolResult
+from groundstate.worlds.domain import bundled_domains, load_domain
+from groundstate.worlds.environment import SqlEnvironment
+from groundstate.worlds.episode import run_episode
 
 # Tables each write tool may change, read off each domain's tools.py (its SQL and the helpers it calls).
 # A tool missing here, or a table outside its entry in a change set, fails the test.

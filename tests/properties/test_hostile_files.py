@@ -19,13 +19,13 @@ import pytest
 from typer.testing import CliRunner
 
 from groundstate.cli import app
-from groundstate.domain import MAX_PATCH_ROWS, Domain, load_domain
-from groundstate.metrics import load_prices
-from groundstate.selection import read_id_list
-from groundstate.selectors import select_tasks
+from groundstate.pipeline.selection import read_id_list
 from groundstate.state.base import apply_patch
 from groundstate.state.sqlite import SqliteBackend
+from groundstate.stats.metrics import load_prices
 from groundstate.tasks import MAX_FILE_BYTES, MAX_NESTING, TaskFileError
+from groundstate.worlds.domain import MAX_PATCH_ROWS, Domain, load_domain
+from groundstate.worlds.selectors import select_tasks
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 

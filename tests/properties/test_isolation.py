@@ -4,9 +4,9 @@ import asyncio
 
 import pytest
 
-from groundstate.environment import SqlEnvironment
-from groundstate.episode import run_episode
 from groundstate.types import AgentTurn, ToolCallRequest
+from groundstate.worlds.environment import SqlEnvironment
+from groundstate.worlds.episode import run_episode
 
 
 class WriteThenReadAgent:
@@ -64,7 +64,7 @@ def test_concurrent_attempts_never_see_each_others_writes(backend, shop, n):
 
 
 def test_inserted_ids_are_identical_across_backends_and_attempts(backend, shop):
-    from groundstate.grading import replay
+    from groundstate.grading.grader import replay
 
     task = shop.task("shop-refuse")
     template = backend.prepare(shop, task.patch)

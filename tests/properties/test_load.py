@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 
 from groundstate.agents import make_agent
-from groundstate.attempt import play
-from groundstate.domain import Domain
-from groundstate.grading import Grader
+from groundstate.grading.grader import Grader
 from groundstate.state.postgres import PostgresBackend
 from groundstate.state.sqlite import SqliteBackend
+from groundstate.worlds.attempt import play
+from groundstate.worlds.domain import Domain
 
 N = 500
 K = N // 10  # attempts per task
@@ -130,8 +130,8 @@ def test_runner_at_full_pool_concurrency_does_not_deadlock_on_golden_replays(tmp
     the run forever (the bound below only turns a regression into a failure instead of a hung suite)."""
     import threading
 
-    from groundstate.results import read_records
-    from groundstate.runner import RunConfig, run
+    from groundstate.pipeline.runner import RunConfig, run
+    from groundstate.records import read_records
 
     backend = PostgresBackend(pg_backend.dsn, max_open=3)
     pairs = [(t, shop) for t in shop.tasks]

@@ -22,15 +22,15 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from groundstate.agents.scripted import ScriptedAgent, ScriptedUser
-from groundstate.domain import bundled_domains, load_domain
-from groundstate.environment import SqlEnvironment
-from groundstate.episode import run_episode
-from groundstate.grading import Grader, replay
-from groundstate.lint import lint
+from groundstate.audits.lint import lint
+from groundstate.grading.grader import Grader, replay
 from groundstate.state.base import apply_patch
 from groundstate.state.capture import LOG_TABLE
 from groundstate.state.sqlite import SqliteBackend
 from groundstate.tools.mutate import mutants
+from groundstate.worlds.domain import bundled_domains, load_domain
+from groundstate.worlds.environment import SqlEnvironment
+from groundstate.worlds.episode import run_episode
 
 PG_WORKERS = 8  # PostgreSQL connections this test holds at once
 
@@ -157,7 +157,7 @@ def test_a_check_with_question_marks_and_percents_in_its_literals_grades_alike(s
     """A check has no parameters, so its `?` and `%` are text: PostgreSQL gets the SQL as written. Before: `?` became
     a `%s` placeholder there, and `body LIKE '%?%'` was a system error ("the query has 1 placeholders but 0
     parameters") on PostgreSQL while the task loaded and linted green on SQLite."""
-    from groundstate.grading import grader_for, replay
+    from groundstate.grading.grader import grader_for, replay
     from groundstate.tasks import Task
 
     refuse = shop.task("shop-refuse")

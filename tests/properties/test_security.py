@@ -39,11 +39,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from groundstate.domain import DOMAINS_DIR, bundled_domains, load_domain
-from groundstate.judge import CLOSE, OPEN, render_prompt
+from groundstate.grading.judge import CLOSE, OPEN, render_prompt
 from groundstate.state.postgres import SANDBOX_ROLE
 from groundstate.state.sqlite import SqliteBackend
 from groundstate.tasks import TaskFileError
+from groundstate.worlds.domain import DOMAINS_DIR, bundled_domains, load_domain
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOP = str(Path(__file__).parents[1] / "fixtures" / "shop")
@@ -243,7 +243,7 @@ def test_a_check_that_postgres_reads_as_several_statements_runs_none_of_them(sho
     """End to end: the check is refused at load (file, task and field named). Built past load validation and graded
     under PostgreSQL, it runs none of its statements: a system error, no role change, no file; the pooled clone
     the next attempt gets is unprivileged, in a clean transaction and unchanged."""
-    from groundstate.grading import grader_for, replay
+    from groundstate.grading.grader import grader_for, replay
     from groundstate.tasks import Task
 
     assert _pwned_files(pg_backend, tmp_path) == [], "a pwned.txt was there before the test"
@@ -378,7 +378,7 @@ def test_a_check_that_writes_is_refused_at_load_naming_file_task_and_field(shop,
 def test_a_check_runs_read_only_on_both_backends(shop, backend, sql):
     """Past load validation (a task built without its domain): the check cannot write on either backend, the grade
     is the same system error on both, and the sandbox keeps exactly the attempt's own changes, still writable."""
-    from groundstate.grading import grader_for, replay
+    from groundstate.grading.grader import grader_for, replay
     from groundstate.tasks import Task
 
     cancel = shop.task("shop-cancel")

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from groundstate.domain import iter_tasks
-from groundstate.results import read_records
-from groundstate.runner import RunConfig, run
+from groundstate.pipeline.runner import RunConfig, run
+from groundstate.records import read_records
+from groundstate.worlds.domain import iter_tasks
 
 TABLE = Path(__file__).parents[1] / "fixtures" / "behaviour" / "verdicts.txt"
 AGENTS = ("scripted:gold", "scripted:noop", "scripted:noisy:0.3")

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from groundstate.agreement import attribute, cohen_kappa, run_agreement
 from groundstate.cli import app
-from groundstate.metrics import compare
-from groundstate.results import AttemptRecord
+from groundstate.records import AttemptRecord
+from groundstate.stats.agreement import attribute, cohen_kappa, run_agreement
+from groundstate.stats.metrics import compare
 
 SHOP = Path(__file__).resolve().parents[1] / "fixtures" / "shop"
 K = 8
@@ -178,7 +178,7 @@ def test_run_agreement_counts_each_cause_and_kappa():
 
 
 def test_different_sampling_is_not_compared():
-    from groundstate.results import RunIdentity
+    from groundstate.records import RunIdentity
 
     def stamped(reward, temperature):
         run = RunIdentity(agent="openai:m", user="scripted", seed=0, sampling={"temperature": temperature}, tasks="h")

@@ -8,11 +8,11 @@ import itertools
 import pytest
 
 from groundstate.agents.scripted import ScriptedAgent, ScriptedUser
-from groundstate.attempt import play
-from groundstate.domain import Domain, load_domain
-from groundstate.grading import grade, replay
+from groundstate.grading.grader import grade, replay
 from groundstate.state.changes import ChangeSet, RowChange, _rename, align_inserted, diff
 from groundstate.tasks import Task
+from groundstate.worlds.attempt import play
+from groundstate.worlds.domain import Domain, load_domain
 
 PK = {"tickets": ["id"], "notes": ["id"], "staff": ["id"]}
 REFS = {"tickets": [("notes", "ticket_id")], "staff": [("tickets", "staff_id")]}

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from groundstate.alternatives import REWORD_PREFIX, audit
-from groundstate.domain import Domain, load_domain
+from groundstate.audits.alternatives import REWORD_PREFIX, audit
 from groundstate.state.sqlite import SqliteBackend
 from groundstate.tasks import TaskFileError
+from groundstate.worlds.domain import Domain, load_domain
 
 SHOP = Path(__file__).parents[1] / "fixtures" / "shop"
 
@@ -88,7 +88,7 @@ def test_writes_that_depend_on_each_other_are_invalid_not_false_negatives():
 
 
 def test_a_rewording_is_valid_only_where_it_changes_free_text_alone():
-    from groundstate.alternatives import _free_text_only
+    from groundstate.audits.alternatives import _free_text_only
     from groundstate.state.changes import ChangeSet, RowChange
 
     def note(body: str, author: str = "agent") -> ChangeSet:

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from groundstate.agents import ScriptedAgent, make_agent, make_user
-from groundstate.attempt import play
-from groundstate.blame import blame, names_injected
-from groundstate.domain import Domain, iter_tasks
-from groundstate.grading import grader_for
+from groundstate.grading.blame import blame, names_injected
+from groundstate.grading.grader import grader_for
 from groundstate.state.sqlite import SqliteBackend
+from groundstate.worlds.attempt import play
+from groundstate.worlds.domain import Domain, iter_tasks
 
 SHOP = Domain(Path(__file__).parents[1] / "fixtures" / "shop")
 
@@ -91,7 +91,7 @@ def test_runs_record_blame_and_metrics_and_the_report_show_it(tmp_path):
     from typer.testing import CliRunner
 
     from groundstate.cli import app
-    from groundstate.results import read_records
+    from groundstate.records import read_records
 
     runner = CliRunner()
     out = tmp_path / "run.jsonl"
@@ -118,7 +118,7 @@ def test_runs_record_blame_and_metrics_and_the_report_show_it(tmp_path):
 
 
 def test_naming_an_injected_mistake_is_strict():
-    from groundstate.blame import Blame
+    from groundstate.grading.blame import Blame
     from groundstate.tools.mutate import Injected
 
     changed, dropped = [Injected("change", 1, 1)], [Injected("drop", 0, 0)]

@@ -204,7 +204,7 @@ def test_a_server_without_its_scheme_is_refused_not_sent_to_the_official_api(tmp
 
 
 def test_the_default_user_temperature_given_explicitly_is_the_same_run():
-    from groundstate.runner import RunConfig, run_identity
+    from groundstate.pipeline.runner import RunConfig, run_identity
 
     plain = RunConfig(agent="scripted:gold", user="openai:u@http://127.0.0.1:1/v1")
     explicit = RunConfig(agent="scripted:gold", user="openai:u@http://127.0.0.1:1/v1", user_sampling={"temperature": 0.0})

@@ -12,7 +12,7 @@ from importlib.metadata import version
 from typer.testing import CliRunner
 
 from groundstate.cli import app
-from groundstate.domain import load_domain
+from groundstate.worlds.domain import load_domain
 
 NARROW = {"COLUMNS": "80", "TERM": "dumb"}
 
@@ -104,7 +104,7 @@ def test_without_a_terminal_a_run_prints_plain_progress_lines_and_whole_paths(tm
 
 
 def test_lint_lists_every_problem_in_full_and_ids_whole(tmp_path):
-    from groundstate.scaffold import new_domain
+    from groundstate.pipeline.scaffold import new_domain
 
     folder = new_domain(tmp_path, "narrow")
     tools = folder / "tools.py"
@@ -121,7 +121,7 @@ def test_lint_lists_every_problem_in_full_and_ids_whole(tmp_path):
 
 
 def test_certify_and_blame_tables_keep_ids_names_and_headers_whole_at_80_columns(tmp_path):
-    from groundstate.domain import iter_tasks
+    from groundstate.worlds.domain import iter_tasks
 
     longest = max((t.id for t, _ in iter_tasks()), key=len)  # the longest bundled id, beside a few short ones
     ids = [longest, *[t.id for t in load_domain("hr").tasks if not t.rubrics][:3]]

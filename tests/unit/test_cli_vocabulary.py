@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from groundstate.cli import app
 from groundstate.cli.common import rename_options
-from groundstate.domain import DOMAINS_DIR
+from groundstate.worlds.domain import DOMAINS_DIR
 
 OLD = {"--n", "-o", "--output", "--out-dir", "--domain-path", "--workers"}
 KIOSK = str(DOMAINS_DIR / "kiosk")

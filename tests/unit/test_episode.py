@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from groundstate.agents import ScriptedUser, make_agent, make_user
-from groundstate.domain import load_domain
-from groundstate.environment import SqlEnvironment
-from groundstate.episode import run_episode
-from groundstate.grading import grade
+from groundstate.grading.grader import grade
 from groundstate.state.sqlite import SqliteBackend
 from groundstate.tasks import Task
 from groundstate.types import FINISH_REASONS, AgentTurn, EpisodeLimits, ToolCallRequest, Usage
+from groundstate.worlds.domain import load_domain
+from groundstate.worlds.environment import SqlEnvironment
+from groundstate.worlds.episode import run_episode
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "shop"
 

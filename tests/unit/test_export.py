@@ -9,11 +9,11 @@ import pytest
 
 datasets = pytest.importorskip("datasets")
 
-from groundstate.domain import Domain  # noqa: E402
-from groundstate.export import FORMATS, chat_messages, export, to_examples  # noqa: E402
-from groundstate.results import read_records  # noqa: E402
-from groundstate.runner import RunConfig, run  # noqa: E402
+from groundstate.pipeline.export import FORMATS, chat_messages, export, to_examples  # noqa: E402
+from groundstate.pipeline.runner import RunConfig, run  # noqa: E402
+from groundstate.records import read_records  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
+from groundstate.worlds.domain import Domain  # noqa: E402
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "shop"
 K = 4
@@ -181,7 +181,7 @@ def test_a_record_never_makes_export_run_a_domain_folders_code(records, tmp_path
     from typer.testing import CliRunner
 
     from groundstate.cli import app
-    from groundstate.domain import DOMAINS_DIR, load_domain
+    from groundstate.worlds.domain import DOMAINS_DIR, load_domain
 
     marker = tmp_path / "ran.txt"
     evil = tmp_path / "evil"

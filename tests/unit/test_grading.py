@@ -2,7 +2,7 @@
 
 import pytest
 
-from groundstate.grading import grade, grader_for, replay
+from groundstate.grading.grader import grade, grader_for, replay
 from groundstate.state.sqlite import SqliteBackend
 from groundstate.tasks import Task
 
@@ -107,7 +107,7 @@ def test_grading_cost_does_not_grow_with_the_database(backend_name, shop, reques
 def test_a_check_that_never_ends_is_a_system_error_and_the_sandbox_stays_usable(backend, shop, monkeypatch):
     """A hostile or buggy task check (an unbounded recursive CTE) is cut off by a time limit: the grade is a system
     error naming the check, never a hang or a 0, and the same sandbox grades correctly afterwards."""
-    from groundstate import grading
+    from groundstate.grading import grader as grading
     from groundstate.tasks import SqlCheck
 
     monkeypatch.setattr(grading, "CHECK_TIME_LIMIT_S", 0.5)

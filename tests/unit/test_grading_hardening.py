@@ -19,11 +19,11 @@ from typer.testing import CliRunner
 
 from groundstate.agents.scripted import make_scripted_agent
 from groundstate.cli import app
-from groundstate.domain import Domain, load_domain
-from groundstate.grading import grade, replay
-from groundstate.results import read_records
-from groundstate.runner import RunConfig, run
+from groundstate.grading.grader import grade, replay
+from groundstate.pipeline.runner import RunConfig, run
+from groundstate.records import read_records
 from groundstate.state.sqlite import SqliteBackend
+from groundstate.worlds.domain import Domain, load_domain
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 RUBRIC = "Does the reply confirm that order 1 was cancelled?"
@@ -315,7 +315,7 @@ def test_a_tool_that_returns_an_unrun_coroutine_or_generator_fails_the_call_neve
     """A plain `def` tool that returns an async helper's coroutine (or a generator) passes every load check; its work never
     runs. Before: the call "succeeded" with `<coroutine object …>`, nothing was written, and gold and no-op both scored 1.
     Now the call fails (rolled back): the gold replay is a system error, never a free pass."""
-    from groundstate.results import read_records
+    from groundstate.records import read_records
 
     folder = named_copy(tmp_path, "shop_unrun")
     tools = folder / "tools.py"

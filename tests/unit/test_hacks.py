@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from groundstate.domain import Domain, iter_tasks
-from groundstate.hacks import HACKS, hack, hack_calls
+from groundstate.audits.hacks import HACKS, hack, hack_calls
 from groundstate.state.sqlite import SqliteBackend
+from groundstate.worlds.domain import Domain, iter_tasks
 
 SHOP = Path(__file__).parents[1] / "fixtures" / "shop"
 

@@ -12,12 +12,12 @@ from openai_stub import OpenAIStub, error, text
 
 from groundstate.agents.openai_compat import RetryPolicy
 from groundstate.agents.scripted import ScriptedAgent
-from groundstate.domain import Domain
-from groundstate.environment import SqlEnvironment
-from groundstate.episode import run_episode
-from groundstate.grading import Grader
-from groundstate.judge import CLOSE, OPEN, RETRY_NUDGE, Judge, make_judge, parse_yes_no, render_prompt
+from groundstate.grading.grader import Grader
+from groundstate.grading.judge import CLOSE, OPEN, RETRY_NUDGE, Judge, make_judge, parse_yes_no, render_prompt
 from groundstate.state.sqlite import SqliteBackend
+from groundstate.worlds.domain import Domain
+from groundstate.worlds.environment import SqlEnvironment
+from groundstate.worlds.episode import run_episode
 
 FAST = RetryPolicy(max_retries=2, base_delay=0.001, max_delay=0.01)
 RUBRIC = "Does the reply confirm that order 1 was cancelled?"

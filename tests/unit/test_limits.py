@@ -20,15 +20,15 @@ from openai_stub import OpenAIStub, delayed, text, tool_call
 from typer.testing import CliRunner
 
 from groundstate.agents import make_agent, make_user
-from groundstate.attempt import play
 from groundstate.cli import app
-from groundstate.environment import SqlEnvironment
-from groundstate.episode import truncate_result
-from groundstate.metrics import compute
-from groundstate.report import render
-from groundstate.results import read_records
+from groundstate.pipeline.report import render
+from groundstate.records import read_records
 from groundstate.state.sqlite import SqliteBackend
+from groundstate.stats.metrics import compute
 from groundstate.types import FINISH_REASONS, AgentTurn, EpisodeLimits, ToolCallRequest, ToolResult, Usage
+from groundstate.worlds.attempt import play
+from groundstate.worlds.environment import SqlEnvironment
+from groundstate.worlds.episode import truncate_result
 
 SHOP = str(Path(__file__).parents[1] / "fixtures" / "shop")
 

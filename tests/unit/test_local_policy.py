@@ -15,12 +15,12 @@ transformers = pytest.importorskip("transformers")
 from groundstate.agents import AgentSource  # noqa: E402
 from groundstate.agents.local import BatchedPolicy, SamplingParams  # noqa: E402
 from groundstate.agents.toolcall_format import render_tool_call  # noqa: E402
-from groundstate.domain import Domain  # noqa: E402
-from groundstate.environment import SqlEnvironment  # noqa: E402
-from groundstate.episode import run_episode  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
 from groundstate.train.tiny import build_tokenizer, domain_corpus, save_tiny  # noqa: E402
 from groundstate.types import FINISH_REASONS, EpisodeLimits  # noqa: E402
+from groundstate.worlds.domain import Domain  # noqa: E402
+from groundstate.worlds.environment import SqlEnvironment  # noqa: E402
+from groundstate.worlds.episode import run_episode  # noqa: E402
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "shop"
 

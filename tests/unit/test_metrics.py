@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from groundstate.metrics import compare, compute, coverage, jeffreys_interval, pass_at_k, pass_hat_k, pass_hat_k_plugin
-from groundstate.results import AttemptRecord
+from groundstate.records import AttemptRecord
+from groundstate.stats.metrics import compare, compute, coverage, jeffreys_interval, pass_at_k, pass_hat_k, pass_hat_k_plugin
 
 
 def brute(n, c, k):

@@ -11,8 +11,8 @@ import pydantic
 import pytest
 
 from groundstate.agents import ScriptedAgent, make_agent, make_user
-from groundstate.domain import load_domain
 from groundstate.tools.mutate import alternative, corrupt, mutants
+from groundstate.worlds.domain import load_domain
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "shop"
 

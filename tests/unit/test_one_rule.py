@@ -20,15 +20,15 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from groundstate.cli import app
-from groundstate.metrics import compare, compute, load_prices, pass_at_k, pass_hat_k
-from groundstate.power import plan
-from groundstate.quickstart import sanity_line
-from groundstate.report import render
-from groundstate.results import AttemptRecord, RecordError, RunIdentity, read_records
-from groundstate.runner import RunConfig, run
-from groundstate.selection import select
-from groundstate.selectors import select_tasks
+from groundstate.pipeline.quickstart import sanity_line
+from groundstate.pipeline.report import render
+from groundstate.pipeline.runner import RunConfig, run
+from groundstate.pipeline.selection import select
+from groundstate.records import AttemptRecord, RecordError, RunIdentity, read_records
 from groundstate.state.sqlite import SqliteBackend
+from groundstate.stats.metrics import compare, compute, load_prices, pass_at_k, pass_hat_k
+from groundstate.stats.power import plan
+from groundstate.worlds.selectors import select_tasks
 
 cli = CliRunner()
 

@@ -10,13 +10,13 @@ pytest.importorskip("torch")
 from groundstate.agents.local import BatchedPolicy, ChatCodec, SamplingParams  # noqa: E402
 from groundstate.agents.scripted import ScriptedUser  # noqa: E402
 from groundstate.agents.toolcall_format import render_tool_call  # noqa: E402
-from groundstate.domain import Domain  # noqa: E402
-from groundstate.environment import SqlEnvironment  # noqa: E402
-from groundstate.episode import run_episode  # noqa: E402
-from groundstate.grading import grade  # noqa: E402
+from groundstate.grading.grader import grade  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
 from groundstate.train.sft import FINAL_TEXT, encode_demo  # noqa: E402
 from groundstate.train.tiny import build_model, build_tokenizer, domain_corpus  # noqa: E402
+from groundstate.worlds.domain import Domain  # noqa: E402
+from groundstate.worlds.environment import SqlEnvironment  # noqa: E402
+from groundstate.worlds.episode import run_episode  # noqa: E402
 
 SHOP = Path(__file__).parents[1] / "fixtures" / "shop"
 

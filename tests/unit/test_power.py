@@ -1,4 +1,4 @@
-"""groundstate.power against a simulation of the design it models, and `groundstate power` / `compare`'s detectable
+"""groundstate.stats.power against a simulation of the design it models, and `groundstate power` / `compare`'s detectable
 range on hostile inputs.
 
 The simulation plays the paired experiment the calculation assumes: T tasks drawn (with replacement) from the base
@@ -17,9 +17,9 @@ import pytest
 from scipy import stats
 from typer.testing import CliRunner
 
-from groundstate import power as pw
 from groundstate.cli import app
-from groundstate.results import AttemptRecord
+from groundstate.records import AttemptRecord
+from groundstate.stats import power as pw
 
 REPS = 4000
 TOL, TOL_ALPHA = 0.03, 0.012

@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from groundstate.cli import app
-from groundstate.metrics import compute, cost_note, load_prices, price_key, record_cost
-from groundstate.results import AttemptRecord, read_records
+from groundstate.records import AttemptRecord, read_records
+from groundstate.stats.metrics import compute, cost_note, load_prices, price_key, record_cost
 
 SHOP = Path(__file__).resolve().parents[1] / "fixtures" / "shop"
 TOKENS = (1000, 100)  # prompt, completion tokens per agent turn (the stub's usage)

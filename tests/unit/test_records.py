@@ -16,16 +16,17 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from groundstate import results, runner
+from groundstate import records as results
 from groundstate.cli import app
-from groundstate.domain import Domain
-from groundstate.metrics import compare, compute, pass_at_k, pass_hat_k
-from groundstate.report import render
-from groundstate.results import AttemptRecord, read_records
-from groundstate.runner import RunConfig, run
-from groundstate.selectors import select_tasks
+from groundstate.pipeline import runner
+from groundstate.pipeline.report import render
+from groundstate.pipeline.runner import RunConfig, run
+from groundstate.records import AttemptRecord, read_records
 from groundstate.state.sqlite import SqliteBackend
+from groundstate.stats.metrics import compare, compute, pass_at_k, pass_hat_k
 from groundstate.types import EpisodeLimits
+from groundstate.worlds.domain import Domain
+from groundstate.worlds.selectors import select_tasks
 
 SHOP = str(Path(__file__).parents[1] / "fixtures" / "shop")
 cli = CliRunner()
@@ -363,8 +364,8 @@ _READERS_UNDER_A_MEMORY_CAP = """
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))  # before the fix: a MemoryError here, not a machine out of memory
 from groundstate.cli import app
-from groundstate.metrics import coverage
-from groundstate.results import AttemptRecord
+from groundstate.stats.metrics import coverage
+from groundstate.records import AttemptRecord
 cov = coverage([AttemptRecord.model_construct(task_id="t", attempt=0, reward=1), AttemptRecord.model_construct(task_id="t", attempt=10**15, reward=1)])
 assert cov.missing_count == 10**15 - 1 and cov.missing == [("t", a) for a in range(1, 6)] and not cov.complete
 sys.argv = ["groundstate", *sys.argv[1:]]

@@ -13,10 +13,10 @@ from openai_stub import OpenAIStub, text
 
 from groundstate.agents import make_user
 from groundstate.agents.user_audit import fault_kind
-from groundstate.attempt import play
-from groundstate.regrade import ReplayAgent
+from groundstate.audits.regrade import ReplayAgent
 from groundstate.state.sqlite import SqliteBackend
 from groundstate.types import FINISH_REASONS, MAX_REPLY_CHARS, AgentTurn, ToolCallRequest
+from groundstate.worlds.attempt import play
 
 FLOOD = "spam " * (3 * MAX_REPLY_CHARS // 5)  # 3 x the limit
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from groundstate.report import render, write_report
-from groundstate.results import read_records
-from groundstate.runner import RunConfig, run
+from groundstate.pipeline.report import render, write_report
+from groundstate.pipeline.runner import RunConfig, run
+from groundstate.records import read_records
 from groundstate.state.sqlite import SqliteBackend
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -145,9 +145,9 @@ def test_in_the_browser_the_summary_and_comparison_are_above_the_fold(runs, tmp_
 def test_plots_tick_k_in_whole_numbers_and_keep_the_legend_off_the_bars(tmp_path):
     import matplotlib.pyplot as plt
 
-    from groundstate.domain import load_domain
-    from groundstate.metrics import compute
-    from groundstate.report import figures
+    from groundstate.pipeline.report import figures
+    from groundstate.stats.metrics import compute
+    from groundstate.worlds.domain import load_domain
 
     pairs = [(t, d) for d in (load_domain("hr"), load_domain("banking")) for t in d.tasks[:6]]
     run(pairs, RunConfig(agent="scripted:noisy:0.3", k=4), SqliteBackend(), tmp_path / "r.jsonl")

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from openai_stub import text
 
-from groundstate.results import AttemptRecord, ResultsWriter, read_records
-from groundstate.runner import RunConfig, run
+from groundstate.pipeline.runner import RunConfig, run
+from groundstate.records import AttemptRecord, ResultsWriter, read_records
 from groundstate.state.sqlite import SqliteBackend
 
 SHOP = str(Path(__file__).parents[1] / "fixtures" / "shop")
@@ -156,7 +156,7 @@ def test_a_killed_holder_leaves_the_file_free(tmp_path):
     """The kernel drops a flock when its holder dies, however it dies: a stale lock file never blocks a run."""
     path = tmp_path / "r.jsonl"
     script = (
-        "import sys, time; from pathlib import Path; from groundstate.results import ResultsWriter; "
+        "import sys, time; from pathlib import Path; from groundstate.records import ResultsWriter; "
         "w = ResultsWriter(Path(sys.argv[1])); print('held', flush=True); time.sleep(600)"
     )
     proc = subprocess.Popen([sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE, text=True, cwd=tmp_path)
@@ -338,7 +338,7 @@ def stat_mode(path: Path) -> int:
 STALE_LOCK = """
 import os, pwd, sys
 from pathlib import Path
-from groundstate.results import AttemptRecord, ResultsWriter
+from groundstate.records import AttemptRecord, ResultsWriter
 if os.geteuid() == 0:
     nobody = pwd.getpwnam("nobody")
     os.setgid(nobody.pw_gid)

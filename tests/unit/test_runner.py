@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from groundstate.results import read_records
-from groundstate.runner import RunConfig, run
-from groundstate.selectors import select_tasks
+from groundstate.pipeline.runner import RunConfig, run
+from groundstate.records import read_records
 from groundstate.state.sqlite import SqliteBackend
+from groundstate.worlds.selectors import select_tasks
 
 SHOP = str(Path(__file__).parents[1] / "fixtures" / "shop")
 
@@ -143,10 +143,10 @@ def test_a_record_with_a_lone_surrogate_is_written_and_read_back(tmp_path, shop)
     readable, by the writer and by a rewrite — also when another source (a server's diff) puts one in the verdict."""
     import asyncio
 
-    from groundstate.attempt import play
-    from groundstate.results import ResultsWriter, rewrite_atomically
-    from groundstate.runner import make_record
+    from groundstate.pipeline.runner import make_record
+    from groundstate.records import ResultsWriter, rewrite_atomically
     from groundstate.types import AgentTurn, ToolCallRequest
+    from groundstate.worlds.attempt import play
 
     bad = "caf\ud800e"
 
@@ -180,8 +180,8 @@ def test_a_record_with_a_lone_surrogate_is_written_and_read_back(tmp_path, shop)
 
 def test_outcome_counts_unjudged_and_system_errors_apart():
     """The run/probe progress line never counts an unjudged rubric attempt or a system error as a fail."""
-    from groundstate.results import AttemptRecord
-    from groundstate.runner import progress_status
+    from groundstate.pipeline.runner import progress_status
+    from groundstate.records import AttemptRecord
 
     records = [
         AttemptRecord(task_id="t", attempt=a, **fields)

@@ -9,10 +9,8 @@ import pytest
 from scipy import integrate, stats
 from typer.testing import CliRunner
 
-from groundstate.domain import iter_tasks
-from groundstate.results import AttemptRecord, read_records
-from groundstate.runner import RunConfig, run
-from groundstate.selection import (
+from groundstate.pipeline.runner import RunConfig, run
+from groundstate.pipeline.selection import (
     BANDS,
     DEFAULT_EDGES,
     ExcludeSet,
@@ -30,9 +28,11 @@ from groundstate.selection import (
     signal,
     split,
 )
-from groundstate.selectors import select_tasks
+from groundstate.records import AttemptRecord, read_records
 from groundstate.state.sqlite import SqliteBackend
 from groundstate.tasks import Task, ToolCall
+from groundstate.worlds.domain import iter_tasks
+from groundstate.worlds.selectors import select_tasks
 
 SHOP = str(Path(__file__).parents[1] / "fixtures" / "shop")
 NC = [

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from groundstate.domain import Domain, load_domain
 from groundstate.tasks import Task, TaskFileError
+from groundstate.worlds.domain import Domain, load_domain
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "shop"
 

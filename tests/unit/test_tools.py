@@ -9,9 +9,9 @@ from typing import Literal, Optional
 
 import pytest
 
-from groundstate.domain import load_domain
 from groundstate.state.sqlite import SqliteBackend
 from groundstate.tools import ToolError, Toolset, ToolSpec, tool
+from groundstate.worlds.domain import load_domain
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "shop"
 

@@ -20,7 +20,7 @@ from groundstate.agents.user_audit import (
     find_fault,
     user_facts,
 )
-from groundstate.domain import iter_tasks, load_domain
+from groundstate.worlds.domain import iter_tasks, load_domain
 
 
 @pytest.fixture(scope="module")
@@ -221,9 +221,9 @@ def test_an_early_stop_fails_only_an_attempt_whose_task_was_left_undone(leave):
     an agent that finished and then asked "which other ... can I help with?" keeps its pass."""
     from groundstate.agents.scripted import ScriptedUser
     from groundstate.agents.user_cache import early_stop_fault
-    from groundstate.attempt import play
     from groundstate.state.sqlite import SqliteBackend
     from groundstate.types import AgentTurn, ToolCallRequest
+    from groundstate.worlds.attempt import play
 
     domain = load_domain("hr")
 
@@ -315,9 +315,9 @@ def test_a_failing_agent_cannot_turn_its_failure_into_a_repairable_system_error(
     does not hold and the obliging user makes one up; one claims success and closes with a question, and the user
     leaves. Both attempts are graded as they stand (a 0, with the audit's note), never a system error that `--repair`
     would re-roll; a fair question the user walks away from is still the user's fault."""
-    from groundstate.attempt import play
     from groundstate.state.sqlite import SqliteBackend
     from groundstate.types import AgentTurn
+    from groundstate.worlds.attempt import play
 
     domain = load_domain("hr")
 
@@ -445,9 +445,9 @@ def test_after_plain_messages_a_finding_is_the_users_fault(leave, agents, reply,
 def test_no_phrasing_turns_a_failing_agents_attempt_into_a_system_error(leave, agent, reply):
     """Each gaming phrasing, played by a scripted agent that never books the leave against a user that obliges (or
     leaves): the attempt is the agent's 0 with the audit's note, never a system error that `--repair` re-rolls."""
-    from groundstate.attempt import play
     from groundstate.state.sqlite import SqliteBackend
     from groundstate.types import AgentTurn
+    from groundstate.worlds.attempt import play
 
     class Says:
         def __init__(self, *lines):
@@ -488,9 +488,9 @@ class Flooder:
 def test_a_flood_after_a_message_that_is_not_plain_is_provoked(leave, agent, provoked):
     """An `overlong_reply` is judged as every finding: after a message that is not plain the agent may have asked for it,
     so the conversation ends there and the attempt is graded as it stands; after a plain one it is a system error."""
-    from groundstate.attempt import play
     from groundstate.state.sqlite import SqliteBackend
     from groundstate.types import AgentTurn
+    from groundstate.worlds.attempt import play
 
     class Says:
         async def act(self, conversation, tools):

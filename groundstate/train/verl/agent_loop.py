@@ -1,7 +1,7 @@
 """A verl agent loop that plays one groundstate episode per rollout against verl's async LLM server.
 
 verl (0.9.x) owns the optimisation, the rollout servers (vLLM/SGLang) and the batching; this loop owns
-the episode. `run()` resolves the row's task, then plays it through `groundstate.attempt.play` — the
+the episode. `run()` resolves the row's task, then plays it through `groundstate.worlds.attempt.play` — the
 same path as `groundstate run` and the TRL engine: it opens the task's sandbox, runs the episode with
 groundstate's tool-call parser and simulated user, grades the final state and always closes the
 sandbox, whatever happens. The policy side is `policy.EpisodeAgent`, whose model calls go to verl's
@@ -33,13 +33,13 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 
 from groundstate.agents import make_user
 from groundstate.agents.local import ChatCodec, EpisodeAgent, SamplingParams, prompt_flags
-from groundstate.attempt import play
-from groundstate.refs import TaskResolver
 from groundstate.state import make_backend
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
 from groundstate.train.verl import AGENT_NAME
 from groundstate.types import Domain, EpisodeLimits
+from groundstate.worlds.attempt import play
+from groundstate.worlds.refs import TaskResolver
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def shared_judge(spec: str | None) -> Any:
         return None
     with _lock:
         if spec not in _judges:
-            from groundstate.judge import make_judge
+            from groundstate.grading.judge import make_judge
 
             _judges[spec] = make_judge(spec)
         return _judges[spec]

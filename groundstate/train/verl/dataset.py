@@ -1,7 +1,7 @@
 """verl's parquet dataset from a groundstate pool: one row per task, routed to the groundstate agent loop.
 
 A row names its task, not its data: `extra_info` carries the task id and the domain reference
-(`groundstate.refs`: a bundled name, the folder of any other domain, or a ThinkingBox dataset with its
+(`groundstate.worlds.refs`: a bundled name, the folder of any other domain, or a ThinkingBox dataset with its
 test list and servers file), and the agent loop rebuilds the episode from them, so the
 sandbox, the tools, the simulated user and the grader are exactly those of `groundstate run`. The
 `prompt` column holds the episode's opening messages (the domain policy as system message where the
@@ -13,9 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from groundstate.domain import Domain
 from groundstate.tasks import Task
 from groundstate.train.verl import AGENT_NAME
+from groundstate.worlds.domain import Domain
 
 DATA_SOURCE_PREFIX = "groundstate/"
 
@@ -56,6 +56,6 @@ def write_parquet(pairs: list[tuple[Task, Domain]], path: str | Path, split: str
 
 def build_dataset(pool: str, path: str | Path, split: str = "train", system_in_prompt: bool = True) -> Path:
     """A pool file (`groundstate select`'s train.yaml or val.yaml) — or any `--tasks` selector — to verl's parquet."""
-    from groundstate.selectors import select_tasks
+    from groundstate.worlds.selectors import select_tasks
 
     return write_parquet(select_tasks(pool), path, split, system_in_prompt)

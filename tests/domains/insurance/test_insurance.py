@@ -15,7 +15,7 @@ import re
 import pytest
 from domain_testing import FAMILIES, Desk, open_sandbox
 
-from groundstate.domain import load_domain
+from groundstate.worlds.domain import load_domain
 
 INJECTION = "x'); DROP TABLE motor_claims; --"
 WRITES = {

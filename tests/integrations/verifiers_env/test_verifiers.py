@@ -19,10 +19,10 @@ from verifiers.v1.cli.resolve import narrow_config, with_positional_taskset
 from verifiers.v1.configs.cli.eval import EvalConfig
 
 from groundstate.agents import ScriptedAgent, make_user
-from groundstate.attempt import play
 from groundstate.integrations.verifiers import GroundstateTaskset, GroundstateTasksetConfig, load_environment
-from groundstate.selectors import select_tasks
 from groundstate.state.sqlite import SqliteBackend
+from groundstate.worlds.attempt import play
+from groundstate.worlds.selectors import select_tasks
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests"))

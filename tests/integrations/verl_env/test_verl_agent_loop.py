@@ -4,7 +4,7 @@ The stand-in has the signature of verl 0.9's server manager (`generate(request_i
 sampling_params, ...) -> TokenOutput`) and plays a scripted policy: it emits tool calls tokenised through
 the same codec, with made-up log-probs. The loop is built the way verl builds it — `hydra.utils.instantiate`
 of the entry in the agent-loop config file the recipe writes — and the checks are: the reward equals
-the verdict `groundstate.attempt.play` gives the same calls, token ids and log-probs are the server's
+the verdict `groundstate.worlds.attempt.play` gives the same calls, token ids and log-probs are the server's
 exactly with observations masked, and the sandbox is released even when the episode fails.
 """
 
@@ -23,9 +23,7 @@ from groundstate.agents import make_user
 from groundstate.agents.local import ChatCodec
 from groundstate.agents.scripted import ScriptedAgent
 from groundstate.agents.toolcall_format import render_tool_call
-from groundstate.attempt import play
-from groundstate.domain import Domain
-from groundstate.grading import grader_for
+from groundstate.grading.grader import grader_for
 from groundstate.state.postgres import default_dsn
 from groundstate.train.sft import FINAL_TEXT
 from groundstate.train.tiny import build_tokenizer, domain_corpus
@@ -33,6 +31,8 @@ from groundstate.train.verl import agent_loop as gs_loop
 from groundstate.train.verl.agent_loop import EpisodeSystemError
 from groundstate.train.verl.dataset import task_rows
 from groundstate.train.verl.recipe import VerlRecipe, write_run_files
+from groundstate.worlds.attempt import play
+from groundstate.worlds.domain import Domain
 
 try:
     import psycopg

@@ -9,10 +9,10 @@ from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 
 from groundstate.agents.local import ChatCodec
 from groundstate.agents.toolcall_format import render_tool_call
-from groundstate.domain import iter_tasks
 from groundstate.train.tiny import build_tokenizer, domain_corpus
 from groundstate.train.verl import AGENT_NAME
 from groundstate.train.verl.dataset import build_dataset
+from groundstate.worlds.domain import iter_tasks
 
 
 @pytest.fixture(scope="module")

@@ -12,10 +12,10 @@ from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 from groundstate.cli import app
-from groundstate.domain import iter_tasks, load_domain
-from groundstate.results import read_records
+from groundstate.records import read_records
 from groundstate.train.tiny import domain_corpus, save_tiny
 from groundstate.train.verl.recipe import VerlRecipe, write_run_files
+from groundstate.worlds.domain import iter_tasks, load_domain
 
 HERE = Path(__file__).parent
 FLAGS = {"tools_in_prompt": False, "system_in_prompt": False}

@@ -96,8 +96,8 @@ def test_launch_writes_the_run_and_starts_verls_trainer_with_the_checked_overrid
     from typer.testing import CliRunner
 
     from groundstate.cli import app
-    from groundstate.domain import iter_tasks
     from groundstate.train.verl.recipe import RUN_INFO
+    from groundstate.worlds.domain import iter_tasks
 
     pool = tmp_path / "train.yaml"
     pool.write_text("".join(f"- {t.id}\n" for t, _ in iter_tasks(["kiosk"], "pool")[:8]))
@@ -159,7 +159,7 @@ def _dry_run(tmp_path, monkeypatch, *extra):
     from typer.testing import CliRunner
 
     from groundstate.cli import app
-    from groundstate.domain import iter_tasks
+    from groundstate.worlds.domain import iter_tasks
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "train.yaml").write_text("".join(f"- {t.id}\n" for t, _ in iter_tasks(["kiosk"], "pool")[:20]))

@@ -1,0 +1,1 @@
+"""Audits of tasks and runs: lint, reward hacks, alternative solutions, certificates, regrade, conformance."""

@@ -1,0 +1,216 @@
+"""Regrading stored attempts against the current task definitions and grader, without calling a model.
+
+Each record whose attempt ran to its end (a trajectory with a finish reason) is played again through `attempt.play`
+on a fresh sandbox of the task as it is defined now: the recorded assistant turns (their text and the tool calls that
+were executed, in order) and the recorded user messages, so the agent side is exactly what the model did then and
+the state it reaches is what those calls do to today's task. The new verdict replaces the old one; the record keeps
+its attempt, usage and run identity, takes the task's current fingerprint, and notes what it was (`regraded`).
+
+Reply rubrics are judged again only with a judge. Without one, a rubric task's verdict is carried over when it can
+be: the final state passes now and passed then (the reply is the recorded one, so the judge's answer stands).
+Otherwise it is unjudged, never a guess. Records that cannot be replayed are kept as they are and counted: no
+trajectory or an attempt cut short by a system error (there is no complete agent side to replay), a malformed
+trajectory (a message that is not a mapping, content that is not text, a tool call id that is an object or a list),
+or a task that no longer exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from groundstate.records import AttemptRecord
+from groundstate.state.base import Backend
+from groundstate.tasks import Task
+from groundstate.types import AgentTurn, Domain, EpisodeLimits, Judge, ToolCallRequest, Verdict
+from groundstate.worlds.attempt import play, task_fingerprint
+from groundstate.worlds.episode import LIMIT_NAMES, NOT_EXECUTED
+
+
+class ReplayAgent:
+    """The recorded assistant turns, in order: text and the executed tool calls; the last one ends the conversation if
+    the agent ended it then (`agent_done`). Past the last one, it is done.
+
+    A call counts as executed unless the tool message that answers it says a limit stopped it (`_not_run`). A call's
+    answer is found by position: the k-th tool message after an assistant message answers its k-th call, as the episode
+    writes them. Ids are labels, not keys: a server that omits them gets `call_0` in every turn from older groundstate
+    versions (`openai_compat.parse_tool_call`), and a match by id would skip every executed `call_0` along with the one a
+    limit stopped."""
+
+    def __init__(self, messages: list[dict[str, Any]], finish_reason: str | None = None):
+        self.turns = [_turn(m, _answers(messages, i)) for i, m in enumerate(messages) if m.get("role") == "assistant"]
+        if self.turns and finish_reason == "agent_done":
+            self.turns[-1].done = True
+
+    async def act(self, conversation: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AgentTurn:
+        return self.turns.pop(0) if self.turns else AgentTurn(done=True)
+
+
+# what the episode writes for a call a limit stopped ("error: tool-call limit reached; call not executed"), whole: a
+# result that merely quotes those words (an error naming an argument the model wrote) answers a call that ran
+_STOPPED = re.compile(rf"error: (?:{'|'.join(map(re.escape, LIMIT_NAMES.values()))}) reached; {re.escape(NOT_EXECUTED)}")
+
+
+def _answers(messages: list[dict[str, Any]], at: int) -> list[dict[str, Any]]:
+    """The tool messages that answer the calls of the assistant message at `at`: those right after it, one per call."""
+    calls = len(messages[at].get("tool_calls") or [])
+    found: list[dict[str, Any]] = []
+    for m in messages[at + 1 : at + 1 + calls]:
+        if m.get("role") != "tool":
+            break
+        found.append(m)
+    return found
+
+
+def _not_run(answer: dict[str, Any]) -> bool:
+    return _STOPPED.fullmatch(str(answer.get("content") or "")) is not None
+
+
+def _turn(message: dict[str, Any], answers: list[dict[str, Any]]) -> AgentTurn:
+    calls = []
+    for k, c in enumerate(message.get("tool_calls") or []):
+        if k < len(answers) and _not_run(answers[k]):
+            continue
+        fn = c.get("function") or {}
+        raw = fn.get("arguments", "")
+        try:
+            args: Any = json.loads(raw) if isinstance(raw, str) else raw
+        except json.JSONDecodeError:
+            args = None
+        if isinstance(args, dict):
+            calls.append(ToolCallRequest(str(c.get("id", "")), str(fn.get("name", "")), args))
+        else:  # the model's malformed call: answered with an error again, as it was
+            calls.append(ToolCallRequest(str(c.get("id", "")), str(fn.get("name", "")), str(raw), parse_error="the arguments are not a JSON object"))
+    return AgentTurn(text=message.get("content") or None, tool_calls=calls)
+
+
+class ReplayUser:
+    """The recorded user messages after the instruction, in order; then the user ends the conversation."""
+
+    def __init__(self, messages: list[dict[str, Any]]):
+        users = [m.get("content") or "" for m in messages if m.get("role") == "user"]
+        self.replies = users[1:]
+
+    async def reply(self, conversation: list[dict[str, Any]]) -> str | None:
+        return self.replies.pop(0) if self.replies else None
+
+
+@dataclass
+class Regrade:
+    records: list[AttemptRecord]  # the new file's records, in the old file's order
+    replayed: int = 0
+    kept: dict[str, int] = field(default_factory=dict)  # why records were not replayed → how many
+    flips: dict[str, dict[str, int]] = field(default_factory=dict)  # task id → {"pass→fail": n, ...}
+
+    def flip_count(self) -> int:
+        return sum(n for per in self.flips.values() for n in per.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"records": len(self.records), "replayed": self.replayed, "kept": self.kept, "flips": self.flips, "flipped": self.flip_count()}
+
+
+def replayable(record: AttemptRecord) -> str | None:
+    """Why the record cannot be replayed, or None."""
+    traj = record.trajectory
+    if not traj or not isinstance(traj.get("messages"), list):
+        return "no trajectory"
+    if not traj.get("finish_reason"):
+        return "cut short by a system error"
+    if not all(_well_formed(m) for m in traj["messages"]):
+        return "malformed trajectory"  # a results file is input like any other: a broken one is reported, never replayed
+    return None
+
+
+_ID = (str, int, float, type(None))  # a tool call's id as JSON may hold it; an object or a list cannot be matched to its result
+
+
+def _well_formed(message: Any) -> bool:
+    """Whether the replay can read the message: a mapping with text content, a list of tool calls that are mappings with
+    a mapping `function`, and ids (of each call, and a tool message's `tool_call_id`) that are JSON scalars."""
+    if not isinstance(message, dict) or not isinstance(message.get("content") or "", str) or not isinstance(message.get("tool_call_id"), _ID):
+        return False
+    calls = message.get("tool_calls") or []
+    return isinstance(calls, list) and all(
+        isinstance(c, dict) and isinstance(c.get("function") or {}, dict) and isinstance(c.get("id"), _ID) for c in calls
+    )
+
+
+def _carry_rubric(old: AttemptRecord, new: Verdict) -> Verdict:
+    """Without a judge: the old rubric answer, where the final state passes now and passed then."""
+    if not new.unjudged or new.state_reward != 1:
+        return new
+    before = old.verdict or {}
+    if old.reward is None or before.get("state_reward") != 1:
+        return new
+    new.reward, new.unjudged = old.reward, False
+    new.reasons.append("reply rubrics: the recorded judgement is kept (the final state passes now as then; --judge asks again)")
+    return new
+
+
+async def regrade_records(
+    records: Iterable[AttemptRecord],
+    tasks: dict[str, tuple[Task, Domain]],
+    backend: Backend,
+    judge: Judge | None = None,
+    concurrency: int = 32,
+    on_record: Any = None,
+) -> Regrade:
+    """Replay and regrade `records` (see the module docstring); `tasks` maps task ids to today's definitions."""
+    records = list(records)
+    out: list[AttemptRecord | None] = [None] * len(records)
+    result = Regrade(records=[])
+    gate = asyncio.Semaphore(concurrency)
+
+    def keep(i: int, why: str) -> None:
+        out[i] = records[i]
+        result.kept[why] = result.kept.get(why, 0) + 1
+
+    async def one(i: int, r: AttemptRecord) -> None:
+        why = replayable(r)
+        if why is None and r.task_id not in tasks:
+            why = "task no longer defined"
+        if why is None and r.domain is not None and r.domain != tasks[r.task_id][1].name:
+            why = "task id now in another domain"
+        if why is not None:
+            keep(i, why)
+            return
+        task, domain = tasks[r.task_id]
+        messages = r.trajectory["messages"]
+        async with gate:
+            outcome = await play(
+                task,
+                domain,
+                ReplayAgent(messages, r.trajectory.get("finish_reason")),
+                ReplayUser(messages),
+                EpisodeLimits(),
+                backend=backend,
+                judge=judge,
+                blame=True,
+            )
+        verdict = outcome.verdict if judge is not None else _carry_rubric(r, outcome.verdict)
+        traj = outcome.trajectory
+        out[i] = r.model_copy(
+            update={
+                "reward": verdict.reward,
+                "system_error": verdict.system_error,
+                "unjudged": verdict.unjudged,
+                "verdict": verdict.to_json(),
+                "finish_reason": traj.finish_reason if traj is not None else r.finish_reason,
+                "task_fingerprint": task_fingerprint(task, domain),
+                "regraded": {"reward": r.reward, "outcome": r.outcome, "task_fingerprint": r.task_fingerprint},
+            }
+        )
+        result.replayed += 1
+        before, after = r.outcome, out[i].outcome
+        if before != after:
+            per = result.flips.setdefault(r.task_id, {})
+            per[f"{before}→{after}"] = per.get(f"{before}→{after}", 0) + 1
+        if on_record is not None:
+            on_record()
+
+    await asyncio.gather(*(one(i, r) for i, r in enumerate(records)))
+    result.records = [r for r in out if r is not None]
+    return result

@@ -1,0 +1,246 @@
+"""`groundstate conformance`: the same trajectory gets the same verdict and the same final change set through
+every adapter (`groundstate.integrations`) as through `groundstate run`'s attempt path.
+
+For each selected task, the trajectories are lint's: the gold solution, the no-op, and every mutant of gold
+(a write call dropped, duplicated or with one argument changed). Each is played as a list of tool calls:
+
+- `run`: `attempt.play` with a scripted agent and the task's scripted user (the reference);
+- `trl`: TRL's environment (`integrations.trl`): `reset(**row)`, each tool method called as TRL calls it,
+  `get_reward()`;
+- `gymnasium`: `groundstate/Text-v0`: `reset`, each call as a `<tool_call>` action, then replies until done;
+- `openenv`: the OpenEnv environment a server runs per session: `reset_async`, `call_tool` actions, then
+  replies until done.
+
+An adapter agrees when the whole verdict (reward, reasons, row diff, change counts, system error) and the
+final change set (read just before grading) equal the reference's. Adapters whose framework is not
+installed are reported as skipped.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from groundstate.agents.scripted import ScriptedAgent, ScriptedUser
+from groundstate.agents.toolcall_format import render_tool_call
+from groundstate.integrations.loop import run_sync
+from groundstate.state.base import Backend
+from groundstate.state.changes import ChangeSet
+from groundstate.tasks import Task
+from groundstate.tools.mutate import mutants
+from groundstate.types import Environment, EpisodeLimits, Judge, ToolResult, Trajectory, Verdict
+from groundstate.worlds.attempt import play, prepare_domains
+from groundstate.worlds.domain import Domain
+
+ADAPTERS = ("trl", "gymnasium", "openenv")
+_FRAMEWORK = {"trl": "trl", "gymnasium": "gymnasium", "openenv": "openenv"}  # the package each adapter's framework is
+# adapters that refuse tasks with reply rubrics, and why: their framework gives the environment no final reply to judge
+NO_REPLY = {"trl": "TRL's environment_factory gives the environment no final reply to judge"}
+
+
+@dataclass
+class Played:
+    """What one path made of one trajectory: the verdict and the change set it was graded on."""
+
+    verdict: dict[str, Any]
+    changes: list[dict[str, Any]] | None
+
+
+@dataclass
+class Mismatch:
+    adapter: str
+    task_id: str
+    trajectory: str
+    field: str  # verdict | changes
+    expected: Any
+    got: Any
+
+
+@dataclass
+class ConformanceReport:
+    adapters: list[str]
+    skipped: dict[str, str]  # adapter -> why
+    tasks: int = 0
+    trajectories: int = 0
+    checked: dict[str, int] = field(default_factory=dict)  # adapter -> trajectories compared
+    refused: dict[str, dict[str, Any]] = field(default_factory=dict)  # adapter -> {tasks, reason}: rubric tasks it refuses
+    mismatches: list[Mismatch] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "adapters": self.adapters,
+            "skipped": self.skipped,
+            "tasks": self.tasks,
+            "trajectories": self.trajectories,
+            "checked": self.checked,
+            "refused": self.refused,
+            "mismatches": [m.__dict__ for m in self.mismatches],
+        }
+
+
+class _Recording:
+    """An environment that reads its change set just before it is graded (the state the verdict judged)."""
+
+    def __init__(self, env: Environment, sink: list[ChangeSet | None]):
+        self._env, self._sink, self.task = env, sink, env.task
+
+    def initial_messages(self) -> list[dict[str, Any]]:
+        return self._env.initial_messages()
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        return self._env.tool_schemas()
+
+    async def call_tool(self, name: str, arguments: Any) -> ToolResult:
+        return await self._env.call_tool(name, arguments)
+
+    async def grade(self, trajectory: Trajectory, judge: Judge | None = None) -> Verdict:
+        self._sink.append(await self._env.changes())
+        return await self._env.grade(trajectory, judge)
+
+    async def changes(self) -> ChangeSet | None:
+        return await self._env.changes()
+
+    async def close(self) -> None:
+        await self._env.close()
+
+
+def _recording(domain: Domain, sink: list[ChangeSet | None]) -> Domain:
+    """A copy of `domain` whose environments record their change set at grading (the domain itself is untouched)."""
+    twin = copy.copy(domain)
+    opener = domain.open_environment
+
+    async def open_environment(task: Task, backend: Backend, limits: EpisodeLimits = EpisodeLimits()) -> Environment:
+        return _Recording(await opener(task, backend, limits), sink)
+
+    twin.open_environment = open_environment  # type: ignore[method-assign]
+    return twin
+
+
+def _played(verdict: dict[str, Any], sink: list[ChangeSet | None]) -> Played:
+    changes = sink[-1] if sink else None
+    sink.clear()
+    return Played(verdict, changes.to_json() if changes is not None else None)
+
+
+Calls = list[dict[str, Any]]
+
+
+class _Paths:
+    """Every path's way of playing a list of tool calls on one task; each adapter's environment is built once
+    per task (as a trainer builds it once per run) and reset for every trajectory."""
+
+    def __init__(self, task: Task, domain: Domain, backend: Backend, adapters: list[str]):
+        self.task, self.backend = task, backend
+        self.sink: list[ChangeSet | None] = []
+        self.domain = _recording(domain, self.sink)
+        self.drivers: dict[str, Callable[[Calls], Played]] = {}
+        if "trl" in adapters:
+            from groundstate.integrations.trl import environment_factory, trl_dataset
+
+            trl_env = environment_factory([(task, self.domain)], backend=backend)[domain.name]()
+            row = trl_dataset([(task, self.domain)])[0]
+            self.drivers["trl"] = lambda calls: self._trl(trl_env, row, calls)
+        if "gymnasium" in adapters:
+            from groundstate.integrations.gymnasium import TextEnv
+
+            gym_env = TextEnv([(task, self.domain)], backend=backend)
+            self.drivers["gymnasium"] = lambda calls: self._gymnasium(gym_env, calls)
+        if "openenv" in adapters:
+            from groundstate.integrations.openenv import environment_factory as openenv_factory
+
+            session = openenv_factory([(task, self.domain)], backend, reveal_verdict=True)()  # the whole verdict, compared
+            self.drivers["openenv"] = lambda calls: run_sync(self._openenv(session, calls))
+
+    def run(self, calls: Calls) -> Played:
+        async def attempt() -> Played:
+            out = await play(self.task, self.domain, ScriptedAgent(calls), ScriptedUser(self.task.user.script), backend=self.backend)
+            return _played(out.verdict.to_json(), self.sink)
+
+        return run_sync(attempt())
+
+    def _trl(self, env: Any, row: dict[str, Any], calls: Calls) -> Played:
+        env.reset(**row)
+        for call in calls:
+            getattr(env, call["tool"])(**call["args"])  # as TRL calls a tool: the method of that name, keyword arguments
+        env.get_reward()
+        return _played(env.verdict.to_json(), self.sink)
+
+    def _gymnasium(self, env: Any, calls: Calls) -> Played:
+        env.reset(options={"task_id": self.task.id})
+        done, info = False, {}
+        for call in calls:
+            _, _, terminated, truncated, info = env.step(render_tool_call(call["tool"], call["args"]))
+            done = terminated or truncated
+            if done:
+                break
+        while not done:
+            _, _, terminated, truncated, info = env.step("Done.")
+            done = terminated or truncated
+        return _played(info["verdict"], self.sink)
+
+    async def _openenv(self, env: Any, calls: Calls) -> Played:
+        from groundstate.integrations.openenv import GroundstateAction
+
+        observation = await env.reset_async(task_id=self.task.id)
+        for call in calls:
+            observation = await env.step_async(GroundstateAction(type="call_tool", tool_name=call["tool"], arguments=call["args"]))
+            if observation.done:
+                break
+        while not observation.done:
+            observation = await env.step_async(GroundstateAction(type="reply", content="Done."))
+        return _played(observation.verdict, self.sink)
+
+
+def trajectories(task: Task, domain: Domain) -> list[tuple[str, Calls]]:
+    """Lint's trajectories of a task: gold, no-op and every mutant of gold, as lists of tool calls."""
+    gold = [c.model_dump() for c in task.gold]
+    return [("gold", gold), ("noop", [])] + [(m.description, m.calls) for m in mutants(gold, domain.tools)]
+
+
+def conformance(
+    tasks: list[tuple[Task, Domain]],
+    backend: Backend,
+    adapters: list[str] | None = None,
+    on_task: Callable[[Task], None] | None = None,
+) -> ConformanceReport:
+    """Play every trajectory of every task through `groundstate run`'s path and each adapter; report mismatches.
+
+    SQL domains only. A task with reply rubrics is compared through the adapters that can see a final reply (its
+    verdict is unjudged on every path); those that cannot (`NO_REPLY`) refuse it, counted in `refused`."""
+    wanted = list(adapters or ADAPTERS)
+    unknown = [a for a in wanted if a not in ADAPTERS]
+    if unknown:
+        raise ValueError(f"unknown adapter(s) {', '.join(unknown)}: choose from {', '.join(ADAPTERS)}")
+    skipped = {a: f"{_FRAMEWORK[a]} is not installed" for a in wanted if importlib.util.find_spec(_FRAMEWORK[a]) is None}
+    active = [a for a in wanted if a not in skipped]
+    for task, domain in tasks:
+        if not isinstance(domain, Domain):
+            raise ValueError(f"task {task.id}: conformance covers SQL domains; {type(domain).__name__} is not one")
+    prepare_domains([d for _, d in tasks], backend)
+    report = ConformanceReport(active, skipped, checked={a: 0 for a in active})
+    for task, domain in tasks:
+        here = [a for a in active if not (task.rubrics and a in NO_REPLY)]
+        for adapter in set(active) - set(here):
+            report.refused.setdefault(adapter, {"tasks": 0, "reason": NO_REPLY[adapter]})["tasks"] += 1
+        paths = _Paths(task, domain, backend, here)
+        report.tasks += 1
+        for name, calls in trajectories(task, domain):
+            report.trajectories += 1
+            expected = paths.run(calls)
+            for adapter in here:
+                got = paths.drivers[adapter](calls)
+                report.checked[adapter] += 1
+                for field_name in ("verdict", "changes"):
+                    if getattr(got, field_name) != getattr(expected, field_name):
+                        report.mismatches.append(
+                            Mismatch(adapter, task.id, name, field_name, getattr(expected, field_name), getattr(got, field_name))
+                        )
+        if on_task is not None:
+            on_task(task)
+    return report

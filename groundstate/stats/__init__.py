@@ -1,0 +1,1 @@
+"""Statistics over results records: reliability metrics, run-to-run agreement, power."""

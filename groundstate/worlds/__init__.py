@@ -1,0 +1,1 @@
+"""Worlds and the one attempt path: SQL domain folders, their environments, ThinkingBox, the episode loop, play."""

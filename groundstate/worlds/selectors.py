@@ -1,0 +1,83 @@
+"""Task selectors for `--tasks`: `pool`, `bench`, a domain name, a YAML list of task ids, or a glob over ids.
+
+`thinkingbox:DATASET_DIR[::TEST_LIST]` selects ThinkingBox-format test cases (see docs/THINKINGBOX.md); their
+servers come from `tb_servers` (`--tb-servers servers.yaml`), which only running them needs.
+Several selectors may be joined with commas; the result keeps a stable order without duplicates. A task id
+that two selected sources define differently (another domain, another definition) is refused, naming both.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+
+from groundstate.tasks import Task, TaskFileError, read_data_file
+from groundstate.worlds.domain import Domain, bundled_domains, iter_tasks, load_domain
+
+
+def select_tasks(
+    selector: str, domains: list[str] | None = None, *, tb_servers: Path | str | None = None, tb_no_sources: bool = False
+) -> list[tuple[Task, Domain]]:
+    """Resolve a selector to (task, domain) pairs; raises ValueError naming what matched nothing.
+
+    ThinkingBox domains among the result get `tb_servers` and `tb_no_sources` (drop the init configuration's
+    knowledge-base `sources`)."""
+    cache: list[list[tuple[Task, Domain]]] = []
+
+    def universe() -> list[tuple[Task, Domain]]:
+        if not cache:
+            cache.append(iter_tasks(domains))
+        return cache[0]
+
+    chosen: dict[str, tuple[Task, Domain, str]] = {}
+    for part in [p.strip() for p in selector.split(",") if p.strip()]:
+        matched = _resolve(part, universe)
+        if not matched:
+            raise ValueError(f"task selector {part!r} matched no task")
+        for t, d in matched:
+            if t.id not in chosen:
+                chosen[t.id] = (t, d, part)
+                continue
+            t0, d0, source = chosen[t.id]
+            if t0 != t or d0.name != d.name or d0.content_hash != d.content_hash:  # the same task selected twice is fine
+                where = "twice by" if source == part else f"by {source!r} and by"
+                raise ValueError(
+                    f"task id {t.id!r} is defined differently {where} {part!r} (domain {d0.name} and domain {d.name}"
+                    f"{', different definitions' if t0 != t else ', different domain files'}): select only one of them"
+                )
+    pairs = [(t, d) for t, d, _ in chosen.values()]
+    if any(p.strip().startswith("thinkingbox:") for p in selector.split(",")):
+        from groundstate.worlds.thinkingbox import configure_servers
+
+        configure_servers(pairs, tb_servers, tb_no_sources)
+    return pairs
+
+
+def _resolve(part: str, universe) -> list[tuple[Task, Domain]]:
+    if part.startswith("thinkingbox:"):
+        from groundstate.worlds.thinkingbox import load_thinkingbox, parse_selector
+
+        return load_thinkingbox(*parse_selector(part))  # type: ignore[return-value]
+    path = Path(part)
+    if (path / "domain.yaml").exists():
+        d = load_domain(str(path))
+        return [(t, d) for t in d.tasks]
+    if part in ("pool", "bench"):
+        return [(t, d) for t, d in universe() if t.split == part]
+    if part == "all":
+        return universe()
+    if part in bundled_domains():
+        d = load_domain(part)
+        return [(t, d) for t in d.tasks]
+    if path.suffix in (".yaml", ".yml", ".json") and path.exists():
+        ids = read_data_file(path)
+        if isinstance(ids, dict):
+            ids = ids.get("tasks", ids.get("task_ids"))
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise TaskFileError(path, "a task list must be a YAML list of task ids", field="tasks")
+        by_id = {t.id: (t, d) for t, d in universe()}
+        missing = [i for i in ids if i not in by_id]
+        if missing:
+            raise TaskFileError(path, f"unknown task ids: {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}", field="tasks")
+        return [by_id[i] for i in ids]
+    return [(t, d) for t, d in universe() if fnmatch.fnmatchcase(t.id, part)]
