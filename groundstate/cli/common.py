@@ -4,8 +4,10 @@ library takes, or into one error line and an exit status."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -18,6 +20,9 @@ from groundstate.records import AttemptRecord, read_records
 from groundstate.tasks import Task, TaskFileError
 from groundstate.types import Domain
 
+if TYPE_CHECKING:
+    from groundstate.state.base import Backend
+
 # soft_wrap: printed lines are never broken by rich (a path or an id stays whole; the terminal wraps what is too long),
 # while tables still fit the width
 console = Console(stderr=True, soft_wrap=True)  # progress, notes, errors and where outputs went
@@ -28,6 +33,23 @@ def fail(message: str, code: int = 2) -> NoReturn:
     """Print `error: message` (escaped: paths and ids may hold markup) and exit with `code`."""
     console.print(f"[red]error:[/red] {escape(message)}")
     raise typer.Exit(code)
+
+
+@contextmanager
+def open_backend(name: str, pg_dsn: str | None = None, *, label: str = "--backend", suffix: str = "", **options: Any) -> Iterator[Backend]:
+    """The backend `--backend NAME` names (`state.make_backend(name, pg_dsn, **options)`), closed when the block ends,
+    however it ends (an error line's exit included). One that cannot be made (a misspelled name, an unreachable server)
+    ends the command before the block runs: `error: LABEL: WHY` and `suffix` (e.g. "; nothing was run or written."), exit 2."""
+    from groundstate.state import make_backend
+
+    try:
+        backend = make_backend(name, pg_dsn, **options)
+    except ValueError as e:
+        fail(f"{label}: {e}{suffix}")
+    try:
+        yield backend
+    finally:
+        backend.close()
 
 
 def rename_options(
