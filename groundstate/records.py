@@ -21,15 +21,17 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import socket
 import stat
 import tempfile
 from pathlib import Path
 from typing import Annotated, Any, Iterable, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_serializer, model_validator
 
 from groundstate.jsontext import dumps
+from groundstate.types import FAULT_KINDS, ErrorKind, FaultKind, Verdict
 
 Key = tuple[str, int]
 RECORD_VERSION = 2
@@ -45,6 +47,19 @@ MAX_ATTEMPTS = 100_000
 
 class RecordError(ValueError):
     """A results file, or one of its lines, is not what a reader can use; the message names the file and line."""
+
+
+class UserReplies(BaseModel):
+    """An attempt's LLM-user replies with a user cache (`agents.user_cache`): replayed, generated, bad rows evicted."""
+
+    model_config = ConfigDict(extra="forbid")
+    cached: Count = 0
+    generated: Count = 0
+    evicted: Count = 0
+
+    @model_serializer
+    def to_json(self) -> dict[str, int]:
+        return {"cached": self.cached, "generated": self.generated, **({"evicted": self.evicted} if self.evicted else {})}
 
 
 class RecordUsage(BaseModel):
@@ -116,7 +131,7 @@ class AttemptRecord(BaseModel):
     user: Optional[str] = None
     seed: Optional[Annotated[int, Field(strict=True)]] = None
     usage: RecordUsage = Field(default_factory=RecordUsage)
-    verdict: Optional[dict[str, Any]] = None
+    verdict: Optional[Verdict] = None
     trajectory: Optional[dict[str, Any]] = None
     timings: dict[str, Any] = Field(default_factory=dict)
     record_version: Annotated[int, Field(strict=True, ge=1, le=RECORD_VERSION)] = 1
@@ -125,7 +140,27 @@ class AttemptRecord(BaseModel):
     # how many reply rubrics the attempted task has (0: graded on its final state alone); None in records made before
     # it was written. A rubric task of a run without a judge is set apart by every figure (`metrics.basis`)
     rubrics: Optional[Annotated[int, Field(strict=True, ge=0)]] = None
+    # with a user cache: how many of the attempt's LLM-user replies were replayed, generated, evicted as bad rows
+    user_replies: Optional[UserReplies] = None
+    # the user-simulator faults that ended the earlier tries of this key, which `--repair` replaced (`pipeline.runner`)
+    user_faults: list[FaultKind] = Field(default_factory=list)
     _line: Optional[str] = PrivateAttr(default=None)  # the line it was read from, if it was
+
+    @model_validator(mode="before")
+    @classmethod
+    def _before_kinds(cls, data: Any) -> Any:
+        """Records written before system errors had a kind: their kind read once, here, from the text the harness wrote
+        (`_legacy_error`); a newer record says it (`Verdict.error_kind`), and nothing else reads an error's text."""
+        if not isinstance(data, dict):
+            return data
+        verdict = data.get("verdict")
+        if isinstance(verdict, dict) and isinstance(verdict.get("system_error"), str) and "error_kind" not in verdict:
+            kind, fault = _legacy_error(verdict["system_error"])
+            data = {**data, "verdict": {**verdict, "error_kind": kind, **({"fault": fault} if fault else {})}}
+        faults = data.get("user_faults")
+        if isinstance(faults, list):  # older records kept any string here; only fault kinds ever counted
+            data = {**data, "user_faults": [f for f in faults if f in FAULT_KINDS]}
+        return data
 
     @field_validator("usage", mode="before")
     @classmethod
@@ -142,11 +177,22 @@ class AttemptRecord(BaseModel):
             raise ValueError(f"a version {self.record_version} record needs `run` and `task_fingerprint`")
         return self
 
+    @model_serializer(mode="wrap")
+    def _as_written(self, handler: Any) -> dict[str, Any]:
+        """The fields a record is written with: user_replies and user_faults only where there is something to say, as
+        records always had them."""
+        data = handler(self)
+        for name, empty in (("user_replies", None), ("user_faults", [])):
+            if data.get(name) == empty:
+                del data[name]
+        return data
+
     def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> "AttemptRecord":
-        copy = super().model_copy(update=update, deep=deep)
-        if update:
-            copy._line = None  # the old line no longer says what the record holds
-        return copy
+        """A copy; with `update`, a record validated anew from its fields and the update (a verdict given as a dict is a
+        `Verdict` again), whose old line no longer says what it holds."""
+        if not update:
+            return super().model_copy(deep=deep)
+        return type(self).model_validate({**self.model_dump(), **update})
 
     @property
     def key(self) -> Key:
@@ -161,6 +207,20 @@ class AttemptRecord(BaseModel):
         if self.unjudged:
             return "unjudged"
         return "pass" if self.reward == 1 else "fail"
+
+    @property
+    def error_kind(self) -> ErrorKind | None:
+        """Which party failed, for a system error (`types.ErrorKind`); None otherwise."""
+        if self.verdict is not None and self.verdict.error_kind is not None:
+            return self.verdict.error_kind
+        return _legacy_error(self.system_error)[0] if self.system_error else None  # a record without a verdict (other tools)
+
+    @property
+    def fault(self) -> FaultKind | None:
+        """How an LLM user broke its persona, for a user-simulator fault; None otherwise."""
+        if self.verdict is not None and self.verdict.error_kind is not None:
+            return self.verdict.fault
+        return _legacy_error(self.system_error)[1] if self.system_error else None
 
     @property
     def awaits_judge(self) -> bool:
@@ -208,11 +268,38 @@ class AttemptRecord(BaseModel):
 _LEGACY_RUBRIC_REASONS = ("reply rubric(s) not judged", "reply rubric(s) unjudged")
 
 
-def _legacy_rubrics(verdict: dict[str, Any] | None) -> int:
-    reasons = (verdict or {}).get("reasons")
-    if not isinstance(reasons, list):
-        return 0
-    return int(any(isinstance(r, str) and any(m in r for m in _LEGACY_RUBRIC_REASONS) for r in reasons))
+def _legacy_rubrics(verdict: Verdict | None) -> int:
+    reasons = verdict.reasons if verdict is not None else []
+    return int(any(any(m in r for m in _LEGACY_RUBRIC_REASONS) for r in reasons))
+
+
+# How the harness began the text of each kind of system error before records said the kind: read only for such records.
+_LEGACY_FAULT = re.compile(r"^user-simulator fault \(([a-z_]+)\):")
+_LEGACY_PREFIXES: tuple[tuple[str, ErrorKind], ...] = (
+    ("EndpointError: chat completion on", "endpoint"),
+    ("EndpointError:", "endpoint"),
+    ("judge failed", "judge"),
+    ("JudgeError:", "judge"),
+    ("GradingTimeout:", "time_limit"),
+    ("EpisodeHang:", "time_limit"),
+    ("grader failed", "grader"),
+)
+
+
+def _legacy_error(text: str | None) -> tuple[ErrorKind, FaultKind | None]:
+    """The kind (and fault) of a system error recorded before kinds were fields, from the text the harness wrote."""
+    text = text or ""
+    m = _LEGACY_FAULT.match(text)
+    if m and m.group(1) in FAULT_KINDS:
+        return "user_fault", m.group(1)  # type: ignore[return-value]
+    if text.startswith("EndpointError:") and ("malformed response" in text or "has no choices" in text):
+        return "malformed_response", None
+    for prefix, kind in _LEGACY_PREFIXES:
+        if text.startswith(prefix):
+            return kind, None
+    if "within the attempt time limit" in text or "ran out of" in text:
+        return "time_limit", None
+    return "infrastructure", None
 
 
 def latest_per_key(records: Iterable[AttemptRecord]) -> dict[Key, AttemptRecord]:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Mapping, Optional, Protocol, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 from groundstate.state.changes import ChangeSet
 
@@ -115,27 +117,74 @@ class Trajectory:
         return {"messages": self.messages, "tool_calls": self.tool_calls, "finish_reason": self.finish_reason, "turns": self.turns}
 
 
-@dataclass
-class Verdict:
-    """A grader's decision on one attempt: reward 1 or 0 with its reasons and row diff, or a system error."""
+# What failed, when an attempt is a system error: never the agent's doing, so never a 0. `endpoint`: a model endpoint
+# (the agent's or an LLM user's) past its retries; `malformed_response`: an endpoint's answer that is not a completion;
+# `user_fault`: an LLM user that broke its persona (`fault` says how, `agents.user_audit`); `judge`: the rubric judge;
+# `time_limit`: a tool, the backend or grading that outlasted its bound; `grader`: the grader itself; `infrastructure`:
+# anything else outside the agent's control (a database gone, a worker lost, a server that died).
+ErrorKind = Literal["endpoint", "malformed_response", "user_fault", "judge", "time_limit", "grader", "infrastructure"]
+ERROR_KINDS: tuple[ErrorKind, ...] = get_args(ErrorKind)
+# how an LLM user broke its persona (`agents.user_audit`)
+FaultKind = Literal["invented_fact", "contradicted_fact", "premature_stop", "overlong_reply"]
+FAULT_KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
+Reward = Optional[Annotated[int, Field(strict=True, ge=0, le=1)]]
 
-    reward: int | None  # 1 or 0; None for a system error or an unjudged rubric task
-    reasons: list[str] = field(default_factory=list)
-    diff: list[dict[str, Any]] = field(default_factory=list)
-    system_error: str | None = None
-    state_reward: int | None = None  # the final-state part alone (before any rubric)
+
+class Blame(BaseModel):
+    """Where a failed final state went wrong (`grading.blame`): the first call after which the attempt could no longer
+    reach the golden state (`diverged`), or what it left undone (`stopped_early`, `never_acted`); `unavailable` with the
+    `reason` when it could not be found (never a change of the verdict)."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["diverged", "stopped_early", "never_acted", "unavailable"]
+    call: Optional[int] = None  # the blamed call among the attempt's executed calls (or its first failed write)
+    tool: Optional[str] = None
+    rows: list[dict[str, Any]] = Field(default_factory=list)  # what the blamed call got wrong (at most 5 rows)
+    reason: Optional[str] = None  # `unavailable` only
+
+    @model_serializer
+    def to_json(self) -> dict[str, Any]:
+        if self.kind == "unavailable":
+            return {"kind": self.kind, "reason": self.reason}
+        return {"kind": self.kind, "call": self.call, "tool": self.tool, "rows": self.rows}
+
+
+class Verdict(BaseModel):
+    """A grader's decision on one attempt: reward 1 or 0 with its reasons and row diff, unjudged, or a system error
+    (`system_error` says what happened, `error_kind` which party failed, `fault` how an LLM user did). Assignments are
+    validated: a verdict is typed whoever changes it."""
+
+    model_config = ConfigDict(validate_assignment=True, extra="allow")
+    reward: Reward  # 1 or 0; None for a system error or an unjudged rubric task
+    reasons: list[str] = Field(default_factory=list)
+    diff: list[dict[str, Any]] = Field(default_factory=list)
+    system_error: Optional[str] = None
+    error_kind: Optional[ErrorKind] = None  # set with system_error, and only then
+    fault: Optional[FaultKind] = None  # an LLM user's fault, when error_kind is user_fault
+    state_reward: Reward = None  # the final-state part alone (before any rubric)
     unjudged: bool = False  # rubric task graded without a judge: counted apart, never pass or fail
-    changes: dict[str, int] = field(default_factory=dict)
-    # where a failed final state went wrong (`groundstate.grading.blame`): what `groundstate run` and `regrade` record for SQL
-    # domains (`attempt.play(blame=True)`); training rewards and the adapters do not compute it
-    blame: dict[str, Any] | None = None
+    changes: dict[str, int] = Field(default_factory=dict)
+    # where a failed final state went wrong: what `groundstate run` and `regrade` record for SQL domains
+    # (`attempt.play(blame=True)`); training rewards and the adapters do not compute it
+    blame: Optional[Blame] = None
+
+    @model_validator(mode="after")
+    def _kind_with_error(self) -> "Verdict":
+        if (self.system_error is None) != (self.error_kind is None):
+            raise ValueError("a system error has an error_kind, and only a system error has one")
+        if self.fault is not None and self.error_kind != "user_fault":
+            raise ValueError("only a user_fault system error has a fault")
+        return self
 
     @property
     def passed(self) -> bool:
         return self.reward == 1
 
+    @model_serializer
     def to_json(self) -> dict[str, Any]:
-        return {
+        """The verdict as records hold it: the fields every verdict has, then blame, the error's kind and fault where
+        there are, then any field another tool added."""
+        out: dict[str, Any] = {
             "reward": self.reward,
             "state_reward": self.state_reward,
             "reasons": self.reasons,
@@ -143,13 +192,19 @@ class Verdict:
             "system_error": self.system_error,
             "unjudged": self.unjudged,
             "changes": self.changes,
-            **({"blame": self.blame} if self.blame is not None else {}),
         }
+        if self.blame is not None:
+            out["blame"] = self.blame.to_json()
+        if self.error_kind is not None:
+            out["error_kind"] = self.error_kind
+        if self.fault is not None:
+            out["fault"] = self.fault
+        return {**out, **(self.model_extra or {})}
 
 
-def system_error(message: str) -> Verdict:
-    """The verdict of an attempt that the infrastructure or the grader failed: never a 0."""
-    return Verdict(reward=None, reasons=[message], system_error=message)
+def system_error(message: str, kind: ErrorKind, fault: FaultKind | None = None) -> Verdict:
+    """The verdict of an attempt that something other than the agent failed (`kind`: which): never a 0."""
+    return Verdict(reward=None, reasons=[message], system_error=message, error_kind=kind, fault=fault)
 
 
 class Judge(Protocol):
@@ -248,6 +303,21 @@ class Environment(Protocol):
         ...
 
 
+class AttemptObserver(Protocol):
+    """Watches the attempts an attempt path grades, through the API (`worlds.attempt.play(observer=...)`,
+    `grade_bounded`, and the adapters' `observer`): what `groundstate conformance` compares, and anything else that
+    records an attempt without wrapping its environment.
+
+    `graded` is called once per attempt whose environment graded it, as part of grading (under the grading bound, on
+    the attempt's event loop, before the environment is closed), with the trajectory graded, the environment's verdict
+    and `changes`, the change set that verdict judged (read just before grading; None where the world has none). It
+    is not called for an attempt that ended before grading or whose grading failed (its verdict is a system error
+    either way), and what `play` adds to the verdict after grading (user-fault notes, blame) is not in it yet. An
+    observer that raises fails the grading: the attempt becomes a system error."""
+
+    def graded(self, task: "Task", trajectory: Trajectory, verdict: Verdict, changes: ChangeSet | None) -> None: ...
+
+
 VALUE_VARIATIONS = ("upper", "padded")  # how a declared equivalent argument value may be written instead: upper-cased, or with spaces around it
 
 
@@ -288,7 +358,7 @@ class Domain(Protocol):
 
     async def open_environment(self, task: "Task", backend: "Backend", limits: EpisodeLimits) -> Environment: ...
 
-    async def blame(self, task: "Task", backend: "Backend", trajectory: Trajectory, limits: EpisodeLimits) -> dict[str, Any] | None:
+    async def blame(self, task: "Task", backend: "Backend", trajectory: Trajectory, limits: EpisodeLimits) -> Blame | None:
         """Where an attempt whose final state failed went wrong (`groundstate.grading.blame`), replayed on a fresh world of the
         task; None where the domain cannot replay one cheaply."""
         ...

@@ -59,11 +59,9 @@ from typing import Any
 
 from groundstate.agents.base import delivered_turns
 from groundstate.tasks import Task
-from groundstate.types import MAX_REPLY_CHARS, UserSimulator
+from groundstate.types import MAX_REPLY_CHARS, FaultKind, UserSimulator
 
 FAULT_PREFIX = "user-simulator fault"
-FAULT_KINDS = ("invented_fact", "contradicted_fact", "premature_stop", "overlong_reply")
-_FAULT_TEXT = re.compile(rf"^{FAULT_PREFIX} \(([a-z_]+)\):")
 
 
 class UserSimulatorFault(RuntimeError):
@@ -71,15 +69,9 @@ class UserSimulatorFault(RuntimeError):
     system error whose text starts with `user-simulator fault (KIND):`, so `--repair` plays it again; the reply is never
     written to a user cache."""
 
-    def __init__(self, kind: str, detail: str, reply: str | None = None):
+    def __init__(self, kind: FaultKind, detail: str, reply: str | None = None):
         super().__init__(f"{FAULT_PREFIX} ({kind}): {detail}")
         self.kind, self.detail, self.reply = kind, detail, reply
-
-
-def fault_kind(system_error: str | None) -> str | None:
-    """The fault kind of a record's system error when it is a user-simulator fault, else None."""
-    m = _FAULT_TEXT.match(system_error or "")
-    return m.group(1) if m and m.group(1) in FAULT_KINDS else None
 
 
 # -- fact-like tokens ------------------------------------------------------------------------------------------

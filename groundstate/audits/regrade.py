@@ -142,8 +142,7 @@ def _carry_rubric(old: AttemptRecord, new: Verdict) -> Verdict:
     """Without a judge: the old rubric answer, where the final state passes now and passed then."""
     if not new.unjudged or new.state_reward != 1:
         return new
-    before = old.verdict or {}
-    if old.reward is None or before.get("state_reward") != 1:
+    if old.reward is None or old.verdict is None or old.verdict.state_reward != 1:
         return new
     new.reward, new.unjudged = old.reward, False
     new.reasons.append("reply rubrics: the recorded judgement is kept (the final state passes now as then; --judge asks again)")
@@ -197,7 +196,7 @@ async def regrade_records(
                 "reward": verdict.reward,
                 "system_error": verdict.system_error,
                 "unjudged": verdict.unjudged,
-                "verdict": verdict.to_json(),
+                "verdict": verdict,
                 "finish_reason": traj.finish_reason if traj is not None else r.finish_reason,
                 "task_fingerprint": task_fingerprint(task, domain),
                 "regraded": {"reward": r.reward, "outcome": r.outcome, "task_fingerprint": r.task_fingerprint},

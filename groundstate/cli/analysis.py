@@ -33,7 +33,7 @@ def metrics(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """pass@1, pass@k, pass^k, Observed k/k with intervals, per-domain breakdown, tokens and cost."""
-    from groundstate.agents.user_audit import FAULT_KINDS
+    from groundstate.types import FAULT_KINDS
     from groundstate.stats.metrics import compute, load_prices, parse_ks
 
     try:

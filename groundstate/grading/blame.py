@@ -14,7 +14,6 @@ overwrites (an intermediate value) could be blamed wrongly; the bundled suite's 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from groundstate.grading.grader import Grader
@@ -22,20 +21,9 @@ from groundstate.state.base import Template
 from groundstate.state.changes import ChangeSet, RowChange, _sort_key
 from groundstate.tasks import Task
 from groundstate.tools.mutate import Injected
+from groundstate.types import Blame
 
 KINDS = ("diverged", "stopped_early", "never_acted")
-
-
-@dataclass
-class Blame:
-    kind: str  # one of KINDS
-    call: int | None = None  # the blamed call among the attempt's executed calls; for an attempt that stopped early or
-    # never acted, its first call of a write tool that failed (the write that did not happen), if it made one
-    tool: str | None = None
-    rows: list[dict[str, Any]] = field(default_factory=list)  # what the blamed call got wrong (at most 5 rows)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "call": self.call, "tool": self.tool, "rows": self.rows}
 
 
 def names_injected(b: Blame, injected: list[Injected]) -> bool:
@@ -93,6 +81,6 @@ def blame(task: Task, template: Template, grader: Grader, calls: list[dict[str, 
             wrote = True
             wrong = wrong_rows(golden, sandbox.changes().masked(sandbox.normaliser))
             if wrong:
-                return Blame("diverged", i, name, wrong[:5])
+                return Blame(kind="diverged", call=i, tool=name, rows=wrong[:5])
     kind = "stopped_early" if wrote else "never_acted"
-    return Blame(kind, missed, str(calls[missed].get("name")) if missed is not None else None)
+    return Blame(kind=kind, call=missed, tool=str(calls[missed].get("name")) if missed is not None else None)

@@ -89,7 +89,7 @@ class Grader:
                 changes=actual_raw.counts(),
             )
         except Exception as e:  # the grader or the database failed: not the agent's fault
-            return system_error(f"grader failed: {type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}")
+            return system_error(f"grader failed: {type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}", "grader")
         return with_rubrics(task, trajectory, verdict, judge)
 
 
@@ -130,5 +130,5 @@ def grade(task: Task, sandbox: Sandbox, trajectory: Trajectory | None = None, ju
     """Grade one attempt from its sandbox's final state."""
     owner = sandbox.template.owner
     if owner is None:
-        return system_error("sandbox has no backend to replay the gold solution on")
+        return system_error("sandbox has no backend to replay the gold solution on", "grader")
     return grader_for(owner).grade(task, sandbox, trajectory, judge)

@@ -156,7 +156,7 @@ class RayExecutor:
         by_key = {(t.id, a): t for t, _, a in todo}
 
         def failed(task_id: str, attempt: int, message: str) -> AttemptRecord:
-            return make_record(by_key[(task_id, attempt)], attempt, cfg, system_error(message), None, {})
+            return make_record(by_key[(task_id, attempt)], attempt, cfg, system_error(message, "infrastructure"), None, {})
 
         with ray_session(self.address, self.num_cpus):
             _drive(ray, todo, cfg, self.backend_spec, self.num_cpus, self.actor_options, self.worker_cls, record, failed)

@@ -28,6 +28,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from groundstate.records import AttemptRecord, latest_per_key  # noqa: E402
 from groundstate.stats.agreement import describe_agreement  # noqa: E402
 from groundstate.stats.metrics import compare, compute, metric_label, pass_at_k, pass_hat_k, task_counts  # noqa: E402
+from groundstate.types import Blame  # noqa: E402
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1200px;color:#1c2330;padding:0 16px}
@@ -205,13 +206,13 @@ def _render(
         for a, r in sorted(by_task[tid].items()):
             if r.outcome == "pass":
                 continue
-            v = r.verdict or {}
-            reason = r.system_error or "; ".join(str(x) for x in (v.get("reasons") or [])[:2])
+            v = r.verdict
+            reason = r.system_error or ("; ".join(v.reasons[:2]) if v is not None else "")
             traj = r.trajectory or {}
             parts.append(
                 f"<details id='{_anchor(tid, a)}'><summary><b>{html.escape(tid)}</b> attempt {a} — {html.escape(str(reason)[:200])}</summary>"
-                f"{_blame_html(v.get('blame'), traj.get('tool_calls', []))}"
-                f"<div>against the golden state</div>{_diff_html(v.get('diff', []))}"
+                f"{_blame_html(v.blame if v is not None else None, traj.get('tool_calls', []))}"
+                f"<div>against the golden state</div>{_diff_html(v.diff if v is not None else [])}"
                 f"<div>conversation</div>{_conversation_html(traj.get('messages', []))}</details>"
             )
     parts.append(
@@ -343,13 +344,12 @@ def _conversation_html(messages: Any) -> str:
     return "".join(out)
 
 
-def _blame_html(blame: dict | None, calls: list) -> str:
+def _blame_html(blame: Blame | None, calls: list) -> str:
     """Where the failed attempt went wrong, next to it: the blamed call with its arguments, or that it stopped early."""
-    if not blame:
+    if blame is None:
         return ""
-    kind = str(blame.get("kind", ""))
-    i = blame.get("call")
-    call = calls[i] if isinstance(i, int) and 0 <= i < len(calls) and isinstance(calls[i], dict) else None
+    kind, i = blame.kind, blame.call
+    call = calls[i] if i is not None and 0 <= i < len(calls) and isinstance(calls[i], dict) else None
     what = {
         "diverged": "went wrong at",
         "stopped_early": "stopped early; its first failed write was",
@@ -358,12 +358,10 @@ def _blame_html(blame: dict | None, calls: list) -> str:
     text = f"blame: {kind.replace('_', ' ')}"
     if call is not None:
         text = f"blame: {what.get(kind, kind)} call {i}, {call.get('name')}({json.dumps(call.get('arguments'), default=str)})"
-    rows = blame.get("rows") or []
-    if isinstance(rows, list) and all(isinstance(r, dict) for r in rows):  # as the diff's tables: golden and got, changes marked
-        rows = [
-            {"table": r.get("table"), "key": r.get("key"), "problem": r.get("problem", ""), "expected": r.get("golden"), "actual": r.get("got")}
-            for r in rows
-        ]
+    rows = [  # as the diff's tables: golden and got, changes marked
+        {"table": r.get("table"), "key": r.get("key"), "problem": r.get("problem", ""), "expected": r.get("golden"), "actual": r.get("got")}
+        for r in blame.rows
+    ]
     detail = _diff_html(rows) if rows else ""
     return f"<div class='blame'><b>{html.escape(text)}</b></div>{detail}"
 

@@ -189,8 +189,7 @@ def attribute(a: AttemptRecord, b: AttemptRecord) -> tuple[str, str]:
 
 
 def _state_reward(r: AttemptRecord) -> int | None:
-    v = r.verdict.get("state_reward") if isinstance(r.verdict, dict) else None
-    return v if v in (0, 1) and not isinstance(v, bool) else None
+    return r.verdict.state_reward if r.verdict is not None else None
 
 
 def _conversation(r: AttemptRecord) -> list[tuple[Any, ...]] | None:

@@ -117,11 +117,11 @@ def test_a_rubric_judgement_is_kept_only_while_the_state_still_passes(tmp_path):
     edit_task(shop, "    family: single_write\n", "    family: single_write\n    rubrics: [Did the agent confirm the cancellation?]\n")
     records = [r for r in run(shop, "scripted:gold", tmp_path / "run.jsonl", k=1) if r.task_id == "shop-cancel"]
     [unjudged] = records
-    assert unjudged.unjudged and unjudged.verdict["state_reward"] == 1
+    assert unjudged.unjudged and unjudged.verdict.state_reward == 1
     judged = unjudged.model_copy(update={"reward": 1, "unjudged": False})  # as a run with --judge recorded it
     pairs = {t.id: (t, d) for d in [Domain(shop)] for t in d.tasks}
     [kept] = asyncio.run(regrade_records([judged], pairs, SqliteBackend())).records
-    assert kept.reward == 1 and not kept.unjudged and any("recorded judgement is kept" in x for x in kept.verdict["reasons"])
+    assert kept.reward == 1 and not kept.unjudged and any("recorded judgement is kept" in x for x in kept.verdict.reasons)
     [still] = asyncio.run(regrade_records([unjudged], pairs, SqliteBackend())).records
     assert still.unjudged and still.reward is None  # never judged: regrade does not guess
     edit_task(shop, "      - {tool: cancel_order, args: {order_id: 1}}\n", "      - {tool: get_order, args: {order_id: 1}}\n")
@@ -222,7 +222,7 @@ def test_calls_that_share_an_id_are_replayed_when_they_ran(tmp_path):
         assert r.exit_code == 0, r.output
         assert json.loads(r.stdout)["flips"] == {}, (name, r.stdout)
         [after] = read_records(out)
-        assert after.reward == 1 and after.verdict == rec["verdict"], (name, after.verdict)
+        assert after.reward == 1 and after.verdict.to_json() == rec["verdict"], (name, after.verdict)
 
 
 def test_a_turn_whose_calls_share_an_id_replays_every_call_that_ran():

@@ -399,7 +399,7 @@ def test_a_failing_agent_that_provokes_a_user_fault_is_graded_and_repair_never_r
     records = read_records(out)
     assert {(r.reward, r.system_error) for r in records} == {(0, None)}, [r.verdict for r in records]
     for r in records:
-        assert any("the agent provoked, not a user-simulator fault" in reason for reason in r.verdict["reasons"]), r.verdict
+        assert any("the agent provoked, not a user-simulator fault" in reason for reason in r.verdict.reasons), r.verdict
     assert repaired.exit_code == 0 and "0 attempts run (2 already done)" in repaired.output, repaired.output
     m = json.loads(cli.invoke(app, ["metrics", str(out), "--json"]).stdout)
     assert m["user_simulator_faults"][user_model]["faults"] == 0

@@ -39,7 +39,7 @@ def verdict_lines(backend, out: Path) -> list[str]:
         run(pairs, RunConfig(agent=spec, k=1, seed=0, concurrency=8), backend, path)
         for r in sorted(read_records(path), key=lambda r: r.task_id):
             reward = "-" if r.reward is None else str(r.reward)
-            cells[r.task_id].append(f"{reward} {_digest(r.verdict or {})}")
+            cells[r.task_id].append(f"{reward} {_digest(r.verdict.to_json() if r.verdict is not None else {})}")
     return [f"{tid} " + " ".join(cs) for tid, cs in sorted(cells.items())]
 
 

@@ -234,7 +234,9 @@ def test_records_without_trajectories_or_verdicts_are_unknown_and_said(tmp_path)
 )
 def test_malformed_trajectories_do_not_crash(trajectory):
     good = rec(1, [m(U, "x"), m(A, "y")])
-    odd = AttemptRecord.model_validate({"task_id": "t", "attempt": 0, "reward": 0, "verdict": {"state_reward": "yes"}, "trajectory": trajectory})
+    odd = AttemptRecord.model_validate({"task_id": "t", "attempt": 0, "reward": 0, "trajectory": trajectory})
+    with pytest.raises(ValueError, match="verdict.state_reward"):  # a verdict is typed: another shape is refused on read
+        AttemptRecord.model_validate({"task_id": "t", "attempt": 0, "reward": 0, "verdict": {"reward": 0, "state_reward": "yes"}})
     for a, b in ((good, odd), (odd, good)):
         cause, why = attribute(a, b)
         assert cause in ("agent", "user", "unknown") and why

@@ -99,7 +99,7 @@ def test_runs_record_blame_and_metrics_and_the_report_show_it(tmp_path):
     assert r.exit_code == 0, r.output
     records = read_records(out)
     failed = [x for x in records if x.outcome == "fail"]
-    assert failed and all(x.verdict["blame"]["kind"] in ("diverged", "stopped_early", "never_acted") for x in failed)
+    assert failed and all(x.verdict.blame.kind in ("diverged", "stopped_early", "never_acted") for x in failed)
     assert all("blame" not in x.verdict for x in records if x.outcome == "pass")
     m = runner.invoke(app, ["metrics", str(out), "--json"])
     assert m.exit_code == 0, m.output
@@ -112,17 +112,17 @@ def test_runs_record_blame_and_metrics_and_the_report_show_it(tmp_path):
     assert rep.exit_code == 0, rep.output
     page = html_path.read_text()
     assert page.count("<div class='blame'>") == len(failed)
-    diverged = next((x for x in failed if x.verdict["blame"]["kind"] == "diverged"), None)
+    diverged = next((x for x in failed if x.verdict.blame.kind == "diverged"), None)
     if diverged is not None:
-        assert f"went wrong at call {diverged.verdict['blame']['call']}, {diverged.verdict['blame']['tool']}(" in page
+        assert f"went wrong at call {diverged.verdict.blame.call}, {diverged.verdict.blame.tool}(" in page
 
 
 def test_naming_an_injected_mistake_is_strict():
-    from groundstate.grading.blame import Blame
     from groundstate.tools.mutate import Injected
+    from groundstate.types import Blame
 
     changed, dropped = [Injected("change", 1, 1)], [Injected("drop", 0, 0)]
-    assert names_injected(Blame("diverged", 1, "t"), changed) and names_injected(Blame("never_acted", 1, "t"), changed)  # refused
-    assert not names_injected(Blame("diverged", 0, "t"), changed)  # another call
-    assert not names_injected(Blame("stopped_early"), changed)  # nothing was dropped: a call is to blame
-    assert names_injected(Blame("stopped_early"), dropped) and not names_injected(Blame("diverged", 2, "t"), dropped)
+    assert names_injected(Blame(kind="diverged", call=1, tool="t"), changed) and names_injected(Blame(kind="never_acted", call=1, tool="t"), changed)  # refused
+    assert not names_injected(Blame(kind="diverged", call=0, tool="t"), changed)  # another call
+    assert not names_injected(Blame(kind="stopped_early"), changed)  # nothing was dropped: a call is to blame
+    assert names_injected(Blame(kind="stopped_early"), dropped) and not names_injected(Blame(kind="diverged", call=2, tool="t"), dropped)

@@ -167,7 +167,7 @@ def test_a_lone_surrogate_in_a_final_reply_fails_the_rubric_not_the_harness(shop
         cfg = RunConfig(agent=f"openai:agent-model@{agent.base_url}", judge=f"openai:judge-model@{judge.base_url}")
         run([(task, shop)], cfg, SqliteBackend(), tmp_path / "r.jsonl")
     (record,) = read_records(tmp_path / "r.jsonl")
-    assert (record.reward, record.system_error, record.verdict["state_reward"]) == (0, None, 1), record.verdict
+    assert (record.reward, record.system_error, record.verdict.state_reward) == (0, None, 1), record.verdict
     assert record.trajectory["messages"][-1]["content"] == "\ufffd" * 3
 
 

@@ -12,7 +12,6 @@ import pytest
 from openai_stub import OpenAIStub, text
 
 from groundstate.agents import make_user
-from groundstate.agents.user_audit import fault_kind
 from groundstate.audits.regrade import ReplayAgent
 from groundstate.state.sqlite import SqliteBackend
 from groundstate.types import FINISH_REASONS, MAX_REPLY_CHARS, AgentTurn, ToolCallRequest
@@ -104,7 +103,7 @@ def test_an_llm_user_that_floods_is_a_system_error_and_its_reply_goes_nowhere(sh
         [note] = [r for r in out.verdict.reasons if "provoked" in r]
         assert note.startswith("user-turn audit: overlong_reply the agent provoked") and "the conversation ended there" in note
     else:
-        assert fault_kind(out.verdict.system_error) == "overlong_reply", out.verdict
+        assert (out.verdict.error_kind, out.verdict.fault) == ("user_fault", "overlong_reply"), out.verdict
         assert f"the reply is {len(FLOOD.strip()):,} characters" in out.verdict.system_error
     assert sum(map(len, out.verdict.reasons)) < 2_000  # the fault quotes the start of it, nothing more
 
@@ -124,4 +123,4 @@ def test_any_user_simulator_that_floods_is_stopped_by_the_episode(shop):
 
     agent = Agent()
     out = asyncio.run(play(shop.task("shop-cancel"), shop, agent, Flooder(), backend=SqliteBackend()))
-    assert fault_kind(out.verdict.system_error) == "overlong_reply" and FLOOD not in agent.seen
+    assert (out.verdict.error_kind, out.verdict.fault) == ("user_fault", "overlong_reply") and FLOOD not in agent.seen

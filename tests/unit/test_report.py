@@ -102,9 +102,9 @@ def test_the_report_leads_with_the_summary_and_the_comparison_then_failures_firs
 
 def test_failing_attempts_show_the_diff_as_a_table_with_the_differing_columns_marked(runs):
     _, cand, _ = runs
-    failing = next(r for r in cand if r.reward == 0 and any(e.get("columns") for e in r.verdict["diff"]))
+    failing = next(r for r in cand if r.reward == 0 and any(e.get("columns") for e in r.verdict.diff))
     page = render([r for r in cand if r.task_id == failing.task_id], "t")
-    entry = next(e for e in failing.verdict["diff"] if e.get("columns"))
+    entry = next(e for e in failing.verdict.diff if e.get("columns"))
     for col in entry["columns"]:
         assert f"<th class='chg'>{col}</th>" in page
     assert "<table class='diff'>" in page and "all " in page and " columns</summary>" in page
@@ -119,11 +119,11 @@ def test_hostile_strings_in_records_are_text(runs):
     r = next(r for r in cand if r.reward == 0).model_copy(deep=True)
     evil = "<script>alert(1)</script>"
     r.trajectory["messages"].append({"role": "assistant", "content": evil, "tool_calls": [{"function": {"name": evil, "arguments": evil}}]})
-    r.verdict["diff"] = [{"table": evil, "key": [evil], "problem": evil, "expected": {evil: evil}, "actual": {evil: 1}, "columns": {evil: {}}}]
+    r.verdict.diff = [{"table": evil, "key": [evil], "problem": evil, "expected": {evil: evil}, "actual": {evil: 1}, "columns": {evil: {}}}]
     page = render([r], "t")
     assert evil not in page and "&lt;script&gt;" in page
-    r.verdict["diff"] = {"not": "a list"}  # a diff of another shape is shown as JSON, not a crash
-    assert "&quot;not&quot;" in render([r], "t")
+    with pytest.raises(ValueError, match="diff"):  # a diff of another shape is refused where it is made (or read), not drawn
+        r.verdict.diff = {"not": "a list"}
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (.ci/run installs it)")
@@ -169,13 +169,13 @@ def test_blame_rows_are_tables_of_golden_and_got_with_the_changed_columns_marked
 
     _, cand, _ = runs
     blamed = next(
-        r for r in cand if r.reward == 0 and any(row.get("golden") and row.get("got") for row in (r.verdict.get("blame") or {}).get("rows") or [])
+        r for r in cand if r.reward == 0 and any(row.get("golden") and row.get("got") for row in (r.verdict.blame.rows if r.verdict.blame else []))
     )
     page = render([blamed], "t")
     assert html.escape('"golden":') not in page and html.escape('"got":') not in page  # no raw JSON of the rows
     blame = page[page.index("<div class='blame'>") :]
     blame = blame[: blame.index("</div>", blame.index("<table class='diff'>"))]  # the blame and its first table
-    row = next(row for row in blamed.verdict["blame"]["rows"] if row.get("golden") and row.get("got"))
+    row = next(row for row in blamed.verdict.blame.rows if row.get("golden") and row.get("got"))
     assert html.escape(f"{row['table']} {json.dumps(row['key'])}: {row['problem']}") in page
     changed = [c for c in row["golden"] if row["golden"].get(c) != row["got"].get(c)]
     assert changed and all(f"<th class='chg'>{c}</th>" in page for c in changed)

@@ -16,10 +16,10 @@ from groundstate.agents.user_audit import (
     UserAudit,
     UserSimulatorFault,
     fact_tokens,
-    fault_kind,
     find_fault,
     user_facts,
 )
+from groundstate.worlds.attempt import error_kind
 from groundstate.worlds.domain import iter_tasks, load_domain
 
 
@@ -176,12 +176,10 @@ def test_fact_tokens_mask_dates_times_amounts_and_years():
     assert [t.shape for t in fact_tokens(text)] == ["#999", "E99999", "9AAAAA", "999-9999"]
 
 
-def test_a_fault_names_its_kind_in_a_fixed_prefix():
+def test_a_fault_says_its_kind_in_its_type_and_its_text():
     e = UserSimulatorFault("premature_stop", "the user ended the conversation")
-    assert str(e).startswith(f"{FAULT_PREFIX} (premature_stop): ")
-    assert fault_kind(str(e)) == "premature_stop"
-    assert fault_kind("EndpointError: user simulator completion on m@u: gave up") is None
-    assert fault_kind(f"{FAULT_PREFIX} (made_up): x") is None and fault_kind(None) is None
+    assert str(e).startswith(f"{FAULT_PREFIX} (premature_stop): ") and e.kind == "premature_stop"
+    assert error_kind(e) == "user_fault"
 
 
 def test_llm_users_are_audited_by_default_and_scripted_users_never(leave):
@@ -347,7 +345,7 @@ def test_a_failing_agent_cannot_turn_its_failure_into_a_repairable_system_error(
     assert closed.system_error is None and closed.reward == 0, closed
     assert any("provoked" in r and "premature_stop" in r for r in closed.reasons), closed.reasons
     fair = attempt(Gamer("Could you confirm your work email address?"), Says())
-    assert fair.system_error is not None and fault_kind(fair.system_error) == "premature_stop", fair
+    assert fair.system_error is not None and (fair.error_kind, fair.fault) == ("user_fault", "premature_stop"), fair
 
 
 # -- the audit reads a hostile reply in linear time (#32 item 14) ---------------------------------------------------
@@ -501,5 +499,5 @@ def test_a_flood_after_a_message_that_is_not_plain_is_provoked(leave, agent, pro
         assert verdict.system_error is None and verdict.reward == 0, verdict
         assert any("overlong_reply the agent provoked" in r for r in verdict.reasons), verdict.reasons
     else:
-        assert fault_kind(verdict.system_error) == "overlong_reply", verdict
+        assert (verdict.error_kind, verdict.fault) == ("user_fault", "overlong_reply"), verdict
     assert sum(map(len, verdict.reasons)) < 2_000  # the flood is quoted, never kept

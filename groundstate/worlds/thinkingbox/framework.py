@@ -132,22 +132,24 @@ async def run_test_function(
     pos = stdout.rfind(b"\0")
     if pos == -1:
         return system_error(
-            f"ThinkingBox's test worker returned no result for {case.uid} (exit {proc.returncode}): {stderr.decode(errors='replace')[-1500:]}"
+            f"ThinkingBox's test worker returned no result for {case.uid} (exit {proc.returncode}): {stderr.decode(errors='replace')[-1500:]}",
+            "infrastructure",
         )
     try:
         result = json.loads(stdout[pos + 1 :])
     except json.JSONDecodeError as e:
-        return system_error(f"ThinkingBox's test worker returned malformed JSON for {case.uid}: {e}")
+        return system_error(f"ThinkingBox's test worker returned malformed JSON for {case.uid}: {e}", "infrastructure")
     where = f"line {result.get('lineno', -1)}: {result.get('line_content', '').strip()}"
     if result.get("is_system_error"):
-        return system_error(f"the test function of {case.uid} raised ({where})\n{result.get('tb', '')[-1500:]}")
+        return system_error(f"the test function of {case.uid} raised ({where})\n{result.get('tb', '')[-1500:]}", "grader")
     if result.get("result") is False:
         return Verdict(reward=0, state_reward=0, reasons=[f"test function failed at {where}", str(result.get("tb", ""))[-1500:]])
     reward = result.get("reward")
     if result.get("result") is not True or not _is_exactly(reward, 0, 1):
         return system_error(
             f"the test function of {case.uid} returned reward {reward!r} (result {result.get('result')!r}): "
-            "only 1 (or True) passes and 0 (or False) fails; anything else cannot be scored"
+            "only 1 (or True) passes and 0 (or False) fails; anything else cannot be scored",
+            "grader",
         )
     if reward == 0:
         return Verdict(reward=0, state_reward=0, reasons=[f"the test function of {case.uid} returned reward {reward!r}"])

@@ -39,20 +39,22 @@ def hash_verdict(effects: dict[str, dict[str, Any]]) -> Verdict:
     error: there is nothing to compare, which must never read as a pass.
     """
     if not effects:
-        return system_error("no server returned effects: there is no final state to check")
+        return system_error("no server returned effects: there is no final state to check", "infrastructure")
     reasons: list[str] = []
     diff: list[dict[str, Any]] = []
     for server, eff in effects.items():
         missing = [k for k in ("result_db_hash", "golden_db_hash") if not isinstance(eff.get(k), str)]
         if missing:
             return system_error(
-                f"server {server!r} returned effects without {' and '.join(missing)}: it does not follow the benchmark's hash convention"
+                f"server {server!r} returned effects without {' and '.join(missing)}: it does not follow the benchmark's hash convention",
+                "infrastructure",
             )
         malformed = [f"{k}={eff[k][:80]!r}" for k in ("result_db_hash", "golden_db_hash") if not HASH_PATTERN.fullmatch(eff[k])]
         if malformed:
             return system_error(
                 f"server {server!r} returned malformed effects ({', '.join(malformed)}): a database hash "
-                "must be a non-empty digest of at most 512 characters [0-9A-Za-z+/=_:.-]"
+                "must be a non-empty digest of at most 512 characters [0-9A-Za-z+/=_:.-]",
+                "infrastructure",
             )
         if eff["result_db_hash"] != eff["golden_db_hash"]:
             items = eff.get("diff") if isinstance(eff.get("diff"), list) else []
