@@ -371,3 +371,62 @@ def certify(
             if on_done:
                 on_done(cert)
     return out
+
+
+@dataclass(frozen=True)
+class CertifyJob:
+    """What `groundstate tasks certify` asks of `certify_suite`; these defaults are the command's."""
+
+    concurrency: int = 0  # tasks certified at once; 0: 1 on SQLite alone, 8 with a server backend
+    out: Path | None = None  # also write every certificate here, as JSON (with the suite's totals)
+
+
+@dataclass
+class CertifiedSuite:
+    """`certify_suite`'s answer: the certificates in the tasks' order and the totals (`summary`, with `reused`: how
+    many certificates were kept from the earlier file)."""
+
+    certificates: list[Certificate]
+    totals: dict[str, Any]
+
+
+class CertifyRefused(ValueError):
+    """The suite was not certified: an `--out` that cannot be written, a judge that cannot answer (said before any task)."""
+
+
+def certify_suite(
+    pairs: list[tuple[Task, Domain]],
+    backends: list[Backend],
+    job: CertifyJob = CertifyJob(),
+    judge: Judge | None = None,
+    previous: dict[str, Certificate] | None = None,
+    on_done: Callable[[Certificate], None] | None = None,
+) -> CertifiedSuite:
+    """`certify` at the job's concurrency, the certificates written to `job.out` where one is given. Before any task:
+    `CertifyRefused` for an `out` that cannot be written, or a judge that cannot answer one rubric question while a task
+    has rubrics; `TaskFileError` for a domain file a backend rejects."""
+    if job.out:
+        try:
+            job.out.parent.mkdir(parents=True, exist_ok=True)
+            existed = job.out.exists()
+            with job.out.open("a"):
+                pass
+            if not existed:
+                job.out.unlink()
+        except OSError as e:
+            raise CertifyRefused(f"--out {job.out}: {e.strerror or e}") from None
+    if judge is not None and any(t.rubrics for t, _ in pairs):  # a dead or wrong judge is said once, before any attempt
+        try:
+            judge.judge_rubric("Does the reply say hello?", "Hello.")
+        except Exception as e:  # noqa: BLE001 - EndpointError, JudgeError: the judge cannot answer
+            raise CertifyRefused(f"--judge {judge.spec}: {e}") from None
+    workers = job.concurrency or (8 if any(b.name == "postgres" for b in backends) else 1)
+    certs = certify(pairs, backends, workers=workers, on_done=on_done, judge=judge, previous=previous)
+    totals = summary(certs)
+    totals["reused"] = sum(previous is not None and previous.get(c.task_id) is c for c in certs)
+    if job.out:
+        try:
+            job.out.write_text(json.dumps({**totals, "per_task": [c.to_json() for c in certs]}, indent=1, default=str))
+        except OSError as e:
+            raise CertifyRefused(f"--out {job.out}: {e.strerror or e}") from None
+    return CertifiedSuite(certs, totals)

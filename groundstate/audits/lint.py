@@ -18,8 +18,10 @@ each attempt owns its environment.
 from __future__ import annotations
 
 import asyncio
+import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from groundstate.agents.scripted import ScriptedAgent, ScriptedUser, make_scripted_agent
@@ -186,3 +188,22 @@ def lint(
             if on_done:
                 on_done(r)
     return LintReport(backend.name, [results[t.id] for t, _ in tasks])
+
+
+@dataclass(frozen=True)
+class LintJob:
+    """What `groundstate tasks lint` asks of `lint_suite`; these defaults are the command's."""
+
+    concurrency: int = 0  # tasks linted at once; 0: 1 on SQLite, 8 on a server backend (whose calls wait on the server)
+    out: Path | None = None  # also write the whole report (`LintReport.to_json`) here
+
+
+def lint_suite(
+    tasks: list[tuple[Task, Domain]], backend: Backend, job: LintJob = LintJob(), on_done: Callable[[TaskLint], None] | None = None
+) -> LintReport:
+    """`lint` at the job's concurrency, its report written to `job.out` where one is given."""
+    report = lint(tasks, backend, workers=job.concurrency or (1 if backend.name == "sqlite" else 8), on_done=on_done)
+    if job.out:
+        job.out.parent.mkdir(parents=True, exist_ok=True)
+        job.out.write_text(json.dumps(report.to_json(), indent=1, default=str))
+    return report

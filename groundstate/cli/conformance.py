@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from groundstate.cli import options as opts
-from groundstate.cli.common import console, fail, out, progress, select
+from groundstate.cli.common import console, fail, open_backend, out, progress, select
 
 
 def conformance_command(
@@ -23,22 +23,15 @@ def conformance_command(
 ) -> None:
     """Play gold, no-op and every lint mutant of each task through each adapter and through `groundstate run`; list mismatches."""
     from groundstate.integrations.conformance import ADAPTERS, conformance
-    from groundstate.state import make_backend
 
     wanted = [a.strip() for a in adapters.split(",") if a.strip()] if adapters else list(ADAPTERS)
     pairs = select(tasks, run=False)
-    try:
-        be = make_backend(backend, pg_dsn)
-    except ValueError as e:
-        fail(f"--backend: {e}")
-    try:
-        with progress() as bars:
-            bar = bars.add_task(f"conformance ({be.name})", total=len(pairs), status="")
+    with open_backend(backend, pg_dsn) as be, progress() as bars:
+        bar = bars.add_task(f"conformance ({be.name})", total=len(pairs), status="")
+        try:
             report = conformance(pairs, be, wanted, on_task=lambda t: bars.update(bar, advance=1, status=t.id))
-    except ValueError as e:
-        fail(str(e))
-    finally:
-        be.close()
+        except ValueError as e:
+            fail(str(e))
     data = report.to_json()
     if out_file:
         out_file.parent.mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,7 @@ from rich.table import Table
 from groundstate.cli import options as opts
 from groundstate.cli.common import console, fail, out, read_run
 from groundstate.jsontext import finite
+from groundstate.stats.power import PowerPlan, PowerQuestion
 
 
 def _pct(x: float | None) -> str:
@@ -26,9 +27,11 @@ def _count(x: int | None) -> str:
 
 def power_command(
     base: Path = typer.Argument(..., help="Results JSONL of the base run."),
-    lift: float = opts.number(0.03, "--lift", lo=0, hi=1, lo_open=True, hi_open=True, help="pass@1 lift to detect, absolute (0.03: three points)."),
+    lift: float = opts.number(
+        PowerQuestion.lift, "--lift", lo=0, hi=1, lo_open=True, hi_open=True, help="pass@1 lift to detect, absolute (0.03: three points)."
+    ),
     kk_lift: float = opts.number(
-        0.05,
+        PowerQuestion.kk_lift,
         "--kk-lift",
         lo=0,
         hi=1,
@@ -36,8 +39,10 @@ def power_command(
         hi_open=True,
         help="Change in Observed k/k to detect: the absolute change in the fraction of tasks passing all k attempts.",
     ),
-    alpha: float = opts.number(0.05, "--alpha", lo=0, hi=1, lo_open=True, hi_open=True, help="Two-sided significance level of the paired test."),
-    power: float = opts.number(0.8, "--power", lo=0, hi=1, lo_open=True, hi_open=True, help="Chance the test detects the lift."),
+    alpha: float = opts.number(
+        PowerQuestion.alpha, "--alpha", lo=0, hi=1, lo_open=True, hi_open=True, help="Two-sided significance level of the paired test."
+    ),
+    power: float = opts.number(PowerQuestion.power, "--power", lo=0, hi=1, lo_open=True, hi_open=True, help="Chance the test detects the lift."),
     k: Optional[str] = typer.Option(None, "--k", help="Attempts per task to tabulate, comma-separated (default: 1,2,4,8,16,32 and the run's n)."),
     tasks_available: Optional[int] = opts.count(
         None, "--tasks-available", lo=2, help="Tasks there are to draw from (default: the run's): designs needing more are marked out of reach."
@@ -58,14 +63,19 @@ def power_command(
         fail(str(e))
     records = read_run(base)
     try:
-        p = plan(records, lift, kk_lift, alpha, power, ks, allow_incomplete, tasks_available)
+        p = plan(records, **asdict(PowerQuestion(lift, kk_lift, alpha, power, ks, allow_incomplete, tasks_available)))
     except UnreachableLift as e:
         fail(f"--lift {lift}: {e}")
     except ValueError as e:
         fail(str(e), 1)
     if as_json:
         out.print_json(data=finite(asdict(p)), allow_nan=False)
-        return
+    else:
+        _print_plan(p, base)
+
+
+def _print_plan(p: PowerPlan, base: Path) -> None:
+    """The base run's rates, what its design detects, what the lift needs, the table of designs, the model and notes."""
     out.print(
         f"{escape(str(base))}: {p.tasks} tasks × n={p.n}, pass@1 {p.base_pass_at_1:.2%}, Observed {p.n}/{p.n} "
         f"{p.base_observed_k_of_k_rate:.2%} · two-sided α = {p.alpha:g}, power {p.power:.0%}"

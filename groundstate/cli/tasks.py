@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import ExitStack, nullcontext
 from pathlib import Path
 from typing import Optional
 
@@ -11,9 +12,13 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
+from groundstate.audits.certify import CertifiedSuite, CertifyJob
+from groundstate.audits.lint import LintJob, LintReport
 from groundstate.cli import options as opts
-from groundstate.cli.common import console, fail, load_domains, load_one_domain, out, progress, renamed, select
-from groundstate.tasks import TaskFileError
+from groundstate.cli.common import console, fail, load_domains, message_of, open_backend, out, progress, renamed, select
+from groundstate.pipeline.catalog import GenerateJob
+from groundstate.tasks import Task, TaskFileError
+from groundstate.types import Domain
 
 app = typer.Typer(help="Inspect and check tasks.", no_args_is_help=True)
 
@@ -27,63 +32,67 @@ def tasks_lint(
     backend: str = opts.Backend,
     pg_dsn: Optional[str] = opts.PgDsn,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
-    out_file: Optional[Path] = opts.file_out(None, "--out", help="Also write the full per-task report as JSON here."),
-    concurrency: int = opts.count(0, "--concurrency", "-c", lo=0, help="Tasks checked at once (default, 0: 1 on sqlite, 8 on postgres)."),
+    out_file: Optional[Path] = opts.file_out(LintJob.out, "--out", help="Also write the full per-task report as JSON here."),
+    concurrency: int = opts.count(
+        LintJob.concurrency, "--concurrency", "-c", lo=0, help="Tasks checked at once (default, 0: 1 on sqlite, 8 on postgres)."
+    ),
 ) -> None:
     """Gold must pass, no-op must fail, and mutants of the gold solution must be killed."""
-    from groundstate.audits.lint import lint
-    from groundstate.state import make_backend
+    from groundstate.audits.lint import lint_suite
 
     pairs = select(tasks, tb_servers, tb_no_sources) if tasks else load_domains(domain)
-    try:
-        be = make_backend(backend, pg_dsn)
-    except ValueError as e:
-        fail(f"--backend: {e}")
-    workers = concurrency or (1 if be.name == "sqlite" else 8)
-    try:
-        with progress() as bar_progress:
-            bar = bar_progress.add_task(f"lint ({be.name})", total=len(pairs), status="")
-            report = lint(pairs, be, workers=workers, on_done=lambda r: bar_progress.update(bar, advance=1, status=r.task_id))
-    except TaskFileError as e:  # a domain file the backend rejects (a schema PostgreSQL refuses)
-        fail(str(e))
-    finally:
-        be.close()
-    summary = report.summary()
-    if out_file:
-        out_file.parent.mkdir(parents=True, exist_ok=True)
-        out_file.write_text(json.dumps(report.to_json(), indent=1, default=str))
+    with open_backend(backend, pg_dsn) as be, progress() as bars:
+        bar = bars.add_task(f"lint ({be.name})", total=len(pairs), status="")
+        try:
+            report = lint_suite(pairs, be, LintJob(concurrency, out_file), on_done=lambda r: bars.update(bar, advance=1, status=r.task_id))
+        except TaskFileError as e:  # a domain file the backend rejects (a schema PostgreSQL refuses)
+            fail(str(e))
     if as_json:
-        out.print_json(data=summary)
+        out.print_json(data=report.summary())
     else:
-        table = Table(title=f"tasks lint · {be.name}")
-        table.add_column("task", no_wrap=True)  # whole: two tasks must never look the same
-        for col in ("gold", "no-op", "mutants killed", "equivalent", "problems"):
-            table.add_column(col)
-        for t in report.tasks:
-            table.add_row(
-                escape(t.task_id),
-                "pass" if t.gold_pass else "[red]FAIL[/red]",
-                "fail" if t.noop_fail else "[red]PASS[/red]",
-                f"{t.killed}/{t.counted}",
-                str(len(t.mutants) - t.counted),
-                f"[red]{len(t.problems)}[/red]" if t.problems else "",
-            )
-        out.print(table)
-        for t in report.tasks:  # in full, below the table: the real error (a ZeroDivisionError) must not be cut off
-            for problem in t.problems:
-                out.print(f"[red]problem[/red] {escape(t.task_id)}: {escape(problem)}")
-        for s in summary["survivors"]:
-            out.print(f"[yellow]survivor[/yellow] {escape(s['task_id'])}: {escape(str(s['mutant']))} — {escape(str(s['reason']))}")
-        n = summary["tasks"]
-        out.print(
-            f"{n} tasks on {be.name}: gold pass {summary['gold_pass']}/{n}, no-op fail {summary['noop_fail']}/{n}, "
-            f"mutants killed {summary['mutants_killed']}/{summary['mutants']} ({summary['mutant_kill_rate']:.1%}), "
-            f"{summary['mutants_equivalent']} equivalent"
-        )
+        _print_lint(report)
     if out_file:
         console.print(f"report written to {out_file}", markup=False)
     if not report.ok:
         raise typer.Exit(1)
+
+
+def _print_lint(report: LintReport) -> None:
+    """The lint table, each problem and survivor in full below it, and the totals line."""
+    summary = report.summary()
+    table = Table(title=f"tasks lint · {report.backend}")
+    table.add_column("task", no_wrap=True)  # whole: two tasks must never look the same
+    for col in ("gold", "no-op", "mutants killed", "equivalent", "problems"):
+        table.add_column(col)
+    for t in report.tasks:
+        table.add_row(
+            escape(t.task_id),
+            "pass" if t.gold_pass else "[red]FAIL[/red]",
+            "fail" if t.noop_fail else "[red]PASS[/red]",
+            f"{t.killed}/{t.counted}",
+            str(len(t.mutants) - t.counted),
+            f"[red]{len(t.problems)}[/red]" if t.problems else "",
+        )
+    out.print(table)
+    for t in report.tasks:  # in full, below the table: the real error (a ZeroDivisionError) must not be cut off
+        for problem in t.problems:
+            out.print(f"[red]problem[/red] {escape(t.task_id)}: {escape(problem)}")
+    for s in summary["survivors"]:
+        out.print(f"[yellow]survivor[/yellow] {escape(s['task_id'])}: {escape(str(s['mutant']))} — {escape(str(s['reason']))}")
+    n = summary["tasks"]
+    out.print(
+        f"{n} tasks on {report.backend}: gold pass {summary['gold_pass']}/{n}, no-op fail {summary['noop_fail']}/{n}, "
+        f"mutants killed {summary['mutants_killed']}/{summary['mutants']} ({summary['mutant_kill_rate']:.1%}), "
+        f"{summary['mutants_equivalent']} equivalent"
+    )
+
+
+Reuse = typer.Option(
+    None,
+    "--reuse",
+    dir_okay=False,
+    help="An earlier --out file, a cache (not evidence): keep each certified certificate whose task, domain, checking code, backends and judge are unchanged as the file says them (counts that cannot be are refused; the rest is believed); certify the rest.",
+)
 
 
 @app.command("certify", cls=renamed({"--workers": "--concurrency"}))
@@ -97,22 +106,18 @@ def tasks_certify(
     ),
     pg_dsn: Optional[str] = opts.PgDsn,
     as_json: bool = typer.Option(False, "--json", help="Print the suite's summary as one JSON object instead of tables."),
-    out_file: Optional[Path] = opts.file_out(None, "--out", help="Also write every certificate as JSON here."),
-    concurrency: int = opts.count(0, "--concurrency", "-c", lo=0, help="Tasks certified at once (default, 0: 1 on sqlite alone, 8 with postgres)."),
+    out_file: Optional[Path] = opts.file_out(CertifyJob.out, "--out", help="Also write every certificate as JSON here."),
+    concurrency: int = opts.count(
+        CertifyJob.concurrency, "--concurrency", "-c", lo=0, help="Tasks certified at once (default, 0: 1 on sqlite alone, 8 with postgres)."
+    ),
     judge: Optional[str] = typer.Option(
         None, "--judge", help="openai:MODEL\\[@URL]: judge the replies of rubric tasks (the gold reply must pass, a reply that states nothing fail)."
     ),
-    reuse: Optional[Path] = typer.Option(
-        None,
-        "--reuse",
-        dir_okay=False,
-        help="An earlier --out file, a cache (not evidence): keep each certified certificate whose task, domain, checking code, backends and judge are unchanged as the file says them (counts that cannot be are refused; the rest is believed); certify the rest.",
-    ),
+    reuse: Optional[Path] = Reuse,
 ) -> None:
     """A certificate per task: gold, no-op, mutants, alternative solutions, reward hacks, SQLite = PostgreSQL, content hashes."""
-    from groundstate.audits.certify import certify, load_certificates, summary
+    from groundstate.audits.certify import CertifyRefused, certify_suite, load_certificates
     from groundstate.grading.judge import make_judge
-    from groundstate.state import make_backend
 
     pairs = select(tasks, tb_servers, tb_no_sources) if tasks else load_domains(domain)
     try:
@@ -123,94 +128,35 @@ def tasks_certify(
         previous = load_certificates(reuse) if reuse else None
     except TaskFileError as e:
         fail(f"--reuse: {e}")
-    if out_file:  # a path that cannot be written is said now, not after the whole run
-        try:
-            out_file.parent.mkdir(parents=True, exist_ok=True)
-            existed = out_file.exists()
-            with out_file.open("a"):
-                pass
-            if not existed:
-                out_file.unlink()
-        except OSError as e:
-            fail(f"--out {out_file}: {e.strerror or e}")
-    if the_judge is not None and any(t.rubrics for t, _ in pairs):  # a dead or wrong judge is said once, before any attempt
-        try:
-            the_judge.judge_rubric("Does the reply say hello?", "Hello.")
-        except Exception as e:  # noqa: BLE001 - EndpointError, JudgeError: the judge cannot answer
-            fail(f"--judge {judge}: {e}")
-    backends = []
-    try:
-        for name in dict.fromkeys(backend):
-            try:
-                backends.append(make_backend(name, pg_dsn))
-            except ValueError as e:
-                fail(f"--backend {name}: {e}")
-        workers = concurrency or (8 if any(b.name == "postgres" for b in backends) else 1)
+    with ExitStack() as stack:
+        backends = [stack.enter_context(open_backend(name, pg_dsn, label=f"--backend {name}")) for name in dict.fromkeys(backend)]
         names = " = ".join(b.name for b in backends)
-        with progress() as bar_progress:
-            bar = bar_progress.add_task(f"certify ({names})", total=len(pairs), status="")
-            certs = certify(
+        bars = stack.enter_context(progress())
+        bar = bars.add_task(f"certify ({names})", total=len(pairs), status="")
+        try:
+            suite = certify_suite(
                 pairs,
                 backends,
-                workers=workers,
-                on_done=lambda c: bar_progress.update(bar, advance=1, status=c.task_id),
-                judge=the_judge,
-                previous=previous,
+                CertifyJob(concurrency, out_file),
+                the_judge,
+                previous,
+                on_done=lambda c: bars.update(bar, advance=1, status=c.task_id),
             )
-    except TaskFileError as e:  # a domain file a backend rejects
-        fail(str(e))
-    finally:
-        for b in backends:
-            b.close()
-    totals = summary(certs)
-    totals["reused"] = sum(previous is not None and previous.get(c.task_id) is c for c in certs)
-    if out_file:
-        try:
-            out_file.write_text(json.dumps({**totals, "per_task": [c.to_json() for c in certs]}, indent=1, default=str))
-        except OSError as e:
-            fail(f"--out {out_file}: {e.strerror or e}")
+        except (CertifyRefused, TaskFileError) as e:  # an --out or a judge refused before any task; a domain file a backend rejects
+            fail(str(e))
     if as_json:
-        out.print_json(data=totals)
+        out.print_json(data=suite.totals)
     else:
-        # short headers, said in full in the caption, so that 80 columns hold them whole beside whole ids; whether a task
-        # is certified is the lines below (each uncertified task, with why) and the totals line
-        both = " = " in names  # two backends: a column says whether they gave the same verdicts
-        table = Table(
-            title=f"tasks certify · {names}",
-            caption="mutants killed/counted · alternative solutions accepted/tried · reward hacks passed/tried (0 is right)"
-            + (f" · =: {names} gave the same verdicts" if both else "")
-            + " · a task not certified is named below, with why",
-            box=box.SIMPLE_HEAD,
-            show_edge=False,
-            pad_edge=False,
-            collapse_padding=True,
-        )
-        # the one column that may give way: an id too long for the terminal folds onto a second line, never cut with "…"
-        table.add_column("task", overflow="fold")
-        for col in ("gold", "no-op", "mutants", "alts", "hacks", *(["="] if both else [])):
-            table.add_column(col, no_wrap=True, min_width=max(len(col), 3))
-        for c in certs:
-            # a world outside the backends (ThinkingBox) has no parity to check: "—", not a red NO
-            parity = ["—" if c.sqlite_equals_postgres is None else "yes" if c.sqlite_equals_postgres else "[red]NO[/red]"] if both else []
-            table.add_row(
-                escape(c.task_id),
-                "pass" if c.gold_pass else "[red]FAIL[/red]",
-                "fail" if c.noop_fail else "[red]PASS[/red]",
-                f"{c.mutants_killed}/{c.mutants_counted}",
-                f"{c.alternatives_accepted}/{c.alternatives_tried}",  # invalid ones: in the totals line and `tasks show`
-                f"{c.hacks_passed}/{c.hacks_tried}",
-                *parity,
-            )
-        out.print(table)
-        for bad in totals["not_certified"]:
-            out.print(
-                f"[red]not certified[/red] {escape(bad['task_id'])}: {escape(json.dumps({k: v for k, v in bad.items() if v and k != 'task_id'}))}"
-            )
-        out.print(
-            f"{totals['certified']}/{totals['tasks']} tasks certified on {names}: alternatives accepted {totals['alternatives_accepted']}/"
-            f"{totals['alternatives_tried']} ({totals['alternatives_invalid']} invalid), hacks passed {totals['hacks_passed']}/{totals['hacks_tried']}, "
-            f"mutants killed {totals['mutants_killed']}/{totals['mutants']}"
-        )
+        _print_certificates(suite, names)
+    _print_certify_notes(suite.totals, reuse)
+    if out_file:
+        console.print(f"certificates written to {out_file}", markup=False)
+    if suite.totals["certified"] != suite.totals["tasks"]:
+        raise typer.Exit(1)
+
+
+def _print_certify_notes(totals: dict, reuse: Path | None) -> None:
+    """On stderr, also with --json: rubric replies left unjudged or failed, certificates reused."""
     if totals["replies_unjudged"]:
         console.print(f"{totals['replies_unjudged']} rubric task(s): replies unjudged, the final state certified only (give --judge to judge them)")
     failed_replies = totals["rubric_tasks"] - totals["replies_judged"] - totals["replies_unjudged"]
@@ -218,10 +164,48 @@ def tasks_certify(
         console.print(f"{failed_replies} rubric task(s): the reply checks failed (see `reply` in their certificates)")
     if reuse:
         console.print(f"{totals['reused']} of {totals['tasks']} certificates reused from {reuse}; the rest certified anew", markup=False)
-    if out_file:
-        console.print(f"certificates written to {out_file}", markup=False)
-    if totals["certified"] != totals["tasks"]:
-        raise typer.Exit(1)
+
+
+def _print_certificates(suite: CertifiedSuite, names: str) -> None:
+    """The certificates' table, each uncertified task with why, and the totals line."""
+    certs, totals = suite.certificates, suite.totals
+    # short headers, said in full in the caption, so that 80 columns hold them whole beside whole ids; whether a task
+    # is certified is the lines below (each uncertified task, with why) and the totals line
+    both = " = " in names  # two backends: a column says whether they gave the same verdicts
+    table = Table(
+        title=f"tasks certify · {names}",
+        caption="mutants killed/counted · alternative solutions accepted/tried · reward hacks passed/tried (0 is right)"
+        + (f" · =: {names} gave the same verdicts" if both else "")
+        + " · a task not certified is named below, with why",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    # the one column that may give way: an id too long for the terminal folds onto a second line, never cut with "…"
+    table.add_column("task", overflow="fold")
+    for col in ("gold", "no-op", "mutants", "alts", "hacks", *(["="] if both else [])):
+        table.add_column(col, no_wrap=True, min_width=max(len(col), 3))
+    for c in certs:
+        # a world outside the backends (ThinkingBox) has no parity to check: "—", not a red NO
+        parity = ["—" if c.sqlite_equals_postgres is None else "yes" if c.sqlite_equals_postgres else "[red]NO[/red]"] if both else []
+        table.add_row(
+            escape(c.task_id),
+            "pass" if c.gold_pass else "[red]FAIL[/red]",
+            "fail" if c.noop_fail else "[red]PASS[/red]",
+            f"{c.mutants_killed}/{c.mutants_counted}",
+            f"{c.alternatives_accepted}/{c.alternatives_tried}",  # invalid ones: in the totals line and `tasks show`
+            f"{c.hacks_passed}/{c.hacks_tried}",
+            *parity,
+        )
+    out.print(table)
+    for bad in totals["not_certified"]:
+        out.print(f"[red]not certified[/red] {escape(bad['task_id'])}: {escape(json.dumps({k: v for k, v in bad.items() if v and k != 'task_id'}))}")
+    out.print(
+        f"{totals['certified']}/{totals['tasks']} tasks certified on {names}: alternatives accepted {totals['alternatives_accepted']}/"
+        f"{totals['alternatives_tried']} ({totals['alternatives_invalid']} invalid), hacks passed {totals['hacks_passed']}/{totals['hacks_tried']}, "
+        f"mutants killed {totals['mutants_killed']}/{totals['mutants']}"
+    )
 
 
 @app.command("generate")
@@ -229,31 +213,23 @@ def tasks_generate(
     domain: Optional[list[str]] = typer.Option(
         None, "--domain", "-d", help="Domain name or folder (repeatable; default: every bundled domain with a generator)."
     ),
-    check: bool = typer.Option(False, "--check", help="Only verify that the checked-in files are reproduced exactly (exit 1 if not)."),
+    check: bool = typer.Option(GenerateJob.check, "--check", help="Only verify that the checked-in files are reproduced exactly (exit 1 if not)."),
 ) -> None:
     """Regenerate task files from each domain's seeded generator (byte-identical for unchanged generators)."""
-    from groundstate.worlds.domain import bundled_domains, render_generated_tasks
+    from groundstate.pipeline.catalog import generate_task_files
 
-    names = domain or [d for d in bundled_domains() if (load_one_domain(d).path / "taskgen.py").exists()]
-    stale = []
-    for name in names:
-        dom = load_one_domain(name)
-        if not (dom.path / "taskgen.py").exists():
-            fail(f"domain {name!r} has no task generator: {dom.path / 'taskgen.py'} is missing")
-        path, text = render_generated_tasks(dom)
-        current = path.read_text(encoding="utf-8") if path.exists() else None
-        if check:
-            if current != text:
-                stale.append(str(path))
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        console.print(f"{name}: {text.count(chr(10) + '- id: ')} tasks written to {path}", markup=False)
+    def written(name: str, path: Path, n: int) -> None:
+        console.print(f"{name}: {n} tasks written to {path}", markup=False)
+
+    try:
+        done = generate_task_files(GenerateJob(tuple(domain or ()), check), on_written=written)
+    except (TaskFileError, KeyError, ValueError) as e:
+        fail(message_of(e))
     if check:
-        if stale:
-            console.print("[red]out of date:[/red] " + ", ".join(stale))
+        if done.stale:
+            console.print("[red]out of date:[/red] " + ", ".join(done.stale))
             raise typer.Exit(1)
-        console.print(f"{len(names)} task files reproduced exactly")
+        console.print(f"{len(done.domains)} task files reproduced exactly")
 
 
 SPLITS = ("pool", "bench")
@@ -276,22 +252,12 @@ def tasks_list(
 ) -> None:
     """Every task's id with its domain, split, family and gold calls (--json adds template and tags); then counts per domain, split and family.
     `groundstate tasks show ID` prints one task in full."""
+    from groundstate.pipeline.catalog import count_tasks
+
     pairs = _tasks_for(tasks, domain, split)
     if as_json:
-        out.print_json(
-            data=[
-                {
-                    "id": t.id,
-                    "domain": t.domain,
-                    "split": t.split,
-                    "family": t.family,
-                    "template": t.template,
-                    "gold_calls": len(t.gold),
-                    "tags": t.tags,
-                }
-                for t, _ in pairs
-            ]
-        )
+        keys = ("id", "domain", "split", "family", "template")
+        out.print_json(data=[{**{k: getattr(t, k) for k in keys}, "gold_calls": len(t.gold), "tags": t.tags} for t, _ in pairs])
         return
     if not pairs:
         fail("no tasks match" + (f" --split {split}" if split else "") + (f" in --tasks {tasks}" if tasks else ""), 1)
@@ -303,13 +269,10 @@ def tasks_list(
         for t, _ in pairs:
             table.add_row(escape(t.id), escape(t.domain), t.split or "", escape(t.family), str(len(t.gold)))
         out.print(table)
-    counts: dict[tuple[str, str, str], int] = {}
-    for t, _ in pairs:
-        counts[(t.domain, t.split or "", t.family)] = counts.get((t.domain, t.split or "", t.family), 0) + 1
     table = Table(title=f"{len(pairs)} tasks by domain, split and family")
     for col in ("domain", "split", "family", "tasks"):
         table.add_column(col)
-    for (d, s, f), n in sorted(counts.items()):
+    for (d, s, f), n in count_tasks(pairs).items():
         table.add_row(escape(d), s, escape(f), str(n))
     out.print(table)
 
@@ -325,35 +288,30 @@ def tasks_show(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (the task as its file holds it, and its certificate)."),
 ) -> None:
     """One task in full: instruction, user, data patch, gold solution, checks, rubrics, limits, and with --certify its certificate."""
-    import difflib
-    from dataclasses import asdict
+    from groundstate.pipeline.catalog import NoSuchTask, show_task
 
     pairs = _tasks_for(tasks, domain, None)
-    found = [(t, d) for t, d in pairs if t.id == task_id]
-    if not found:
-        near = difflib.get_close_matches(task_id, [t.id for t, _ in pairs], n=3)
-        hint = f"; did you mean {', '.join(near)}?" if near else "; `groundstate tasks list` prints every id"
+    try:
+        with open_backend(backend, pg_dsn) if certify_it else nullcontext() as be:
+            task, dom, data = show_task(pairs, task_id, certify_on=be)
+    except NoSuchTask as e:
+        hint = f"; did you mean {', '.join(e.near)}?" if e.near else "; `groundstate tasks list` prints every id"
         fail(f"no task {task_id!r} in {'--tasks ' + tasks if tasks else ', '.join(domain) if domain else 'the bundled domains'}{hint}", 1)
-    task, dom = found[0]
-    data = {"task": task.model_dump(mode="json", exclude_defaults=False), "fingerprint": task.fingerprint(), "domain_path": str(dom.path)}
-    if certify_it:
-        from groundstate.audits.certify import certify
-        from groundstate.state import make_backend
-
-        try:
-            be = make_backend(backend, pg_dsn)
-        except ValueError as e:
-            fail(f"--backend: {e}")
-        try:
-            cert = certify([(task, dom)], [be])[0]
-        except TaskFileError as e:
-            fail(str(e))
-        finally:
-            be.close()
-        data["certificate"] = {**asdict(cert), "certified": cert.certified}
+    except TaskFileError as e:
+        fail(str(e))
     if as_json:
         out.print_json(data=data)
         return
+    _print_task(task, dom, data)
+    if certify_it:
+        c = data["certificate"]
+        verdict = "[green]certified[/green]" if c["certified"] else "[red]not certified[/red]"
+        out.print(f"\n[bold]certificate[/bold] ({escape(backend)}): {verdict}")
+        out.print(escape(json.dumps(c, indent=1, ensure_ascii=False, default=str)), soft_wrap=True)
+
+
+def _print_task(task: Task, dom: Domain, data: dict) -> None:
+    """The task's header lines and its sections, each in full."""
     t = data["task"]
     out.print(f"[bold]{escape(task.id)}[/bold] · domain {escape(task.domain)} ({escape(str(dom.path))}) · split {task.split or '—'}", soft_wrap=True)
     out.print(
@@ -375,8 +333,3 @@ def tasks_show(
     for title, body in sections:
         out.print(f"\n[bold]{title}[/bold]")
         out.print(escape(body), soft_wrap=True)
-    if certify_it:
-        c = data["certificate"]
-        verdict = "[green]certified[/green]" if c["certified"] else "[red]not certified[/red]"
-        out.print(f"\n[bold]certificate[/bold] ({escape(backend)}): {verdict}")
-        out.print(escape(json.dumps(c, indent=1, ensure_ascii=False, default=str)), soft_wrap=True)

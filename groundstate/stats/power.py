@@ -262,12 +262,26 @@ def min_detectable(p: np.ndarray, tasks: int, k_b, k_c, alpha: float, power: flo
     return effect_and_sd(p, delta, k_b, k_c, metric)[0]
 
 
+@dataclass(frozen=True)
+class PowerQuestion:
+    """What `groundstate power` asks of `plan` (`plan(records, **asdict(question))`): these defaults are the command's
+    and `plan`'s."""
+
+    lift: float = 0.03  # pass@1 lift to detect, absolute
+    kk_lift: float = 0.05  # change in Observed k/k to detect, absolute
+    alpha: float = 0.05  # two-sided significance level of the paired test
+    power: float = 0.8  # chance the test detects the lift
+    ks: list[int] | None = None  # attempts per task to tabulate (None: `DEFAULT_KS` and the run's n)
+    allow_incomplete: bool = False
+    available_tasks: int | None = None  # tasks there are to draw from (None: the run's)
+
+
 def plan(
     records: list[AttemptRecord],
-    lift: float = 0.03,
-    kk_lift: float = 0.05,
-    alpha: float = 0.05,
-    power: float = 0.8,
+    lift: float = PowerQuestion.lift,
+    kk_lift: float = PowerQuestion.kk_lift,
+    alpha: float = PowerQuestion.alpha,
+    power: float = PowerQuestion.power,
     ks: list[int] | None = None,
     allow_incomplete: bool = False,
     available_tasks: int | None = None,
