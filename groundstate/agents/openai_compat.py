@@ -1,6 +1,6 @@
 """Agents and simulated users backed by an OpenAI-compatible chat-completions endpoint.
 
-An endpoint is named by a spec `openai:MODEL[@BASE_URL]`, e.g. `openai:gpt-4.1-mini` (the official
+An endpoint is named by a spec `openai:MODEL[@BASE_URL]` (parsed by `groundstate.specs`), e.g. `openai:gpt-4.1-mini` (the official
 API, or `OPENAI_BASE_URL` when set) or `openai:qwen3-8b@http://127.0.0.1:8000/v1` (a local vLLM or
 SGLang server). The API key comes from `OPENAI_API_KEY`, else the placeholder "EMPTY" that local
 servers accept.
@@ -33,6 +33,7 @@ except ImportError:  # the core install: specs still parse, and an endpoint aske
 from groundstate.agents.base import delivered_turns
 from groundstate.agents.toolcall_format import TOOL_CALL_FORMATS, parse_content
 from groundstate.agents.user_audit import UserSimulatorFault, refuse_overlong
+from groundstate.specs import Endpoint, parse_endpoint
 from groundstate.tasks import Task
 from groundstate.types import AgentTurn, ToolCallRequest, Usage
 
@@ -65,27 +66,6 @@ class EndpointError(RuntimeError):
 # -- endpoints ---------------------------------------------------------------------------------------
 
 
-def parse_endpoint(spec: str) -> tuple[str, str | None]:
-    """`openai:MODEL[@BASE_URL]` → (model, base_url or None).
-
-    None means "the client's default": `OPENAI_BASE_URL` when set, else the official API. The URL is
-    split off at the last `@` only when what follows is an http(s) URL, so model names may contain `@`.
-    """
-    kind, sep, rest = spec.partition(":")
-    if kind != "openai" or not sep:
-        raise ValueError(f"bad endpoint spec {spec!r}: expected openai:MODEL[@BASE_URL]")
-    model, at, url = rest.rpartition("@")
-    if at and not url.startswith(("http://", "https://")) and re.match(r"(localhost|[\w.-]+:\d+|\d+\.\d+\.\d+\.\d+)([:/]|$)", url):
-        # a server without its scheme would silently become part of the model name, and the requests go to the official API
-        raise ValueError(f"bad endpoint spec {spec!r}: the URL needs its scheme, e.g. openai:{model}@http://{url}")
-    if not at or not url.startswith(("http://", "https://")):
-        model, url = rest, ""
-    model = model.strip()
-    if not model:
-        raise ValueError(f"bad endpoint spec {spec!r}: the model name is empty")
-    return model, (url.strip() or None)
-
-
 OPENAI_MISSING = "needs the openai package, which this install lacks: pip install 'groundstate[openai]'"
 
 
@@ -116,7 +96,7 @@ class EndpointProbe:
     warning: str | None = None
 
 
-def probe_endpoint(spec: str, timeout: float = 10.0) -> EndpointProbe:
+def probe_endpoint(spec: Endpoint | str, timeout: float = 10.0) -> EndpointProbe:
     """One `GET /models` to the endpoint of `openai:MODEL[@URL]`, no retries, before a run starts: so a dead or
     unauthorised endpoint is one line now, not a system error per attempt minutes later. Any HTTP answer but 401/403
     counts as reachable (servers without `/models` answer 404 or 501). Without `@URL` and `OPENAI_BASE_URL` the official
@@ -591,7 +571,7 @@ class OpenAIUser:
 # -- factories ---------------------------------------------------------------------------------------
 
 
-def make_openai_agent(spec: str, sampling: dict[str, Any] | None = None, **kwargs: Any) -> OpenAIAgent:
+def make_openai_agent(spec: Endpoint | str, sampling: dict[str, Any] | None = None, **kwargs: Any) -> OpenAIAgent:
     """An agent for `openai:MODEL[@BASE_URL]`; `sampling` holds temperature, top_p, max_tokens, seed,
     top_k, min_p, repetition_penalty (unset ones are not sent); kwargs go to `OpenAIAgent` (retry, timeout,
     tool_call_format)."""
@@ -599,7 +579,7 @@ def make_openai_agent(spec: str, sampling: dict[str, Any] | None = None, **kwarg
     return OpenAIAgent(model, base_url, sampling, **kwargs)
 
 
-def make_openai_user(spec: str, task: Task, sampling: dict[str, Any] | None = None, **kwargs: Any) -> OpenAIUser:
+def make_openai_user(spec: Endpoint | str, task: Task, sampling: dict[str, Any] | None = None, **kwargs: Any) -> OpenAIUser:
     """A simulated user for `openai:MODEL[@BASE_URL]` playing `task`'s customer."""
     model, base_url = parse_endpoint(spec)
     return OpenAIUser(model, task, base_url, sampling, **kwargs)

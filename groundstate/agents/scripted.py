@@ -12,6 +12,7 @@ import hashlib
 import random
 from typing import Any
 
+from groundstate.specs import AgentSpec, parse_agent
 from groundstate.tasks import Task
 from groundstate.tools.mutate import Injected, corrupt_noting
 from groundstate.types import AgentTurn, Domain, ToolCallRequest
@@ -49,27 +50,12 @@ def attempt_seed(task_id: str, attempt: int, seed: int = 0) -> int:
     return int.from_bytes(hashlib.sha256(f"{task_id}:{attempt}:{seed}".encode()).digest()[:8], "big")
 
 
-def parse_scripted_spec(spec: str) -> tuple[str, float | None]:
-    """(`gold`|`noop`|`noisy`, P or None) of `scripted:gold`, `scripted:noop`, `scripted:noisy:P` (0 ≤ P ≤ 1); a
-    `ValueError` naming the spec and the fix for anything else."""
-    kind = spec.removeprefix("scripted:")
-    if kind in ("gold", "noop"):
-        return kind, None
-    if kind.startswith("noisy:"):
-        try:
-            p = float(kind.split(":", 1)[1])
-        except ValueError:
-            raise ValueError(f"bad agent spec {spec!r}: noisy:P needs a probability, e.g. scripted:noisy:0.3") from None
-        if not 0 <= p <= 1:  # also NaN
-            raise ValueError(f"bad agent spec {spec!r}: P must be in [0, 1]")
-        return "noisy", p
-    hint = " (noisy needs its probability: scripted:noisy:0.3)" if kind == "noisy" else ""
-    raise ValueError(f"unknown agent spec {spec!r}: use scripted:gold, scripted:noop or scripted:noisy:P{hint}")
-
-
-def make_scripted_agent(spec: str, task: Task, domain: Domain, attempt: int = 0, seed: int = 0):
-    """An agent from a spec string for one attempt (`scripted:gold`, `scripted:noop`, `scripted:noisy:0.3`)."""
-    kind, p = parse_scripted_spec(spec)
+def make_scripted_agent(spec: AgentSpec | str, task: Task, domain: Domain, attempt: int = 0, seed: int = 0):
+    """The agent of a `scripted:` spec for one attempt (`scripted:gold`, `scripted:noop`, `scripted:noisy:0.3`)."""
+    spec = parse_agent(spec)
+    if spec.kind != "scripted":
+        raise ValueError(f"unknown agent spec {spec.text!r}: use scripted:gold, scripted:noop or scripted:noisy:P")
+    kind, p = spec.script, spec.noise
     gold = [c.model_dump() for c in task.gold]
     if kind == "gold":
         return ScriptedAgent(gold, final_text=task.gold_reply or "Done.", name="scripted:gold")

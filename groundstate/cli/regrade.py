@@ -32,6 +32,7 @@ def regrade_command(
     from groundstate.audits.regrade import regrade_records
     from groundstate.grading.judge import make_judge
     from groundstate.records import ResultsWriter
+    from groundstate.specs import parse_judge
     from groundstate.state import make_backend
 
     if out_file.resolve() == results.resolve():
@@ -41,11 +42,12 @@ def regrade_command(
     records = read_run(results)
     pairs = {t.id: (t, d) for t, d in select(tasks, run=False)}
     try:
-        the_judge = make_judge(judge)
+        spec = None if judge is None else parse_judge(judge)
+        the_judge = make_judge(spec)
     except ValueError as e:
         fail(f"--judge: {e}")
-    if the_judge is not None:  # one request before any replay: a dead judge is one line, not a system error per attempt
-        found = probe_endpoint(judge)
+    if spec is not None and spec.endpoint is not None:  # one request before any replay: a dead judge is one line, not a system error per attempt
+        found = probe_endpoint(spec.endpoint)
         if found.problem:
             fail(f"--judge {judge}: {found.problem}; nothing was regraded or written.")
     try:

@@ -85,12 +85,12 @@ def attempts_command(
         help="Stop the run after this many attempts in a row fail on their model endpoint (0: never); the run stays resumable.",
     ),
 ) -> None:
-    from groundstate.agents import is_llm_user
     from groundstate.agents.openai_compat import probe_endpoint
     from groundstate.agents.user_audit import fault_kind
     from groundstate.agents.user_cache import CACHE_FILE, UserCacheError
     from groundstate.pipeline.runner import EndpointsDown, LocalExecutor, ResumeRefused, RunConfig, check_config, endpoint_specs, progress_status, run
     from groundstate.records import RecordError, ResultsInUseError, ResultsWriteError
+    from groundstate.specs import parse_user
     from groundstate.state import make_backend
     from groundstate.tasks import TaskFileError
 
@@ -100,27 +100,31 @@ def attempts_command(
     chosen += [] if k else [f"--k {8 if probe else 1}"]
     tasks = tasks or ("pool" if probe else "bench")
     k = k or (8 if probe else 1)
-    if (user_temperature is not None or user_cache is not None) and not is_llm_user(user):
+    untouched = f"nothing was {'probed' if probe else 'run'} or written"
+    try:
+        llm_user = parse_user(user).is_llm
+    except ValueError as e:
+        fail(f"{e}; {untouched}.")
+    if (user_temperature is not None or user_cache is not None) and not llm_user:
         given = "--user-temperature" if user_temperature is not None else "--user-cache"
         fail(f"{given} is for an LLM user (--user openai:MODEL[@URL]); --user {user} replays the task's script")
     pairs = select(tasks, tb_servers, tb_no_sources)
-    cfg = RunConfig(
-        agent=agent,
-        user=user,
-        judge=judge,
-        k=k,
-        concurrency=concurrency,
-        seed=seed,
-        sampling=opts.sampling(temperature, top_p, top_k, max_tokens),
-        limits=opts.limits(max_turns, attempt_timeout, grade_timeout, max_result_chars, max_attempt_tokens),
-        tool_call_format=tool_call_format,
-        user_sampling={} if user_temperature is None else {"temperature": user_temperature},
-        user_audit=not no_user_audit,
-        user_cache=user_cache,
-        max_endpoint_failures=max_endpoint_failures,
-    )
-    untouched = f"nothing was {'probed' if probe else 'run'} or written"
     try:  # a spec that could only fail every attempt stops here: one line, nothing written
+        cfg = RunConfig(
+            agent=agent,
+            user=user,
+            judge=judge,
+            k=k,
+            concurrency=concurrency,
+            seed=seed,
+            sampling=opts.sampling(temperature, top_p, top_k, max_tokens),
+            limits=opts.limits(max_turns, attempt_timeout, grade_timeout, max_result_chars, max_attempt_tokens),
+            tool_call_format=tool_call_format,
+            user_sampling={} if user_temperature is None else {"temperature": user_temperature},
+            user_audit=not no_user_audit,
+            user_cache=user_cache,
+            max_endpoint_failures=max_endpoint_failures,
+        )
         check_config(cfg)
     except ValueError as e:
         fail(f"{e}; {untouched}.")
@@ -129,12 +133,12 @@ def attempts_command(
     except ValueError as e:
         fail(f"--backend: {e}; {untouched}.")
     for role, spec in endpoint_specs(cfg).items():  # one request each, before the first attempt
-        found = probe_endpoint(spec)
+        found = probe_endpoint(spec.endpoint)
         if found.problem:
             be.close()
             fail(f"--{role} {spec}: {found.problem}; {untouched}.")
         if found.warning:
-            console.print(f"[yellow]warning:[/yellow] --{role} {escape(spec)}: {escape(found.warning)}")
+            console.print(f"[yellow]warning:[/yellow] --{role} {escape(str(spec))}: {escape(found.warning)}")
     if chosen:  # a default a new user may not expect (the whole benchmark): said before it starts
         console.print(f"defaults: {' '.join(chosen)} ({len(pairs)} tasks × {k} = {len(pairs) * k} attempts); give them to choose")
     if out_path is not None:

@@ -236,21 +236,18 @@ def train(
 def _check_user_and_judge(engine: str, user: str, judge: str | None) -> None:
     """One line, before anything is loaded or written, for a --user or --judge spec that cannot be built, or that the
     TRL engine would not use (its rollouts play each task's scripted user and are graded without a judge)."""
-    from groundstate.agents import check_user_spec, is_llm_user
-    from groundstate.agents.openai_compat import parse_endpoint
+    from groundstate.specs import parse_judge, parse_user
 
     try:
-        check_user_spec(user)
+        llm_user = parse_user(user).is_llm
     except ValueError as e:
         fail(f"--user {user}: {e}; nothing was trained or written.")
-    judged = judge is not None and judge.strip().lower() not in ("", "none")
-    if judged:
-        try:
-            parse_endpoint(judge)
-        except ValueError as e:
-            fail(f"--judge {judge}: {e}; nothing was trained or written.")
-    if engine == "trl" and (is_llm_user(user) or judged):
-        given = "--user" if is_llm_user(user) else "--judge"
+    try:
+        judged = judge is not None and parse_judge(judge).kind != "none"
+    except ValueError as e:
+        fail(f"--judge {judge}: {e}; nothing was trained or written.")
+    if engine == "trl" and (llm_user or judged):
+        given = "--user" if llm_user else "--judge"
         fail(f"{given} is for --engine verl: the TRL engine plays each task's scripted user and grades without a judge")
 
 

@@ -27,11 +27,11 @@ from groundstate.agents.openai_compat import (
     RetryPolicy,
     describe_endpoint,
     first_message,
-    parse_endpoint,
     split_reasoning,
     sync_client,
     with_retries_sync,
 )
+from groundstate.specs import JudgeSpec, parse_judge
 from groundstate.tasks import Task
 from groundstate.types import Verdict, system_error
 
@@ -160,7 +160,7 @@ class Judge:
 
     def __init__(
         self,
-        spec: str,
+        spec: JudgeSpec | str,
         votes: int = 1,
         *,
         max_invalid: int = 2,
@@ -171,8 +171,11 @@ class Judge:
     ):
         if votes < 1:
             raise ValueError("votes must be at least 1")
-        self.spec = spec
-        self.model, self.base_url = parse_endpoint(spec)
+        judge = parse_judge(spec)
+        if judge.endpoint is None:
+            raise ValueError(f"bad endpoint spec {judge.text!r}: expected openai:MODEL[@BASE_URL]")
+        self.spec = judge.text  # what a certificate records as the judge that judged (`audits.certify`)
+        self.model, self.base_url = judge.endpoint
         self.votes, self.max_invalid, self.max_tokens = votes, max_invalid, max_tokens
         self.retry = retry or RetryPolicy()
         self.endpoint = describe_endpoint(self.model, self.base_url)
@@ -234,8 +237,9 @@ class Judge:
         return dataclasses.replace(verdict, reward=1 if all_yes else 0, reasons=reasons)
 
 
-def make_judge(spec: str | None, votes: int = 1, **kwargs: Any) -> Judge | None:
+def make_judge(spec: JudgeSpec | str | None, votes: int = 1, **kwargs: Any) -> Judge | None:
     """A judge for `openai:MODEL[@BASE_URL]`, or None when no judge is configured (None, "" or "none")."""
-    if spec is None or spec.strip().lower() in ("", "none"):
+    judge = None if spec is None else parse_judge(spec)
+    if judge is None or judge.endpoint is None:
         return None
-    return Judge(spec, votes, **kwargs)
+    return Judge(judge, votes, **kwargs)

@@ -41,6 +41,7 @@ from groundstate.agents import make_user
 from groundstate.agents.toolcall_format import parse_response
 from groundstate.integrations.loop import close_quietly, run_sync
 from groundstate.integrations.stepped import Step, SteppedEpisode
+from groundstate.specs import UserSpec, parse_user
 from groundstate.state import make_backend
 from groundstate.state.base import Backend
 from groundstate.state.postgres import PoolExhausted, PostgresBackend
@@ -94,13 +95,14 @@ class TextEnv(gym.Env[str, str]):
         tasks: str | list[tuple[Task, Domain]] = "kiosk",
         backend: Backend | str = "sqlite",
         limits: EpisodeLimits = EpisodeLimits(),
-        user: str = "scripted",
+        user: UserSpec | str = "scripted",
         render_mode: str | None = None,
         max_action_chars: int = 32_768,
         max_observation_chars: int = 10_000_000,
     ):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        user = parse_user(user)
         if isinstance(tasks, str):
             from groundstate.worlds.selectors import select_tasks
 

@@ -57,6 +57,7 @@ from starlette.requests import Request
 from groundstate.agents import make_user
 from groundstate.integrations.loop import run_sync
 from groundstate.integrations.stepped import Step, SteppedEpisode
+from groundstate.specs import UserSpec, parse_user
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
 from groundstate.types import AgentTurn, Domain, EpisodeLimits, ToolCallRequest, Verdict
@@ -156,14 +157,14 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
         tasks: list[tuple[Task, Domain]],
         backend: Backend,
         limits: EpisodeLimits,
-        user: str,
+        user: UserSpec | str,
         name: str,
         reveal_verdict: bool = False,
         slots: SandboxSlots | None = None,
     ):
         super().__init__()
         self._tasks, self._by_id = tasks, {t.id: (t, d) for t, d in tasks}
-        self._backend, self._limits, self._user, self._name = backend, limits, user, name
+        self._backend, self._limits, self._user, self._name = backend, limits, parse_user(user), name
         self._reveal = reveal_verdict
         self._slots, self._slot, self._slot_lock = slots, False, threading.Lock()
         self._episode: SteppedEpisode | None = None
@@ -354,7 +355,7 @@ def environment_factory(
     tasks: list[tuple[Task, Domain]],
     backend: Backend,
     limits: EpisodeLimits = EpisodeLimits(),
-    user: str = "scripted",
+    user: UserSpec | str = "scripted",
     name: str = "groundstate",
     reveal_verdict: bool = False,
     max_sessions: int | None = None,
@@ -364,6 +365,7 @@ def environment_factory(
     `max_sessions` sandbox slots (None: no bound)."""
     if not tasks:
         raise ValueError("no tasks to serve")
+    user = parse_user(user)  # once, for every session
     slots = SandboxSlots(max_sessions) if max_sessions is not None else None
     prepare_domains([d for _, d in tasks], backend)
     lock = threading.Lock()  # the server may build sessions from several threads

@@ -47,7 +47,8 @@ from openai import AsyncOpenAI
 from pydantic import Field, field_validator
 
 from groundstate.agents import make_user
-from groundstate.agents.openai_compat import EndpointError, OpenAIAgent, RetryPolicy, parse_endpoint
+from groundstate.agents.openai_compat import EndpointError, OpenAIAgent, RetryPolicy
+from groundstate.specs import parse_user
 from groundstate.state import make_backend
 from groundstate.state.base import Backend
 from groundstate.types import Agent, AgentTurn, EpisodeLimits
@@ -153,10 +154,7 @@ class GroundstateHarnessConfig(vf.HarnessConfig):
     @field_validator("user")
     @classmethod
     def _known_user(cls, value: str) -> str:
-        if value.startswith("openai:"):
-            parse_endpoint(value)  # raises, naming what is wrong with the spec
-        elif value not in ("scripted", "scripted:task"):
-            raise ValueError(f"unknown user {value!r}: use scripted or openai:MODEL[@URL]")
+        parse_user(value)  # raises, naming what is wrong with the spec
         return value
 
 

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from groundstate import __version__
-from groundstate.agents import AgentSource, is_llm_user, make_user
+from groundstate.agents import AgentSource, make_user
 from groundstate.agents.toolcall_format import looks_like_tool_call
 from groundstate.agents.user_audit import FAULT_KINDS, fault_kind
 from groundstate.agents.user_cache import CachedUser, UserCache, UserCacheError
@@ -58,6 +58,7 @@ from groundstate.records import (
     repair_file_tail,
     task_set_hash,
 )
+from groundstate.specs import AgentSpec, JudgeSpec, UserSpec, parse_agent, parse_judge, parse_user
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
 from groundstate.types import Agent, Domain, EpisodeLimits, Judge, Trajectory, UserSimulator, Verdict, system_error
@@ -69,9 +70,12 @@ RecordSink = Callable[[AttemptRecord], None]
 
 @dataclass
 class RunConfig:
-    agent: str = "scripted:gold"
-    user: str = "scripted"
-    judge: str | None = None
+    """One run's settings. The agent, user and judge are specs (`groundstate.specs`): given as text, they are parsed
+    here, once (a `ValueError` names what is wrong; the judge's says `judge:`); `judge` None is no judge given."""
+
+    agent: AgentSpec = parse_agent("scripted:gold")
+    user: UserSpec = parse_user("scripted")
+    judge: JudgeSpec | None = None
     k: int = 1
     concurrency: int = 8
     seed: int = 0
@@ -85,6 +89,18 @@ class RunConfig:
     user_cache: Path | None = None
     # stop the run (`EndpointsDown`, resumable) after this many attempts in a row ended by an endpoint failure; 0: never
     max_endpoint_failures: int = 5
+
+    def __post_init__(self) -> None:
+        self.agent = parse_agent(self.agent)
+        self.user = parse_user(self.user)
+        try:
+            self.judge = None if self.judge is None else parse_judge(self.judge)
+        except ValueError as e:
+            raise ValueError(f"judge: {e}") from None
+
+    def to_json(self) -> dict[str, Any]:
+        """The settings as the manifest records them: each spec as its text."""
+        return {**asdict(self), "agent": str(self.agent), "user": str(self.user), "judge": None if self.judge is None else str(self.judge)}
 
 
 @dataclass
@@ -123,7 +139,7 @@ class Executor(Protocol):
 def run_identity(cfg: RunConfig, tasks: list[tuple[Task, Domain]]) -> RunIdentity:
     """The identity every record of this run carries (see `RunIdentity`)."""
     lim = cfg.limits
-    llm_user = is_llm_user(cfg.user)
+    llm_user = cfg.user.is_llm
     limits = {
         "max_turns": lim.max_turns,
         "max_tool_calls": lim.max_tool_calls,
@@ -132,13 +148,13 @@ def run_identity(cfg: RunConfig, tasks: list[tuple[Task, Domain]]) -> RunIdentit
         "max_attempt_tokens": lim.max_tokens,
     }
     return RunIdentity(
-        agent=cfg.agent,
-        tool_call_format=cfg.tool_call_format if cfg.agent.startswith("openai:") else None,
-        user=cfg.user,
+        agent=str(cfg.agent),
+        tool_call_format=cfg.tool_call_format if cfg.agent.kind == "openai" else None,
+        user=str(cfg.user),
         # the default (temperature 0) given explicitly is the same run as not giving it
         user_sampling=dict(cfg.user_sampling) if llm_user and cfg.user_sampling and cfg.user_sampling != {"temperature": 0.0} else None,
         user_audit=cfg.user_audit if llm_user else None,
-        judge=cfg.judge,
+        judge=None if cfg.judge is None else str(cfg.judge),
         seed=cfg.seed,
         sampling=dict(cfg.sampling),
         limits=limits,
@@ -195,7 +211,7 @@ def write_manifest(path: Path, cfg: RunConfig, tasks: list[tuple[Task, Domain]],
         "backend": backend.name,
         "tasks": len(tasks),
         "task_list_hash": task_list_hash(tasks),
-        "config": asdict(cfg),
+        "config": cfg.to_json(),
         "started": previous.get("started") or datetime.now(timezone.utc).isoformat(),
         "updated": datetime.now(timezone.utc).isoformat(),
         "resumed": previous["resumed"] + 1 if isinstance(previous.get("resumed"), int) else 0,
@@ -243,15 +259,6 @@ class RunAgents:
         return self._judge
 
 
-def model_name(spec: str) -> str:
-    kind, _, rest = spec.partition(":")
-    if kind == "openai":
-        from groundstate.agents.openai_compat import parse_endpoint
-
-        return parse_endpoint(spec)[0]
-    return rest if kind == "hf" else spec
-
-
 async def run_attempt(task: Task, domain: Domain, attempt: int, backend: Backend, agents: RunAgents, cfg: RunConfig) -> AttemptRecord:
     """One attempt to one results record. Anything that is not the agent's doing becomes a system error."""
     try:
@@ -291,9 +298,9 @@ def make_record(
             "system_error": verdict.system_error,
             "unjudged": verdict.unjudged,
             "finish_reason": traj.finish_reason if traj is not None else None,
-            "agent": cfg.agent,
-            "model": model_name(cfg.agent),
-            "user": cfg.user,
+            "agent": str(cfg.agent),
+            "model": cfg.agent.model_name,
+            "user": str(cfg.user),
             "seed": cfg.seed,
             "usage": traj.usage.to_json() if traj is not None else {"input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0},
             "verdict": verdict.to_json(),
@@ -572,19 +579,13 @@ class EndpointsDown(RuntimeError):
 
 
 def check_config(cfg: RunConfig) -> None:
-    """`ValueError` in one line for a run that could only fail: an agent, user or judge spec that cannot be built
-    (`agents.check_agent_spec`, `check_user_spec`, the judge's endpoint syntax), and what `check_user` refuses.
-    Called before anything is written; it loads no model and calls no endpoint (`endpoint_specs` to probe those)."""
-    from groundstate.agents import check_agent_spec, check_user_spec
-    from groundstate.agents.openai_compat import parse_endpoint, require_openai
+    """`ValueError` in one line for a run that could only fail: an agent that cannot be built (`agents.check_agent_spec`),
+    an endpoint without the `openai` client, and what `check_user` refuses (the specs themselves were parsed with the
+    config). Called before anything is written; it loads no model and calls no endpoint (`endpoint_specs` to probe those)."""
+    from groundstate.agents import check_agent_spec
+    from groundstate.agents.openai_compat import require_openai
 
     check_agent_spec(cfg.agent)
-    check_user_spec(cfg.user)
-    if cfg.judge is not None and cfg.judge.strip().lower() not in ("", "none"):
-        try:
-            parse_endpoint(cfg.judge)
-        except ValueError as e:
-            raise ValueError(f"judge: {e}") from None
     for role, spec in endpoint_specs(cfg).items():
         try:
             require_openai()
@@ -595,21 +596,22 @@ def check_config(cfg: RunConfig) -> None:
     check_user(cfg)
 
 
-def endpoint_specs(cfg: RunConfig) -> dict[str, str]:
-    """The run's OpenAI-compatible endpoints by role (agent, user, judge): what to probe before the first attempt."""
-    roles = {"agent": cfg.agent, "user": cfg.user, "judge": cfg.judge or ""}
-    return {role: spec for role, spec in roles.items() if spec.startswith("openai:")}
+def endpoint_specs(cfg: RunConfig) -> dict[str, AgentSpec | UserSpec | JudgeSpec]:
+    """The run's specs that name an OpenAI-compatible endpoint, by role (agent, user, judge): what to probe before the
+    first attempt."""
+    roles = {"agent": cfg.agent, "user": cfg.user, "judge": cfg.judge}
+    return {role: spec for role, spec in roles.items() if spec is not None and spec.endpoint is not None}
 
 
 def check_user(cfg: RunConfig) -> None:
     """Refuse, before anything is written, a user side that would fail every attempt: user sampling settings for the
     scripted user (`ValueError`), and a user cache that cannot be used (`UserCacheError`, naming the path: a folder that
     is a file or read-only, a file of another schema, or a cache for the scripted user, which has nothing to cache)."""
-    if cfg.user_sampling and not is_llm_user(cfg.user):
+    if cfg.user_sampling and not cfg.user.is_llm:
         raise ValueError(f"user sampling settings are for an LLM user (openai:MODEL[@URL]); user {cfg.user} replays the task's script")
     if cfg.user_cache is None:
         return
-    if not is_llm_user(cfg.user):
+    if not cfg.user.is_llm:
         raise UserCacheError(
             Path(cfg.user_cache),
             f"a user cache replays an LLM user's replies, and --user {cfg.user} is the task's script: use --user openai:MODEL[@URL]",

@@ -33,6 +33,7 @@ from scipy import stats
 
 from groundstate.agents.user_audit import FAULT_KINDS, fault_kind
 from groundstate.records import AttemptRecord, check_one_run, latest_per_key, task_set_hash
+from groundstate.specs import parse_agent
 from groundstate.stats.agreement import run_agreement
 from groundstate.types import FINISH_REASONS
 
@@ -332,15 +333,10 @@ def record_model(r: AttemptRecord) -> str:
     if r.model:
         return r.model
     spec = r.agent or (r.run.agent if r.run is not None else "") or ""
-    kind, _, rest = spec.partition(":")
-    if kind == "openai":
-        from groundstate.agents.openai_compat import parse_endpoint
-
-        try:
-            return parse_endpoint(spec)[0]
-        except ValueError:
-            return spec
-    return rest if kind == "hf" and rest else spec
+    try:
+        return parse_agent(spec).model_name
+    except ValueError:  # another tool's spec, or one that does not parse: its text is the name
+        return spec
 
 
 def price_key(r: AttemptRecord, prices: dict[str, dict[str, float]]) -> str | None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from groundstate.agents import make_user
 from groundstate.agents.local import BatchedPolicy
+from groundstate.specs import UserSpec, parse_user
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
 from groundstate.types import Domain, EpisodeLimits
@@ -60,7 +61,12 @@ def is_informative(group: list[Rollout]) -> bool:
 
 
 async def rollout(
-    task: Task, domain: Domain, policy: BatchedPolicy, backend: Backend, user_spec: str = "scripted", limits: EpisodeLimits = EpisodeLimits()
+    task: Task,
+    domain: Domain,
+    policy: BatchedPolicy,
+    backend: Backend,
+    user_spec: UserSpec | str = "scripted",
+    limits: EpisodeLimits = EpisodeLimits(),
 ) -> Rollout:
     """One rollout through the same attempt path as evaluation (`groundstate.worlds.attempt.play`)."""
     agent = policy.agent()
@@ -111,7 +117,7 @@ class GroupSampler:
         group_size: int,
         refill_ratio: float = 1.0,
         seed: int = 0,
-        user_spec: str = "scripted",
+        user_spec: UserSpec | str = "scripted",
         limits: EpisodeLimits = EpisodeLimits(),
     ):
         self.pool = pool
@@ -119,7 +125,7 @@ class GroupSampler:
         self.G = group_size
         self.refill_ratio = refill_ratio
         self.rng = random.Random(seed)
-        self.user_spec, self.limits = user_spec, limits
+        self.user_spec, self.limits = parse_user(user_spec), limits
 
     async def _groups(self, tasks: list[tuple[Task, Domain]]) -> list[list[Rollout]]:
         flat = await asyncio.gather(*(rollout(t, d, self.policy, self.backend, self.user_spec, self.limits) for t, d in tasks for _ in range(self.G)))

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2] / "groundstate"
 # records) → (state, tasks)
 LAYERS: list[tuple[str, list[str]]] = [
     ("state and data", ["groundstate", "groundstate.tasks", "groundstate.state", "groundstate.deadlines", "groundstate.jsontext"]),
-    ("types and records", ["groundstate.types", "groundstate.records"]),
+    ("types and records", ["groundstate.types", "groundstate.records", "groundstate.specs"]),
     ("tools and agents", ["groundstate.tools", "groundstate.agents"]),
     ("grading", ["groundstate.grading"]),
     ("worlds and the attempt", ["groundstate.worlds", "groundstate.domains"]),

@@ -33,6 +33,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 
 from groundstate.agents import make_user
 from groundstate.agents.local import ChatCodec, EpisodeAgent, SamplingParams, prompt_flags
+from groundstate.specs import JudgeSpec, parse_judge, parse_user
 from groundstate.state import make_backend
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
@@ -50,7 +51,7 @@ class EpisodeSystemError(RuntimeError):
 
 _lock = threading.Lock()
 _backends: dict[tuple[str, str | None], Backend] = {}
-_judges: dict[str, Any] = {}
+_judges: dict[JudgeSpec, Any] = {}
 
 
 def shared_backend(kind: str, dsn: str | None = None) -> Backend:
@@ -69,7 +70,7 @@ def shared_backend(kind: str, dsn: str | None = None) -> Backend:
         return backend
 
 
-def shared_judge(spec: str | None) -> Any:
+def shared_judge(spec: JudgeSpec | None) -> Any:
     """One reply-rubric judge per spec per process (None: rubric tasks stay unjudged, see `run()`)."""
     if spec is None:
         return None
@@ -162,7 +163,8 @@ class GroundstateAgentLoop(AgentLoopBase):
     ):
         kwargs.pop("tools", None)  # verl's own tool list: a groundstate domain brings its tools
         super().__init__(*args, **kwargs)
-        self.backend_kind, self.pg_dsn, self.user_spec, self.judge_spec = backend, pg_dsn, user, judge
+        self.backend_kind, self.pg_dsn = backend, pg_dsn
+        self.user_spec, self.judge_spec = parse_user(user), None if judge is None else parse_judge(judge)
         self.limits = EpisodeLimits(max_turns=max_turns, max_tool_calls=max_tool_calls)
         self.max_new_tokens = max_new_tokens
         flags = prompt_flags(str(self.config.actor_rollout_ref.model.path))

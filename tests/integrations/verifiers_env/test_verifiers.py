@@ -201,7 +201,7 @@ def test_bad_options_are_refused_when_the_flags_are_parsed(tmp_path):
     with OpenAIStub([]) as stub:
         for extra, message in (
             ([*harness, "--env.agent.harness.backend", "oracle"], "unknown backend 'oracle'"),
-            ([*harness, "--env.agent.harness.user", "garbage"], "unknown user 'garbage'"),
+            ([*harness, "--env.agent.harness.user", "garbage"], "unknown user spec 'garbage'"),
             ([*harness, "--env.agent.harness.user", "openai:"], "the model name is empty"),
         ):
             with pytest.raises(ConfigFileError, match=message):
