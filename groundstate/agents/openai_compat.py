@@ -55,12 +55,15 @@ class EndpointError(RuntimeError):
     """The model endpoint failed: a non-transient error, or transient ones past the last retry.
 
     Not the agent's fault; the runner turns it into a system error. `status` is the HTTP status when
-    there was a response, `attempts` the number of requests made, `transient` whether retrying was tried.
+    there was a response, `attempts` the number of requests made, `transient` whether retrying was tried, `malformed`
+    whether the endpoint answered with something that is not a completion (never retried).
     """
 
-    def __init__(self, message: str, *, endpoint: str = "", status: int | None = None, attempts: int = 1, transient: bool = False):
+    def __init__(
+        self, message: str, *, endpoint: str = "", status: int | None = None, attempts: int = 1, transient: bool = False, malformed: bool = False
+    ):
         super().__init__(message)
-        self.endpoint, self.status, self.attempts, self.transient = endpoint, status, attempts, transient
+        self.endpoint, self.status, self.attempts, self.transient, self.malformed = endpoint, status, attempts, transient, malformed
 
 
 # -- endpoints ---------------------------------------------------------------------------------------
@@ -358,12 +361,12 @@ def first_message(response: Any, endpoint: str) -> tuple[Any, str | None]:
     """(message, finish_reason) of the first choice; a response without choices is an endpoint failure."""
     choices = getattr(response, "choices", None)
     if not choices:
-        raise EndpointError(f"chat completion on {endpoint}: the response has no choices", endpoint=endpoint)
+        raise EndpointError(f"chat completion on {endpoint}: the response has no choices", endpoint=endpoint, malformed=True)
     first = choices[0] if isinstance(choices, list) else None
     message = getattr(first, "message", None)
     if message is None or not hasattr(message, "content") or not hasattr(message, "tool_calls"):
         # a proxy's error page or a server bug answered 200: the endpoint failed, not the agent
-        raise EndpointError(f"chat completion on {endpoint}: malformed response: {str(response)[:200]!r}", endpoint=endpoint)
+        raise EndpointError(f"chat completion on {endpoint}: malformed response: {str(response)[:200]!r}", endpoint=endpoint, malformed=True)
     return message, first.finish_reason
 
 

@@ -86,7 +86,6 @@ def attempts_command(
     ),
 ) -> None:
     from groundstate.agents.openai_compat import probe_endpoint
-    from groundstate.agents.user_audit import fault_kind
     from groundstate.agents.user_cache import CACHE_FILE, UserCacheError
     from groundstate.pipeline.runner import EndpointsDown, LocalExecutor, ResumeRefused, RunConfig, check_config, endpoint_specs, progress_status, run
     from groundstate.records import RecordError, ResultsInUseError, ResultsWriteError
@@ -170,7 +169,7 @@ def attempts_command(
             nonlocal user_faults, first_error
             first_error = first_error or r.system_error or ""
             tally[r.outcome] += 1
-            user_faults += fault_kind(r.system_error) is not None
+            user_faults += r.error_kind == "user_fault"
             bar_progress.update(bar, advance=1, status=progress_status(tally))
 
         try:

@@ -36,7 +36,6 @@ import platform
 import subprocess
 import sys
 import time
-import traceback
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -45,7 +44,6 @@ from typing import Any, Callable, Protocol
 from groundstate import __version__
 from groundstate.agents import AgentSource, make_user
 from groundstate.agents.toolcall_format import looks_like_tool_call
-from groundstate.agents.user_audit import FAULT_KINDS, fault_kind
 from groundstate.agents.user_cache import CachedUser, UserCache, UserCacheError
 from groundstate.records import (
     RECORD_VERSION,
@@ -61,8 +59,8 @@ from groundstate.records import (
 from groundstate.specs import AgentSpec, JudgeSpec, UserSpec, parse_agent, parse_judge, parse_user
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
-from groundstate.types import Agent, Domain, EpisodeLimits, Judge, Trajectory, UserSimulator, Verdict, system_error
-from groundstate.worlds.attempt import play, prepare_domains, task_fingerprint
+from groundstate.types import Agent, Domain, EpisodeLimits, FaultKind, Judge, Trajectory, UserSimulator, Verdict
+from groundstate.worlds.attempt import crashed, play, prepare_domains, task_fingerprint
 
 Planned = tuple[Task, Domain, int]  # an attempt to run: the task, its domain, the attempt index
 RecordSink = Callable[[AttemptRecord], None]
@@ -266,8 +264,7 @@ async def run_attempt(task: Task, domain: Domain, attempt: int, backend: Backend
         user = agents.user(task, attempt)
         judge = agents.judge()
     except Exception as e:  # a bad endpoint spec or a model that fails to load: not the agent's failure
-        verdict = system_error(f"{type(e).__name__}: {e}")
-        verdict.reasons.append(traceback.format_exc(limit=4))
+        verdict = crashed(e)
         return make_record(task, attempt, cfg, verdict, None, {"total_s": 0.0})
     out = await play(task, domain, agent, user, cfg.limits, backend=backend, judge=judge, blame=True)
     replies = user.count.to_json() if isinstance(user, CachedUser) else None
@@ -312,7 +309,7 @@ def make_record(
     )
 
 
-def stamp(record: AttemptRecord, identity: RunIdentity, fingerprint: str, user_faults: list[str] | None = None) -> AttemptRecord:
+def stamp(record: AttemptRecord, identity: RunIdentity, fingerprint: str, user_faults: list[FaultKind] | None = None) -> AttemptRecord:
     """A record as written: the attempt's record with the run's identity and the task's fingerprint, and `user_faults`,
     the user-simulator faults (kinds) that ended the earlier tries of its key (`earlier_user_faults`), where there were."""
     update: dict[str, Any] = {"record_version": RECORD_VERSION, "run": identity, "task_fingerprint": fingerprint}
@@ -321,15 +318,12 @@ def stamp(record: AttemptRecord, identity: RunIdentity, fingerprint: str, user_f
     return record.model_copy(update=update)
 
 
-def earlier_user_faults(replaced: AttemptRecord | None) -> list[str]:
+def earlier_user_faults(replaced: AttemptRecord | None) -> list[FaultKind]:
     """The user-simulator faults of the tries a new record of a key replaces: the replaced record's own fault and
     those it carried. Kept so that `metrics` counts a user model's faults also after `--repair` replaced them."""
     if replaced is None:
         return []
-    carried = (replaced.model_extra or {}).get("user_faults")
-    kinds = [k for k in carried if k in FAULT_KINDS] if isinstance(carried, list) else []
-    now = fault_kind(replaced.system_error)
-    return kinds + ([now] if now else [])
+    return replaced.user_faults + ([replaced.fault] if replaced.fault else [])
 
 
 @dataclass
@@ -533,11 +527,11 @@ def run(
     def record(r: AttemptRecord) -> None:
         r = stamp(r, identity, fingerprints[r.task_id], earlier_user_faults(resumed.replaced.get(r.key)))
         writer.write(r)
-        ended_by_endpoint = (r.system_error or "").startswith(ENDPOINT_FAILURE)
+        ended_by_endpoint = r.error_kind in ("endpoint", "malformed_response")
         in_a_row["endpoint_failures"] = in_a_row["endpoint_failures"] + 1 if ended_by_endpoint else 0
         tally[r.outcome] += 1
         tally["unread_tool_calls"] += unread_tool_calls(r, tool_names[r.task_id])
-        for how, n in ((r.model_extra or {}).get("user_replies") or {}).items():
+        for how, n in (r.user_replies.to_json() if r.user_replies is not None else {}).items():
             user_replies[how] = user_replies.get(how, 0) + n
         if on_result:
             on_result(r)
@@ -564,9 +558,6 @@ def run(
         tally["unread_tool_calls"],
         user_replies,
     )
-
-
-ENDPOINT_FAILURE = "EndpointError:"  # how the system error of an attempt ended by its model endpoint begins (`attempt._crashed`)
 
 
 class EndpointsDown(RuntimeError):
