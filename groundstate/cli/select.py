@@ -65,7 +65,8 @@ def select_command(
     ),
 ) -> None:
     """Select a training pool from probe runs: difficulty bands, learning signal, benchmark exclusion, grouped train/val split."""
-    from groundstate.pipeline.selection import SelectionParams, select_files
+    from groundstate.pipeline.selection import select_files
+    from groundstate.pipeline.selection_rules import SelectionParams
     from groundstate.stats.metrics import IncompleteRun, require_complete
 
     try:

@@ -72,7 +72,9 @@ def _run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None]
     from datasets.utils.logging import disable_progress_bar as no_dataset_bars
     from transformers.utils import logging as hf_logging
 
-    from groundstate.pipeline.selection import SelectionParams, build_exclude_set, select
+    from groundstate.audits.overlap import build_exclude_set
+    from groundstate.pipeline.selection import select
+    from groundstate.pipeline.selection_rules import SelectionParams
     from groundstate.train.sft import SftConfig
     from groundstate.train.tiny import build_tiny_policy
     from groundstate.train.trl_engine import TrainConfig, train_trl

@@ -379,8 +379,8 @@ def test_run_records_metrics_and_compare(tb, runs):
 def test_select_excludes_thinkingbox_benchmark_and_its_split_trains(tb, runs, tmp_path):
     from typer.testing import CliRunner
 
+    from groundstate.audits.overlap import build_exclude_set
     from groundstate.cli import app
-    from groundstate.pipeline.selection import build_exclude_set
 
     ex = build_exclude_set([f"thinkingbox:{tb['dataset']}::{tb['list_transfer']}"])
     assert "standin_bank_group1.py:test_transfer" in ex.ids

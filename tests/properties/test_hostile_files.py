@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from groundstate.audits.overlap import read_id_list
 from groundstate.cli import app
-from groundstate.pipeline.selection import read_id_list
 from groundstate.state.base import apply_patch
 from groundstate.state.sqlite import SqliteBackend
 from groundstate.stats.metrics import load_prices

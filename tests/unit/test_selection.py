@@ -9,27 +9,15 @@ import pytest
 from scipy import integrate, stats
 from typer.testing import CliRunner
 
+from groundstate.audits.near_duplicates import lsh_params, near_duplicates, shingles
+from groundstate.audits.overlap import ExcludeSet, build_exclude_set, fingerprint
 from groundstate.pipeline.runner import RunConfig, run
-from groundstate.pipeline.selection import (
-    BANDS,
-    DEFAULT_EDGES,
-    ExcludeSet,
-    SelectionParams,
-    SplitItem,
-    band_masses,
-    band_of,
-    build_exclude_set,
-    fingerprint,
-    lsh_params,
-    near_duplicates,
-    select,
-    select_files,
-    shingles,
-    signal,
-    split,
-)
+from groundstate.pipeline.selection import select, select_files
+from groundstate.pipeline.selection_rules import SelectionParams
+from groundstate.pipeline.split import SplitItem, split
 from groundstate.records import AttemptRecord, read_records
 from groundstate.state.sqlite import SqliteBackend
+from groundstate.stats.difficulty import BANDS, DEFAULT_EDGES, band_masses, band_of, signal
 from groundstate.tasks import Task, ToolCall
 from groundstate.worlds.domain import iter_tasks
 from groundstate.worlds.selectors import select_tasks
