@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import random
+import shutil
 
 import pytest
 
 from groundstate.domains import _kit
 from groundstate.domains._kit import Patch, WorldIndex, call
-from groundstate.worlds.domain import load_domain
+from groundstate.worlds.attempt import task_fingerprint
+from groundstate.worlds.domain import Domain, load_domain
 
 
 @pytest.fixture(scope="module")
@@ -90,3 +92,20 @@ def test_text_and_money():
     assert _kit.long_date("2026-06-05") == "June 5, 2026" and _kit.cap("eMail") == "EMail"
     assert _kit.dollars(_kit.cents(19.99) * 3) == 59.97 and _kit.money(1234.5) == "$1,234.50"
     assert _kit.said("no") == '(in your words: "no")'
+
+
+def test_the_domain_version_counts_the_seed_by_its_rows(kiosk, tmp_path):
+    """A seed.py rewritten to give the same rows is the same domain version (the same task fingerprints); other rows
+    are another version."""
+    folder = tmp_path / "kiosk"
+    shutil.copytree(kiosk.path, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    seed = folder / "seed.py"
+    seed.write_text(
+        "# the same rows, written another way\n"
+        + seed.read_text().replace("n_members = max(20, int(400 * scale))", "n_members = max(20, int(scale * 400))")
+    )
+    same = Domain(folder)
+    assert same.content_hash == kiosk.content_hash
+    assert [task_fingerprint(t, same) for t in same.tasks] == [task_fingerprint(t, kiosk) for t in kiosk.tasks]
+    seed.write_text(seed.read_text().replace('"total": float(rng.randrange(5, 90))', '"total": float(rng.randrange(5, 91))'))
+    assert Domain(folder).content_hash != kiosk.content_hash
