@@ -149,25 +149,22 @@ def train(
 
 
 def _check_specs(job: TrainJob) -> None:
-    """--dry-run, --user and --judge as the engine takes them: a spec that cannot be built, or one the TRL engine would
-    not use (its rollouts play each task's scripted user and are graded without a judge), is refused."""
-    from groundstate.agents import check_user_spec, is_llm_user
-    from groundstate.agents.openai_compat import parse_endpoint
+    """--dry-run, --user and --judge as the engine takes them: a spec that cannot be parsed (`groundstate.specs`), or one
+    the TRL engine would not use (its rollouts play each task's scripted user and are graded without a judge), is refused."""
+    from groundstate.specs import parse_judge, parse_user
 
     if job.dry_run and job.engine != "verl":
         raise TrainRefused("--dry-run is for --engine verl")
     try:
-        check_user_spec(job.user)
+        llm_user = parse_user(job.user).is_llm
     except ValueError as e:
         raise TrainRefused(f"--user {job.user}: {e}; nothing was trained or written.") from None
-    judged = job.judge is not None and job.judge.strip().lower() not in ("", "none")
-    if judged:
-        try:
-            parse_endpoint(job.judge)
-        except ValueError as e:
-            raise TrainRefused(f"--judge {job.judge}: {e}; nothing was trained or written.") from None
-    if job.engine == "trl" and (is_llm_user(job.user) or judged):
-        given = "--user" if is_llm_user(job.user) else "--judge"
+    try:
+        judged = job.judge is not None and parse_judge(job.judge).kind != "none"
+    except ValueError as e:
+        raise TrainRefused(f"--judge {job.judge}: {e}; nothing was trained or written.") from None
+    if job.engine == "trl" and (llm_user or judged):
+        given = "--user" if llm_user else "--judge"
         raise TrainRefused(f"{given} is for --engine verl: the TRL engine plays each task's scripted user and grades without a judge")
 
 
