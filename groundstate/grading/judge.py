@@ -16,7 +16,6 @@ thread-safe, so one judge may serve concurrent gradings.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import re
 import unicodedata
@@ -229,12 +228,12 @@ class Judge:
             try:
                 yes = self.judge_rubric(rubric, reply)
             except (EndpointError, JudgeError) as e:
-                failed = system_error(f"judge failed on rubric {i} ({rubric!r}): {e}")
+                failed = system_error(f"judge failed on rubric {i} ({rubric!r}): {e}", "judge")
                 failed.state_reward, failed.diff, failed.changes = verdict.state_reward, verdict.diff, verdict.changes
                 return failed
             all_yes = all_yes and yes
             reasons.append(f"rubric {i} {rubric!r}: {'yes' if yes else 'no'}")
-        return dataclasses.replace(verdict, reward=1 if all_yes else 0, reasons=reasons)
+        return verdict.model_copy(update={"reward": 1 if all_yes else 0, "reasons": reasons})
 
 
 def make_judge(spec: JudgeSpec | str | None, votes: int = 1, **kwargs: Any) -> Judge | None:

@@ -49,7 +49,7 @@ from groundstate.state import make_backend
 from groundstate.state.base import Backend
 from groundstate.state.postgres import PoolExhausted, PostgresBackend
 from groundstate.tasks import Task
-from groundstate.types import Environment, EpisodeLimits, ToolResult, Trajectory, Verdict, system_error
+from groundstate.types import AttemptObserver, Environment, EpisodeLimits, ToolResult, Trajectory, Verdict, system_error
 from groundstate.worlds.attempt import grade_bounded, prepare_domains
 from groundstate.worlds.domain import Domain
 from groundstate.worlds.episode import truncate_result
@@ -165,6 +165,7 @@ class TrlEnvironment:
     _backend: Backend
     _limits: EpisodeLimits
     _on_episode: OnEpisode | None
+    _observer: AttemptObserver | None
 
     def __init__(self) -> None:
         self.task: Task | None = None
@@ -224,9 +225,9 @@ class TrlEnvironment:
     def _grade(self) -> Verdict:
         assert self.task is not None and self.trajectory is not None
         if self._failure is not None or self._env is None:
-            return system_error(self._failure or "the environment was not opened")
+            return system_error(self._failure or "the environment was not opened", "infrastructure")
         self.trajectory.finish_reason = self._finish
-        return run_sync(grade_bounded(self._env, self.trajectory, self._limits))
+        return run_sync(grade_bounded(self._env, self.trajectory, self._limits, observer=self._observer))
 
     def _call(self, name: str, arguments: dict[str, Any]) -> str:
         if self.task is None or self.trajectory is None:
@@ -324,12 +325,13 @@ def environment_factory(
     backend: Backend | str = "sqlite",
     limits: EpisodeLimits = EpisodeLimits(),
     on_episode: OnEpisode | None = None,
+    observer: AttemptObserver | None = None,
 ) -> dict[str, type[TrlEnvironment]]:
     """TRL's `environment_factory` for these tasks: `{domain name: environment class}` (a class is a factory).
 
     `backend` is a `Backend` or a name for `groundstate.state.make_backend` (made here, once); every domain is
     prepared on it here, and every tool's schema checked as TRL will render it, so a broken domain fails now,
-    naming the file or the tool."""
+    naming the file or the tool. `observer` sees each rollout's grading (`AttemptObserver`), in `get_reward`."""
     grouped = _by_domain(pairs)
     the_backend = backend if isinstance(backend, Backend) else make_backend(backend)
     prepare_domains([d for d, _ in grouped.values()], the_backend)
@@ -343,6 +345,7 @@ def environment_factory(
             "_backend": the_backend,
             "_limits": limits,
             "_on_episode": staticmethod(on_episode) if on_episode is not None else None,
+            "_observer": observer,
             "__doc__": f"The {name} domain as a TRL environment (groundstate.integrations.trl).",
         }
         classes[name] = type(name, (TrlEnvironment,), attrs)  # TRL logs its reward as rewards/<class name>

@@ -31,11 +31,10 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 from scipy import stats
 
-from groundstate.agents.user_audit import FAULT_KINDS, fault_kind
 from groundstate.records import AttemptRecord, check_one_run, latest_per_key, task_set_hash
 from groundstate.specs import parse_agent
 from groundstate.stats.agreement import run_agreement
-from groundstate.types import FINISH_REASONS
+from groundstate.types import FAULT_KINDS, FINISH_REASONS
 
 DEFAULT_PRICES = Path(__file__).parent / "prices.yaml"
 # USD per million tokens: a thousand times the dearest model's price, and far enough below float's range that no run's
@@ -568,9 +567,8 @@ def user_simulator_faults(records: Iterable[AttemptRecord]) -> dict[str, dict[st
     for r in latest_per_key(records).values():
         if not (r.user or "").startswith("openai:"):
             continue
-        carried = (r.model_extra or {}).get("user_faults")
-        earlier = [k for k in carried if k in FAULT_KINDS] if isinstance(carried, list) else []
-        now = fault_kind(r.system_error)
+        earlier = r.user_faults
+        now = r.fault
         d = out.setdefault(r.user, {"tries": 0, "faults": 0, "unrepaired": 0, "kinds": Counter()})
         d["tries"] += 1 + len(earlier)
         d["faults"] += len(earlier) + (now is not None)
@@ -600,12 +598,12 @@ def blame_by_family(records: Iterable[AttemptRecord]) -> dict[str, dict[str, Any
     for r in latest_per_key(records).values():
         if r.outcome != "fail":
             continue
-        b = (r.verdict or {}).get("blame") or {}
-        kind = str(b.get("kind") or "not recorded")
+        b = r.verdict.blame if r.verdict is not None else None
+        kind = b.kind if b is not None else "not recorded"
         d = out.setdefault(r.family or "unspecified", {"failed": 0, "kinds": Counter(), "calls": Counter()})
         d["failed"] += 1
         d["kinds"][kind] += 1
-        d["calls"][f"{kind.replace('_', ' ')} at {b['tool']}" if b.get("tool") else kind.replace("_", " ")] += 1
+        d["calls"][f"{kind.replace('_', ' ')} at {b.tool}" if b is not None and b.tool else kind.replace("_", " ")] += 1
     for d in out.values():
         where, n = d["calls"].most_common(1)[0]
         d["most_common"] = f"{n} of {d['failed']} failures: {where}"

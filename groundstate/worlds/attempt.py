@@ -25,14 +25,30 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from groundstate.agents.openai_compat import EndpointError
 from groundstate.agents.scripted import ScriptedAgent, ScriptedUser
 from groundstate.agents.user_audit import UserSimulatorFault
 from groundstate.agents.user_cache import early_stop_fault, provoked_findings
 from groundstate.deadlines import GradingTimeout, bounded
+from groundstate.grading.judge import JudgeError
 from groundstate.state.base import Backend
 from groundstate.state.changes import ChangeSet
 from groundstate.tasks import Task, TaskFileError
-from groundstate.types import Agent, Domain, Environment, EpisodeLimits, Judge, Trajectory, UserSimulator, Verdict, system_error
+from groundstate.types import (
+    Agent,
+    AttemptObserver,
+    Blame,
+    Domain,
+    Environment,
+    EpisodeHang,
+    EpisodeLimits,
+    ErrorKind,
+    Judge,
+    Trajectory,
+    UserSimulator,
+    Verdict,
+    system_error,
+)
 from groundstate.worlds.episode import run_episode
 
 
@@ -65,23 +81,49 @@ class Outcome:
     changes: ChangeSet | None = None  # the final change set, where asked for and the environment has one
 
 
-def _crashed(e: Exception) -> Verdict:
-    verdict = system_error(f"{type(e).__name__}: {e}")
+def error_kind(e: BaseException) -> ErrorKind:
+    """Which party an exception that ended an attempt says failed, read from its type (never from its text)."""
+    if isinstance(e, EndpointError):
+        return "malformed_response" if e.malformed else "endpoint"
+    if isinstance(e, UserSimulatorFault):
+        return "user_fault"
+    if isinstance(e, JudgeError):
+        return "judge"
+    if isinstance(e, (GradingTimeout, EpisodeHang)):
+        return "time_limit"
+    return "infrastructure"
+
+
+def crashed(e: Exception) -> Verdict:
+    """The system-error verdict of an attempt that `e` ended: its kind (`error_kind`), its message and where it arose."""
+    verdict = system_error(f"{type(e).__name__}: {e}", error_kind(e))
     verdict.reasons.append(traceback.format_exc(limit=4))
     return verdict
 
 
-async def grade_bounded(env: Environment, trajectory: Trajectory, limits: EpisodeLimits, judge: Judge | None = None) -> Verdict:
+async def grade_bounded(
+    env: Environment, trajectory: Trajectory, limits: EpisodeLimits, judge: Judge | None = None, observer: AttemptObserver | None = None
+) -> Verdict:
     """`env.grade` under the attempt's grading bound; running out, or a grader that fails, is a system error.
+    `observer` sees the grading (`AttemptObserver.graded`).
 
     What every path that grades an environment calls: `play`, and the adapters whose framework runs the
     episode itself (`groundstate.integrations`)."""
     try:
-        return await bounded(env.grade(trajectory, judge), limits.grade_timeout, f"grading {env.task.id}")
+        return await bounded(_graded(env, trajectory, judge, observer), limits.grade_timeout, f"grading {env.task.id}")
     except GradingTimeout as e:
-        return system_error(str(e))
+        return system_error(str(e), "time_limit")
     except Exception as e:  # noqa: BLE001 - a grader bug or a database gone: never the agent's failure
-        return _crashed(e)
+        return crashed(e)
+
+
+async def _graded(env: Environment, trajectory: Trajectory, judge: Judge | None, observer: AttemptObserver | None) -> Verdict:
+    if observer is None:
+        return await env.grade(trajectory, judge)
+    changes = await env.changes()  # read before grading: the state as the agent left it, which the verdict judges
+    verdict = await env.grade(trajectory, judge)
+    observer.graded(env.task, trajectory, verdict, changes)
+    return verdict
 
 
 async def play(
@@ -95,13 +137,14 @@ async def play(
     judge: Judge | None = None,
     keep_changes: bool = False,
     blame: bool = False,
+    observer: AttemptObserver | None = None,
 ) -> Outcome:
     """Open the task's environment, run the episode, grade it and close the environment, whatever happens.
 
     `limits` are the episode's (see `groundstate.worlds.episode`) and the grading bound; `keep_changes` also returns the
     environment's final change set (lint compares mutants with gold by it); `blame` (what runs record) then finds
     where a failed final state went wrong (`Domain.blame`, on a fresh world: `Verdict.blame`), which never changes the
-    verdict itself.
+    verdict itself. `observer` sees the grading (`AttemptObserver`).
     """
     started = time.perf_counter()
     timings: dict[str, float] = {}
@@ -116,18 +159,18 @@ async def play(
         traj = await run_episode(env, agent, user, limits)
         timings["episode_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        verdict = await grade_bounded(env, traj, limits, judge)
+        verdict = await grade_bounded(env, traj, limits, judge, observer)
         timings["grade_s"] = time.perf_counter() - t0
         if keep_changes:
             changes = await env.changes()
     except GradingTimeout as e:  # the golden replay ran out of its bound (`SqlEnvironment.open`)
-        verdict = system_error(str(e))
+        verdict = system_error(str(e), "time_limit")
     except UserSimulatorFault as e:  # the LLM user broke its persona (`agents.user_audit`): the user's failure, not the agent's
-        verdict = system_error(str(e))
+        verdict = system_error(str(e), "user_fault", e.kind)
         if e.reply is not None:
             verdict.reasons.append(f"the user's whole reply: {e.reply!r}")
     except Exception as e:  # endpoint down, database gone, a bug: never the agent's failure
-        verdict = _crashed(e)
+        verdict = crashed(e)
     finally:
         if env is not None:
             try:
@@ -137,7 +180,7 @@ async def play(
     early = early_stop_fault(user)
     if early is not None and verdict.system_error is None:
         if verdict.state_reward == 0:  # the user walked away from an unfinished task: its failure, not the agent's
-            verdict = system_error(f"{early}; the final state fails, so the task was left undone by the user")
+            verdict = system_error(f"{early}; the final state fails, so the task was left undone by the user", "user_fault", early.kind)
         else:
             verdict.reasons.append(f"the user ended the conversation when asked for a fact, after the task was done: {early.detail}")
     verdict.reasons.extend(provoked_findings(user))  # graded as it stands: the agent's own message asked for it
@@ -146,7 +189,7 @@ async def play(
         try:
             verdict.blame = await domain.blame(task, backend, traj, limits)
         except Exception as e:  # noqa: BLE001 - blame explains a verdict; failing to find it never changes one
-            verdict.blame = {"kind": "unavailable", "reason": f"{type(e).__name__}: {e}"}
+            verdict.blame = Blame(kind="unavailable", reason=f"{type(e).__name__}: {e}")
         timings["blame_s"] = time.perf_counter() - t0
     timings["total_s"] = time.perf_counter() - started
     return Outcome(traj, verdict, timings, changes)

@@ -31,7 +31,7 @@ from groundstate.state.base import Backend
 from groundstate.state.sqlite import check_authorizer
 from groundstate.tasks import Task, TaskFileError, _pydantic_error, _Strict, read_data_file
 from groundstate.tools import ToolError, Toolset
-from groundstate.types import EpisodeLimits, Equivalences, Trajectory
+from groundstate.types import Blame, EpisodeLimits, Equivalences, Trajectory
 from groundstate.worlds.environment import SqlEnvironment
 
 DOMAINS_DIR = Path(__file__).parents[1] / "domains"
@@ -210,15 +210,15 @@ class Domain:
         """A private sandbox of the task's start state on `backend`, for one attempt."""
         return await SqlEnvironment.open(task, self, backend, limits)
 
-    async def blame(self, task: Task, backend: Backend, trajectory: Trajectory, limits: EpisodeLimits = EpisodeLimits()) -> dict[str, Any]:
+    async def blame(self, task: Task, backend: Backend, trajectory: Trajectory, limits: EpisodeLimits = EpisodeLimits()) -> Blame:
         """`groundstate.grading.blame.blame` of the attempt's executed calls, on a fresh sandbox of the task's start state, under
         the grading bound (in a worker thread where the backend blocks on the network)."""
         from groundstate.deadlines import bounded
         from groundstate.grading.blame import blame
         from groundstate.grading.grader import grader_for
 
-        def run() -> dict[str, Any]:
-            return blame(task, backend.prepare(self, task.patch), grader_for(backend), trajectory.tool_calls).to_json()
+        def run() -> Blame:
+            return blame(task, backend.prepare(self, task.patch), grader_for(backend), trajectory.tool_calls)
 
         if backend.name == "sqlite":
             return run()
