@@ -1,8 +1,10 @@
 """The `groundstate` command line: a thin typer app over the library, one module per command group.
 
 `run` / `probe` (cli.run), `tasks ...` (cli.tasks), `metrics` / `compare` / `report` / `export` (cli.analysis),
-`power` (cli.power), `select` (cli.select), `train` / `merge` / `tiny build` (cli.train), `serve-mcp` (cli.mcp), `quickstart`
-(cli.quickstart), `new domain` (cli.new), `conformance` (cli.conformance), `regrade` (cli.regrade). Shared options and option groups are in cli.options, consoles and error exits in cli.common.
+`power` (cli.power), `select` (cli.select), `train` / `merge` / `tiny build` (cli.train), `serve --protocol mcp|openenv`
+(cli.serve; `serve-mcp`, its old spelling, cli.mcp), `quickstart` (cli.quickstart), `new domain` (cli.new), `conformance`
+(cli.conformance), `regrade` (cli.regrade). Each command parses its options, calls one library function and prints.
+Shared options and option groups are in cli.options, consoles and error exits in cli.common.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import typer
 from groundstate.cli import analysis, new, quickstart, tasks, train
 from groundstate.cli.common import Commands, renamed
 from groundstate.cli.conformance import conformance_command
-from groundstate.cli.mcp import serve_mcp
+from groundstate.cli.mcp import OldSpelling, serve_mcp
 from groundstate.cli.power import power_command
 from groundstate.cli.regrade import regrade_command
 from groundstate.cli.run import PROBE_HELP, RUN_HELP, attempts_command
@@ -76,8 +78,8 @@ app.command("select", cls=renamed({"--out-dir": "--out", "--domain-path": "--dom
 app.command("train")(train.train)
 app.command("merge")(train.merge)
 app.command("quickstart")(quickstart.quickstart)
-app.command("serve-mcp")(serve_mcp)
 app.command("serve")(serve)
+app.command("serve-mcp", hidden=True, cls=OldSpelling)(serve_mcp)  # the old spelling of `serve --protocol mcp`, for a release
 app.command("conformance")(conformance_command)
 app.command("regrade")(regrade_command)
 

@@ -1,76 +1,129 @@
-"""`groundstate serve --protocol openenv`: serve tasks through another project's environment protocol (docs/INTEGRATIONS.md)."""
+"""`groundstate serve --protocol {mcp,openenv}`: serve tasks through another project's protocol (docs/INTEGRATIONS.md).
+
+An option both protocols take means the same in both; one only the other protocol takes is refused. An option left
+unset keeps the protocol's default (`integrations.serving.McpServe`, `OpenEnvServe`). `serve-mcp` is the old
+spelling of `serve --protocol mcp` (cli.mcp), with these same options.
+"""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
 from groundstate.cli import options as opts
-from groundstate.cli.common import fail, select
+from groundstate.cli.common import fail
 from groundstate.cli.options import count, number
+from groundstate.integrations.serving import PROTOCOLS, McpServe, OpenEnvServe, ServeConfig
 
-PROTOCOLS = ("openenv",)
+
+def _per_protocol(name: str) -> str:
+    """`Default: X (mcp), Y (openenv).` from the two configs."""
+    return f"Default: {getattr(McpServe, name)} (mcp), {getattr(OpenEnvServe, name)} (openenv)."
+
+
+Protocol = typer.Option(
+    ..., "--protocol", help=f"{' or '.join(PROTOCOLS)}: mcp (a domain's tools over MCP), openenv (OpenEnv's reset/step/state over WebSocket)."
+)
+Domain = typer.Option(None, "--domain", "-d", help="Domain name or folder: mcp serves its tools, openenv every task of it.")
+Tasks = typer.Option(None, "--tasks", help="openenv: or serve these tasks (any --tasks selector of SQL domains).")
+Task = typer.Option(
+    None,
+    "--task",
+    "-t",
+    help="mcp: serve the start state of this task of the domain, and grade each session when it ends (default: the domain's seed world).",
+)
+Transport = typer.Option(
+    None, "--transport", help=f"mcp: stdio (one session on stdin/stdout) or http (streamable HTTP). Default: {McpServe.transport}."
+)
+Host = typer.Option(
+    None, "--host", help=f"Address to bind (mcp: with --transport http), loopback only unless --allow-remote. Default: {ServeConfig.host}."
+)
+Port = number(None, "--port", lo=1, hi=65535, help="Port to listen on (mcp: with --transport http). " + _per_protocol("port"))
+Token = typer.Option(
+    None,
+    "--token",
+    help="mcp, HTTP: bearer token clients must send (default: $GROUNDSTATE_MCP_TOKEN, else a random one, printed to stderr). "
+    "Prefer the GROUNDSTATE_MCP_TOKEN variable: command lines are visible to other users.",
+)
+Backend = typer.Option(None, "--backend", help=f"sqlite (embedded default) or postgres. Default: {ServeConfig.backend}.")
+User = typer.Option(
+    None, "--user", help=f"openenv: the user side, scripted (the task's script) or openai:MODEL\\[@URL]. Default: {OpenEnvServe.user}."
+)
+AllowRemote = typer.Option(
+    False, "--allow-remote", help="Allow a non-loopback address (neither protocol encrypts, openenv has no authentication: put a proxy in front)."
+)
+MaxSessions = count(
+    None,
+    "--max-sessions",
+    help="Sessions served at once, each holding a sandbox (a database clone); openenv: an HTTP /reset holds one too (503 when none is free). "
+    + _per_protocol("max_sessions"),
+)
+SessionWait = number(
+    None,
+    "--session-wait",
+    lo=0.0,
+    help=f"mcp: seconds a session's first tool call waits for a free sandbox before it is answered with an error. Default: {McpServe.session_wait:g}.",
+)
+IdleTimeout = number(
+    None,
+    "--idle-timeout",
+    lo=0.0,
+    lo_open=True,
+    help=f"mcp, HTTP: seconds without a request after which a session's sandbox is graded and closed. Default: {McpServe.idle_timeout:g}.",
+)
+MaxPending = count(
+    None,
+    "--max-pending",
+    help=f"mcp, stdio: requests served at once; more are answered with an error until answers are read. Default: {McpServe.max_pending}.",
+)
+RevealVerdict = typer.Option(
+    False,
+    "--reveal-verdict",
+    help="openenv: send the whole verdict with done: the golden-state diff, each failed check's SQL and expected rows "
+    "(for evaluation: a client that resets to the task again has the answer). Default: reward and reasons by check name.",
+)
 
 
 def serve(
-    protocol: str = typer.Option(..., "--protocol", help="openenv (OpenEnv's reset/step/state over WebSocket)."),
-    domain: Optional[str] = typer.Option(None, "--domain", "-d", help="Serve every task of this domain (name or folder)."),
-    tasks: Optional[str] = typer.Option(None, "--tasks", help="Or serve these tasks (any --tasks selector of SQL domains)."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (loopback only unless --allow-remote)."),
-    port: int = number(8000, "--port", lo=1, hi=65535, help="Port to listen on."),
-    backend: str = typer.Option("sqlite", "--backend", help="sqlite (embedded default) or postgres."),
-    pg_dsn: Optional[str] = typer.Option(None, "--pg-dsn", help="PostgreSQL DSN (default: $GROUNDSTATE_PG_DSN or the local server)."),
-    user: str = typer.Option("scripted", "--user", help="The user side: scripted (the task's script) or openai:MODEL\\[@URL]."),
-    max_sessions: int = count(
-        64, "--max-sessions", help="Sessions served at once, and sandboxes open: each session holds one, an HTTP /reset one (503 when none is free)."
-    ),
+    protocol: str = Protocol,
+    domain: Optional[str] = Domain,
+    tasks: Optional[str] = Tasks,
+    task: Optional[str] = Task,
+    transport: Optional[str] = Transport,
+    host: Optional[str] = Host,
+    port: Optional[int] = Port,
+    token: Optional[str] = Token,
+    backend: Optional[str] = Backend,
+    pg_dsn: Optional[str] = opts.PgDsn,
+    user: Optional[str] = User,
+    allow_remote: bool = AllowRemote,
+    max_sessions: Optional[int] = MaxSessions,
+    session_wait: Optional[float] = SessionWait,
+    idle_timeout: Optional[float] = IdleTimeout,
+    max_pending: Optional[int] = MaxPending,
     max_turns: Optional[int] = opts.MaxTurns,
     attempt_timeout: Optional[float] = opts.AttemptTimeout,
     grade_timeout: Optional[float] = opts.GradeTimeout,
     max_result_chars: Optional[int] = opts.MaxResultChars,
-    allow_remote: bool = typer.Option(
-        False, "--allow-remote", help="Allow a non-loopback address (OpenEnv has no authentication: put a proxy in front)."
-    ),
-    reveal_verdict: bool = typer.Option(
-        False,
-        "--reveal-verdict",
-        help="Send the whole verdict with done: the golden-state diff, each failed check's SQL and expected rows "
-        "(for evaluation: a client that resets to the task again has the answer). Default: reward and reasons by check name.",
-    ),
+    reveal_verdict: bool = RevealVerdict,
 ) -> None:
-    """Serve tasks through an environment protocol; each session is one graded attempt on its own sandbox."""
-    if protocol not in PROTOCOLS:
-        fail(f"unknown protocol {protocol!r}: use {', '.join(PROTOCOLS)}")
-    if (domain is None) == (tasks is None):
-        fail("give --domain or --tasks (one of them)")
-    pairs = select(tasks if tasks is not None else str(domain))
-    from groundstate.state import make_backend
+    """Serve tasks through a protocol, one isolated database sandbox per session: mcp serves a domain's tools (with
+    --task each session is graded when it ends, its verdict on stderr; exit status 1 if stderr was left unread with
+    verdicts still unwritten after the server stopped); openenv makes each session one graded attempt."""
+    options = dict(locals())  # the parameters, each named as the config field it gives
+    serve_options(options.pop("protocol"), options)
+
+
+def serve_options(protocol: str, options: dict[str, Any]) -> None:
+    """Serve with the options given (those left unset, or a flag left off, keep the protocol's defaults): one error line
+    for what cannot be served, exit 1 where a verdict line never reached stderr."""
+    from groundstate.integrations.serving import ServeRefused, serve_config
+    from groundstate.integrations.serving import serve as serve_protocol
 
     try:
-        from groundstate.integrations.openenv import serve as serve_openenv
-    except ImportError as e:
-        fail(f"--protocol openenv needs openenv-core (pip install 'groundstate[openenv]'): {e}")
-    try:
-        be = make_backend(backend, pg_dsn, **({} if backend == "sqlite" else {"max_open": max_sessions + 1}))
-    except ValueError as e:
-        fail(f"--backend: {e}")
-    name = domain if domain is not None else "groundstate"
-    try:
-        limits = opts.limits(max_turns, attempt_timeout, grade_timeout, max_result_chars, None)
-        serve_openenv(
-            pairs,
-            be,
-            host,
-            port,
-            limits=limits,
-            user=user,
-            max_sessions=max_sessions,
-            allow_remote=allow_remote,
-            name=name,
-            reveal_verdict=reveal_verdict,
-        )
-    except ValueError as e:
+        delivered = serve_protocol(serve_config(protocol, **{k: v for k, v in options.items() if v is not None and v is not False}))
+    except ServeRefused as e:
         fail(str(e))
-    finally:
-        be.close()
+    if not delivered:
+        raise typer.Exit(1)  # stderr is not read: the exit status is the one place left to say a verdict was not written

@@ -715,7 +715,7 @@ def serve(
     `transport="stdio"`: one session, on this process's stdin/stdout. `transport="http"`: streamable HTTP at
     `http://host:port/mcp`, loopback only unless `allow_remote=True`, every request needing
     `Authorization: Bearer <token>` (a random token is generated and printed to stderr when none is given).
-    `on_session_end(sandbox)` runs when each session ends, before its sandbox is closed (`groundstate serve-mcp --task`
+    `on_session_end(sandbox)` runs when each session ends, before its sandbox is closed (`groundstate serve --protocol mcp --task`
     grades it there and prints the verdict to stderr); `on_session_lost(why)` for a session that ended and could not be
     graded (no sandbox could be had for one that never called a tool), so that every session that ends is recorded.
     Limits: `max_sessions` sandboxes open at once, a first tool call waiting `session_wait` s for one before its

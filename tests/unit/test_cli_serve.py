@@ -1,0 +1,105 @@
+"""One `serve --protocol {mcp,openenv}` (#33 item 3): `serve --protocol mcp` is the MCP server `serve-mcp` was, and
+`serve-mcp` stays, hidden from help, as its old spelling with a note naming the new one. The protocols share their
+options where they mean the same; an option only the other protocol takes is refused."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from groundstate.cli import app
+from groundstate.integrations.serving import McpServe, OpenEnvServe
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOP = str(ROOT / "tests" / "fixtures" / "shop")
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
+
+
+def test_serve_protocol_mcp_serves_a_task_and_grades_its_session(tmp_path):
+    """The SDK's own client over stdio against `groundstate serve --protocol mcp`: the gold calls, then the session's
+    verdict line on stderr as the server winds down."""
+    pytest.importorskip("mcp")
+    import anyio
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    from groundstate.worlds.domain import load_domain
+
+    task = load_domain(SHOP).task("shop-cancel")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "groundstate.cli", "serve", "--protocol", "mcp", "--domain", SHOP, "--task", task.id],
+        env={"PYTHONPATH": str(ROOT)},
+        cwd=str(ROOT),
+    )
+    log = tmp_path / "stderr.log"
+
+    async def main():
+        with anyio.fail_after(60), open(log, "w") as err:
+            async with stdio_client(params, errlog=err) as (r, w), ClientSession(r, w) as s:
+                await s.initialize()
+                for call in task.gold:
+                    assert not (await s.call_tool(call.tool, dict(call.args))).is_error
+
+    anyio.run(main)
+    deadline = time.monotonic() + 10  # the verdict is written as the process winds down
+    while " ended: " not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "[groundstate mcp] session 1 ended: task shop-cancel reward=1" in log.read_text(), log.read_text()
+    assert "serve-mcp" not in log.read_text()  # the new spelling has no note
+
+
+def test_serve_mcp_is_hidden_from_help_and_says_its_new_spelling():
+    shown = invoke("--help").stdout
+    assert re.search(r"\bserve\b", shown) and "serve-mcp" not in shown
+    assert "mcp" in invoke("serve", "--help").stdout
+    r = invoke("serve-mcp", "--domain", SHOP, "--transport", "carrier-pigeon")  # the same command: refused as before, after the note
+    assert r.exit_code == 2 and "note: serve-mcp is now serve --protocol mcp" in r.stderr and "unknown transport 'carrier-pigeon'" in r.stderr
+    r = invoke("serve", "--protocol", "mcp", "--domain", SHOP, "--transport", "carrier-pigeon")
+    assert r.exit_code == 2 and "note:" not in r.stderr and "unknown transport 'carrier-pigeon'" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--protocol", "openenv", "--domain", "kiosk", "--token", "t"], "--token is for --protocol mcp, not openenv"),
+        (["--protocol", "openenv", "--domain", "kiosk", "--task", "kiosk-credit-001"], "--task is for --protocol mcp, not openenv"),
+        (["--protocol", "mcp", "--domain", SHOP, "--reveal-verdict"], "--reveal-verdict is for --protocol openenv, not mcp"),
+        (["--protocol", "mcp", "--tasks", "kiosk"], "--tasks is for --protocol openenv, not mcp"),
+        (["--protocol", "mcp", "--domain", SHOP, "--max-turns", "3"], "--max-turns is for --protocol openenv, not mcp"),
+        (["--protocol", "mcp"], "give --domain: the domain whose tools to serve"),
+        (["--protocol", "mcp", "--domain", SHOP, "--backend", "oracle"], "--backend: unknown backend 'oracle'"),
+        (["--protocol", "openenv", "--domain", "kiosk", "--backend", "oracle"], "--backend: unknown backend 'oracle'"),
+    ],
+)
+def test_an_option_the_protocol_does_not_take_is_one_line(args, says):
+    r = invoke("serve", *args)
+    lines = [line for line in r.output.splitlines() if line.strip()]
+    assert r.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], r.output
+
+
+def test_each_protocols_defaults_are_its_servers():
+    mcp_server = pytest.importorskip("groundstate.tools.mcp_server")
+    assert (McpServe.port, McpServe.max_sessions, McpServe.session_wait, McpServe.idle_timeout, McpServe.max_pending) == (
+        mcp_server.DEFAULT_PORT,
+        mcp_server.DEFAULT_MAX_SESSIONS,
+        mcp_server.DEFAULT_SESSION_WAIT,
+        mcp_server.DEFAULT_IDLE_TIMEOUT,
+        mcp_server.DEFAULT_MAX_PENDING,
+    )
+    openenv = pytest.importorskip("groundstate.integrations.openenv")
+    defaults = {k: p.default for k, p in inspect.signature(openenv.serve).parameters.items()}
+    assert (OpenEnvServe.port, OpenEnvServe.max_sessions, OpenEnvServe.user, OpenEnvServe.host) == (
+        defaults["port"],
+        defaults["max_sessions"],
+        defaults["user"],
+        defaults["host"],
+    )
