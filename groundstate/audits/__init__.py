@@ -1,1 +1,2 @@
-"""Audits of tasks and runs: lint, reward hacks, alternative solutions, certificates, regrade, conformance."""
+"""Audits of tasks and runs: lint, reward hacks, alternative solutions, certificates, regrade, and a task set's overlap with
+the benchmark (fingerprints, near duplicates)."""

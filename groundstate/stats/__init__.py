@@ -1,1 +1,2 @@
-"""Statistics over results records: reliability metrics, run-to-run agreement, power."""
+"""Statistics over results records: reliability metrics, difficulty (the Jeffreys posterior, bands, signal), run-to-run
+agreement, power."""
