@@ -1,8 +1,8 @@
 """`groundstate new domain NAME`: a small, working domain folder to grow into a real one.
 
 The folder holds customers and their orders (two tables), four tools (two reads, two writes), a policy,
-a seeded task generator built on the task-generation kit (`groundstate/domains/_kit.py`) and the task file
-it generates: two tasks that `groundstate tasks lint --domain FOLDER` passes (gold passes, doing nothing
+a seed and a seeded task generator built on the domain kit (`groundstate/domains/_kit/`), as the bundled domains' are,
+and the task file it generates: two tasks that `groundstate tasks lint --domain FOLDER` passes (gold passes, doing nothing
 fails, every counted mutant is killed). docs/DOMAINS.md walks from here to a domain of one's own.
 """
 
@@ -49,25 +49,33 @@ SEED_PY = '''\
 """The deterministic seed of $name: 400 customers and 1,600 orders at scale 1.
 
 `generate(rng, scale)` must give the same rows for the same rng on every machine: draw every random
-choice from `rng`, never from the clock or the `random` module's global state.
+choice from `rng`, never from the clock or the `random` module's global state. The domain kit
+(`groundstate.domains._kit`) holds what seeds share: names and unique emails, scaled counts, dates, ids.
 """
 
 import random
 
-FIRST = ["Ada", "Ben", "Cleo", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun", "Kai", "Lea", "Mo", "Nia", "Oto", "Pia"]
+from groundstate.domains._kit import People, Rows, scaled
+
 ITEMS = ["lamp", "mug", "pen", "bag", "cap", "book", "fan", "kit"]
 
 
-def generate(rng: random.Random, scale: float = 1.0) -> dict[str, list[dict]]:
+def generate(rng: random.Random, scale: float = 1.0) -> Rows:
     """Rows per table, tables in schema.sql's order, every row with every column."""
-    n = max(10, int(400 * scale))
-    customers = [
-        {"id": i, "name": f"{rng.choice(FIRST)} {i}", "email": f"customer{i}@$name.test", "tier": rng.choice(["basic", "basic", "silver", "gold"])}
-        for i in range(1, n + 1)
-    ]
+    n = scaled(400, scale)
+    people = People(rng, email_domain="$name.test")
+    customers = []
+    for i in range(1, n + 1):
+        first, last, email = people.draw()
+        customers.append({"id": i, "name": f"{first} {last}", "email": email, "tier": rng.choice(["basic", "basic", "silver", "gold"])})
     orders = [
-        {"id": 1000 + i, "customer_id": rng.randint(1, n), "item": rng.choice(ITEMS), "total": float(rng.randrange(5, 200)),
-         "status": rng.choice(["pending", "shipped"])}
+        {
+            "id": 1000 + i,
+            "customer_id": rng.randint(1, n),
+            "item": rng.choice(ITEMS),
+            "total": float(rng.randrange(5, 200)),
+            "status": rng.choice(["pending", "shipped"]),
+        }
         for i in range(1, 4 * n + 1)
     ]
     return {"${name}_customers": customers, "${name}_orders": orders}
@@ -156,7 +164,9 @@ same order. `groundstate tasks generate --domain FOLDER` writes them to tasks/$n
 
 A template takes the generator and returns one task body: `instruction` (the user's first message),
 `user` (persona, context, script of the simulated user), `gold` (the tool calls that solve it), and
-optionally `patch` (rows upserted on the seed to set the situation up), `checks` and `tags`.
+optionally `patch` (rows upserted on the seed to set the situation up), `checks` and `tags`. The domain kit
+(`groundstate.domains._kit`) holds what generators share: `WorldIndex` (ids for new rows, pickers that spread tasks
+across the world, the simulated user's greeting, tone and closing), `Patch`, `call` and the driver `generate`.
 """
 
 from __future__ import annotations
@@ -185,20 +195,23 @@ class Generator(WorldIndex):
 
     def pick_customer(self) -> dict:
         """A customer no task has used yet."""
-        customer = self.rng.choice([c for c in self.world["${name}_customers"] if c["id"] not in self.used])
+        customer = self.draw([c for c in self.world["${name}_customers"] if c["id"] not in self.used], "unused customer")
         self.used.add(customer["id"])
         return customer
 
     def pick_order(self) -> dict:
         """An order of a customer no task has used yet."""
-        order = self.rng.choice([o for o in self.world["${name}_orders"] if o["customer_id"] not in self.used])
+        order = self.draw([o for o in self.world["${name}_orders"] if o["customer_id"] not in self.used], "order of an unused customer")
         self.used.add(order["customer_id"])
         return order
 
+    def hello(self, customer: dict) -> str:
+        """A first message's opening: a greeting, and who is writing."""
+        return self.opening(f"this is {customer['email']}.", f"my email is {customer['email']}.")
+
     def user(self, customer: dict, context: str) -> dict:
-        """The simulated customer: who they are, the facts they know, and their scripted replies."""
-        return {"persona": f"{customer['name']}, a {customer['tier']}-tier customer who answers briefly.",
-                "context": context, "script": ["That's all, thanks."]}
+        """The simulated customer: who they are (and a tone), the facts they know, and their scripted replies."""
+        return self.simulated_user(f"{customer['name']}, a {customer['tier']}-tier customer", context)
 
 
 def t_cancel_order(g: Generator) -> dict:
@@ -206,7 +219,7 @@ def t_cancel_order(g: Generator) -> dict:
     order = g.pick_order()
     customer = g.customers[order["customer_id"]]
     return {
-        "instruction": f"Hi, this is {customer['email']}. Please cancel my order #{order['id']}.",
+        "instruction": f"{g.hello(customer)} Please cancel my order #{order['id']}.",
         "user": g.user(customer, f"Your email is {customer['email']}. You want order #{order['id']} cancelled."),
         "patch": Patch().add("${name}_orders", {"id": order["id"], "status": "pending"}),
         "gold": [call("cancel_${name}_order", order_id=order["id"])],

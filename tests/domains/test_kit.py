@@ -1,14 +1,15 @@
-"""The task-generation kit (groundstate/domains/_kit.py), on the small kiosk world."""
+"""The domain kit (groundstate/domains/_kit/): the seed and task-generation parts, on the small kiosk world."""
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 import shutil
 
 import pytest
 
 from groundstate.domains import _kit
-from groundstate.domains._kit import Patch, WorldIndex, call
+from groundstate.domains._kit import Patch, People, WorldIndex, call
 from groundstate.worlds.attempt import task_fingerprint
 from groundstate.worlds.domain import Domain, load_domain
 
@@ -92,6 +93,56 @@ def test_text_and_money():
     assert _kit.long_date("2026-06-05") == "June 5, 2026" and _kit.cap("eMail") == "EMail"
     assert _kit.dollars(_kit.cents(19.99) * 3) == 59.97 and _kit.money(1234.5) == "$1,234.50"
     assert _kit.said("no") == '(in your words: "no")'
+
+
+def test_draw_prefers_fresh_then_any_and_names_an_empty_pool(index):
+    assert {index.draw([1, 2, 3], "number", lambda x: x == 2) for _ in range(20)} == {2}
+    assert index.draw([1], "number", lambda x: False) == 1  # nobody fresh left: any of the pool
+    with pytest.raises(RuntimeError, match="no clean order left for this template"):
+        index.draw([], "clean order")
+    rows = [{"id": i, "owner": i % 3} for i in range(7)]  # owners 0 (3 rows), 1 (2), 2 (2)
+    group = index.draw_group(rows, "owner", 3, "owner", lambda o: True)
+    assert sorted(r["id"] for r in group) == [0, 3, 6]
+
+
+def test_the_simulated_user_draws_its_greeting_tone_and_closing_in_turn(kiosk):
+    def fresh() -> WorldIndex:
+        return WorldIndex(kiosk.seed_rows(), kiosk.config.today, random.Random(3))
+
+    g, rng = fresh(), random.Random(3)
+    greetings = [rng.choice(_kit.GREETINGS), rng.choice(_kit.GREETINGS)]
+    assert g.opening("this is Ann.", "Ann here.") == rng.choice([f"{greetings[0]} this is Ann.", f"{greetings[1]} Ann here."])
+    user = g.simulated_user("Ann, a member", "You want a refund.", ["Order 7."])
+    assert user == {
+        "persona": f"Ann, a member; {rng.choice(_kit.TONES)}.",
+        "context": "You want a refund.",
+        "script": ["Order 7.", rng.choice(_kit.CLOSINGS)],
+    }
+
+
+def test_people_get_unique_emails_and_namesakes_a_number():
+    people = People(random.Random(0), "shop.test", first_names=["Ann"], last_names=["Lee"])
+    assert [people.draw() for _ in range(3)] == [("Ann", "Lee", e) for e in ("ann.lee@shop.test", "ann.lee2@shop.test", "ann.lee3@shop.test")]
+    drawn = People(random.Random(0)).draw()
+    assert drawn[2].endswith(tuple(_kit.EMAIL_DOMAINS)) and drawn[0] in _kit.FIRST_NAMES and drawn[1] in _kit.LAST_NAMES
+
+
+def test_seed_helpers():
+    rows = [{"id": 7, "day": "b"}, {"id": 3, "day": "a"}, {"day": "c"}]
+    assert _kit.renumber(rows, key=lambda r: r["day"]) == {3: 1, 7: 2} and [r["id"] for r in rows] == [1, 2, 3]
+    assert _kit.group_by(rows, "day") == {"a": [rows[0]], "b": [rows[1]], "c": [rows[2]]}
+    assert _kit.group_by(rows, lambda r: r["id"] % 2) == {1: [rows[0], rows[2]], 0: [rows[1]]}
+    taken = {"a"}
+    draws = iter("aab")
+    assert _kit.unique(lambda: next(draws), taken) == "b" and taken == {"a", "b"}
+    assert _kit.scaled(300, 0.001) == 1 and _kit.scaled(300, 2.0) == 600 and _kit.round_money(0.125) == 0.13
+    assert _kit.add_years(dt.date(2024, 2, 29), 1) == dt.date(2025, 2, 28) and _kit.first_of_month(dt.date(2026, 11, 15), 2) == dt.date(2027, 1, 1)
+    assert _kit.end_of_month(dt.date(2026, 2, 3)) == dt.date(2026, 2, 28) and _kit.iso(None) is None
+    assert _kit.routing_number("02100002") == "021000021"  # a real ABA number: its check digit
+
+
+def test_the_business_date_is_domain_yamls(kiosk):
+    assert _kit.business_date(kiosk.path) == kiosk.config.today
 
 
 def test_the_domain_version_counts_the_seed_by_its_rows(kiosk, tmp_path):

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from groundstate.domains import _kit
-from groundstate.domains._kit import WorldIndex, call, cents, dollars, money, rubric, said
+from groundstate.domains._kit import WorldIndex, call, cents, dollars, group_by, long_date, money, rubric, said
 
 HERE = Path(__file__).resolve().parent
 
@@ -37,10 +37,6 @@ COURTESY_CAP = {"standard": 1, "premier": 2}
 CHECK_HOLD_FREE = 225.00
 OVERDRAFT_FEE, ATM_FEE = 35.00, 3.00
 
-MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"]
-GREETINGS = ["Hi,", "Hello,", "Hey there,", "Good morning,", "Hi there,"]
-CLOSINGS = ["That's all, thank you!", "No, that's everything. Thanks!", "That's it, thanks for your help.", "Nothing else, thanks."]
-TONES = ["polite and brief", "a little anxious", "friendly and chatty", "precise; answers exactly what is asked", "in a hurry"]
 MISPLACED = [
     "I think it's somewhere at home",
     "I probably left it in my car",
@@ -86,7 +82,7 @@ DISPUTE_OLD = {
 
 def day_text(d: dt.date | str) -> str:
     d = dt.date.fromisoformat(d) if isinstance(d, str) else d
-    return f"{MONTHS[d.month - 1]} {d.day}"
+    return f"{d:%B} {d.day}"
 
 
 def fee_text(code: str, amount: float) -> str:
@@ -184,6 +180,8 @@ class Patch(_kit.Patch):
 class Generator(WorldIndex):
     """Indexes over the seed world plus the sampling, set-up and phrasing helpers the templates share."""
 
+    tones = ["polite and brief", "a little anxious", "friendly and chatty", "precise; answers exactly what is asked", "in a hurry"]
+
     def __init__(self, world: dict[str, list[dict]], today: dt.date, rng: random.Random):
         super().__init__(world, today, rng)
         self.seed = _kit.sibling(HERE, "seed")
@@ -193,18 +191,10 @@ class Generator(WorldIndex):
         for a in world["banking_accounts"]:
             self.accounts_of.setdefault(a["holder_id"], {})[a["kind"]] = a
         self.cards = {c["id"]: c for c in world["banking_cards"]}
-        self.cards_of: dict[int, list[dict]] = {}
-        for c in world["banking_cards"]:
-            self.cards_of.setdefault(self.accounts[c["account_id"]]["holder_id"], []).append(c)
-        self.entries: dict[int, list[dict]] = {}
-        for e in sorted(world["account_ledger"], key=lambda e: (e["posted_on"], e["id"])):
-            self.entries.setdefault(e["account_id"], []).append(e)
-        self.holds: dict[int, list[dict]] = {}
-        for h in world["account_holds"]:
-            self.holds.setdefault(h["account_id"], []).append(h)
-        self.payees_of: dict[int, list[dict]] = {}
-        for p in world["transfer_payees"]:
-            self.payees_of.setdefault(p["holder_id"], []).append(p)
+        self.cards_of = group_by(world["banking_cards"], lambda c: self.accounts[c["account_id"]]["holder_id"])
+        self.entries = group_by(sorted(world["account_ledger"], key=lambda e: (e["posted_on"], e["id"])), "account_id")
+        self.holds = group_by(world["account_holds"], "account_id")
+        self.payees_of = group_by(world["transfer_payees"], "holder_id")
         self.scheduled: dict[int, list[dict]] = {}
         for t in world["fund_transfers"]:
             if t["payee_id"] is not None:
@@ -261,12 +251,6 @@ class Generator(WorldIndex):
     def courtesy_used(self, acct: dict) -> int:
         since = (self.today - dt.timedelta(days=365)).isoformat()
         return sum(1 for e in self.entries.get(acct["id"], []) if e["reversal_reason"] == "courtesy" and e["posted_on"] > since)
-
-    def ago(self, days: int) -> dt.date:
-        return self.today - dt.timedelta(days=days)
-
-    def ahead(self, days: int) -> dt.date:
-        return self.today + dt.timedelta(days=days)
 
     def fees(self, acct: dict, codes: tuple[str, ...], max_age: int = FEE_WINDOW) -> list[dict]:
         """Seed fees of the account that are unreversed, within `max_age` days and unambiguous by (date, code)."""
@@ -330,7 +314,7 @@ class Generator(WorldIndex):
     # -- phrasing -----------------------------------------------------------------------------------
     def dob_text(self, h: dict) -> str:
         d = dt.date.fromisoformat(h["date_of_birth"])
-        return self.rng.choice([d.isoformat(), f"{MONTHS[d.month - 1]} {d.day}, {d.year}", f"{d.month:02d}/{d.day:02d}/{d.year}"])
+        return self.rng.choice([d.isoformat(), long_date(d), f"{d.month:02d}/{d.day:02d}/{d.year}"])
 
     def identity(self, h: dict, ssn: str | None = None) -> str:
         """The caller's verification details, in one of several phrasings."""
@@ -346,7 +330,7 @@ class Generator(WorldIndex):
 
     def hello(self, h: dict, ssn: str | None = None) -> str:
         """An opening with the caller's name and verification details."""
-        return f"{self.rng.choice(GREETINGS)} this is {h['first_name']} {h['last_name']}. {self.identity(h, ssn)}"
+        return f"{self.greeting()} this is {h['first_name']} {h['last_name']}. {self.identity(h, ssn)}"
 
     def facts(self, h: dict, ssn: str | None = None) -> str:
         return (
@@ -356,11 +340,8 @@ class Generator(WorldIndex):
 
     def user(self, h: dict, context: str, first: list[str] | None = None, ssn: str | None = None) -> dict:
         """The simulated customer: persona, the facts they know, and scripted replies."""
-        return {
-            "persona": f"{h['first_name']} {h['last_name']}, a {h['segment']} Ridgeline Bank customer; {self.rng.choice(TONES)}.",
-            "context": f"{self.facts(h, ssn)} {context}",
-            "script": [*(first or []), self.rng.choice(CLOSINGS)],
-        }
+        who = f"{h['first_name']} {h['last_name']}, a {h['segment']} Ridgeline Bank customer"
+        return self.simulated_user(who, f"{self.facts(h, ssn)} {context}", first)
 
     @staticmethod
     def acct_text(a: dict) -> str:
@@ -1029,7 +1010,7 @@ def t_identify_first(g: Generator) -> dict:
     c = g.card(h, "debit")
     chk, sav = g.acct(h, "checking"), g.acct(h, "savings")
     patch = Patch(g)
-    greet = f"{g.rng.choice(GREETINGS)} this is {h['first_name']} {h['last_name']}."
+    greet = f"{g.greeting()} this is {h['first_name']} {h['last_name']}."
     if g.rng.random() < 0.5:
         where = g.rng.choice(MISPLACED)
         ask, want, write = (

@@ -12,34 +12,28 @@ from __future__ import annotations
 import datetime as dt
 import random
 import string
-from typing import Any
+from pathlib import Path
 
-TODAY = dt.date(2026, 4, 14)  # must match `today` in domain.yaml (a Tuesday)
+from groundstate.domains import _kit
+from groundstate.domains._kit import People, Rows, add_years, business_date, group_by, iso, renumber, scaled, unique
 
-Rows = dict[str, list[dict[str, Any]]]
+TODAY = business_date(Path(__file__).parent)  # a Tuesday
 
-FIRST_NAMES = [
-    "Olivia", "Liam", "Emma", "Noah", "Ava", "Elijah", "Sophia", "James", "Isabella", "Lucas",
-    "Mia", "Mateo", "Amelia", "Benjamin", "Harper", "Ethan", "Evelyn", "Daniel", "Aisha", "Omar",
-    "Priya", "Arjun", "Mei", "Wei", "Yuki", "Hiro", "Sofia", "Diego", "Camila", "Javier",
-    "Fatima", "Yusuf", "Chloe", "Henry", "Grace", "Samuel", "Nora", "Leo", "Zoe", "Gabriel",
-    "Hannah", "Isaac", "Layla", "Caleb", "Ruby", "Owen", "Maya", "Julian", "Ines", "Tomas",
-    "Kwame", "Amara", "Lars", "Freya", "Nikhil", "Ananya", "Dmitri", "Elena", "Mateus", "Sana",
-]
-LAST_NAMES = [
-    "Smith", "Johnson", "Garcia", "Martinez", "Brown", "Davis", "Lopez", "Wilson", "Anderson", "Thomas",
-    "Taylor", "Moore", "Jackson", "Martin", "Lee", "Perez", "Thompson", "White", "Harris", "Clark",
-    "Lewis", "Robinson", "Walker", "Young", "Allen", "King", "Wright", "Scott", "Nguyen", "Hill",
-    "Flores", "Green", "Adams", "Nelson", "Baker", "Hall", "Rivera", "Campbell", "Mitchell", "Patel",
-    "Kim", "Chen", "Singh", "Okafor", "Haddad", "Kowalski", "Rossi", "Novak", "Silva", "Tanaka",
-    "Mensah", "Lindqvist", "Ivanova", "Costa", "Reyes", "Sato", "Byrne", "Fischer", "Dubois", "Khan",
-]
+FIRST_NAMES = [*_kit.FIRST_NAMES, "Kwame", "Amara", "Lars", "Freya", "Nikhil", "Ananya", "Dmitri", "Elena", "Mateus", "Sana"]
+LAST_NAMES = [*_kit.LAST_NAMES, "Mensah", "Lindqvist", "Ivanova", "Costa", "Reyes", "Sato", "Byrne", "Fischer", "Dubois", "Khan"]
 EMAIL_DOMAIN = "brightline.example"
 
 # Department -> (individual contributors at scale 1.0, share of them who are contractors).
 DEPARTMENTS = {
-    "engineering": (110, 0.12), "sales": (60, 0.0), "customer_support": (50, 0.10), "marketing": (36, 0.10),
-    "finance": (30, 0.0), "operations": (40, 0.08), "hr": (18, 0.0), "legal": (14, 0.0), "it": (30, 0.10),
+    "engineering": (110, 0.12),
+    "sales": (60, 0.0),
+    "customer_support": (50, 0.10),
+    "marketing": (36, 0.10),
+    "finance": (30, 0.0),
+    "operations": (40, 0.08),
+    "hr": (18, 0.0),
+    "legal": (14, 0.0),
+    "it": (30, 0.10),
 }
 OFFICES = (["Boston", "Denver", "Austin", "Remote"], [40, 25, 20, 15])
 TEAM_SIZE = 9  # individual contributors per manager
@@ -83,8 +77,16 @@ OPTIONAL_ALL_APPS = ["1Password", "Expensify", "Miro"]
 
 # kind -> (tag code, [(model, cost)], warranty years)
 HARDWARE = {
-    "laptop": ("LT", [("MacBook Pro 14 M3", 2199.00), ("MacBook Air 13 M2", 1299.00), ("Dell Latitude 7440", 1649.00),
-                      ("Lenovo ThinkPad X1 Carbon Gen 11", 1899.00)], 3),
+    "laptop": (
+        "LT",
+        [
+            ("MacBook Pro 14 M3", 2199.00),
+            ("MacBook Air 13 M2", 1299.00),
+            ("Dell Latitude 7440", 1649.00),
+            ("Lenovo ThinkPad X1 Carbon Gen 11", 1899.00),
+        ],
+        3,
+    ),
     "monitor": ("MN", [("Dell U2723QE 27in", 579.00), ("LG 27UL850 27in", 449.00), ("Dell P2422H 24in", 229.00)], 2),
     "phone": ("PH", [("iPhone 15", 799.00), ("iPhone 13", 599.00), ("Pixel 8", 699.00)], 2),
     "headset": ("HS", [("Jabra Evolve2 65", 249.00), ("Poly Voyager Focus 2", 229.00)], 2),
@@ -95,10 +97,20 @@ POOL_IN_STOCK = {"laptop": 14, "monitor": 12, "phone": 8, "headset": 10, "dock":
 
 SLA_DAYS = {"P1": 0, "P2": 1, "P3": 3, "P4": 7}
 TICKET_SUBJECTS = {
-    "hardware": ["Monitor flickers", "Laptop battery drains fast", "Dock does not charge laptop", "Headset microphone crackles",
-                 "Keyboard keys sticking"],
-    "software": ["Excel crashes on large files", "Zoom audio drops", "Cannot install printer driver", "Figma plugin fails to load",
-                 "Salesforce report times out"],
+    "hardware": [
+        "Monitor flickers",
+        "Laptop battery drains fast",
+        "Dock does not charge laptop",
+        "Headset microphone crackles",
+        "Keyboard keys sticking",
+    ],
+    "software": [
+        "Excel crashes on large files",
+        "Zoom audio drops",
+        "Cannot install printer driver",
+        "Figma plugin fails to load",
+        "Salesforce report times out",
+    ],
     "network": ["VPN disconnects every hour", "Slow Wi-Fi on the third floor", "Cannot reach the build server", "Office Wi-Fi down"],
     "access": ["Need access to a shared drive", "Add me to the finance mailing list", "Licence seat needed"],
     "account": ["Locked out after password change", "MFA prompt never arrives", "Email alias request"],
@@ -114,22 +126,17 @@ NOTE_BODIES = [
     "Staff member asked how to set up the authenticator app; sent the guide.",
 ]
 JUSTIFICATIONS = [
-    "Needed for a cross-team project.", "Covering for a colleague on leave.", "Required to manage production deployments.",
-    "Needs to review reports shared by another department.", "Administers the team's workspace.",
+    "Needed for a cross-team project.",
+    "Covering for a colleague on leave.",
+    "Required to manage production deployments.",
+    "Needs to review reports shared by another department.",
+    "Administers the team's workspace.",
 ]
 PAGE_MESSAGES = {
     "infrastructure": "P1: network outage reported by staff; please investigate.",
     "security": "P1: possible account compromise reported; please investigate.",
     "applications": "P1: business application down for a whole team; please investigate.",
 }
-
-
-def _iso(d: dt.date | None) -> str | None:
-    return None if d is None else d.isoformat()
-
-
-def _n(base: int, scale: float) -> int:
-    return max(1, round(base * scale))
 
 
 def _days(n: int) -> dt.timedelta:
@@ -146,10 +153,10 @@ def generate(rng: random.Random, scale: float = 1.0) -> Rows:
     apps = _apps()
     requests, grants = _access(rng, staff, apps)
     assets, handovers = _hardware(rng, staff, scale)
-    tickets = _tickets(rng, _n(450, scale), staff, assets)
+    tickets = _tickets(rng, scaled(450, scale), staff, assets)
     shifts = _shifts(rng, staff)
     pages = _pages(tickets, shifts)
-    notes = _notes(rng, _n(150, scale), staff, tickets)
+    notes = _notes(rng, scaled(150, scale), staff, tickets)
     return {
         "staff_members": staff,
         "software_apps": apps,
@@ -166,23 +173,17 @@ def generate(rng: random.Random, scale: float = 1.0) -> Rows:
 
 # -- people ---------------------------------------------------------------------------------------
 
+
 def _staff(rng: random.Random, scale: float) -> list[dict]:
     """Executives first, then managers, then individual contributors, so every manager_id points backwards."""
     rows: list[dict] = []
-    emails: set[str] = set()
+    people = People(rng, EMAIL_DOMAIN, FIRST_NAMES, LAST_NAMES)
     numbers: set[str] = set()
 
     def person(department: str, role: str, manager_id: int | None) -> dict:
-        first, last = rng.choice(FIRST_NAMES), rng.choice(LAST_NAMES)
-        email, k = f"{first}.{last}@{EMAIL_DOMAIN}".lower(), 2
-        while email in emails:  # namesakes get a number, as the mail system does
-            email, k = f"{first}.{last}{k}@{EMAIL_DOMAIN}".lower(), k + 1
-        emails.add(email)
+        first, last, email = people.draw()
         prefix = "C" if role == "contractor" else "E"
-        number = f"{prefix}{rng.randint(10000, 99999)}"
-        while number in numbers:
-            number = f"{prefix}{rng.randint(10000, 99999)}"
-        numbers.add(number)
+        number = unique(lambda: f"{prefix}{rng.randint(10000, 99999)}", numbers)
         senior = role in ("executive", "manager")
         hired = TODAY - _days(rng.randint(400, 4000) if senior else rng.randint(30, 3600))
         status, contract_end = "active", None
@@ -193,18 +194,30 @@ def _staff(rng: random.Random, scale: float) -> list[dict]:
             status = "terminated" if rng.random() < 0.6 else "on_leave"
             if status == "terminated" and contract_end is not None:
                 contract_end = TODAY - _days(rng.randint(5, 25))
-        mfa = (rng.choices(["hardware_key", "authenticator_app"], weights=[60, 40])[0] if department == "it"
-               else rng.choices(["authenticator_app", "sms", "none"], weights=[72, 24, 4])[0])
+        mfa = (
+            rng.choices(["hardware_key", "authenticator_app"], weights=[60, 40])[0]
+            if department == "it"
+            else rng.choices(["authenticator_app", "sms", "none"], weights=[72, 24, 4])[0]
+        )
         row = {
-            "id": len(rows) + 1, "employee_number": number, "first_name": first, "last_name": last, "email": email,
+            "id": len(rows) + 1,
+            "employee_number": number,
+            "first_name": first,
+            "last_name": last,
+            "email": email,
             "phone": f"617-555-{rng.randint(1000, 9999)}",
-            "date_of_birth": _iso(dt.date(1962, 1, 1) + _days(rng.randint(0, 15000))),
-            "department": department, "role": role, "manager_id": manager_id,
-            "office": rng.choices(*OFFICES)[0], "employment_status": status, "hired_on": _iso(hired),
-            "contract_end": _iso(contract_end), "mfa_method": mfa,
+            "date_of_birth": iso(dt.date(1962, 1, 1) + _days(rng.randint(0, 15000))),
+            "department": department,
+            "role": role,
+            "manager_id": manager_id,
+            "office": rng.choices(*OFFICES)[0],
+            "employment_status": status,
+            "hired_on": iso(hired),
+            "contract_end": iso(contract_end),
+            "mfa_method": mfa,
             "account_locked": int(status == "active" and rng.random() < 0.03),
-            "password_reset_on": _iso(TODAY - _days(rng.randint(3, 300))) if rng.random() < 0.3 else None,
-            "mfa_reset_on": _iso(TODAY - _days(rng.randint(3, 300))) if rng.random() < 0.08 else None,
+            "password_reset_on": iso(TODAY - _days(rng.randint(3, 300))) if rng.random() < 0.3 else None,
+            "mfa_reset_on": iso(TODAY - _days(rng.randint(3, 300))) if rng.random() < 0.08 else None,
         }
         rows.append(row)
         return row
@@ -221,9 +234,10 @@ def _staff(rng: random.Random, scale: float) -> list[dict]:
 
 def _apps() -> list[dict]:
     # seats_total is filled in by _access once the grants are known.
-    return [{"id": i, "name": name, "vendor": vendor, "allowed_departments": allowed, "seats_total": 0,
-             "monthly_cost": cost, "active": active}
-            for i, (name, vendor, allowed, cost, active) in enumerate(SOFTWARE, start=1)]
+    return [
+        {"id": i, "name": name, "vendor": vendor, "allowed_departments": allowed, "seats_total": 0, "monthly_cost": cost, "active": active}
+        for i, (name, vendor, allowed, cost, active) in enumerate(SOFTWARE, start=1)
+    ]
 
 
 def allowed(app: dict, department: str) -> bool:
@@ -233,6 +247,7 @@ def allowed(app: dict, department: str) -> bool:
 
 # -- software access --------------------------------------------------------------------------------
 
+
 def _access(rng: random.Random, staff: list[dict], apps: list[dict]) -> tuple[list[dict], list[dict]]:
     by_name = {a["name"]: a for a in apps}
     requests: list[dict] = []
@@ -240,15 +255,32 @@ def _access(rng: random.Random, staff: list[dict], apps: list[dict]) -> tuple[li
 
     def request(s: dict, app: dict, level: str, status: str, requested: dt.date) -> dict:
         decided = None if status == "awaiting_approval" else min(requested + _days(rng.randint(0, 3)), TODAY)
-        row = {"id": len(requests) + 1, "staff_id": s["id"], "app_id": app["id"], "access_level": level, "status": status,
-               "justification": rng.choice(JUSTIFICATIONS), "requested_on": _iso(requested),
-               "approver_id": s["manager_id"], "decided_on": _iso(decided)}
+        row = {
+            "id": len(requests) + 1,
+            "staff_id": s["id"],
+            "app_id": app["id"],
+            "access_level": level,
+            "status": status,
+            "justification": rng.choice(JUSTIFICATIONS),
+            "requested_on": iso(requested),
+            "approver_id": s["manager_id"],
+            "decided_on": iso(decided),
+        }
         requests.append(row)
         return row
 
     def grant(s: dict, app: dict, level: str, granted: dt.date, request_id: int | None = None) -> dict:
-        row = {"id": len(grants) + 1, "staff_id": s["id"], "app_id": app["id"], "access_level": level, "request_id": request_id,
-               "granted_on": _iso(min(granted, TODAY)), "expires_on": s["contract_end"], "revoked_on": None, "revoke_reason": None}
+        row = {
+            "id": len(grants) + 1,
+            "staff_id": s["id"],
+            "app_id": app["id"],
+            "access_level": level,
+            "request_id": request_id,
+            "granted_on": iso(min(granted, TODAY)),
+            "expires_on": s["contract_end"],
+            "revoked_on": None,
+            "revoke_reason": None,
+        }
         grants.append(row)
         return row
 
@@ -276,11 +308,11 @@ def _access(rng: random.Random, staff: list[dict], apps: list[dict]) -> tuple[li
         if s["employment_status"] == "terminated":
             left = TODAY - _days(rng.randint(3, 120))
             for g in held:
-                g["revoked_on"], g["revoke_reason"] = _iso(max(left, dt.date.fromisoformat(g["granted_on"]))), "offboarding"
+                g["revoked_on"], g["revoke_reason"] = iso(max(left, dt.date.fromisoformat(g["granted_on"]))), "offboarding"
         else:
             for g in held:
                 if rng.random() < 0.03 and g["access_level"] == "standard":
-                    g["revoked_on"] = _iso(min(dt.date.fromisoformat(g["granted_on"]) + _days(rng.randint(30, 400)), TODAY))
+                    g["revoked_on"] = iso(min(dt.date.fromisoformat(g["granted_on"]) + _days(rng.randint(30, 400)), TODAY))
                     g["revoke_reason"] = rng.choice(["no_longer_needed", "role_change"])
 
     # Open and decided requests that led to no grant (yet).
@@ -295,16 +327,11 @@ def _access(rng: random.Random, staff: list[dict], apps: list[dict]) -> tuple[li
                 continue
             held_pairs.add((s["id"], app["id"], level))
             request(s, app, level, status, TODAY - _days(rng.randint(0, max_age)))
-    requests.sort(key=lambda r: (r["requested_on"], r["id"]))
-    renumber = {r["id"]: i for i, r in enumerate(requests, start=1)}
-    for r in requests:
-        r["id"] = renumber[r["id"]]
+    new_ids = renumber(requests, key=lambda r: (r["requested_on"], r["id"]))
     for g in grants:
         if g["request_id"] is not None:
-            g["request_id"] = renumber[g["request_id"]]
-    grants.sort(key=lambda g: (g["granted_on"], g["id"]))
-    for i, g in enumerate(grants, start=1):
-        g["id"] = i
+            g["request_id"] = new_ids[g["request_id"]]
+    renumber(grants, key=lambda g: (g["granted_on"], g["id"]))
 
     # Licences: what is in use plus some headroom (a few seats for most apps, many for company-wide ones).
     used: dict[int, int] = {}
@@ -319,6 +346,7 @@ def _access(rng: random.Random, staff: list[dict], apps: list[dict]) -> tuple[li
 
 # -- hardware ---------------------------------------------------------------------------------------
 
+
 def _hardware(rng: random.Random, staff: list[dict], scale: float) -> tuple[list[dict], list[dict]]:
     assets: list[dict] = []
     handovers: list[dict] = []
@@ -329,23 +357,46 @@ def _hardware(rng: random.Random, staff: list[dict], scale: float) -> tuple[list
         code, models, years = HARDWARE[kind]
         model, cost = rng.choice(models)
         counters[kind] += 1
-        serial = "".join(rng.choices(string.ascii_uppercase + string.digits, k=10))
-        while serial in serials:
-            serial = "".join(rng.choices(string.ascii_uppercase + string.digits, k=10))
-        serials.add(serial)
+        serial = unique(lambda: "".join(rng.choices(string.ascii_uppercase + string.digits, k=10)), serials)
         bought = TODAY - _days(age_days)
-        row = {"id": len(assets) + 1, "asset_tag": f"BL-{code}-{counters[kind]:05d}", "kind": kind, "model": model,
-               "serial_number": serial, "status": status, "assigned_to": owner, "purchased_on": _iso(bought),
-               "warranty_until": _iso(bought.replace(year=bought.year + years) if not (bought.month == 2 and bought.day == 29)
-                                      else dt.date(bought.year + years, 2, 28)),
-               "cost": cost}
+        row = {
+            "id": len(assets) + 1,
+            "asset_tag": f"BL-{code}-{counters[kind]:05d}",
+            "kind": kind,
+            "model": model,
+            "serial_number": serial,
+            "status": status,
+            "assigned_to": owner,
+            "purchased_on": iso(bought),
+            "warranty_until": iso(add_years(bought, years)),
+            "cost": cost,
+        }
         assets.append(row)
         return row
 
-    def handover(a: dict, s: dict, kind: str, reason: str, on: dt.date, due: dt.date | None = None,
-                 returned: dt.date | None = None, replaces: int | None = None) -> None:
-        handovers.append({"id": len(handovers) + 1, "asset_id": a["id"], "staff_id": s["id"], "kind": kind, "reason": reason,
-                          "replaces_asset_id": replaces, "handed_on": _iso(on), "due_on": _iso(due), "returned_on": _iso(returned)})
+    def handover(
+        a: dict,
+        s: dict,
+        kind: str,
+        reason: str,
+        on: dt.date,
+        due: dt.date | None = None,
+        returned: dt.date | None = None,
+        replaces: int | None = None,
+    ) -> None:
+        handovers.append(
+            {
+                "id": len(handovers) + 1,
+                "asset_id": a["id"],
+                "staff_id": s["id"],
+                "kind": kind,
+                "reason": reason,
+                "replaces_asset_id": replaces,
+                "handed_on": iso(on),
+                "due_on": iso(due),
+                "returned_on": iso(returned),
+            }
+        )
 
     current = [s for s in staff if s["employment_status"] != "terminated"]
     for s in current:
@@ -369,44 +420,46 @@ def _hardware(rng: random.Random, staff: list[dict], scale: float) -> tuple[list
 
     # The spare pool: new stock, a few devices in repair or retired, and devices out on loan.
     for kind, n in POOL_IN_STOCK.items():
-        for _ in range(_n(n, scale)):
+        for _ in range(scaled(n, scale)):
             asset(kind, "in_stock", None, rng.randint(5, 400))
-    for _ in range(_n(8, scale)):
+    for _ in range(scaled(8, scale)):
         asset(rng.choice(["laptop", "monitor", "phone"]), "in_repair", None, rng.randint(200, 1200))
-    for _ in range(_n(25, scale)):
+    for _ in range(scaled(25, scale)):
         asset(rng.choice(list(HARDWARE)), "retired", None, rng.randint(1500, 2600))
     spare = [a for a in assets if a["status"] == "in_stock" and a["kind"] in ("laptop", "phone", "tablet", "headset")]
-    for a in rng.sample(spare, min(len(spare), _n(10, scale))):
+    for a in rng.sample(spare, min(len(spare), scaled(10, scale))):
         s = rng.choice([x for x in current if x["employment_status"] == "active"])
         handed = TODAY - _days(rng.randint(1, 25))
         a["status"] = "on_loan"
-        handover(a, s, "loan", rng.choice(["travel", "temporary_replacement", "project", "training"]), handed,
-                 due=handed + _days(rng.randint(7, 30)))
+        handover(a, s, "loan", rng.choice(["travel", "temporary_replacement", "project", "training"]), handed, due=handed + _days(rng.randint(7, 30)))
     # Past loans, all returned; at most one per spare device, so loans of one device never overlap.
     pool = [a for a in assets if a["status"] in ("in_stock", "in_repair") and (TODAY - dt.date.fromisoformat(a["purchased_on"])).days >= 40]
-    for a in rng.sample(pool, min(len(pool), _n(60, scale))):
+    for a in rng.sample(pool, min(len(pool), scaled(60, scale))):
         s = rng.choice(current)
         bought = max(dt.date.fromisoformat(a["purchased_on"]), dt.date.fromisoformat(s["hired_on"]))
         if (TODAY - bought).days < 40:
             continue
         handed = bought + _days(rng.randint(1, (TODAY - bought).days - 35))
         due = handed + _days(rng.randint(5, 30))
-        handover(a, s, "loan", rng.choice(["travel", "temporary_replacement", "project", "training"]), handed, due=due,
-                 returned=due - _days(rng.randint(0, 4)))
-    handovers.sort(key=lambda h: (h["handed_on"], h["id"]))
-    for i, h in enumerate(handovers, start=1):
-        h["id"] = i
+        handover(
+            a,
+            s,
+            "loan",
+            rng.choice(["travel", "temporary_replacement", "project", "training"]),
+            handed,
+            due=due,
+            returned=due - _days(rng.randint(0, 4)),
+        )
+    renumber(handovers, key=lambda h: (h["handed_on"], h["id"]))
     return assets, handovers
 
 
 # -- tickets, on-call, notes --------------------------------------------------------------------------
 
+
 def _tickets(rng: random.Random, n: int, staff: list[dict], assets: list[dict]) -> list[dict]:
     current = [s for s in staff if s["employment_status"] != "terminated"]
-    owned: dict[int, list[dict]] = {}
-    for a in assets:
-        if a["assigned_to"] is not None:
-            owned.setdefault(a["assigned_to"], []).append(a)
+    owned = group_by((a for a in assets if a["assigned_to"] is not None), "assigned_to")
     rows = []
     for i in range(1, n + 1):
         s = rng.choice(current)
@@ -423,16 +476,23 @@ def _tickets(rng: random.Random, n: int, staff: list[dict], assets: list[dict]) 
             status = rng.choices(["new", "in_progress", "waiting_on_staff", "resolved", "closed"], weights=[25, 30, 10, 30, 5])[0]
         updated = opened if status == "new" else min(opened + _days(rng.randint(0, max(0, min(age, 10)))), TODAY)
         asset = rng.choice(owned[s["id"]]) if category == "hardware" and owned.get(s["id"]) else None
-        rows.append({
-            "id": i, "staff_id": s["id"], "category": category, "priority": priority, "status": status, "subject": subject,
-            "description": f"{subject}. Reported by {s['first_name']} {s['last_name']}.",
-            "asset_id": asset["id"] if asset else None, "opened_on": _iso(opened),
-            "due_on": _iso(opened + _days(SLA_DAYS[priority])), "updated_on": _iso(updated),
-            "resolved_on": _iso(updated) if status in ("resolved", "closed") else None,
-        })
-    rows.sort(key=lambda t: (t["opened_on"], t["id"]))
-    for i, t in enumerate(rows, start=1):
-        t["id"] = i
+        rows.append(
+            {
+                "id": i,
+                "staff_id": s["id"],
+                "category": category,
+                "priority": priority,
+                "status": status,
+                "subject": subject,
+                "description": f"{subject}. Reported by {s['first_name']} {s['last_name']}.",
+                "asset_id": asset["id"] if asset else None,
+                "opened_on": iso(opened),
+                "due_on": iso(opened + _days(SLA_DAYS[priority])),
+                "updated_on": iso(updated),
+                "resolved_on": iso(updated) if status in ("resolved", "closed") else None,
+            }
+        )
+    renumber(rows, key=lambda t: (t["opened_on"], t["id"]))
     return rows
 
 
@@ -442,8 +502,7 @@ ROTA_WEEKS = 27  # ... to 4 weeks ahead
 
 def _shifts(rng: random.Random, staff: list[dict]) -> list[dict]:
     def pool(department: str) -> list[dict]:
-        return [s for s in staff if s["department"] == department and s["employment_status"] == "active"
-                and s["role"] in ("employee", "manager")]
+        return [s for s in staff if s["department"] == department and s["employment_status"] == "active" and s["role"] in ("employee", "manager")]
 
     it_staff = pool("it")
     teams = {"infrastructure": it_staff[0::2], "security": it_staff[1::2], "applications": rng.sample(pool("engineering"), 12)}
@@ -451,8 +510,15 @@ def _shifts(rng: random.Random, staff: list[dict]) -> list[dict]:
     for week in range(ROTA_WEEKS):
         start = ROTA_START + _days(7 * week)
         for team, engineers in teams.items():  # a plain rotation through the team
-            rows.append({"id": len(rows) + 1, "team": team, "engineer_id": engineers[week % len(engineers)]["id"],
-                         "starts_on": _iso(start), "ends_on": _iso(start + _days(6))})
+            rows.append(
+                {
+                    "id": len(rows) + 1,
+                    "team": team,
+                    "engineer_id": engineers[week % len(engineers)]["id"],
+                    "starts_on": iso(start),
+                    "ends_on": iso(start + _days(6)),
+                }
+            )
     return rows
 
 
@@ -468,8 +534,9 @@ def _pages(tickets: list[dict], shifts: list[dict]) -> list[dict]:
         team, day = team_for(t["category"]), dt.date.fromisoformat(t["opened_on"])
         shift = next((s for s in shifts if s["team"] == team and active_on(dt.date.fromisoformat(s["starts_on"]), day)), None)
         if shift is not None:
-            rows.append({"id": len(rows) + 1, "ticket_id": t["id"], "shift_id": shift["id"], "message": PAGE_MESSAGES[team],
-                         "paged_on": t["opened_on"]})
+            rows.append(
+                {"id": len(rows) + 1, "ticket_id": t["id"], "shift_id": shift["id"], "message": PAGE_MESSAGES[team], "paged_on": t["opened_on"]}
+            )
     return rows
 
 
@@ -479,9 +546,6 @@ def _notes(rng: random.Random, n: int, staff: list[dict], tickets: list[dict]) -
         t = rng.choice(tickets) if rng.random() < 0.4 else None
         staff_id = t["staff_id"] if t else rng.choice(staff)["id"]
         created = dt.date.fromisoformat(t["opened_on"]) if t else TODAY - _days(rng.randint(0, 300))
-        rows.append({"id": i, "staff_id": staff_id, "ticket_id": t["id"] if t else None, "body": rng.choice(NOTE_BODIES),
-                     "created_on": _iso(created)})
-    rows.sort(key=lambda r: (r["created_on"], r["id"]))
-    for i, r in enumerate(rows, start=1):
-        r["id"] = i
+        rows.append({"id": i, "staff_id": staff_id, "ticket_id": t["id"] if t else None, "body": rng.choice(NOTE_BODIES), "created_on": iso(created)})
+    renumber(rows, key=lambda r: (r["created_on"], r["id"]))
     return rows

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from groundstate.domains import _kit
-from groundstate.domains._kit import WorldIndex, cap, long_date, rubric, said
+from groundstate.domains._kit import WorldIndex, cap, group_by, long_date, rubric, said
 
 HERE = Path(__file__).resolve().parent
 
@@ -30,10 +30,6 @@ SLA_DAYS = {"P1": 0, "P2": 1, "P3": 3, "P4": 7}
 EXEC_BUMP = {"P4": "P3", "P3": "P2", "P2": "P2", "P1": "P1"}
 REFRESH_AGE_DAYS = 1461
 DEFAULT_APPS = {"Slack", "Google Workspace", "Zoom", "Confluence"}
-
-GREETINGS = ["Hi,", "Hello,", "Hey,", "Good morning,", "Hi there,"]
-CLOSINGS = ["That's all, thanks!", "No, that's everything. Thank you!", "That's it, thanks for the help.", "Nothing else, thanks."]
-TONES = ["polite and brief", "a little stressed", "friendly and chatty", "precise; answers exactly what is asked"]
 
 # (category, priority by the matrix, subject, how the staff member puts it)
 ISSUES = [
@@ -146,6 +142,10 @@ def call(tool: str, /, **args: Any) -> dict:
 class Generator(WorldIndex):
     """Indexes over the seed world plus the sampling and phrasing helpers the templates share."""
 
+    greetings = ["Hi,", "Hello,", "Hey,", "Good morning,", "Hi there,"]
+    closings = ["That's all, thanks!", "No, that's everything. Thank you!", "That's it, thanks for the help.", "Nothing else, thanks."]
+    tones = ["polite and brief", "a little stressed", "friendly and chatty", "precise; answers exactly what is asked"]
+
     def __init__(self, world: dict[str, list[dict]], today: dt.date, rng: random.Random):
         super().__init__(world, today, rng)
         self.staff = {s["id"]: s for s in world["staff_members"]}
@@ -159,18 +159,9 @@ class Generator(WorldIndex):
                 self.seats_used.setdefault(gr["app_id"], set()).add(gr["staff_id"])
         self.open_requests = {r["staff_id"] for r in world["software_access_requests"] if r["status"] in ("awaiting_approval", "approved")}
         self.open_loans = {h["staff_id"] for h in world["hardware_handovers"] if h["kind"] == "loan" and h["returned_on"] is None}
-        self.devices: dict[int, list[dict]] = {}
-        for a in world["hardware_assets"]:
-            if a["status"] == "assigned":
-                self.devices.setdefault(a["assigned_to"], []).append(a)
-        self.spares: dict[str, list[dict]] = {}
-        for a in sorted(world["hardware_assets"], key=lambda a: a["asset_tag"]):
-            if a["status"] == "in_stock":
-                self.spares.setdefault(a["kind"], []).append(a)
-        self.reports: dict[int, list[dict]] = {}
-        for s in world["staff_members"]:
-            if s["manager_id"] is not None:
-                self.reports.setdefault(s["manager_id"], []).append(s)
+        self.devices = group_by((a for a in world["hardware_assets"] if a["status"] == "assigned"), "assigned_to")
+        self.spares = group_by((a for a in sorted(world["hardware_assets"], key=lambda a: a["asset_tag"]) if a["status"] == "in_stock"), "kind")
+        self.reports = group_by((s for s in world["staff_members"] if s["manager_id"] is not None), "manager_id")
         self.max_ticket_id = max(t["id"] for t in world["it_tickets"])
         self.used: set[int] = set()
 
@@ -185,10 +176,7 @@ class Generator(WorldIndex):
         """
         roles = {"staff": ("employee", "manager"), "contractor": ("contractor",), "executive": ("executive",)}.get(role or "", None)
         pool = [s for s in self.world["staff_members"] if self.clean(s) and (roles is None or s["role"] in roles) and ok(s)]
-        if not pool:
-            raise RuntimeError("no staff member left for this template: lower its count or widen its filter")
-        fresh = [s for s in pool if s["id"] not in self.used]
-        s = self.rng.choice(fresh or pool)
+        s = self.draw(pool, "staff member", lambda s: s["id"] not in self.used)
         self.used.add(s["id"])
         return s
 
@@ -274,23 +262,14 @@ class Generator(WorldIndex):
     # -- phrasing -----------------------------------------------------------------------------------
     def hello(self, s: dict) -> str:
         """An opening that identifies the caller by name and work email."""
-        return self.rng.choice(
-            [
-                f"{self.rng.choice(GREETINGS)} this is {s['first_name']} {s['last_name']} ({s['email']}).",
-                f"{self.rng.choice(GREETINGS)} I'm {s['first_name']} {s['last_name']}, my work email is {s['email']}.",
-                f"{self.rng.choice(GREETINGS)} my email is {s['email']}.",
-            ]
-        )
+        name = f"{s['first_name']} {s['last_name']}"
+        return self.opening(f"this is {name} ({s['email']}).", f"I'm {name}, my work email is {s['email']}.", f"my email is {s['email']}.")
 
     def user(self, s: dict, context: str, first: list[str] | None = None) -> dict:
         """The simulated staff member: persona, the facts they know, and scripted replies."""
         role = s["role"].replace("_", " ")
-        return {
-            "persona": f"{s['first_name']} {s['last_name']}, {'an' if role[0] in 'aeiou' else 'a'} {role} in "
-            f"{s['department'].replace('_', ' ')} at Brightline Systems; {self.rng.choice(TONES)}.",
-            "context": f"Your work email is {s['email']}. {context}",
-            "script": [*(first or []), self.rng.choice(CLOSINGS)],
-        }
+        who = f"{s['first_name']} {s['last_name']}, {'an' if role[0] in 'aeiou' else 'a'} {role} in {s['department'].replace('_', ' ')}"
+        return self.simulated_user(f"{who} at Brightline Systems", f"Your work email is {s['email']}. {context}", first)
 
     def identity(self, s: dict) -> tuple[str, str, dict]:
         """A staff member's identity details as they say them, as their context says them, and as reset_credential arguments."""

@@ -15,36 +15,35 @@ from __future__ import annotations
 
 import datetime as dt
 import random
-from typing import Any
+from pathlib import Path
 
-TODAY = dt.date(2026, 5, 11)  # must match `today` in domain.yaml
+from groundstate.domains import _kit
+from groundstate.domains._kit import People, Rows, business_date, day_between, digits, first_of_month, iso, round_money, routing_number, scaled
+
+TODAY = business_date(Path(__file__).parent)
 YEAR = TODAY.year
 EMAIL_DOMAIN = "brightwater.example"
 
-Rows = dict[str, list[dict[str, Any]]]
-
 # Company holidays (tools.py counts working days with the same list).
-HOLIDAYS = frozenset(dt.date.fromisoformat(d) for d in (
-    "2026-01-01", "2026-01-19", "2026-02-16", "2026-05-25", "2026-06-19", "2026-07-03",
-    "2026-09-07", "2026-11-26", "2026-11-27", "2026-12-24", "2026-12-25",
-))
+HOLIDAYS = frozenset(
+    dt.date.fromisoformat(d)
+    for d in (
+        "2026-01-01",
+        "2026-01-19",
+        "2026-02-16",
+        "2026-05-25",
+        "2026-06-19",
+        "2026-07-03",
+        "2026-09-07",
+        "2026-11-26",
+        "2026-11-27",
+        "2026-12-24",
+        "2026-12-25",
+    )
+)
 
-FIRST_NAMES = [
-    "Olivia", "Liam", "Emma", "Noah", "Ava", "Elijah", "Sophia", "James", "Isabella", "Lucas",
-    "Mia", "Mateo", "Amelia", "Benjamin", "Harper", "Ethan", "Evelyn", "Daniel", "Aisha", "Omar",
-    "Priya", "Arjun", "Mei", "Wei", "Yuki", "Hiro", "Sofia", "Diego", "Camila", "Javier",
-    "Fatima", "Yusuf", "Chloe", "Henry", "Grace", "Samuel", "Nora", "Leo", "Zoe", "Gabriel",
-    "Hannah", "Isaac", "Layla", "Caleb", "Ruby", "Owen", "Maya", "Julian", "Ines", "Tomas",
-    "Anika", "Kwame", "Lena", "Marco", "Nadia", "Rafael", "Sana", "Viktor", "Elena", "Tariq",
-]
-LAST_NAMES = [
-    "Smith", "Johnson", "Garcia", "Martinez", "Brown", "Davis", "Lopez", "Wilson", "Anderson", "Thomas",
-    "Taylor", "Moore", "Jackson", "Martin", "Lee", "Perez", "Thompson", "White", "Harris", "Clark",
-    "Lewis", "Robinson", "Walker", "Young", "Allen", "King", "Wright", "Scott", "Nguyen", "Hill",
-    "Flores", "Green", "Adams", "Nelson", "Baker", "Hall", "Rivera", "Campbell", "Mitchell", "Patel",
-    "Kim", "Chen", "Singh", "Okafor", "Haddad", "Kowalski", "Rossi", "Novak", "Silva", "Tanaka",
-    "Mensah", "Ibrahim", "Larsen", "Costa", "Moreau", "Schmidt", "Sato", "Ivanova", "Reyes", "Shah",
-]
+FIRST_NAMES = [*_kit.FIRST_NAMES, "Anika", "Kwame", "Lena", "Marco", "Nadia", "Rafael", "Sana", "Viktor", "Elena", "Tariq"]
+LAST_NAMES = [*_kit.LAST_NAMES, "Mensah", "Ibrahim", "Larsen", "Costa", "Moreau", "Schmidt", "Sato", "Ivanova", "Reyes", "Shah"]
 
 # (code, name, cost centre, the individual contributors' role)
 DEPARTMENTS = [
@@ -75,10 +74,17 @@ IC_TITLE = {1: "Associate {role}", 2: "{role}", 3: "Senior {role}", 4: "Lead {ro
 
 # Department blackout periods of the year (no annual leave), by department code.
 BLACKOUTS = {
-    "FIN": [("Q1 close", "2026-03-23", "2026-04-03"), ("Q2 close", "2026-06-22", "2026-07-02"),
-            ("Q3 close", "2026-09-21", "2026-10-02"), ("Year-end close", "2026-12-14", "2026-12-31")],
-    "SAL": [("Q2 quarter-end push", "2026-06-15", "2026-06-30"), ("Q3 quarter-end push", "2026-09-14", "2026-09-30"),
-            ("Q4 quarter-end push", "2026-12-07", "2026-12-23")],
+    "FIN": [
+        ("Q1 close", "2026-03-23", "2026-04-03"),
+        ("Q2 close", "2026-06-22", "2026-07-02"),
+        ("Q3 close", "2026-09-21", "2026-10-02"),
+        ("Year-end close", "2026-12-14", "2026-12-31"),
+    ],
+    "SAL": [
+        ("Q2 quarter-end push", "2026-06-15", "2026-06-30"),
+        ("Q3 quarter-end push", "2026-09-14", "2026-09-30"),
+        ("Q4 quarter-end push", "2026-12-07", "2026-12-23"),
+    ],
     "ENG": [("Platform 5.0 release freeze", "2026-07-27", "2026-08-07"), ("Year-end change freeze", "2026-12-14", "2026-12-31")],
     "OPS": [("Peak season", "2026-11-16", "2026-12-04")],
     "CSU": [("Annual renewals window", "2026-09-28", "2026-10-09")],
@@ -91,26 +97,48 @@ BLACKOUTS = {
 
 # (item, mandatory, due days after the hire date)
 ONBOARDING_ITEMS = [
-    ("laptop_setup", 0, 0), ("badge_access", 0, 1), ("payroll_enrollment", 1, 7),
-    ("policy_acknowledgement", 1, 7), ("security_training", 1, 14), ("benefits_enrollment", 0, 30),
+    ("laptop_setup", 0, 0),
+    ("badge_access", 0, 1),
+    ("payroll_enrollment", 1, 7),
+    ("policy_acknowledgement", 1, 7),
+    ("security_training", 1, 14),
+    ("benefits_enrollment", 0, 30),
 ]
 
 # (bank, routing prefix): the ninth routing digit is the ABA check digit.
 BANKS = [
-    ("First Harbor Bank", "02100002"), ("Pinecrest Credit Union", "32407123"), ("Union Ledger Bank", "07100001"),
-    ("Summit National Bank", "12200066"), ("Riverbend Savings", "26107436"), ("Lakeshore Federal", "07200080"),
-    ("Cascade Community Bank", "12510010"), ("Meridian Trust", "05300044"),
+    ("First Harbor Bank", "02100002"),
+    ("Pinecrest Credit Union", "32407123"),
+    ("Union Ledger Bank", "07100001"),
+    ("Summit National Bank", "12200066"),
+    ("Riverbend Savings", "26107436"),
+    ("Lakeshore Federal", "07200080"),
+    ("Cascade Community Bank", "12510010"),
+    ("Meridian Trust", "05300044"),
 ]
 
 EXPENSES = {  # category -> (weight, low, high, descriptions)
-    "travel": (30, 35.0, 900.0, ["Flight to the Chicago client workshop", "Train tickets to the Boston office", "Taxi from the airport",
-                                "Mileage for customer site visits", "Rental car for the Denver offsite"]),
+    "travel": (
+        30,
+        35.0,
+        900.0,
+        [
+            "Flight to the Chicago client workshop",
+            "Train tickets to the Boston office",
+            "Taxi from the airport",
+            "Mileage for customer site visits",
+            "Rental car for the Denver offsite",
+        ],
+    ),
     "lodging": (15, 120.0, 820.0, ["Hotel for the Austin sales kickoff", "Two nights at the conference hotel", "Hotel near the client site"]),
     "meals": (25, 12.0, 75.0, ["Team lunch with a candidate", "Dinner while travelling for the workshop", "Client breakfast meeting"]),
-    "equipment": (12, 19.0, 480.0, ["Noise-cancelling headset", "External monitor for the home office", "Ergonomic keyboard",
-                                    "USB-C docking station"]),
-    "training": (10, 49.0, 1400.0, ["Online course on data modelling", "Industry conference ticket", "Certification exam fee",
-                                   "Technical books"]),
+    "equipment": (
+        12,
+        19.0,
+        480.0,
+        ["Noise-cancelling headset", "External monitor for the home office", "Ergonomic keyboard", "USB-C docking station"],
+    ),
+    "training": (10, 49.0, 1400.0, ["Online course on data modelling", "Industry conference ticket", "Certification exam fee", "Technical books"]),
     "other": (8, 9.0, 140.0, ["Courier fee for signed contracts", "Printing of workshop materials", "Parking at the client office"]),
 }
 
@@ -130,13 +158,6 @@ ESCALATION_REASONS = {
 }
 
 
-def routing_number(prefix: str) -> str:
-    """Complete an 8-digit prefix with its ABA check digit."""
-    d = [int(c) for c in prefix]
-    partial = 3 * (d[0] + d[3] + d[6]) + 7 * (d[1] + d[4] + d[7]) + d[2] + d[5]
-    return prefix + str((10 - partial % 10) % 10)
-
-
 def working_days(start: dt.date, end: dt.date) -> int:
     n, d = 0, start
     while d <= end:
@@ -144,27 +165,6 @@ def working_days(start: dt.date, end: dt.date) -> int:
             n += 1
         d += dt.timedelta(days=1)
     return n
-
-
-def _iso(d: dt.date | None) -> str | None:
-    return None if d is None else d.isoformat()
-
-
-def _money(x: float) -> float:
-    return round(x + 1e-9, 2)
-
-
-def _n(base: int, scale: float) -> int:
-    return max(1, round(base * scale))
-
-
-def _day_between(rng: random.Random, lo: dt.date, hi: dt.date) -> dt.date:
-    return lo + dt.timedelta(days=rng.randint(0, max(0, (hi - lo).days)))
-
-
-def _add_months(d: dt.date, n: int) -> dt.date:
-    m = d.month - 1 + n
-    return dt.date(d.year + m // 12, m % 12 + 1, 1)
 
 
 def generate(rng: random.Random, scale: float = 1.0) -> Rows:
@@ -178,8 +178,8 @@ def generate(rng: random.Random, scale: float = 1.0) -> Rows:
     adjustments = _salary_history(rng, personnel, bands)
     accounts = _bank_accounts(rng, personnel)
     claims = _claims(rng, personnel)
-    notes = _notes(rng, _n(40, scale), personnel)
-    escalations = _escalations(rng, _n(8, scale), personnel)
+    notes = _notes(rng, scaled(40, scale), personnel)
+    escalations = _escalations(rng, scaled(8, scale), personnel)
     return {
         "hr_departments": departments,
         "salary_bands": bands,
@@ -198,50 +198,85 @@ def generate(rng: random.Random, scale: float = 1.0) -> Rows:
 
 # -- people ------------------------------------------------------------------------------------------
 
+
 def _personnel(rng: random.Random, scale: float, bands: list[dict]) -> list[dict]:
     """Per department: a head (G7/G8), 3-5 managers (G5/G6) under the head, and ICs (G1-G4) under each manager."""
     rows: list[dict] = []
-    emails: set[str] = set()
+    people = People(rng, EMAIL_DOMAIN, FIRST_NAMES, LAST_NAMES)
 
     def salary(grade: int) -> float:
         band = bands[grade - 1]
         return float(round(rng.uniform(band["min_salary"], band["max_salary"] - 4000) / 100) * 100)
 
-    def person(dept_id: int, manager_id: int | None, grade: int, title: str, status: str, hired: dt.date,
-               left: dt.date | None = None, part_time: bool = False) -> dict:
-        first, last = rng.choice(FIRST_NAMES), rng.choice(LAST_NAMES)
-        email, k = f"{first}.{last}@{EMAIL_DOMAIN}".lower(), 2
-        while email in emails:  # namesakes get a number, as mail admins do
-            email, k = f"{first}.{last}{k}@{EMAIL_DOMAIN}".lower(), k + 1
-        emails.add(email)
+    def person(
+        dept_id: int,
+        manager_id: int | None,
+        grade: int,
+        title: str,
+        status: str,
+        hired: dt.date,
+        left: dt.date | None = None,
+        part_time: bool = False,
+    ) -> dict:
+        first, last, email = people.draw()
         pid = len(rows) + 1
         row = {
-            "id": pid, "employee_no": f"E{10000 + pid}", "first_name": first, "last_name": last, "work_email": email,
-            "department_id": dept_id, "manager_id": manager_id, "job_title": title, "band_id": grade, "salary": salary(grade),
-            "employment_type": "part_time" if part_time else "full_time", "status": status, "hire_date": hired.isoformat(),
-            "termination_date": _iso(left), "ssn_last4": f"{rng.randint(0, 9999):04d}",
+            "id": pid,
+            "employee_no": f"E{10000 + pid}",
+            "first_name": first,
+            "last_name": last,
+            "work_email": email,
+            "department_id": dept_id,
+            "manager_id": manager_id,
+            "job_title": title,
+            "band_id": grade,
+            "salary": salary(grade),
+            "employment_type": "part_time" if part_time else "full_time",
+            "status": status,
+            "hire_date": hired.isoformat(),
+            "termination_date": iso(left),
+            "ssn_last4": f"{rng.randint(0, 9999):04d}",
         }
         rows.append(row)
         return row
 
     for dept_id, (_, name, _, role) in enumerate(DEPARTMENTS, start=1):
         head_grade = rng.choice([7, 8])
-        head = person(dept_id, None, head_grade, f"{'VP' if head_grade == 8 else 'Director'} of {name}", "active",
-                      _day_between(rng, dt.date(2014, 1, 1), dt.date(2020, 12, 31)))
+        head = person(
+            dept_id,
+            None,
+            head_grade,
+            f"{'VP' if head_grade == 8 else 'Director'} of {name}",
+            "active",
+            day_between(rng, dt.date(2014, 1, 1), dt.date(2020, 12, 31)),
+        )
         for _ in range(rng.randint(3, 5)):
             grade = rng.choice([5, 5, 6])
-            manager = person(dept_id, head["id"], grade, f"{'Senior ' if grade == 6 else ''}{name} Manager", "active",
-                             _day_between(rng, dt.date(2015, 1, 1), dt.date(2023, 12, 31)))
-            for _ in range(_n(rng.randint(5, 10), scale)):
+            manager = person(
+                dept_id,
+                head["id"],
+                grade,
+                f"{'Senior ' if grade == 6 else ''}{name} Manager",
+                "active",
+                day_between(rng, dt.date(2015, 1, 1), dt.date(2023, 12, 31)),
+            )
+            for _ in range(scaled(rng.randint(5, 10), scale)):
                 grade = rng.choices([1, 2, 3, 4], weights=[20, 35, 30, 15])[0]
                 title = IC_TITLE[grade].format(role=role)
                 roll = rng.random()
                 if roll < 0.05:  # started in the last few weeks: still working through the checklist
                     person(dept_id, manager["id"], grade, title, "onboarding", TODAY - dt.timedelta(days=rng.randint(3, 25)))
                 elif roll < 0.09:
-                    hired = _day_between(rng, dt.date(2016, 1, 1), dt.date(2024, 6, 30))
-                    person(dept_id, manager["id"], grade, title, "terminated", hired,
-                           left=_day_between(rng, hired + dt.timedelta(days=300), TODAY - dt.timedelta(days=10)))
+                    hired = day_between(rng, dt.date(2016, 1, 1), dt.date(2024, 6, 30))
+                    person(
+                        dept_id,
+                        manager["id"],
+                        grade,
+                        title,
+                        "terminated",
+                        hired,
+                        left=day_between(rng, hired + dt.timedelta(days=300), TODAY - dt.timedelta(days=10)),
+                    )
                 else:
                     # Recent hires are more frequent: the company grows.
                     hired = TODAY - dt.timedelta(days=min(int(rng.expovariate(1 / 900)) + 30, 3700))
@@ -250,6 +285,7 @@ def _personnel(rng: random.Random, scale: float, bands: list[dict]) -> list[dict
 
 
 # -- leave -------------------------------------------------------------------------------------------
+
 
 def _blackouts(departments: list[dict]) -> list[dict]:
     rows = []
@@ -287,7 +323,9 @@ def _leave(rng, personnel, departments, blackouts):
         entitlement = annual_entitlement(p)
         accrued = round(entitlement * accrual_credits(p) / 12, 2)
         tenure_days = (dt.date(YEAR, 1, 1) - hired).days
-        carried = 0.0 if tenure_days < 0 else rng.choice([0.0, 0.0, 1.0, 2.0, 2.5, 3.0, 4.0, 5.0]) if tenure_days > 365 else rng.choice([0.0, 1.0, 2.0])
+        carried = (
+            0.0 if tenure_days < 0 else rng.choice([0.0, 0.0, 1.0, 2.0, 2.5, 3.0, 4.0, 5.0]) if tenure_days > 365 else rng.choice([0.0, 1.0, 2.0])
+        )
         sick_entitlement = 6.0 if p["employment_type"] == "part_time" else 10.0
         budget = {"annual": carried + accrued, "sick": sick_entitlement}
         used = {"annual": 0.0, "sick": 0.0}
@@ -301,11 +339,21 @@ def _leave(rng, personnel, departments, blackouts):
 
         def add(leave_type, start, end, status, requested, decided=None, decided_by=None, cancelled=None):
             days = working_days(start, end)
-            requests.append({
-                "id": len(requests) + 1, "personnel_id": p["id"], "leave_type": leave_type, "start_date": start.isoformat(),
-                "end_date": end.isoformat(), "days": float(days), "status": status, "requested_on": requested.isoformat(),
-                "decided_on": _iso(decided), "decided_by": decided_by, "cancelled_on": _iso(cancelled),
-            })
+            requests.append(
+                {
+                    "id": len(requests) + 1,
+                    "personnel_id": p["id"],
+                    "leave_type": leave_type,
+                    "start_date": start.isoformat(),
+                    "end_date": end.isoformat(),
+                    "days": float(days),
+                    "status": status,
+                    "requested_on": requested.isoformat(),
+                    "decided_on": iso(decided),
+                    "decided_by": decided_by,
+                    "cancelled_on": iso(cancelled),
+                }
+            )
             taken.append((start, end))
             if status in ("approved", "pending"):
                 budget[leave_type] -= days
@@ -316,7 +364,7 @@ def _leave(rng, personnel, departments, blackouts):
             """A Monday-based stretch of `length` working days in [lo, hi], or None."""
             if hi < lo:
                 return None
-            start = _day_between(rng, lo, hi)
+            start = day_between(rng, lo, hi)
             start += dt.timedelta(days=(7 - start.weekday()) % 7)  # next Monday
             end = start + dt.timedelta(days=length - 1)
             if end > hi or working_days(start, end) == 0:
@@ -354,18 +402,34 @@ def _leave(rng, personnel, departments, blackouts):
                 if rng.random() < 0.5:
                     add("annual", *s, "rejected", requested, requested + dt.timedelta(days=2), p["manager_id"])
                 else:
-                    add("annual", *s, "cancelled", requested, requested + dt.timedelta(days=2), p["manager_id"],
-                        cancelled=s[0] - dt.timedelta(days=rng.randint(1, 10)))
+                    add(
+                        "annual",
+                        *s,
+                        "cancelled",
+                        requested,
+                        requested + dt.timedelta(days=2),
+                        p["manager_id"],
+                        cancelled=s[0] - dt.timedelta(days=rng.randint(1, 10)),
+                    )
 
         for leave_type, ent, acc, carry in (("annual", entitlement, accrued, carried), ("sick", sick_entitlement, sick_entitlement, 0.0)):
-            balances.append({
-                "id": len(balances) + 1, "personnel_id": p["id"], "leave_type": leave_type, "year": YEAR,
-                "entitlement_days": ent, "carried_over_days": carry, "accrued_days": acc, "used_days": round(used[leave_type], 2),
-            })
+            balances.append(
+                {
+                    "id": len(balances) + 1,
+                    "personnel_id": p["id"],
+                    "leave_type": leave_type,
+                    "year": YEAR,
+                    "entitlement_days": ent,
+                    "carried_over_days": carry,
+                    "accrued_days": acc,
+                    "used_days": round(used[leave_type], 2),
+                }
+            )
     return requests, balances
 
 
 # -- onboarding ----------------------------------------------------------------------------------------
+
 
 def _onboarding(rng, personnel):
     """Checklists of everyone hired in the last year; only `onboarding` staff still have pending items."""
@@ -391,12 +455,23 @@ def _onboarding(rng, personnel):
             if completed is not None:
                 completed = max(completed, hired)
             by = None if state == "pending" else p["manager_id"] if state == "waived" or item == "laptop_setup" else p["id"]
-            rows.append({"id": len(rows) + 1, "personnel_id": p["id"], "item": item, "mandatory": mandatory, "due_date": due_on.isoformat(),
-                         "status": state, "completed_on": _iso(completed), "completed_by": by})
+            rows.append(
+                {
+                    "id": len(rows) + 1,
+                    "personnel_id": p["id"],
+                    "item": item,
+                    "mandatory": mandatory,
+                    "due_date": due_on.isoformat(),
+                    "status": state,
+                    "completed_on": iso(completed),
+                    "completed_by": by,
+                }
+            )
     return rows
 
 
 # -- pay -----------------------------------------------------------------------------------------------
+
 
 def _salary_history(rng, personnel, bands):
     """Applied raises that end at today's salary, and a few raises scheduled for the coming months."""
@@ -417,16 +492,35 @@ def _salary_history(rng, personnel, bands):
                 history.append((old, salary, effective))
                 salary = old
             for old, new, effective in reversed(history):
-                rows.append({"id": len(rows) + 1, "personnel_id": p["id"], "requested_by": p["manager_id"], "old_salary": old,
-                             "new_salary": new, "reason": rng.choices(["merit", "market_adjustment", "retention"], weights=[70, 25, 5])[0],
-                             "effective_date": effective.isoformat(), "status": "applied",
-                             "recorded_on": (effective - dt.timedelta(days=rng.randint(10, 30))).isoformat()})
+                rows.append(
+                    {
+                        "id": len(rows) + 1,
+                        "personnel_id": p["id"],
+                        "requested_by": p["manager_id"],
+                        "old_salary": old,
+                        "new_salary": new,
+                        "reason": rng.choices(["merit", "market_adjustment", "retention"], weights=[70, 25, 5])[0],
+                        "effective_date": effective.isoformat(),
+                        "status": "applied",
+                        "recorded_on": (effective - dt.timedelta(days=rng.randint(10, 30))).isoformat(),
+                    }
+                )
         elif rng.random() < 0.04:
             new = min(float(round(p["salary"] * 1.03 / 100) * 100), band["max_salary"])
             if new > p["salary"]:
-                rows.append({"id": len(rows) + 1, "personnel_id": p["id"], "requested_by": p["manager_id"], "old_salary": p["salary"],
-                             "new_salary": new, "reason": "merit", "effective_date": _add_months(TODAY, rng.randint(1, 2)).isoformat(),
-                             "status": "scheduled", "recorded_on": (TODAY - dt.timedelta(days=rng.randint(1, 20))).isoformat()})
+                rows.append(
+                    {
+                        "id": len(rows) + 1,
+                        "personnel_id": p["id"],
+                        "requested_by": p["manager_id"],
+                        "old_salary": p["salary"],
+                        "new_salary": new,
+                        "reason": "merit",
+                        "effective_date": first_of_month(TODAY, rng.randint(1, 2)).isoformat(),
+                        "status": "scheduled",
+                        "recorded_on": (TODAY - dt.timedelta(days=rng.randint(1, 20))).isoformat(),
+                    }
+                )
     return rows
 
 
@@ -436,8 +530,7 @@ def random_bank_account(rng: random.Random, exclude: str | None = None) -> dict:
         bank, prefix = rng.choice(BANKS)
         if bank != exclude:
             break
-    return {"bank_name": bank, "routing_number": routing_number(prefix),
-            "account_number": "".join(str(rng.randint(0, 9)) for _ in range(rng.randint(9, 12)))}
+    return {"bank_name": bank, "routing_number": routing_number(prefix), "account_number": digits(rng, 9, 12)}
 
 
 def _bank_accounts(rng, personnel):
@@ -446,16 +539,33 @@ def _bank_accounts(rng, personnel):
         hired = dt.date.fromisoformat(p["hire_date"])
         added = hired
         if (TODAY - hired).days > 400 and rng.random() < 0.2:  # switched banks once
-            switched = _day_between(rng, hired + dt.timedelta(days=60), TODAY - dt.timedelta(days=30))
-            rows.append({"id": len(rows) + 1, "personnel_id": p["id"], **random_bank_account(rng), "status": "replaced",
-                         "added_on": hired.isoformat(), "replaced_on": switched.isoformat()})
+            switched = day_between(rng, hired + dt.timedelta(days=60), TODAY - dt.timedelta(days=30))
+            rows.append(
+                {
+                    "id": len(rows) + 1,
+                    "personnel_id": p["id"],
+                    **random_bank_account(rng),
+                    "status": "replaced",
+                    "added_on": hired.isoformat(),
+                    "replaced_on": switched.isoformat(),
+                }
+            )
             added = switched
-        rows.append({"id": len(rows) + 1, "personnel_id": p["id"], **random_bank_account(rng), "status": "active",
-                     "added_on": added.isoformat(), "replaced_on": None})
+        rows.append(
+            {
+                "id": len(rows) + 1,
+                "personnel_id": p["id"],
+                **random_bank_account(rng),
+                "status": "active",
+                "added_on": added.isoformat(),
+                "replaced_on": None,
+            }
+        )
     return rows
 
 
 # -- expenses, notes, escalations ----------------------------------------------------------------------
+
 
 def _claims(rng, personnel):
     """Claims of the last ~200 days: recent ones wait for the manager, older ones were decided (and mostly paid)."""
@@ -469,7 +579,7 @@ def _claims(rng, personnel):
         for _ in range(rng.choice([0, 0, 1, 1, 1, 2, 2, 3])):
             category = rng.choices(categories, weights=weights)[0]
             _, lo, hi, descriptions = EXPENSES[category]
-            incurred = _day_between(rng, max(TODAY - dt.timedelta(days=200), hired), TODAY - dt.timedelta(days=1))
+            incurred = day_between(rng, max(TODAY - dt.timedelta(days=200), hired), TODAY - dt.timedelta(days=1))
             submitted = min(incurred + dt.timedelta(days=rng.randint(0, 10)), TODAY)
             age = (TODAY - submitted).days
             status, decided, by = "submitted", None, None
@@ -477,16 +587,34 @@ def _claims(rng, personnel):
                 decided = submitted + dt.timedelta(days=rng.randint(1, 5))
                 status = "rejected" if rng.random() < 0.1 else "reimbursed" if (TODAY - decided).days > 14 else "approved"
                 by = p["manager_id"]
-            rows.append({"id": len(rows) + 1, "personnel_id": p["id"], "category": category, "amount": _money(rng.uniform(lo, hi)),
-                         "incurred_on": incurred.isoformat(), "description": rng.choice(descriptions), "status": status,
-                         "submitted_on": submitted.isoformat(), "decided_on": _iso(decided), "decided_by": by})
+            rows.append(
+                {
+                    "id": len(rows) + 1,
+                    "personnel_id": p["id"],
+                    "category": category,
+                    "amount": round_money(rng.uniform(lo, hi)),
+                    "incurred_on": incurred.isoformat(),
+                    "description": rng.choice(descriptions),
+                    "status": status,
+                    "submitted_on": submitted.isoformat(),
+                    "decided_on": iso(decided),
+                    "decided_by": by,
+                }
+            )
     return rows
 
 
 def _notes(rng, n, personnel):
     staff = [p for p in personnel if p["status"] != "terminated"]
-    return [{"id": i, "personnel_id": rng.choice(staff)["id"], "body": rng.choice(NOTE_BODIES),
-             "created_on": (TODAY - dt.timedelta(days=rng.randint(0, 300))).isoformat()} for i in range(1, n + 1)]
+    return [
+        {
+            "id": i,
+            "personnel_id": rng.choice(staff)["id"],
+            "body": rng.choice(NOTE_BODIES),
+            "created_on": (TODAY - dt.timedelta(days=rng.randint(0, 300))).isoformat(),
+        }
+        for i in range(1, n + 1)
+    ]
 
 
 def _escalations(rng, n, personnel):
@@ -495,7 +623,14 @@ def _escalations(rng, n, personnel):
     for i in range(1, n + 1):
         category = rng.choice(sorted(ESCALATION_REASONS))
         created = TODAY - dt.timedelta(days=rng.randint(1, 120))
-        rows.append({"id": i, "personnel_id": rng.choice(staff)["id"], "category": category,
-                     "status": "closed" if (TODAY - created).days > 21 else "open",
-                     "reason": ESCALATION_REASONS[category], "created_on": created.isoformat()})
+        rows.append(
+            {
+                "id": i,
+                "personnel_id": rng.choice(staff)["id"],
+                "category": category,
+                "status": "closed" if (TODAY - created).days > 21 else "open",
+                "reason": ESCALATION_REASONS[category],
+                "created_on": created.isoformat(),
+            }
+        )
     return rows

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from groundstate.domains import _kit
-from groundstate.domains._kit import WorldIndex, call, dollars, long_date, money, rubric, said
+from groundstate.domains._kit import WorldIndex, call, dollars, first_of_month, group_by, long_date, money, rubric, said
 
 HERE = Path(__file__).resolve().parent
 
@@ -80,9 +80,6 @@ LEAVE_REASONS = [
     "for a hiking trip",
     "to look after my kids during their school break",
 ]
-GREETINGS = ["Hi,", "Hello,", "Hey there,", "Good morning,", "Hi there,"]
-CLOSINGS = ["That's all, thank you!", "No, that's everything. Thanks!", "That's it, thanks for your help.", "Nothing else, thanks."]
-TONES = ["polite and brief", "a little hurried", "friendly and chatty", "precise; answers exactly what is asked"]
 
 
 def day(d: dt.date) -> str:
@@ -96,12 +93,6 @@ def span_text(start: dt.date, end: dt.date) -> str:
     return f"from {day(start)} to {day(end)}"
 
 
-def first_of_month(d: dt.date, months_ahead: int) -> dt.date:
-    """The first day of the month `months_ahead` months after d's."""
-    m = d.month - 1 + months_ahead
-    return dt.date(d.year + m // 12, m % 12 + 1, 1)
-
-
 class Patch(_kit.Patch):
     order = _kit.table_order(HERE)
 
@@ -109,29 +100,20 @@ class Patch(_kit.Patch):
 class Generator(WorldIndex):
     """Indexes over the seed world plus the sampling and phrasing helpers the templates share."""
 
+    tones = ["polite and brief", "a little hurried", "friendly and chatty", "precise; answers exactly what is asked"]
+
     def __init__(self, world: dict[str, list[dict]], today: dt.date, rng: random.Random):
         super().__init__(world, today, rng)
         self.seed = _kit.sibling(HERE, "seed")
         self.people = {p["id"]: p for p in world["personnel"]}
-        self.reports: dict[int, list[dict]] = {}
-        for p in world["personnel"]:
-            if p["manager_id"] is not None:
-                self.reports.setdefault(p["manager_id"], []).append(p)
+        self.reports = group_by((p for p in world["personnel"] if p["manager_id"] is not None), "manager_id")
         self.bands = {b["id"]: b for b in world["salary_bands"]}
         self.balances = {(b["personnel_id"], b["leave_type"]): b for b in world["leave_balances"]}
-        self.requests: dict[int, list[dict]] = {}
-        for r in world["leave_requests"]:
-            self.requests.setdefault(r["personnel_id"], []).append(r)
-        self.claims: dict[int, list[dict]] = {}
-        for c in world["expense_claims"]:
-            self.claims.setdefault(c["personnel_id"], []).append(c)
-        self.items: dict[int, list[dict]] = {}
-        for i in world["onboarding_items"]:
-            self.items.setdefault(i["personnel_id"], []).append(i)
+        self.requests = group_by(world["leave_requests"], "personnel_id")
+        self.claims = group_by(world["expense_claims"], "personnel_id")
+        self.items = group_by(world["onboarding_items"], "personnel_id")
         self.accounts = {a["personnel_id"]: a for a in world["personnel_bank_accounts"] if a["status"] == "active"}
-        self.blackouts: dict[int, list[dict]] = {}
-        for b in world["leave_blackouts"]:
-            self.blackouts.setdefault(b["department_id"], []).append(b)
+        self.blackouts = group_by(world["leave_blackouts"], "department_id")
         self.scheduled = {a["personnel_id"] for a in world["salary_adjustments"] if a["status"] == "scheduled"}
         self.escalated = {e["personnel_id"] for e in world["hr_escalations"] if e["status"] == "open"}
         self.used: set[int] = set()
@@ -169,10 +151,7 @@ class Generator(WorldIndex):
         self.used.update(p["id"] for p in people)
 
     def pick_employee(self, ok: Callable[[dict], bool] = lambda p: True) -> dict:
-        pool = [p for p in self.world["personnel"] if self.clean(p) and ok(p)]
-        if not pool:
-            raise RuntimeError("no clean employee left for this template: lower its count or widen its filter")
-        p = self.rng.choice(pool)
+        p = self.draw([p for p in self.world["personnel"] if self.clean(p) and ok(p)], "clean employee")
         self.claim(p)
         return p
 
@@ -188,18 +167,13 @@ class Generator(WorldIndex):
             fit = [r for r in self.reports[m["id"]] if self.clean(r) and ok(r)]
             if len(fit) >= k:
                 teams.append((m, fit))
-        if not teams:
-            raise RuntimeError(f"no manager has {k} suitable clean reports left")
-        m, fit = self.rng.choice(teams)
+        m, fit = self.draw(teams, f"manager with {k} suitable clean reports")
         chosen = self.rng.sample(fit, k)
         self.claim(m, *chosen)
         return m, chosen
 
     def pick_new_hire(self, ok: Callable[[dict], bool] = lambda p: True) -> dict:
-        pool = [p for p in self.world["personnel"] if p["status"] == "onboarding" and p["id"] not in self.used and ok(p)]
-        if not pool:
-            raise RuntimeError("no new hire left for this template")
-        p = self.rng.choice(pool)
+        p = self.draw([p for p in self.world["personnel"] if p["status"] == "onboarding" and p["id"] not in self.used and ok(p)], "new hire")
         self.claim(p)
         return p
 
@@ -301,10 +275,11 @@ class Generator(WorldIndex):
         """An opening that identifies the caller by name and work email or employee number (remembered for `find`)."""
         k = self.rng.randrange(3)
         self.ident[p["id"]] = p["employee_no"] if k == 2 else p["work_email"]
+        name = f"{p['first_name']} {p['last_name']}"
         return [
-            f"{self.rng.choice(GREETINGS)} this is {p['first_name']} {p['last_name']} ({p['work_email']}).",
-            f"{self.rng.choice(GREETINGS)} I'm {p['first_name']} {p['last_name']}, my work email is {p['work_email']}.",
-            f"{self.rng.choice(GREETINGS)} {p['first_name']} {p['last_name']} here, employee number {p['employee_no']}.",
+            f"{self.greeting()} this is {name} ({p['work_email']}).",
+            f"{self.greeting()} I'm {name}, my work email is {p['work_email']}.",
+            f"{self.greeting()} {name} here, employee number {p['employee_no']}.",
         ][k]
 
     def find(self, p: dict) -> dict:
@@ -314,11 +289,11 @@ class Generator(WorldIndex):
     def user(self, p: dict, context: str, first: list[str] | None = None) -> dict:
         """The simulated caller: persona, the facts they know, and scripted replies."""
         role = "a people manager" if p["id"] in self.reports else "an employee"
-        return {
-            "persona": f"{p['first_name']} {p['last_name']}, {p['job_title']} at Brightwater Systems ({role}); {self.rng.choice(TONES)}.",
-            "context": f"Your work email is {p['work_email']} and your employee number is {p['employee_no']}. {context}",
-            "script": [*(first or []), self.rng.choice(CLOSINGS)],
-        }
+        return self.simulated_user(
+            f"{p['first_name']} {p['last_name']}, {p['job_title']} at Brightwater Systems ({role})",
+            f"Your work email is {p['work_email']} and your employee number is {p['employee_no']}. {context}",
+            first,
+        )
 
     def expense_ask(self, category: str | None = None) -> tuple[str, str, float]:
         category = category or self.rng.choice(sorted(EXPENSE_ASKS))

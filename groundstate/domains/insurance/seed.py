@@ -12,61 +12,84 @@ loadings, as the tools maintain it, and the endorsement history replays to that 
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
 import random
 from pathlib import Path
-from typing import Any
 
-TODAY = dt.date(2026, 5, 20)  # must match `today` in domain.yaml
+from groundstate.domains import _kit
+from groundstate.domains._kit import People, Rows, add_years, business_date, cents, day_between, group_by, iso, phone, round_money, scaled, unique
 
-Rows = dict[str, list[dict[str, Any]]]
+HERE = Path(__file__).parent
+TODAY = business_date(HERE)
+PRICING = _kit.sibling(HERE, "tools")
 
-
-def _load_tools():
-    spec = importlib.util.spec_from_file_location("groundstate_domain_insurance_tools_for_seed", Path(__file__).with_name("tools.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-PRICING = _load_tools()
-
-FIRST_NAMES = [
-    "Olivia", "Liam", "Emma", "Noah", "Ava", "Elijah", "Sophia", "James", "Isabella", "Lucas",
-    "Mia", "Mateo", "Amelia", "Benjamin", "Harper", "Ethan", "Evelyn", "Daniel", "Aisha", "Omar",
-    "Priya", "Arjun", "Mei", "Wei", "Yuki", "Hiro", "Sofia", "Diego", "Camila", "Javier",
-    "Fatima", "Yusuf", "Chloe", "Henry", "Grace", "Samuel", "Nora", "Leo", "Zoe", "Gabriel",
-    "Hannah", "Isaac", "Layla", "Caleb", "Ruby", "Owen", "Maya", "Julian", "Ines", "Tomas",
-    "Clara", "Felix", "Alma", "Rafael", "Iris", "Marcus", "Leah", "Victor", "Naomi", "Adrian",
+FIRST_NAMES = [*_kit.FIRST_NAMES, "Clara", "Felix", "Alma", "Rafael", "Iris", "Marcus", "Leah", "Victor", "Naomi", "Adrian"]
+LAST_NAMES = [*_kit.LAST_NAMES, "Berg", "Dubois", "Moreau", "Larsen", "Costa", "Ibrahim", "Park", "Reyes", "Fischer", "Walsh"]
+STATES = [
+    "WA",
+    "OR",
+    "CA",
+    "AZ",
+    "CO",
+    "TX",
+    "IL",
+    "MN",
+    "WI",
+    "MI",
+    "OH",
+    "TN",
+    "GA",
+    "FL",
+    "NC",
+    "VA",
+    "MD",
+    "PA",
+    "NJ",
+    "NY",
+    "MA",
+    "UT",
+    "ID",
+    "NM",
+    "MO",
+    "NE",
+    "LA",
+    "KY",
+    "IN",
 ]
-LAST_NAMES = [
-    "Smith", "Johnson", "Garcia", "Martinez", "Brown", "Davis", "Lopez", "Wilson", "Anderson", "Thomas",
-    "Taylor", "Moore", "Jackson", "Martin", "Lee", "Perez", "Thompson", "White", "Harris", "Clark",
-    "Lewis", "Robinson", "Walker", "Young", "Allen", "King", "Wright", "Scott", "Nguyen", "Hill",
-    "Flores", "Green", "Adams", "Nelson", "Baker", "Hall", "Rivera", "Campbell", "Mitchell", "Patel",
-    "Kim", "Chen", "Singh", "Okafor", "Haddad", "Kowalski", "Rossi", "Novak", "Silva", "Tanaka",
-    "Berg", "Dubois", "Moreau", "Larsen", "Costa", "Ibrahim", "Park", "Reyes", "Fischer", "Walsh",
-]
-EMAIL_DOMAINS = ["example.com", "example.net", "example.org", "mail.example.com"]
-STATES = ["WA", "OR", "CA", "AZ", "CO", "TX", "IL", "MN", "WI", "MI", "OH", "TN", "GA", "FL", "NC",
-          "VA", "MD", "PA", "NJ", "NY", "MA", "UT", "ID", "NM", "MO", "NE", "LA", "KY", "IN"]
 
 # (make, model, price new in dollars, relative frequency)
 MODELS = [
-    ("Toyota", "Corolla", 24000, 10), ("Toyota", "RAV4", 32000, 10), ("Toyota", "Camry", 28000, 8),
-    ("Honda", "Civic", 25000, 9), ("Honda", "CR-V", 33000, 9), ("Ford", "F-150", 45000, 8),
-    ("Ford", "Escape", 29000, 6), ("Chevrolet", "Malibu", 26000, 5), ("Chevrolet", "Silverado", 47000, 5),
-    ("Nissan", "Altima", 27000, 6), ("Subaru", "Outback", 34000, 6), ("Hyundai", "Elantra", 22000, 6),
-    ("Kia", "Sportage", 28000, 5), ("Mazda", "CX-5", 31000, 5), ("Volkswagen", "Jetta", 23000, 4),
-    ("Tesla", "Model 3", 42000, 5), ("BMW", "3 Series", 46000, 4), ("Audi", "Q5", 50000, 3),
-    ("Jeep", "Wrangler", 38000, 4), ("Ram", "1500", 46000, 4), ("Mercedes-Benz", "GLE", 65000, 2),
+    ("Toyota", "Corolla", 24000, 10),
+    ("Toyota", "RAV4", 32000, 10),
+    ("Toyota", "Camry", 28000, 8),
+    ("Honda", "Civic", 25000, 9),
+    ("Honda", "CR-V", 33000, 9),
+    ("Ford", "F-150", 45000, 8),
+    ("Ford", "Escape", 29000, 6),
+    ("Chevrolet", "Malibu", 26000, 5),
+    ("Chevrolet", "Silverado", 47000, 5),
+    ("Nissan", "Altima", 27000, 6),
+    ("Subaru", "Outback", 34000, 6),
+    ("Hyundai", "Elantra", 22000, 6),
+    ("Kia", "Sportage", 28000, 5),
+    ("Mazda", "CX-5", 31000, 5),
+    ("Volkswagen", "Jetta", 23000, 4),
+    ("Tesla", "Model 3", 42000, 5),
+    ("BMW", "3 Series", 46000, 4),
+    ("Audi", "Q5", 50000, 3),
+    ("Jeep", "Wrangler", 38000, 4),
+    ("Ram", "1500", 46000, 4),
+    ("Mercedes-Benz", "GLE", 65000, 2),
     ("Porsche", "911", 125000, 1),
 ]
 LETTERS = "ABCDEFGHJKLMNPRSTUVWXYZ"
 
 CLAIM_STORIES = {
-    "collision": ["Rear-ended at a traffic light; bumper and tailgate damaged.", "Scraped a concrete pillar in a parking garage.",
-                  "Side impact at an intersection; driver door and wing damaged.", "Hit a deer on a rural road; front end damaged."],
+    "collision": [
+        "Rear-ended at a traffic light; bumper and tailgate damaged.",
+        "Scraped a concrete pillar in a parking garage.",
+        "Side impact at an intersection; driver door and wing damaged.",
+        "Hit a deer on a rural road; front end damaged.",
+    ],
     "theft": ["Vehicle stolen from the driveway overnight.", "Vehicle stolen from a shopping centre car park."],
     "part_theft": ["Catalytic converter stolen while parked.", "All four wheels stolen overnight."],
     "fire": ["Engine bay fire after an electrical fault.", "Vehicle damaged by a fire spreading from a neighbouring garage."],
@@ -89,36 +112,13 @@ REFERRAL_REASONS = {
 }
 
 
-def _cents(x: float) -> int:
-    return int(round(x * 100))
-
-
-def _money(x: float) -> float:
-    return round(x + 1e-9, 2)
-
-
-def _iso(d: dt.date) -> str:
-    return d.isoformat()
-
-
-def _n(base: int, scale: float) -> int:
-    return max(1, round(base * scale))
-
-
-def _add_years(d: dt.date, years: int) -> dt.date:
-    try:
-        return d.replace(year=d.year + years)
-    except ValueError:  # 29 February
-        return d.replace(year=d.year + years, day=28)
-
-
 def generate(rng: random.Random, scale: float = 1.0) -> Rows:
     """The world's rows per table, in foreign-key insertion order; every column present in every row."""
     w = _World(rng)
-    for holder in w.policyholders(_n(340, scale)):
+    for holder in w.policyholders(scaled(340, scale)):
         w.policies_of(holder)
     w.claims()
-    w.records(_n(70, scale), _n(18, scale))
+    w.records(scaled(70, scale), scaled(18, scale))
     return {
         "policyholders": w.holders,
         "motor_policies": w.policies,
@@ -151,38 +151,29 @@ class _World:
 
     # -- people -------------------------------------------------------------------------------------
     def policyholders(self, n: int) -> list[dict]:
-        rng, emails = self.rng, set()
+        rng, people = self.rng, People(self.rng, None, FIRST_NAMES, LAST_NAMES)
         for i in range(1, n + 1):
-            first, last = rng.choice(FIRST_NAMES), rng.choice(LAST_NAMES)
-            domain = rng.choice(EMAIL_DOMAINS)
-            email = f"{first}.{last}@{domain}".lower()
-            k = 2
-            while email in emails:  # namesakes get a number, as real mail providers do
-                email = f"{first}.{last}{k}@{domain}".lower()
-                k += 1
-            emails.add(email)
+            first, last, email = people.draw()
             dob = TODAY - dt.timedelta(days=rng.randint(24 * 365, 78 * 365))
-            self.holders.append({
-                "id": i, "first_name": first, "last_name": last, "email": email,
-                "phone": f"555-{rng.randint(200, 999)}-{rng.randint(1000, 9999)}", "date_of_birth": _iso(dob),
-                "state": rng.choice(STATES), "customer_since": _iso(TODAY - dt.timedelta(days=rng.randint(200, 4000))),
-            })
+            self.holders.append(
+                {
+                    "id": i,
+                    "first_name": first,
+                    "last_name": last,
+                    "email": email,
+                    "phone": phone(rng),
+                    "date_of_birth": iso(dob),
+                    "state": rng.choice(STATES),
+                    "customer_since": iso(TODAY - dt.timedelta(days=rng.randint(200, 4000))),
+                }
+            )
         return self.holders
 
     def plate(self) -> str:
-        rng = self.rng
-        while True:
-            p = f"{rng.randint(1, 9)}{''.join(rng.choice(LETTERS) for _ in range(3))}{rng.randint(0, 999):03d}"
-            if p not in self.plates:
-                self.plates.add(p)
-                return p
+        return unique(lambda: registration(self.rng), self.plates)
 
     def licence(self) -> str:
-        while True:
-            n = f"{self.rng.choice(LETTERS)}{self.rng.randint(0, 9999999):07d}"
-            if n not in self.licences:
-                self.licences.add(n)
-                return n
+        return unique(lambda: licence_number(self.rng), self.licences)
 
     # -- policies, vehicles, drivers, endorsements ----------------------------------------------------
     def policies_of(self, holder: dict) -> None:
@@ -210,10 +201,16 @@ class _World:
         deductible = rng.choices([250, 500, 1000], weights=[20, 55, 25])[0]
         pid = 1001 + len(self.policies)
         policy = {
-            "id": pid, "policyholder_id": holder["id"], "coverage": coverage, "deductible": float(deductible), "status": status,
-            "start_date": _iso(start), "end_date": _iso(end), "annual_premium": 0.0,
+            "id": pid,
+            "policyholder_id": holder["id"],
+            "coverage": coverage,
+            "deductible": float(deductible),
+            "status": status,
+            "start_date": iso(start),
+            "end_date": iso(end),
+            "annual_premium": 0.0,
             "no_claims_years": rng.choices(range(0, 10), weights=[14, 12, 12, 11, 10, 10, 9, 8, 7, 7])[0],
-            "cancelled_on": cancelled_on and _iso(cancelled_on),
+            "cancelled_on": cancelled_on and iso(cancelled_on),
         }
         self.policies.append(policy)
         mid_term = (last_day - start).days > 30
@@ -234,7 +231,7 @@ class _World:
             old = next(v for v in self.vehicles if v["policy_id"] == pid)
             day = when()
             new = self.vehicle(policy, day)
-            old.update(status="removed", removed_on=_iso(day))
+            old.update(status="removed", removed_on=iso(day))
             events += [(new["added_on"], "add_vehicle", new), (old["removed_on"], "remove_vehicle", old)]
 
         # Drivers: the policyholder, and often a spouse, a child or a parent.
@@ -264,25 +261,32 @@ class _World:
             if added > start:
                 events.append((d["added_on"], "add_driver", d))
             elif mid_term and rng.random() < 0.06:
-                d.update(status="removed", removed_on=_iso(when()))
+                d.update(status="removed", removed_on=iso(when()))
                 events.append((d["removed_on"], "remove_driver", d))
 
         # Price: start from what the policy covered on its first day, then replay the changes in order.
         def on_day_one(row: dict) -> bool:
-            return row["added_on"] == _iso(start)
+            return row["added_on"] == iso(start)
 
-        premium = sum(_cents(v["annual_premium"]) for v in self.vehicles if v["policy_id"] == pid and on_day_one(v))
-        premium += sum(_cents(d["premium_loading"]) for d in self.drivers if d["policy_id"] == pid and on_day_one(d))
+        premium = sum(cents(v["annual_premium"]) for v in self.vehicles if v["policy_id"] == pid and on_day_one(v))
+        premium += sum(cents(d["premium_loading"]) for d in self.drivers if d["policy_id"] == pid and on_day_one(d))
         for day, kind, row in sorted(events, key=lambda e: (e[0], e[1] != "add_vehicle")):
-            part = _cents(row["annual_premium"] if "vehicle" in kind else row["premium_loading"])
+            part = cents(row["annual_premium"] if "vehicle" in kind else row["premium_loading"])
             after = premium + part if kind.startswith("add") else premium - part
             remaining = (end - dt.date.fromisoformat(day)).days
-            self.endorsements.append({
-                "id": len(self.endorsements) + 1, "policy_id": pid, "kind": kind,
-                "vehicle_id": row["id"] if "vehicle" in kind else None, "driver_id": row["id"] if "driver" in kind else None,
-                "effective_date": day, "premium_before": premium / 100, "premium_after": after / 100,
-                "prorated_amount": round((after - premium) * remaining / 365) / 100,
-            })
+            self.endorsements.append(
+                {
+                    "id": len(self.endorsements) + 1,
+                    "policy_id": pid,
+                    "kind": kind,
+                    "vehicle_id": row["id"] if "vehicle" in kind else None,
+                    "driver_id": row["id"] if "driver" in kind else None,
+                    "effective_date": day,
+                    "premium_before": premium / 100,
+                    "premium_after": after / 100,
+                    "prorated_amount": round((after - premium) * remaining / 365) / 100,
+                }
+            )
             premium = after
         policy["annual_premium"] = premium / 100
 
@@ -294,23 +298,40 @@ class _World:
         value = float(max(2500, round(value / 50) * 50))
         usage = rng.choices(["personal", "commute", "business"], weights=[45, 45, 10])[0]
         row = {
-            "id": len(self.vehicles) + 1, "policy_id": policy["id"], "registration": self.plate(), "make": make, "model": model,
-            "model_year": year, "vehicle_value": value, "usage": usage,
+            "id": len(self.vehicles) + 1,
+            "policy_id": policy["id"],
+            "registration": self.plate(),
+            "make": make,
+            "model": model,
+            "model_year": year,
+            "vehicle_value": value,
+            "usage": usage,
             "annual_premium": PRICING.vehicle_premium(policy["coverage"], policy["deductible"], value, usage),
-            "status": "covered", "added_on": _iso(added), "removed_on": None,
+            "status": "covered",
+            "added_on": iso(added),
+            "removed_on": None,
         }
         self.vehicles.append(row)
         return row
 
     def driver(self, policy: dict, first: str, last: str, dob: dt.date, relationship: str, added: dt.date) -> dict:
         rng = self.rng
-        issued = _add_years(dob, rng.randint(16, 23)) + dt.timedelta(days=rng.randint(0, 300))
+        issued = add_years(dob, rng.randint(16, 23)) + dt.timedelta(days=rng.randint(0, 300))
         issued = min(issued, added - dt.timedelta(days=30))
         loading = 0.0 if relationship == "self" else PRICING.driver_loading(dob, issued, added)
         row = {
-            "id": len(self.drivers) + 1, "policy_id": policy["id"], "first_name": first, "last_name": last,
-            "date_of_birth": _iso(dob), "licence_number": self.licence(), "licence_issued_on": _iso(issued),
-            "relationship": relationship, "premium_loading": loading, "status": "active", "added_on": _iso(added), "removed_on": None,
+            "id": len(self.drivers) + 1,
+            "policy_id": policy["id"],
+            "first_name": first,
+            "last_name": last,
+            "date_of_birth": iso(dob),
+            "licence_number": self.licence(),
+            "licence_issued_on": iso(issued),
+            "relationship": relationship,
+            "premium_loading": loading,
+            "status": "active",
+            "added_on": iso(added),
+            "removed_on": None,
         }
         self.drivers.append(row)
         return row
@@ -319,12 +340,8 @@ class _World:
     def claims(self) -> None:
         """Own-damage claims on covering policies; old ones decided (mostly paid), recent ones open."""
         rng = self.rng
-        vehicles_of: dict[int, list[dict]] = {}
-        for v in self.vehicles:
-            vehicles_of.setdefault(v["policy_id"], []).append(v)
-        drivers_of: dict[int, list[dict]] = {}
-        for d in self.drivers:
-            drivers_of.setdefault(d["policy_id"], []).append(d)
+        vehicles_of = group_by(self.vehicles, "policy_id")
+        drivers_of = group_by(self.drivers, "policy_id")
         for p in self.policies:
             covered = sorted(PRICING.COVERED[p["coverage"]])
             if not covered:
@@ -335,7 +352,7 @@ class _World:
             if p["cancelled_on"]:
                 last = dt.date.fromisoformat(p["cancelled_on"]) - dt.timedelta(days=1)
             for _ in range(rng.choices([0, 1, 2], weights=[50, 38, 12])[0]):
-                incident = start + dt.timedelta(days=rng.randint(0, max(0, (last - start).days)))
+                incident = day_between(rng, start, last)
                 kind = rng.choice(covered)
                 on_day = [v for v in vehicles_of[p["id"]] if _was_on(v, incident)]
                 if not on_day:
@@ -363,30 +380,45 @@ class _World:
             if kind == "theft":
                 story = rng.choice(CLAIM_STORIES["part_theft"])
         deductible = 0.0 if (kind == "windscreen" and p["coverage"] == "comprehensive") else p["deductible"]
-        payable = _money(min(estimate, v["vehicle_value"]) - deductible)
+        payable = round_money(min(estimate, v["vehicle_value"]) - deductible)
         age = (TODAY - reported).days
         row = {
-            "id": 5001 + len(self.claim_rows), "policy_id": p["id"], "vehicle_id": v["id"], "driver_id": driver,
-            "incident_date": _iso(incident), "reported_on": _iso(reported), "incident_type": kind,
-            "description": story, "estimated_damage": estimate, "status": "open",
-            "approved_amount": None, "denial_reason": None, "decided_on": None,
+            "id": 5001 + len(self.claim_rows),
+            "policy_id": p["id"],
+            "vehicle_id": v["id"],
+            "driver_id": driver,
+            "incident_date": iso(incident),
+            "reported_on": iso(reported),
+            "incident_type": kind,
+            "description": story,
+            "estimated_damage": estimate,
+            "status": "open",
+            "approved_amount": None,
+            "denial_reason": None,
+            "decided_on": None,
         }
         self.claim_rows.append(row)
         if age < 5 or (age < 20 and rng.random() < 0.5):
             return  # still open: waiting for the assessor or the policyholder
         decided = reported + dt.timedelta(days=rng.randint(2, min(age, 15)))
         if late:
-            row.update(status="denied", denial_reason="late_report", decided_on=_iso(decided))
+            row.update(status="denied", denial_reason="late_report", decided_on=iso(decided))
         elif payable <= 0:
-            row.update(status="denied", denial_reason="below_deductible", decided_on=_iso(decided))
+            row.update(status="denied", denial_reason="below_deductible", decided_on=iso(decided))
         else:
-            row.update(status="approved", approved_amount=payable, decided_on=_iso(decided))
+            row.update(status="approved", approved_amount=payable, decided_on=iso(decided))
             if age > 25 or rng.random() < 0.7:
                 paid = min(decided + dt.timedelta(days=rng.randint(1, 7)), TODAY)
                 row["status"] = "paid"
-                self.payouts.append({"id": len(self.payouts) + 1, "claim_id": row["id"], "amount": payable,
-                                     "method": rng.choices(["bank_transfer", "cheque", "repairer"], weights=[60, 10, 30])[0],
-                                     "paid_on": _iso(paid)})
+                self.payouts.append(
+                    {
+                        "id": len(self.payouts) + 1,
+                        "claim_id": row["id"],
+                        "amount": payable,
+                        "method": rng.choices(["bank_transfer", "cheque", "repairer"], weights=[60, 10, 30])[0],
+                        "paid_on": iso(paid),
+                    }
+                )
 
     # -- notes and referrals --------------------------------------------------------------------------
     def records(self, n_notes: int, n_referrals: int) -> None:
@@ -394,8 +426,16 @@ class _World:
         for i in range(1, n_notes + 1):
             p = rng.choice(self.policies)
             created = dt.date.fromisoformat(p["start_date"]) + dt.timedelta(days=rng.randint(0, 200))
-            self.notes.append({"id": i, "policyholder_id": p["policyholder_id"], "policy_id": p["id"] if rng.random() < 0.7 else None,
-                               "claim_id": None, "body": rng.choice(NOTE_BODIES), "created_on": _iso(min(created, TODAY))})
+            self.notes.append(
+                {
+                    "id": i,
+                    "policyholder_id": p["policyholder_id"],
+                    "policy_id": p["id"] if rng.random() < 0.7 else None,
+                    "claim_id": None,
+                    "body": rng.choice(NOTE_BODIES),
+                    "created_on": iso(min(created, TODAY)),
+                }
+            )
         decided = [c for c in self.claim_rows if c["status"] != "open"]
         holder_of = {p["id"]: p["policyholder_id"] for p in self.policies}
         for i in range(1, n_referrals + 1):
@@ -405,14 +445,31 @@ class _World:
             claim_id = None if team == "underwriting" else c["id"]
             created = dt.date.fromisoformat(c["reported_on"]) + dt.timedelta(days=rng.randint(0, 10))
             created = min(created, TODAY)
-            self.referrals.append({
-                "id": i, "policyholder_id": holder_of[c["policy_id"]], "policy_id": c["policy_id"], "claim_id": claim_id,
-                "team": team, "status": "closed" if (TODAY - created).days > 21 else "open",
-                "reason": REFERRAL_REASONS[team], "created_on": _iso(created),
-            })
+            self.referrals.append(
+                {
+                    "id": i,
+                    "policyholder_id": holder_of[c["policy_id"]],
+                    "policy_id": c["policy_id"],
+                    "claim_id": claim_id,
+                    "team": team,
+                    "status": "closed" if (TODAY - created).days > 21 else "open",
+                    "reason": REFERRAL_REASONS[team],
+                    "created_on": iso(created),
+                }
+            )
+
+
+def registration(rng: random.Random) -> str:
+    """A licence plate: a digit, three letters, three digits (also drawn by the task generator)."""
+    return f"{rng.randint(1, 9)}{''.join(rng.choice(LETTERS) for _ in range(3))}{rng.randint(0, 999):03d}"
+
+
+def licence_number(rng: random.Random) -> str:
+    """A driving licence number: a letter and seven digits (also drawn by the task generator)."""
+    return f"{rng.choice(LETTERS)}{rng.randint(0, 9999999):07d}"
 
 
 def _was_on(row: dict, day: dt.date) -> bool:
     """Whether a vehicle or driver was on its policy on `day`."""
-    iso = _iso(day)
-    return row["added_on"] <= iso and (row["removed_on"] is None or row["removed_on"] > iso)
+    on = iso(day)
+    return row["added_on"] <= on and (row["removed_on"] is None or row["removed_on"] > on)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from groundstate.domains import _kit
-from groundstate.domains._kit import WorldIndex, call, cents, dollars, long_date, rubric, said
+from groundstate.domains._kit import WorldIndex, call, cents, dollars, group_by, long_date, rubric, said, unique
 
 HERE = Path(__file__).resolve().parent
 
@@ -66,9 +66,6 @@ STORIES = {
     ],
     "theft": [("was stolen from outside my house, and the police have not found it", "Stolen from outside the policyholder's home; not recovered.")],
 }
-GREETINGS = ["Hi,", "Hello,", "Good morning,", "Hi there,", "Good afternoon,"]
-CLOSINGS = ["That's all, thank you!", "No, that's everything. Thanks!", "That's it, thanks for your help.", "Nothing else, thanks."]
-TONES = ["polite and brief", "a little stressed", "friendly and chatty", "precise; answers exactly what is asked", "impatient"]
 USAGE_TEXT = {"personal": "just for leisure, not for commuting", "commute": "to drive to work every day", "business": "for my work visits to clients"}
 # (make, model, price new) for cars a policyholder buys
 NEW_CARS = [
@@ -105,17 +102,17 @@ class Patch(_kit.Patch):
 class Generator(WorldIndex):
     """Indexes over the seed world plus the sampling, patching and phrasing helpers the templates share."""
 
+    greetings = ["Hi,", "Hello,", "Good morning,", "Hi there,", "Good afternoon,"]
+    tones = ["polite and brief", "a little stressed", "friendly and chatty", "precise; answers exactly what is asked", "impatient"]
+
     def __init__(self, world: dict[str, list[dict]], today: dt.date, rng: random.Random):
         super().__init__(world, today, rng)
-        self.tools = _kit.sibling(HERE, "tools")  # the rules the tools apply (ages, driver loadings), so gold follows them
+        self.seed = _kit.sibling(HERE, "seed")
+        self.tools = self.seed.PRICING  # the rules the tools apply (ages, driver loadings), so gold follows them
         self.holders = {h["id"]: h for h in world["policyholders"]}
         self.policies = {p["id"]: p for p in world["motor_policies"]}
-        self.vehicles: dict[int, list[dict]] = {}
-        for v in world["insured_vehicles"]:
-            self.vehicles.setdefault(v["policy_id"], []).append(v)
-        self.drivers: dict[int, list[dict]] = {}
-        for d in world["named_drivers"]:
-            self.drivers.setdefault(d["policy_id"], []).append(d)
+        self.vehicles = group_by(world["insured_vehicles"], "policy_id")
+        self.drivers = group_by(world["named_drivers"], "policy_id")
         self.plates = {v["registration"] for v in world["insured_vehicles"]}
         self.licences = {d["licence_number"] for d in world["named_drivers"]}
 
@@ -144,10 +141,7 @@ class Generator(WorldIndex):
     def pick_policy(self, ok: Callable[[dict], bool] = lambda p: True) -> dict:
         """A clean, unused policy satisfying `ok`, preferring policyholders no task has used yet."""
         pool = [p for p in self.clean if p["id"] not in self.used_policies and ok(p)]
-        fresh = [p for p in pool if p["policyholder_id"] not in self.used_holders]
-        if not pool:
-            raise RuntimeError("no clean policy left for this template: lower its count or widen its filter")
-        p = self.rng.choice(fresh or pool)
+        p = self.draw(pool, "clean policy", lambda p: p["policyholder_id"] not in self.used_holders)
         self.used_policies.add(p["id"])
         self.used_holders.add(p["policyholder_id"])
         return p
@@ -194,9 +188,6 @@ class Generator(WorldIndex):
     def payable(self, p: dict, v: dict, kind: str, estimate: float) -> float:
         return dollars(cents(min(estimate, v["vehicle_value"])) - cents(self.deductible(p, kind)))
 
-    def ago(self, days: int) -> str:
-        return (self.today - dt.timedelta(days=days)).isoformat()
-
     # -- new people, cars, claims ---------------------------------------------------------------------
     def person(self, relationship: str, holder: dict, age: int | None = None) -> dict:
         """A new driver's details (not yet on any policy): name, sex for the wording, dob, licence."""
@@ -236,18 +227,10 @@ class Generator(WorldIndex):
         return KIN[person["relationship"]][0 if person["female"] else 1]
 
     def licence(self) -> str:
-        while True:
-            n = f"{self.rng.choice('ABCDEFGHJKLMNPRSTUVWXYZ')}{self.rng.randint(0, 9999999):07d}"
-            if n not in self.licences:
-                self.licences.add(n)
-                return n
+        return unique(lambda: self.seed.licence_number(self.rng), self.licences)
 
     def plate(self) -> str:
-        while True:
-            p = f"{self.rng.randint(1, 9)}{''.join(self.rng.choice('ABCDEFGHJKLMNPRSTUVWXYZ') for _ in range(3))}{self.rng.randint(0, 999):03d}"
-            if p not in self.plates:
-                self.plates.add(p)
-                return p
+        return unique(lambda: self.seed.registration(self.rng), self.plates)
 
     def new_car(self) -> dict:
         rng = self.rng
@@ -314,13 +297,11 @@ class Generator(WorldIndex):
     # -- phrasing -----------------------------------------------------------------------------------
     def hello(self, h: dict) -> str:
         """An opening that identifies the policyholder by email and date of birth."""
-        dob = long_date(h["date_of_birth"])
-        return self.rng.choice(
-            [
-                f"{self.rng.choice(GREETINGS)} this is {h['first_name']} {h['last_name']} ({h['email']}, born {dob}).",
-                f"{self.rng.choice(GREETINGS)} I'm {h['first_name']} {h['last_name']}; my email is {h['email']} and my date of birth is {dob}.",
-                f"{self.rng.choice(GREETINGS)} my email is {h['email']}, date of birth {dob}.",
-            ]
+        dob, name = long_date(h["date_of_birth"]), f"{h['first_name']} {h['last_name']}"
+        return self.opening(
+            f"this is {name} ({h['email']}, born {dob}).",
+            f"I'm {name}; my email is {h['email']} and my date of birth is {dob}.",
+            f"my email is {h['email']}, date of birth {dob}.",
         )
 
     def identity(self, h: dict) -> str:
@@ -328,12 +309,10 @@ class Generator(WorldIndex):
 
     def user(self, h: dict, context: str, first: list[str] | None = None, persona: str | None = None) -> dict:
         """The simulated caller: persona, the facts they know, and scripted replies."""
+        if persona:
+            return {"persona": persona, "context": context, "script": self.script(first)}
         since = h["customer_since"][:4]
-        return {
-            "persona": persona or f"{h['first_name']} {h['last_name']}, a Harborline Mutual policyholder since {since}; {self.rng.choice(TONES)}.",
-            "context": context,
-            "script": [*(first or []), self.rng.choice(CLOSINGS)],
-        }
+        return self.simulated_user(f"{h['first_name']} {h['last_name']}, a Harborline Mutual policyholder since {since}", context, first)
 
     def method(self) -> tuple[str, str]:
         m = self.rng.choice(sorted(METHODS))
@@ -417,7 +396,7 @@ def _open_claim(
     due = cents(lo) + 500 * rng.randint(0, int((top - lo) // 5))
     due += rng.choice([0, 0, 45, 80]) if due + 80 <= cents(top) else 0
     estimate = dollars(due + cents(deductible))
-    row = g.claim_row(p, v, kind, g.ago(ago), g.ago(ago - gap), estimate, driver=driver)
+    row = g.claim_row(p, v, kind, g.ago(ago).isoformat(), g.ago(ago - gap).isoformat(), estimate, driver=driver)
     return row, v, g.payable(p, v, kind, estimate)
 
 
@@ -471,7 +450,7 @@ def t_pay_approved_claim(g: Generator) -> dict:
     p = g.pick_policy(lambda p: p["coverage"] == "comprehensive" and g.ripe(p, 40))
     h = g.holder(p)
     claim, v, amount = _open_claim(g, p, ["collision", "vandalism", "weather", "windscreen"], (300, AUTHORITY), low=20, high=60)
-    claim.update(status="approved", approved_amount=amount, decided_on=g.ago(g.rng.randint(3, 9)))
+    claim.update(status="approved", approved_amount=amount, decided_on=g.ago(g.rng.randint(3, 9)).isoformat())
     method, phrase = g.method()
     return {
         "instruction": f"{g.hello(h)} My claim #{claim['id']} was approved a few days ago but I haven't been paid yet. Please pay it {phrase}.",
@@ -517,7 +496,15 @@ def _new_incident(g: Generator, p: dict, kind: str, low: int = 2, high: int = 25
         estimate = v["vehicle_value"]  # stolen and not recovered: the claim is for the car's value
     else:
         estimate = float(rng.randint(8, 90) * 50 + rng.choice([0, 0, 25, 40]))
-    return {"vehicle": v, "driver": driver, "date": g.ago(ago), "kind": kind, "told": told, "description": description, "estimate": estimate}
+    return {
+        "vehicle": v,
+        "driver": driver,
+        "date": g.ago(ago).isoformat(),
+        "kind": kind,
+        "told": told,
+        "description": description,
+        "estimate": estimate,
+    }
 
 
 def _incident_text(g: Generator, h: dict, inc: dict) -> str:
@@ -655,7 +642,7 @@ def t_young_driver(g: Generator) -> dict:
         why = f"is {g.age(person['dob'])}"
     else:  # old enough, but a brand-new licence
         person = g.person("child", h, age=g.rng.randint(22, 26))
-        person["issued"] = g.ago(g.rng.randint(40, 200))
+        person["issued"] = g.ago(g.rng.randint(40, 200)).isoformat()
         why = "has held a licence for less than a year"
     return {
         "instruction": f"{g.hello(h)} My {g.kin(person)} just started driving and I'd like them on policy #{p['id']}: {driver_text(person)}.",
@@ -779,7 +766,7 @@ def t_deny_claim(g: Generator) -> dict:
             ),
             "status": "removed",
             "added_on": p["start_date"],
-            "removed_on": g.ago(removed_ago),
+            "removed_on": g.ago(removed_ago).isoformat(),
         }
         patch.add("named_drivers", driver)
         claim, v, _ = _open_claim(g, p, ["collision"], (400, AUTHORITY), low=8, high=removed_ago - 5)
@@ -1151,7 +1138,7 @@ def t_household_requests(g: Generator) -> dict:
     )
     h = g.holder(p)
     approved, v, amount = _open_claim(g, p, ["collision", "windscreen"], (300, AUTHORITY), low=25, high=40)
-    approved.update(status="approved", approved_amount=amount, decided_on=g.ago(g.rng.randint(3, 8)))
+    approved.update(status="approved", approved_amount=amount, decided_on=g.ago(g.rng.randint(3, 8)).isoformat())
     inc = _new_incident(g, p, g.rng.choice(["vandalism", "weather"]), low=2, high=12)
     adult = g.person(g.rng.choice(["spouse", "partner"]), h)
     teen = g.person("child", h, age=g.rng.randint(18, 19))

@@ -11,11 +11,23 @@ def generate(rng: random.Random, scale: float = 1.0) -> dict[str, list[dict]]:
     members = []
     for i in range(1, n_members + 1):
         name = f"{rng.choice(FIRST)}{i}"
-        members.append({"id": i, "name": name, "email": f"{name}@kiosk.test", "tier": rng.choice(["basic", "basic", "silver", "gold"]),
-                        "credit": float(rng.randrange(0, 50))})
+        members.append(
+            {
+                "id": i,
+                "name": name,
+                "email": f"{name}@kiosk.test",
+                "tier": rng.choice(["basic", "basic", "silver", "gold"]),
+                "credit": float(rng.randrange(0, 50)),
+            }
+        )
     orders = [
-        {"id": 100 + i, "member_id": rng.randint(1, n_members), "item": rng.choice(ITEMS), "total": float(rng.randrange(5, 90)),
-         "status": rng.choice(["pending", "shipped"])}
+        {
+            "id": 100 + i,
+            "member_id": rng.randint(1, n_members),
+            "item": rng.choice(ITEMS),
+            "total": float(rng.randrange(5, 90)),
+            "status": rng.choice(["pending", "shipped"]),
+        }
         for i in range(1, 4 * n_members + 1)
     ]
     return {"kiosk_members": members, "kiosk_orders": orders, "kiosk_notes": []}

@@ -10,43 +10,76 @@ from __future__ import annotations
 
 import datetime as dt
 import random
-from typing import Any
+from pathlib import Path
 
-TODAY = dt.date(2026, 6, 15)  # must match `today` in domain.yaml
+from groundstate.domains._kit import People, Rows, business_date, group_by, iso, phone, round_money, scaled
 
-Rows = dict[str, list[dict[str, Any]]]
+TODAY = business_date(Path(__file__).parent)
 
-FIRST_NAMES = [
-    "Olivia", "Liam", "Emma", "Noah", "Ava", "Elijah", "Sophia", "James", "Isabella", "Lucas",
-    "Mia", "Mateo", "Amelia", "Benjamin", "Harper", "Ethan", "Evelyn", "Daniel", "Aisha", "Omar",
-    "Priya", "Arjun", "Mei", "Wei", "Yuki", "Hiro", "Sofia", "Diego", "Camila", "Javier",
-    "Fatima", "Yusuf", "Chloe", "Henry", "Grace", "Samuel", "Nora", "Leo", "Zoe", "Gabriel",
-    "Hannah", "Isaac", "Layla", "Caleb", "Ruby", "Owen", "Maya", "Julian", "Ines", "Tomas",
-]
-LAST_NAMES = [
-    "Smith", "Johnson", "Garcia", "Martinez", "Brown", "Davis", "Lopez", "Wilson", "Anderson", "Thomas",
-    "Taylor", "Moore", "Jackson", "Martin", "Lee", "Perez", "Thompson", "White", "Harris", "Clark",
-    "Lewis", "Robinson", "Walker", "Young", "Allen", "King", "Wright", "Scott", "Nguyen", "Hill",
-    "Flores", "Green", "Adams", "Nelson", "Baker", "Hall", "Rivera", "Campbell", "Mitchell", "Patel",
-    "Kim", "Chen", "Singh", "Okafor", "Haddad", "Kowalski", "Rossi", "Novak", "Silva", "Tanaka",
-]
-EMAIL_DOMAINS = ["example.com", "example.net", "example.org", "mail.example.com"]
 # (city, state, first three digits of its zip codes)
 CITIES = [
-    ("Seattle", "WA", "981"), ("Portland", "OR", "972"), ("San Francisco", "CA", "941"), ("Los Angeles", "CA", "900"),
-    ("San Diego", "CA", "921"), ("Phoenix", "AZ", "850"), ("Denver", "CO", "802"), ("Austin", "TX", "787"),
-    ("Dallas", "TX", "752"), ("Houston", "TX", "770"), ("Chicago", "IL", "606"), ("Minneapolis", "MN", "554"),
-    ("Madison", "WI", "537"), ("Detroit", "MI", "482"), ("Columbus", "OH", "432"), ("Nashville", "TN", "372"),
-    ("Atlanta", "GA", "303"), ("Miami", "FL", "331"), ("Orlando", "FL", "328"), ("Charlotte", "NC", "282"),
-    ("Raleigh", "NC", "276"), ("Richmond", "VA", "232"), ("Baltimore", "MD", "212"), ("Philadelphia", "PA", "191"),
-    ("Pittsburgh", "PA", "152"), ("Newark", "NJ", "071"), ("Brooklyn", "NY", "112"), ("Buffalo", "NY", "142"),
-    ("Boston", "MA", "021"), ("Providence", "RI", "029"), ("Burlington", "VT", "054"), ("Salt Lake City", "UT", "841"),
-    ("Boise", "ID", "837"), ("Albuquerque", "NM", "871"), ("Kansas City", "MO", "641"), ("Omaha", "NE", "681"),
-    ("New Orleans", "LA", "701"), ("Louisville", "KY", "402"), ("Indianapolis", "IN", "462"), ("Anchorage", "AK", "995"),
+    ("Seattle", "WA", "981"),
+    ("Portland", "OR", "972"),
+    ("San Francisco", "CA", "941"),
+    ("Los Angeles", "CA", "900"),
+    ("San Diego", "CA", "921"),
+    ("Phoenix", "AZ", "850"),
+    ("Denver", "CO", "802"),
+    ("Austin", "TX", "787"),
+    ("Dallas", "TX", "752"),
+    ("Houston", "TX", "770"),
+    ("Chicago", "IL", "606"),
+    ("Minneapolis", "MN", "554"),
+    ("Madison", "WI", "537"),
+    ("Detroit", "MI", "482"),
+    ("Columbus", "OH", "432"),
+    ("Nashville", "TN", "372"),
+    ("Atlanta", "GA", "303"),
+    ("Miami", "FL", "331"),
+    ("Orlando", "FL", "328"),
+    ("Charlotte", "NC", "282"),
+    ("Raleigh", "NC", "276"),
+    ("Richmond", "VA", "232"),
+    ("Baltimore", "MD", "212"),
+    ("Philadelphia", "PA", "191"),
+    ("Pittsburgh", "PA", "152"),
+    ("Newark", "NJ", "071"),
+    ("Brooklyn", "NY", "112"),
+    ("Buffalo", "NY", "142"),
+    ("Boston", "MA", "021"),
+    ("Providence", "RI", "029"),
+    ("Burlington", "VT", "054"),
+    ("Salt Lake City", "UT", "841"),
+    ("Boise", "ID", "837"),
+    ("Albuquerque", "NM", "871"),
+    ("Kansas City", "MO", "641"),
+    ("Omaha", "NE", "681"),
+    ("New Orleans", "LA", "701"),
+    ("Louisville", "KY", "402"),
+    ("Indianapolis", "IN", "462"),
+    ("Anchorage", "AK", "995"),
 ]
 STREET_NAMES = [
-    "Maple", "Oak", "Cedar", "Pine", "Elm", "Willow", "Birch", "Lake", "Hill", "River",
-    "Sunset", "Park", "Washington", "Lincoln", "Jefferson", "Madison", "Franklin", "Highland", "Meadow", "Harbor",
+    "Maple",
+    "Oak",
+    "Cedar",
+    "Pine",
+    "Elm",
+    "Willow",
+    "Birch",
+    "Lake",
+    "Hill",
+    "River",
+    "Sunset",
+    "Park",
+    "Washington",
+    "Lincoln",
+    "Jefferson",
+    "Madison",
+    "Franklin",
+    "Highland",
+    "Meadow",
+    "Harbor",
 ]
 STREET_TYPES = ["St", "Ave", "Rd", "Blvd", "Ln", "Dr", "Ct", "Way"]
 
@@ -120,28 +153,16 @@ ESCALATION_REASONS = {
 }
 
 
-def _money(x: float) -> float:
-    return round(x + 1e-9, 2)
-
-
-def _iso(d: dt.date) -> str:
-    return d.isoformat()
-
-
-def _n(base: int, scale: float) -> int:
-    return max(1, round(base * scale))
-
-
 def generate(rng: random.Random, scale: float = 1.0) -> Rows:
     """The world's rows per table, in foreign-key insertion order; every column present in every row."""
-    customers = _customers(rng, _n(300, scale))
+    customers = _customers(rng, scaled(300, scale))
     addresses = _addresses(rng, customers)
     products = _products(rng)
-    orders, items, payments = _orders(rng, _n(700, scale), customers, addresses, products)
+    orders, items, payments = _orders(rng, scaled(700, scale), customers, addresses, products)
     returns, return_items, refunds = _returns_and_refunds(rng, orders, items, payments, products)
-    tickets = _tickets(rng, _n(60, scale), customers, orders)
-    notes = _notes(rng, _n(40, scale), customers, orders)
-    escalations = _escalations(rng, _n(8, scale), customers, orders)
+    tickets = _tickets(rng, scaled(60, scale), customers, orders)
+    notes = _notes(rng, scaled(40, scale), customers, orders)
+    escalations = _escalations(rng, scaled(8, scale), customers, orders)
     return {
         "customers": customers,
         "addresses": addresses,
@@ -159,25 +180,20 @@ def generate(rng: random.Random, scale: float = 1.0) -> Rows:
 
 
 def _customers(rng: random.Random, n: int) -> list[dict]:
-    rows, emails = [], set()
+    rows, people = [], People(rng)
     for i in range(1, n + 1):
-        first, last = rng.choice(FIRST_NAMES), rng.choice(LAST_NAMES)
-        domain = rng.choice(EMAIL_DOMAINS)
-        email = f"{first}.{last}@{domain}".lower()
-        k = 2
-        while email in emails:  # namesakes get a number, as real mail providers do
-            email = f"{first}.{last}{k}@{domain}".lower()
-            k += 1
-        emails.add(email)
-        rows.append({
-            "id": i,
-            "first_name": first,
-            "last_name": last,
-            "email": email,
-            "phone": f"555-{rng.randint(200, 999)}-{rng.randint(1000, 9999)}",
-            "tier": rng.choices(["standard", "silver", "gold"], weights=[70, 20, 10])[0],
-            "joined_on": _iso(dt.date(2021, 1, 1) + dt.timedelta(days=rng.randint(0, 1200))),
-        })
+        first, last, email = people.draw()
+        rows.append(
+            {
+                "id": i,
+                "first_name": first,
+                "last_name": last,
+                "email": email,
+                "phone": phone(rng),
+                "tier": rng.choices(["standard", "silver", "gold"], weights=[70, 20, 10])[0],
+                "joined_on": iso(dt.date(2021, 1, 1) + dt.timedelta(days=rng.randint(0, 1200))),
+            }
+        )
     return rows
 
 
@@ -203,25 +219,25 @@ def _products(rng: random.Random) -> list[dict]:
     rows = []
     for f, (name, category, price, variants) in enumerate(CATALOGUE, start=1):
         for v, variant in enumerate(variants, start=1):
-            rows.append({
-                "id": len(rows) + 1,
-                "sku": f"{category[:3].upper()}-{f:03d}-{v}",
-                "name": name,
-                "variant": variant,
-                "category": category,
-                "price": price,
-                "stock": 0 if rng.random() < 0.1 else rng.randint(3, 80),
-                "returnable": int(category != "beauty"),
-                "active": 1,
-            })
+            rows.append(
+                {
+                    "id": len(rows) + 1,
+                    "sku": f"{category[:3].upper()}-{f:03d}-{v}",
+                    "name": name,
+                    "variant": variant,
+                    "category": category,
+                    "price": price,
+                    "stock": 0 if rng.random() < 0.1 else rng.randint(3, 80),
+                    "returnable": int(category != "beauty"),
+                    "active": 1,
+                }
+            )
     return rows
 
 
 def _orders(rng, n, customers, addresses, products):
     """Orders spread over the year before TODAY; each order's status follows from its dates."""
-    by_customer: dict[int, list[dict]] = {}
-    for a in addresses:
-        by_customer.setdefault(a["customer_id"], []).append(a)
+    by_customer = group_by(addresses, "customer_id")
     # A few customers order often, most rarely: weights drawn once per customer.
     weights = [rng.choice([1, 1, 1, 2, 2, 4]) for _ in customers]
     orders, items, payments = [], [], []
@@ -234,22 +250,36 @@ def _orders(rng, n, customers, addresses, products):
         shipped = placed + dt.timedelta(days=rng.randint(1, 3))
         delivered = shipped + dt.timedelta(days=rng.randint(2, 6))
         row = {
-            "id": oid, "customer_id": customer["id"], "status": "", "placed_on": _iso(placed),
-            "shipped_on": None, "delivered_on": None, "cancelled_on": None, "cancel_reason": None,
-            "ship_street": address["street"], "ship_city": address["city"], "ship_state": address["state"], "ship_zip": address["zip"],
-            "subtotal": 0.0, "shipping_fee": 0.0, "total": 0.0,
+            "id": oid,
+            "customer_id": customer["id"],
+            "status": "",
+            "placed_on": iso(placed),
+            "shipped_on": None,
+            "delivered_on": None,
+            "cancelled_on": None,
+            "cancel_reason": None,
+            "ship_street": address["street"],
+            "ship_city": address["city"],
+            "ship_state": address["state"],
+            "ship_zip": address["zip"],
+            "subtotal": 0.0,
+            "shipping_fee": 0.0,
+            "total": 0.0,
         }
         if rng.random() < 0.06 and age >= 1:
-            row.update(status="cancelled", cancelled_on=_iso(placed + dt.timedelta(days=rng.randint(0, 1))),
-                       cancel_reason=rng.choice(["no_longer_needed", "ordered_by_mistake", "found_better_price", "delivery_too_slow", "other"]))
+            row.update(
+                status="cancelled",
+                cancelled_on=iso(placed + dt.timedelta(days=rng.randint(0, 1))),
+                cancel_reason=rng.choice(["no_longer_needed", "ordered_by_mistake", "found_better_price", "delivery_too_slow", "other"]),
+            )
         elif delivered <= TODAY:
-            row.update(status="delivered", shipped_on=_iso(shipped), delivered_on=_iso(delivered))
+            row.update(status="delivered", shipped_on=iso(shipped), delivered_on=iso(delivered))
         elif shipped <= TODAY:
-            row.update(status="shipped", shipped_on=_iso(shipped))
+            row.update(status="shipped", shipped_on=iso(shipped))
         else:
             row["status"] = "pending" if age == 0 or rng.random() < 0.4 else "processing"
-        if row["cancelled_on"] and row["cancelled_on"] > _iso(TODAY):
-            row["cancelled_on"] = _iso(TODAY)
+        if row["cancelled_on"] and row["cancelled_on"] > iso(TODAY):
+            row["cancelled_on"] = iso(TODAY)
 
         subtotal = 0.0
         for product in rng.sample(products, rng.choices([1, 2, 3, 4], weights=[45, 30, 17, 8])[0]):
@@ -257,20 +287,20 @@ def _orders(rng, n, customers, addresses, products):
             # Prices move: about one item in eight was bought at a different price than today's.
             price = product["price"]
             if rng.random() < 0.12:
-                price = _money(price * rng.choice([0.85, 0.9, 1.1]))
+                price = round_money(price * rng.choice([0.85, 0.9, 1.1]))
             items.append({"id": len(items) + 1, "order_id": oid, "product_id": product["id"], "quantity": qty, "unit_price": price})
             subtotal += qty * price
-        row["subtotal"] = _money(subtotal)
+        row["subtotal"] = round_money(subtotal)
         row["shipping_fee"] = 0.0 if subtotal >= FREE_SHIPPING_FROM else SHIPPING_FEE
-        row["total"] = _money(row["subtotal"] + row["shipping_fee"])
+        row["total"] = round_money(row["subtotal"] + row["shipping_fee"])
         orders.append(row)
 
         method = rng.choices(["card", "paypal", "gift_card"], weights=[70, 22, 8])[0]
         split = method == "card" and row["total"] > 100 and rng.random() < 0.1  # part paid with a gift card
         if split:
-            gift = _money(min(row["total"] - 1, rng.choice([25.0, 50.0])))
+            gift = round_money(min(row["total"] - 1, rng.choice([25.0, 50.0])))
             payments.append(_payment(len(payments) + 1, oid, "gift_card", gift, placed, rng))
-            payments.append(_payment(len(payments) + 1, oid, "card", _money(row["total"] - gift), placed, rng))
+            payments.append(_payment(len(payments) + 1, oid, "card", round_money(row["total"] - gift), placed, rng))
         else:
             payments.append(_payment(len(payments) + 1, oid, method, row["total"], placed, rng))
     return orders, items, payments
@@ -278,23 +308,21 @@ def _orders(rng, n, customers, addresses, products):
 
 def _payment(pid: int, oid: int, method: str, amount: float, placed: dt.date, rng: random.Random) -> dict:
     last4 = f"{rng.randint(0, 9999):04d}" if method == "card" else None
-    return {"id": pid, "order_id": oid, "method": method, "card_last4": last4, "amount": amount, "paid_on": _iso(placed)}
+    return {"id": pid, "order_id": oid, "method": method, "card_last4": last4, "amount": amount, "paid_on": iso(placed)}
 
 
 def _returns_and_refunds(rng, orders, items, payments, products):
     """Cancelled orders are refunded in full; some delivered orders have a return (refunded once received)."""
-    items_by_order: dict[int, list[dict]] = {}
-    for it in items:
-        items_by_order.setdefault(it["order_id"], []).append(it)
-    pays_by_order: dict[int, list[dict]] = {}
-    for p in payments:
-        pays_by_order.setdefault(p["order_id"], []).append(p)
+    items_by_order = group_by(items, "order_id")
+    pays_by_order = group_by(payments, "order_id")
     returnable = {p["id"] for p in products if p["returnable"]}
 
     returns, return_items, refunds = [], [], []
 
     def refund(payment_id, amount, reason, on, return_id=None):
-        refunds.append({"id": len(refunds) + 1, "payment_id": payment_id, "return_id": return_id, "amount": amount, "reason": reason, "issued_on": on})
+        refunds.append(
+            {"id": len(refunds) + 1, "payment_id": payment_id, "return_id": return_id, "amount": amount, "reason": reason, "issued_on": on}
+        )
 
     for o in orders:
         if o["status"] == "cancelled":
@@ -310,19 +338,27 @@ def _returns_and_refunds(rng, orders, items, payments, products):
         requested = min(delivered + dt.timedelta(days=rng.randint(1, 25)), TODAY)
         it = rng.choice(candidates)
         qty = rng.randint(1, it["quantity"])
-        amount = _money(qty * it["unit_price"])
+        amount = round_money(qty * it["unit_price"])
         age = (TODAY - requested).days
         status = "refunded" if age > 10 else rng.choice(["requested", "received"]) if age > 3 else "requested"
         if rng.random() < 0.08:
             status = "rejected"
         rid = len(returns) + 1
-        returns.append({"id": rid, "order_id": o["id"], "reason": rng.choice(["changed_mind", "wrong_size", "not_as_described", "defective"]),
-                        "status": status, "requested_on": _iso(requested), "refund_amount": amount})
+        returns.append(
+            {
+                "id": rid,
+                "order_id": o["id"],
+                "reason": rng.choice(["changed_mind", "wrong_size", "not_as_described", "defective"]),
+                "status": status,
+                "requested_on": iso(requested),
+                "refund_amount": amount,
+            }
+        )
         return_items.append({"id": len(return_items) + 1, "return_id": rid, "order_item_id": it["id"], "quantity": qty})
         if status == "refunded":
             # Return refunds go to the last payment (the card when a gift card covered part of it).
             pay = pays_by_order[o["id"]][-1]
-            refund(pay["id"], min(amount, pay["amount"]), "return", _iso(requested + dt.timedelta(days=7)), rid)
+            refund(pay["id"], min(amount, pay["amount"]), "return", iso(requested + dt.timedelta(days=7)), rid)
     return returns, return_items, refunds
 
 
@@ -338,12 +374,20 @@ def _tickets(rng, n, customers, orders):
         status = rng.choices(["open", "pending", "resolved", "closed"], weights=[25, 10, 40, 25])[0]
         updated = opened if status == "open" else min(opened + dt.timedelta(days=rng.randint(0, 14)), TODAY)
         subject = rng.choice(TICKET_SUBJECTS[category])
-        rows.append({
-            "id": i, "customer_id": customer_id, "order_id": order["id"] if order else None, "category": category,
-            "priority": rng.choices(["normal", "high", "urgent"], weights=[80, 17, 3])[0], "status": status,
-            "subject": subject, "description": f"{subject}. Customer contacted support about this.",
-            "opened_on": _iso(opened), "updated_on": _iso(updated),
-        })
+        rows.append(
+            {
+                "id": i,
+                "customer_id": customer_id,
+                "order_id": order["id"] if order else None,
+                "category": category,
+                "priority": rng.choices(["normal", "high", "urgent"], weights=[80, 17, 3])[0],
+                "status": status,
+                "subject": subject,
+                "description": f"{subject}. Customer contacted support about this.",
+                "opened_on": iso(opened),
+                "updated_on": iso(updated),
+            }
+        )
     return rows
 
 
@@ -352,9 +396,20 @@ def _notes(rng, n, customers, orders):
     for i in range(1, n + 1):
         order = rng.choice(orders) if rng.random() < 0.5 else None
         customer_id = order["customer_id"] if order else rng.choice(customers)["id"]
-        created = dt.date.fromisoformat(order["placed_on"]) + dt.timedelta(days=rng.randint(0, 5)) if order else TODAY - dt.timedelta(days=rng.randint(0, 300))
-        rows.append({"id": i, "customer_id": customer_id, "order_id": order["id"] if order else None,
-                     "body": rng.choice(NOTE_BODIES), "created_on": _iso(min(created, TODAY))})
+        created = (
+            dt.date.fromisoformat(order["placed_on"]) + dt.timedelta(days=rng.randint(0, 5))
+            if order
+            else TODAY - dt.timedelta(days=rng.randint(0, 300))
+        )
+        rows.append(
+            {
+                "id": i,
+                "customer_id": customer_id,
+                "order_id": order["id"] if order else None,
+                "body": rng.choice(NOTE_BODIES),
+                "created_on": iso(min(created, TODAY)),
+            }
+        )
     return rows
 
 
@@ -364,7 +419,15 @@ def _escalations(rng, n, customers, orders):
         order = rng.choice(orders)
         category = rng.choice(list(ESCALATION_REASONS))
         created = min(dt.date.fromisoformat(order["placed_on"]) + dt.timedelta(days=rng.randint(1, 20)), TODAY)
-        rows.append({"id": i, "customer_id": order["customer_id"], "order_id": order["id"], "category": category,
-                     "status": "closed" if (TODAY - created).days > 14 else "open",
-                     "reason": ESCALATION_REASONS[category], "created_on": _iso(created)})
+        rows.append(
+            {
+                "id": i,
+                "customer_id": order["customer_id"],
+                "order_id": order["id"],
+                "category": category,
+                "status": "closed" if (TODAY - created).days > 14 else "open",
+                "reason": ESCALATION_REASONS[category],
+                "created_on": iso(created),
+            }
+        )
     return rows

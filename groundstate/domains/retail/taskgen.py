@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from groundstate.domains import _kit
-from groundstate.domains._kit import WorldIndex, call, cents, dollars, money, rubric, said
+from groundstate.domains._kit import WorldIndex, call, cents, dollars, group_by, money, rubric, said
 
 HERE = Path(__file__).resolve().parent
 
@@ -63,9 +63,6 @@ HAZARD_WORDS = [
     "overheated and the casing melted",
     "gave off a burning smell and a spark",
 ]
-GREETINGS = ["Hi,", "Hello,", "Hey there,", "Good morning,", "Hi there,"]
-CLOSINGS = ["That's all, thank you!", "No, that's everything. Thanks!", "That's it, thanks for your help.", "Nothing else, thanks."]
-TONES = ["polite and brief", "a little impatient", "friendly and chatty", "precise; answers exactly what is asked"]
 TICKET_SUBJECTS = {
     "delivery": "Delivery is running late",
     "product_issue": "Question about my product",
@@ -87,18 +84,10 @@ class Generator(WorldIndex):
         self.customers = {c["id"]: c for c in world["customers"]}
         self.products = {p["id"]: p for p in world["products"]}
         self.orders = {o["id"]: o for o in world["orders"]}
-        self.items: dict[int, list[dict]] = {}
-        for it in world["order_items"]:
-            self.items.setdefault(it["order_id"], []).append(it)
-        self.payments: dict[int, list[dict]] = {}
-        for p in world["payments"]:
-            self.payments.setdefault(p["order_id"], []).append(p)
-        self.addresses: dict[int, list[dict]] = {}
-        for a in world["addresses"]:
-            self.addresses.setdefault(a["customer_id"], []).append(a)
-        self.variants: dict[str, list[dict]] = {}
-        for p in world["products"]:
-            self.variants.setdefault(p["name"], []).append(p)
+        self.items = group_by(world["order_items"], "order_id")
+        self.payments = group_by(world["payments"], "order_id")
+        self.addresses = group_by(world["addresses"], "customer_id")
+        self.variants = group_by(world["products"], "name")
 
         referenced = {r["order_id"] for r in world["returns"]}
         referenced |= {t["order_id"] for t in world["support_tickets"] if t["order_id"] is not None}
@@ -114,25 +103,14 @@ class Generator(WorldIndex):
     def pick_order(self, ok: Callable[[dict], bool] = lambda o: True) -> dict:
         """A clean, unused order satisfying `ok`, preferring customers no task has used yet."""
         pool = [o for o in self.clean if o["id"] not in self.used_orders and ok(o)]
-        fresh = [o for o in pool if o["customer_id"] not in self.used_customers]
-        if not pool:
-            raise RuntimeError("no clean order left for this template: lower its count or widen its filter")
-        order = self.rng.choice(fresh or pool)
+        order = self.draw(pool, "clean order", lambda o: o["customer_id"] not in self.used_customers)
         self.claim(order)
         return order
 
     def pick_orders_of_one_customer(self, k: int, ok: Callable[[dict], bool] = lambda o: True) -> list[dict]:
         """k clean, unused orders of one customer, all satisfying `ok`."""
-        by_customer: dict[int, list[dict]] = {}
-        for o in self.clean:
-            if o["id"] not in self.used_orders and ok(o):
-                by_customer.setdefault(o["customer_id"], []).append(o)
-        pool = sorted(c for c, os in by_customer.items() if len(os) >= k)
-        fresh = [c for c in pool if c not in self.used_customers]
-        if not pool:
-            raise RuntimeError(f"no customer has {k} suitable clean orders left")
-        customer = self.rng.choice(fresh or pool)
-        orders = self.rng.sample(by_customer[customer], k)
+        pool = [o for o in self.clean if o["id"] not in self.used_orders and ok(o)]
+        orders = self.draw_group(pool, "customer_id", k, "customer", lambda c: c not in self.used_customers)
         for o in orders:
             self.claim(o)
         return orders
@@ -218,21 +196,12 @@ class Generator(WorldIndex):
     # -- phrasing -----------------------------------------------------------------------------------
     def hello(self, c: dict) -> str:
         """An opening that identifies the customer by name and email."""
-        return self.rng.choice(
-            [
-                f"{self.rng.choice(GREETINGS)} this is {c['first_name']} {c['last_name']} ({c['email']}).",
-                f"{self.rng.choice(GREETINGS)} I'm {c['first_name']} {c['last_name']}, my account email is {c['email']}.",
-                f"{self.rng.choice(GREETINGS)} my email is {c['email']}.",
-            ]
-        )
+        name = f"{c['first_name']} {c['last_name']}"
+        return self.opening(f"this is {name} ({c['email']}).", f"I'm {name}, my account email is {c['email']}.", f"my email is {c['email']}.")
 
     def user(self, c: dict, context: str, first: list[str] | None = None) -> dict:
         """The simulated customer: persona, the facts they know, and scripted replies."""
-        return {
-            "persona": f"{c['first_name']} {c['last_name']}, a {c['tier']}-tier Northwind Goods customer; {self.rng.choice(TONES)}.",
-            "context": context,
-            "script": [*(first or []), self.rng.choice(CLOSINGS)],
-        }
+        return self.simulated_user(f"{c['first_name']} {c['last_name']}, a {c['tier']}-tier Northwind Goods customer", context, first)
 
     def address(self) -> dict:
         return self.seed.random_address(self.rng)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from groundstate.domains import _kit
-from groundstate.domains._kit import WorldIndex, call, cap, cents, dollars, long_date, money, rubric, said
+from groundstate.domains._kit import WorldIndex, call, cap, cents, dollars, group_by, long_date, money, rubric, said
 
 HERE = Path(__file__).resolve().parent
 
@@ -48,9 +48,6 @@ SEAT_WISHES = {
     "aisle": ["I need an aisle seat, I get up a lot", "I like the aisle for the legroom", "I prefer the aisle"],
     "middle": ["my partner has the seat next to it", "my colleague sits right next to it", "I'm travelling with a friend in the next seat"],
 }
-GREETINGS = ["Hi,", "Hello,", "Hey there,", "Good morning,", "Hi there,"]
-CLOSINGS = ["That's all, thank you!", "No, that's everything. Thanks!", "That's it, thanks for your help.", "Nothing else, thanks."]
-TONES = ["polite and brief", "a little impatient", "friendly and chatty", "precise; answers exactly what is asked"]
 UPGRADE_STEPS = {"economy": ["premium", "business"], "premium": ["business"]}
 
 
@@ -93,12 +90,8 @@ class Generator(WorldIndex):
         self.travellers = {t["id"]: t for t in world["travellers"]}
         self.flights = {f["id"]: f for f in world["flights"]}
         self.bookings = {b["id"]: b for b in world["bookings"]}
-        self.segments: dict[int, list[dict]] = {}
-        for s in world["flight_segments"]:
-            self.segments.setdefault(s["booking_id"], []).append(s)
-        self.payments: dict[int, list[dict]] = {}
-        for p in world["fare_payments"]:
-            self.payments.setdefault(p["booking_id"], []).append(p)
+        self.segments = group_by(world["flight_segments"], "booking_id")
+        self.payments = group_by(world["fare_payments"], "booking_id")
         self.flight_days = {(f["flight_number"], f["departs_on"]) for f in world["flights"]}
 
         referenced = {c["booking_id"] for c in world["travel_credits"] if c["booking_id"] is not None}
@@ -127,33 +120,20 @@ class Generator(WorldIndex):
     def pick_booking(self, ok: Callable[[dict], bool] = lambda b: True, trip: str | None = None) -> dict:
         """A clean, unused booking satisfying `ok` (and of trip type `trip`), preferring travellers no task has used yet."""
         pool = [b for b in self.clean if b["id"] not in self.used_bookings and (trip is None or self.trip(b) == trip) and ok(b)]
-        if not pool:
-            raise RuntimeError("no clean booking left for this template: lower its count or widen its filter")
-        fresh = [b for b in pool if b["traveller_id"] not in self.used_travellers]
-        b = self.rng.choice(fresh or pool)
+        b = self.draw(pool, "clean booking", lambda b: b["traveller_id"] not in self.used_travellers)
         self.claim(b)
         return b
 
     def pick_bookings_of_one_traveller(self, k: int, ok: Callable[[dict], bool] = lambda b: True) -> list[dict]:
         """k clean, unused bookings of one traveller, all satisfying `ok`."""
-        by_traveller: dict[int, list[dict]] = {}
-        for b in self.clean:
-            if b["id"] not in self.used_bookings and ok(b):
-                by_traveller.setdefault(b["traveller_id"], []).append(b)
-        pool = sorted(t for t, bs in by_traveller.items() if len(bs) >= k)
-        if not pool:
-            raise RuntimeError(f"no traveller has {k} suitable clean bookings left")
-        fresh = [t for t in pool if t not in self.used_travellers]
-        chosen = self.rng.sample(by_traveller[self.rng.choice(fresh or pool)], k)
+        pool = [b for b in self.clean if b["id"] not in self.used_bookings and ok(b)]
+        chosen = self.draw_group(pool, "traveller_id", k, "traveller", lambda t: t not in self.used_travellers)
         for b in chosen:
             self.claim(b)
         return chosen
 
     def pick_traveller(self, ok: Callable[[dict], bool]) -> dict:
-        pool = [t for t in self.world["travellers"] if t["id"] not in self.used_travellers and ok(t)]
-        if not pool:
-            raise RuntimeError("no unused traveller fits this template")
-        t = self.rng.choice(pool)
+        t = self.draw([t for t in self.world["travellers"] if t["id"] not in self.used_travellers and ok(t)], "unused traveller")
         self.used_travellers.add(t["id"])
         return t
 
@@ -334,21 +314,13 @@ class Generator(WorldIndex):
     # -- phrasing -----------------------------------------------------------------------------------
     def hello(self, t: dict) -> str:
         """An opening that identifies the traveller by name and email."""
-        return self.rng.choice(
-            [
-                f"{self.rng.choice(GREETINGS)} this is {t['first_name']} {t['last_name']} ({t['email']}).",
-                f"{self.rng.choice(GREETINGS)} I'm {t['first_name']} {t['last_name']}, my email is {t['email']}.",
-                f"{self.rng.choice(GREETINGS)} my email is {t['email']}.",
-            ]
-        )
+        name = f"{t['first_name']} {t['last_name']}"
+        return self.opening(f"this is {name} ({t['email']}).", f"I'm {name}, my email is {t['email']}.", f"my email is {t['email']}.")
 
     def user(self, t: dict, context: str, first: list[str] | None = None) -> dict:
         """The simulated traveller: persona, the facts they know, and scripted replies."""
-        return {
-            "persona": f"{t['first_name']} {t['last_name']}, a {t['tier']}-tier Meridian Miles member; {self.rng.choice(TONES)}.",
-            "context": f"Your email is {t['email']}. {context}",
-            "script": [*(first or []), self.rng.choice(CLOSINGS)],
-        }
+        who = f"{t['first_name']} {t['last_name']}, a {t['tier']}-tier Meridian Miles member"
+        return self.simulated_user(who, f"Your email is {t['email']}. {context}", first)
 
     def flight_text(self, leg: Leg) -> str:
         f = leg.flight
@@ -924,7 +896,7 @@ def t_exit_row_minor(g: Generator) -> dict:
             "persona": f"The parent of {t['first_name']} {t['last_name']}, a {age}-year-old Meridian Miles member; polite.",
             "context": f"You call for your child {t['first_name']} ({age}), whose profile email is {t['email']}. You want seat {seat} "
             f"(an exit row) on booking {b['locator']}; if it is not allowed, the current seat stays. You accept a refusal.",
-            "script": [g.rng.choice(CLOSINGS)],
+            "script": g.script(),
         },
         "patch": patch,
         "gold": [

@@ -1,26 +1,23 @@
-"""The task-generation kit: what every domain's `taskgen.py` shares, so that each one holds only its templates
-and its world index.
+"""What every domain's `taskgen.py` shares, so that each one holds only its templates and its world index.
 
 A generator is a `WorldIndex` subclass (indexes over the seed world, pickers, phrasing) plus a list of
 templates, `(family, t_<name>, count)`: each template draws one task body from the index —
 `instruction`, `user`, `gold` (a list of `call(...)`), optionally `patch` (a `Patch`), `checks` and `tags`.
 `generate(folder, templates, index)` turns the bodies into the task dicts the domain's task file holds.
 Everything here is deterministic: the same world, date and rng give the same tasks, byte for byte.
-
-The kit reads the domain itself (its tables, its write tools) through `domain_of`, the one place it
-imports the domain loader. It depends on nothing above the loader (no runner, grading or CLI).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
 import random
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
-from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
+
+from groundstate.domains._kit.folder import domain_of, write_tools
+from groundstate.domains._kit.seed import group_by
+from groundstate.domains._kit.text import CLOSINGS, GREETINGS, TONES, facts
 
 # (family, template function named t_<template>, number of tasks)
 Template = tuple[str, Callable[[Any], dict], int]
@@ -28,48 +25,7 @@ Template = tuple[str, Callable[[Any], dict], int]
 BODY_KEYS = {"instruction", "user", "gold", "patch", "checks", "rubrics", "gold_reply", "tags"}
 MAX_DRAWS = 50  # draws of one task before a template is declared unable to yield another distinct instruction
 
-
-# -- the domain -----------------------------------------------------------------------------------------
-
-
-def domain_of(folder: Path | str) -> Any:
-    """The loaded `Domain` of a domain folder: a bundled domain by its name (the loader's cache then serves
-    the instance the caller loaded already), any other folder by its path.
-
-    This is the kit's only import of the domain loader.
-    """
-    from groundstate.worlds.domain import DOMAINS_DIR, load_domain
-
-    folder = Path(folder).resolve()
-    if (DOMAINS_DIR / folder.name).resolve() == folder:
-        domain = load_domain(folder.name)
-        if domain.path.resolve() == folder:  # not a same-named folder in the working directory
-            return domain
-    return load_domain(str(folder))
-
-
-def table_order(folder: Path | str) -> tuple[str, ...]:
-    """The domain's tables in schema.sql's order, each after the tables it references: the order patch rows go in."""
-    return tuple(domain_of(folder).tables)
-
-
-def write_tools(folder: Path | str) -> frozenset[str]:
-    """Names of the domain's write tools (`@tool(write=True)`), read from its loaded toolset."""
-    return frozenset(name for name, spec in domain_of(folder).tools.specs.items() if spec.write)
-
-
-def sibling(folder: Path | str, name: str) -> ModuleType:
-    """A fresh import of the domain's `<name>.py` (its seed or tools) for the generator's own use.
-
-    It stays out of `sys.modules`, so it never replaces the copy the domain loader imported.
-    """
-    folder = Path(folder)
-    spec = importlib.util.spec_from_file_location(f"groundstate_domain_{folder.name}_{name}_for_taskgen", folder / f"{name}.py")
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {folder / f'{name}.py'}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+T = TypeVar("T")
 
 
 # -- task parts ----------------------------------------------------------------------------------------
@@ -130,7 +86,8 @@ class Patch:
 
 class WorldIndex:
     """The base of a domain's generator: the seed world (read, never modified), the business date, the seeded
-    rng, ids for the rows a patch inserts, and turn counters with which a template cycles through its cases.
+    rng, ids for the rows a patch inserts, turn counters with which a template cycles through its cases, pickers
+    that spread tasks across the world, and the simulated user's greeting, persona and closing.
 
     A subclass adds the domain's indexes, pickers and phrasing; it must draw all randomness from `self.rng`.
     """
@@ -157,6 +114,53 @@ class WorldIndex:
     def cycle(self, key: str, options: Sequence[Any]) -> Any:
         """The next of `options` for `key`, in turn, so that a template's few tasks cover its variants."""
         return options[self.nth(key) % len(options)]
+
+    def ago(self, days: int) -> dt.date:
+        return self.today - dt.timedelta(days=days)
+
+    def ahead(self, days: int) -> dt.date:
+        return self.today + dt.timedelta(days=days)
+
+    # -- picking: tasks spread across the world ------------------------------------------------------------
+
+    def draw(self, pool: Sequence[T], what: str, fresh: Callable[[T], bool] | None = None) -> T:
+        """One of `pool`; with `fresh` (whom no task has used yet), one of those it accepts while there are any.
+
+        `RuntimeError` naming `what` when the pool is empty: the template asks for more than the world holds.
+        """
+        if not pool:
+            raise RuntimeError(f"no {what} left for this template: lower its count or widen its filter")
+        return self.rng.choice(pool if fresh is None else [x for x in pool if fresh(x)] or pool)
+
+    def draw_group(self, rows: Sequence[dict], owner: str, k: int, what: str, fresh: Callable[[Hashable], bool]) -> list[dict]:
+        """`k` of `rows` with the same `owner` (a column): the owner is drawn (`draw`) among those with at least k rows,
+        then k of its rows."""
+        groups = group_by(rows, owner)
+        chosen = self.draw(sorted(o for o, group in groups.items() if len(group) >= k), f"{what} with {k} suitable rows", fresh)
+        return self.rng.sample(groups[chosen], k)
+
+    # -- the simulated user --------------------------------------------------------------------------------
+
+    greetings: Sequence[str] = GREETINGS
+    closings: Sequence[str] = CLOSINGS
+    tones: Sequence[str] = TONES
+
+    def greeting(self) -> str:
+        return self.rng.choice(self.greetings)
+
+    def opening(self, *introductions: str) -> str:
+        """A first message's opening: one of `introductions` after a greeting (a greeting is drawn for each, in turn,
+        then one of them)."""
+        return self.rng.choice([f"{self.greeting()} {intro}" for intro in introductions])
+
+    def script(self, first: Sequence[str] | None = None) -> list[str]:
+        """A user's scripted replies: `first`, then a closing."""
+        return [*(first or []), self.rng.choice(self.closings)]
+
+    def simulated_user(self, persona: str, context: str, first: Sequence[str] | None = None) -> dict:
+        """A task's `user`: who they are (`persona`, with a tone drawn from `tones`), the facts they reveal when asked
+        (`context`, in the second person) and their scripted replies (`script(first)`)."""
+        return {"persona": f"{persona}; {self.rng.choice(self.tones)}.", "context": context, "script": self.script(first)}
 
 
 # -- the driver ----------------------------------------------------------------------------------------
@@ -224,49 +228,3 @@ def _draw(template: Callable[[Any], dict], index: WorldIndex, seen: set[str]) ->
     raise RuntimeError(
         f"template {template.__name__} drew {MAX_DRAWS} instructions that earlier tasks already have: lower its count or give it more to vary"
     )
-
-
-# -- text ----------------------------------------------------------------------------------------------
-
-
-def rubric(question: str, fact: str) -> str:
-    """A yes/no question about the final reply that names the fact it must state, quoted: `rubric("Does the reply
-    give the refund, {}?", "$42.50")` is `Does the reply give the refund, "$42.50"?`."""
-    return question.format(f'"{fact}"')
-
-
-def facts(rubric_text: str) -> list[str]:
-    """The quoted facts of a rubric (`rubric`): what a reply must state for it to be judged yes."""
-    return re.findall(r'"([^"]+)"', rubric_text)
-
-
-def said(phrase: str) -> str:
-    """A user's own words quoted inside their context (which speaks to them in the second person)."""
-    return f'(in your words: "{phrase}")'
-
-
-def cap(text: str) -> str:
-    """`text` with its first letter upper-cased (the rest unchanged, unlike `str.capitalize`)."""
-    return text[0].upper() + text[1:]
-
-
-def long_date(d: dt.date | str) -> str:
-    """A date (or ISO date text) as people write it: "June 5, 2026"."""
-    d = dt.date.fromisoformat(d) if isinstance(d, str) else d
-    return f"{d:%B} {d.day}, {d.year}"
-
-
-# -- money: amounts are computed in whole cents, so sums and differences are exact ----------------------
-
-
-def cents(x: float) -> int:
-    return int(round(x * 100))
-
-
-def dollars(c: int) -> float:
-    return round(c / 100, 2)
-
-
-def money(x: float) -> str:
-    """An amount as people read it: "$1,234.50"."""
-    return f"${x:,.2f}"
