@@ -47,7 +47,8 @@ import warnings
 from collections import deque
 from typing import Any, Callable, Iterator
 
-from groundstate.pipeline.runner import Planned, RecordSink, RunAgents, RunConfig, make_record, run_attempt
+from groundstate.pipeline.config import Planned, RecordSink, RunConfig
+from groundstate.pipeline.runner import RunAgents, make_record, run_attempt
 from groundstate.records import AttemptRecord
 from groundstate.state import make_backend
 from groundstate.state.base import Backend
