@@ -3,7 +3,6 @@ record names)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 from typing import Optional
 
@@ -14,6 +13,7 @@ from rich.table import Table
 from groundstate.cli import options as opts
 from groundstate.cli.common import console, fail, message_of, out, read_run
 from groundstate.jsontext import finite
+from groundstate.pipeline.analysis import Exported, ExportJob, ReportJob
 
 
 def _fmt(x, pct=True):
@@ -33,7 +33,6 @@ def metrics(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """pass@1, pass@k, pass^k, Observed k/k with intervals, per-domain breakdown, tokens and cost."""
-    from groundstate.types import FAULT_KINDS
     from groundstate.stats.metrics import compute, load_prices, parse_ks
 
     try:
@@ -51,7 +50,15 @@ def metrics(
         console.print(f"[yellow]incomplete run, computed anyway:[/yellow] {escape('; '.join(m['coverage_problems']))}")
     if as_json:
         out.print_json(data=finite({k_: v for k_, v in m.items() if k_ != "per_task"} | {"per_task": m["per_task"]}), allow_nan=False)
-        return
+    else:
+        _print_metrics(m, results, by)
+
+
+def _print_metrics(m: dict, results: Path, by: str) -> None:
+    """The figures' table, the tasks left out, the breakdown by domain or family, where failed attempts went wrong, and
+    the user simulator's faults."""
+    from groundstate.types import FAULT_KINDS
+
     iv = m["intervals"]
     n = m["n"]
     table = Table(title=f"{escape(str(results))} · {escape(m['basis'])} × n={n}")
@@ -135,9 +142,8 @@ def compare(
     """Lift of each metric on the shared tasks (paired bootstrap CI, P(lift > 0)) and whether the pass@1 lift is
     within the range this design detects (see `groundstate power`), task transitions, cost change; for
     two runs of the same agent, run-to-run agreement with each disagreement's cause (agent sampling, user, judge)."""
-    from groundstate.stats.metrics import compare as compare_runs
-    from groundstate.stats.metrics import load_prices, metric_label
-    from groundstate.stats.power import detectable_range
+    from groundstate.pipeline.analysis import compare_runs
+    from groundstate.stats.metrics import load_prices
 
     base_records, cand_records = read_run(base), read_run(cand)
     try:
@@ -145,9 +151,6 @@ def compare(
     except ValueError as e:
         console.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(1) from None
-    # whether the pass@1 lift is one this design detects with 80% power (groundstate.stats.power; --json: under "power")
-    p1 = c["metrics"]["pass_at_1"]
-    c["power"] = asdict(detectable_range(base_records, cand_records, p1["lift"], ci_excludes_zero=p1["ci_95"][0] > 0 or p1["ci_95"][1] < 0, k=c["k"]))
     for name, problems in c["incomplete"].items():  # --allow-incomplete: compared anyway, and said, also with --json
         console.print(f"[yellow]{name} run incomplete, compared anyway:[/yellow] {escape('; '.join(problems))}")
     for why in c["truncated"].values():  # runs of different n are compared at the common n, and said
@@ -155,7 +158,14 @@ def compare(
     _print_set_apart(c["left_out"], "the comparison")
     if as_json:
         out.print_json(data=finite(c), allow_nan=False)
-        return
+    else:
+        _print_comparison(c, base, cand)
+
+
+def _print_comparison(c: dict, base: Path, cand: Path) -> None:
+    """The lifts' table, the detectable range, the task transitions, Observed k/k and cost, and the agreement."""
+    from groundstate.stats.metrics import metric_label
+
     t = Table(title=f"{escape(str(cand))} vs {escape(str(base))} · {c['shared_tasks']} shared tasks × n={c['n']} · k={c['k']}")
     for col in ("metric", "base", "candidate", "lift", "95% CI", "P(lift > 0)"):
         t.add_column(col)
@@ -210,27 +220,25 @@ def report(
     results: Path = typer.Argument(..., help="Results JSONL of a run."),
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="Baseline results for a before/after comparison."),
     output: Optional[Path] = opts.file_out(
-        None, "--out", help="Where to write the HTML file (default: RESULTS.report.html beside the results file)."
+        ReportJob.out, "--out", help="Where to write the HTML file (default: RESULTS.report.html beside the results file)."
     ),
     prices: Optional[Path] = typer.Option(None, "--prices", help="YAML price table extending the bundled one (as for metrics)."),
     allow_incomplete: bool = typer.Option(
-        False, "--allow-incomplete", help="Report runs with missing, duplicated or system-error keys (said in the report)."
+        ReportJob.allow_incomplete, "--allow-incomplete", help="Report runs with missing, duplicated or system-error keys (said in the report)."
     ),
 ) -> None:
     """One self-contained HTML report: metrics, success grid, plots, and failing attempts with their diffs."""
-    from groundstate.pipeline.report import write_report
-    from groundstate.stats.metrics import load_prices, require_complete
+    from groundstate.pipeline.analysis import write_run_report
+    from groundstate.stats.metrics import load_prices
+
+    def incomplete(name: str) -> None:
+        console.print(f"[yellow]{name or 'the'} run incomplete, reported anyway[/yellow] (the report says what it lacks)")
 
     records = read_run(results)
     base_records = read_run(baseline) if baseline else None
-    output = output or results.parent / f"{results.stem}.report.html"  # never ./report.html, overwritten from run to run
     try:
-        for name, recs in (("", records), ("baseline", base_records or [])):
-            if recs and require_complete(recs, "report", allow_incomplete, name):
-                console.print(f"[yellow]{name or 'the'} run incomplete, reported anyway[/yellow] (the report says what it lacks)")
-        table = load_prices(prices)
-        path = write_report(records, output, f"groundstate report · {results}", base_records, prices=table, allow_incomplete=allow_incomplete)
-    except ValueError as e:  # records of several runs, or a baseline that cannot be compared
+        path = write_run_report(results, records, base_records, ReportJob(output, allow_incomplete), load_prices(prices), on_incomplete=incomplete)
+    except ValueError as e:  # an incomplete run, records of several runs, or a baseline that cannot be compared
         console.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(1) from None
     console.print(f"report written to {path}", markup=False)
@@ -241,7 +249,7 @@ def export_command(
     fmt: str = typer.Option(..., "--format", help="hf-dataset (a datasets folder, save_to_disk), parquet or sft-jsonl."),
     out_dir: Path = opts.folder_out(..., "--out", help="Output folder."),
     passed_only: Optional[bool] = typer.Option(
-        None,
+        ExportJob.passed_only,
         "--passed-only/--all-attempts",
         help="Keep only attempts with reward 1, or every attempt with its reward (default: passed only for sft-jsonl, "
         "whose examples are imitated; every attempt for hf-dataset and parquet, which carry the reward).",
@@ -251,23 +259,27 @@ def export_command(
     ),
 ) -> None:
     """Turn a run's trajectories into chat training data (messages with tool calls, tools, reward); system errors are skipped."""
-    from groundstate.pipeline.export import FORMATS, to_examples, write_examples
+    from groundstate.pipeline.analysis import export_run
+    from groundstate.pipeline.export import FORMATS
 
     if fmt not in FORMATS:
         fail(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
     records = read_run(results)  # a missing or broken file is one line, before anything else is printed
-    chosen = passed_only is None
-    if passed_only is None:
-        passed_only = fmt == "sft-jsonl"
     try:
-        examples, counts = to_examples(records, passed_only, domain or ())
+        done = export_run(results, records, ExportJob(fmt, out_dir, passed_only, tuple(domain or ())))
     except (OSError, ValueError, KeyError) as e:
         fail(message_of(e))
-    if chosen:  # the default said, since it differs by format
+    if done.chosen:  # the default said, since it differs by format
         console.print(
-            f"{fmt}: {'passed attempts only (--all-attempts to keep the rest)' if passed_only else 'every attempt, with its reward (--passed-only to keep reward 1 only)'}"
+            f"{fmt}: {'passed attempts only (--all-attempts to keep the rest)' if done.passed_only else 'every attempt, with its reward (--passed-only to keep reward 1 only)'}"
         )
-    path = write_examples(examples, fmt, out_dir, {"source": str(results), "passed_only": passed_only, "counts": asdict(counts)})
+    _print_exported(done)
+    console.print(f"{fmt} written to {done.path}\ncounts written to {Path(out_dir) / 'export.json'}", markup=False)
+
+
+def _print_exported(done: Exported) -> None:
+    """What was exported and skipped, and what the examples lack."""
+    counts = done.counts
     skipped = [
         f"{n} {label}"
         for n, label in (
@@ -287,4 +299,3 @@ def export_command(
         )
     if counts.unparsed_arguments:
         console.print(f"{counts.unparsed_arguments} tool calls keep their arguments as a raw string (not valid JSON objects)")
-    console.print(f"{fmt} written to {path}\ncounts written to {Path(out_dir) / 'export.json'}", markup=False)
