@@ -12,13 +12,12 @@ For each selected task, the trajectories are lint's: the gold solution, the no-o
   replies until done.
 
 An adapter agrees when the whole verdict (reward, reasons, row diff, change counts, system error) and the
-final change set (read just before grading) equal the reference's. Adapters whose framework is not
-installed are reported as skipped.
+final change set (read just before grading, by an `AttemptObserver` each path is given through its own API) equal
+the reference's. Adapters whose framework is not installed are reported as skipped.
 """
 
 from __future__ import annotations
 
-import copy
 import importlib.util
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -30,7 +29,7 @@ from groundstate.state.base import Backend
 from groundstate.state.changes import ChangeSet
 from groundstate.tasks import Task
 from groundstate.tools.mutate import mutants
-from groundstate.types import Environment, EpisodeLimits, Judge, ToolResult, Trajectory, Verdict
+from groundstate.types import Trajectory, Verdict
 from groundstate.worlds.attempt import play, prepare_domains
 from groundstate.worlds.domain import Domain
 
@@ -84,48 +83,20 @@ class ConformanceReport:
         }
 
 
-class _Recording:
-    """An environment that reads its change set just before it is graded (the state the verdict judged)."""
+class _Judged:
+    """An `AttemptObserver` that keeps the change set the last graded attempt's verdict judged."""
 
-    def __init__(self, env: Environment, sink: list[ChangeSet | None]):
-        self._env, self._sink, self.task = env, sink, env.task
+    def __init__(self) -> None:
+        self.changes: ChangeSet | None = None
 
-    def initial_messages(self) -> list[dict[str, Any]]:
-        return self._env.initial_messages()
+    def graded(self, task: Task, trajectory: Trajectory, verdict: Verdict, changes: ChangeSet | None) -> None:
+        self.changes = changes
 
-    def tool_schemas(self) -> list[dict[str, Any]]:
-        return self._env.tool_schemas()
-
-    async def call_tool(self, name: str, arguments: Any) -> ToolResult:
-        return await self._env.call_tool(name, arguments)
-
-    async def grade(self, trajectory: Trajectory, judge: Judge | None = None) -> Verdict:
-        self._sink.append(await self._env.changes())
-        return await self._env.grade(trajectory, judge)
-
-    async def changes(self) -> ChangeSet | None:
-        return await self._env.changes()
-
-    async def close(self) -> None:
-        await self._env.close()
-
-
-def _recording(domain: Domain, sink: list[ChangeSet | None]) -> Domain:
-    """A copy of `domain` whose environments record their change set at grading (the domain itself is untouched)."""
-    twin = copy.copy(domain)
-    opener = domain.open_environment
-
-    async def open_environment(task: Task, backend: Backend, limits: EpisodeLimits = EpisodeLimits()) -> Environment:
-        return _Recording(await opener(task, backend, limits), sink)
-
-    twin.open_environment = open_environment  # type: ignore[method-assign]
-    return twin
-
-
-def _played(verdict: dict[str, Any], sink: list[ChangeSet | None]) -> Played:
-    changes = sink[-1] if sink else None
-    sink.clear()
-    return Played(verdict, changes.to_json() if changes is not None else None)
+    def played(self, verdict: dict[str, Any]) -> Played:
+        """What the path made of the attempt just played: its verdict and the change set it was graded on (None if it
+        was not graded); the next attempt starts with none."""
+        changes, self.changes = self.changes, None
+        return Played(verdict, changes.to_json() if changes is not None else None)
 
 
 Calls = list[dict[str, Any]]
@@ -133,34 +104,36 @@ Calls = list[dict[str, Any]]
 
 class _Paths:
     """Every path's way of playing a list of tool calls on one task; each adapter's environment is built once
-    per task (as a trainer builds it once per run) and reset for every trajectory."""
+    per task (as a trainer builds it once per run) and reset for every trajectory. Every path is given the same
+    observer (`_Judged`), through its own API, to read the change set each verdict judged."""
 
     def __init__(self, task: Task, domain: Domain, backend: Backend, adapters: list[str]):
-        self.task, self.backend = task, backend
-        self.sink: list[ChangeSet | None] = []
-        self.domain = _recording(domain, self.sink)
+        self.task, self.domain, self.backend = task, domain, backend
+        self.judged = _Judged()
         self.drivers: dict[str, Callable[[Calls], Played]] = {}
         if "trl" in adapters:
             from groundstate.integrations.trl import environment_factory, trl_dataset
 
-            trl_env = environment_factory([(task, self.domain)], backend=backend)[domain.name]()
-            row = trl_dataset([(task, self.domain)])[0]
+            trl_env = environment_factory([(task, domain)], backend=backend, observer=self.judged)[domain.name]()
+            row = trl_dataset([(task, domain)])[0]
             self.drivers["trl"] = lambda calls: self._trl(trl_env, row, calls)
         if "gymnasium" in adapters:
             from groundstate.integrations.gymnasium import TextEnv
 
-            gym_env = TextEnv([(task, self.domain)], backend=backend)
+            gym_env = TextEnv([(task, domain)], backend=backend, observer=self.judged)
             self.drivers["gymnasium"] = lambda calls: self._gymnasium(gym_env, calls)
         if "openenv" in adapters:
             from groundstate.integrations.openenv import environment_factory as openenv_factory
 
-            session = openenv_factory([(task, self.domain)], backend, reveal_verdict=True)()  # the whole verdict, compared
+            # the whole verdict, compared
+            session = openenv_factory([(task, domain)], backend, reveal_verdict=True, observer=self.judged)()
             self.drivers["openenv"] = lambda calls: run_sync(self._openenv(session, calls))
 
     def run(self, calls: Calls) -> Played:
         async def attempt() -> Played:
-            out = await play(self.task, self.domain, ScriptedAgent(calls), ScriptedUser(self.task.user.script), backend=self.backend)
-            return _played(out.verdict.to_json(), self.sink)
+            user = ScriptedUser(self.task.user.script)
+            out = await play(self.task, self.domain, ScriptedAgent(calls), user, backend=self.backend, observer=self.judged)
+            return self.judged.played(out.verdict.to_json())
 
         return run_sync(attempt())
 
@@ -169,7 +142,7 @@ class _Paths:
         for call in calls:
             getattr(env, call["tool"])(**call["args"])  # as TRL calls a tool: the method of that name, keyword arguments
         env.get_reward()
-        return _played(env.verdict.to_json(), self.sink)
+        return self.judged.played(env.verdict.to_json())
 
     def _gymnasium(self, env: Any, calls: Calls) -> Played:
         env.reset(options={"task_id": self.task.id})
@@ -182,7 +155,7 @@ class _Paths:
         while not done:
             _, _, terminated, truncated, info = env.step("Done.")
             done = terminated or truncated
-        return _played(info["verdict"], self.sink)
+        return self.judged.played(info["verdict"])
 
     async def _openenv(self, env: Any, calls: Calls) -> Played:
         from groundstate.integrations.openenv import GroundstateAction
@@ -194,7 +167,7 @@ class _Paths:
                 break
         while not observation.done:
             observation = await env.step_async(GroundstateAction(type="reply", content="Done."))
-        return _played(observation.verdict, self.sink)
+        return self.judged.played(observation.verdict)
 
 
 def trajectories(task: Task, domain: Domain) -> list[tuple[str, Calls]]:

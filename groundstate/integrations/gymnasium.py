@@ -46,7 +46,7 @@ from groundstate.state import make_backend
 from groundstate.state.base import Backend
 from groundstate.state.postgres import PoolExhausted, PostgresBackend
 from groundstate.tasks import Task
-from groundstate.types import AgentTurn, Domain, EpisodeLimits
+from groundstate.types import AgentTurn, AttemptObserver, Domain, EpisodeLimits
 from groundstate.worlds.attempt import prepare_domains
 
 ENV_ID = "groundstate/Text-v0"
@@ -86,7 +86,8 @@ def _as_text(message: dict[str, Any]) -> str:
 
 class TextEnv(gym.Env[str, str]):
     """The environment of `groundstate/Text-v0` (see the module docstring). `tasks` is a `--tasks` selector or
-    a list of (task, domain) pairs; `backend` a `Backend` or a name; `user` a `--user` spec."""
+    a list of (task, domain) pairs; `backend` a `Backend` or a name; `user` a `--user` spec; `observer` sees each
+    episode's grading (`AttemptObserver`)."""
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}  # a transcript has no frame rate; gymnasium asks for one
 
@@ -99,6 +100,7 @@ class TextEnv(gym.Env[str, str]):
         render_mode: str | None = None,
         max_action_chars: int = 32_768,
         max_observation_chars: int = 10_000_000,
+        observer: AttemptObserver | None = None,
     ):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
@@ -114,6 +116,7 @@ class TextEnv(gym.Env[str, str]):
         self.backend = make_backend(backend) if isinstance(backend, str) else backend
         prepare_domains([d for _, d in self.tasks], self.backend)
         self.limits, self.user, self.render_mode = limits, user, render_mode
+        self.observer = observer
         self.action_space = UnicodeText(max_action_chars)
         self.observation_space = UnicodeText(max_observation_chars)
         self._episode: SteppedEpisode | None = None
@@ -132,7 +135,7 @@ class TextEnv(gym.Env[str, str]):
         self._abandon()
         task, domain = self._by_id[task_id] if task_id is not None else self.tasks[int(self.np_random.integers(len(self.tasks)))]
         self._make_room()
-        episode = self._episode = SteppedEpisode(task, domain, self.backend, make_user(self.user, task), self.limits)
+        episode = self._episode = SteppedEpisode(task, domain, self.backend, make_user(self.user, task), self.limits, observer=self.observer)
         # a dropped environment's episode would wait for its next step forever, holding its sandbox: the finaliser ends it
         self._release = weakref.finalize(self, close_quietly, episode.close)
         step = run_sync(episode.start())

@@ -60,7 +60,7 @@ from groundstate.integrations.stepped import Step, SteppedEpisode
 from groundstate.specs import UserSpec, parse_user
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
-from groundstate.types import AgentTurn, Domain, EpisodeLimits, ToolCallRequest, Verdict
+from groundstate.types import AgentTurn, AttemptObserver, Domain, EpisodeLimits, ToolCallRequest, Verdict
 from groundstate.worlds.attempt import prepare_domains
 
 log = logging.getLogger(__name__)
@@ -148,7 +148,8 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
     process, without a server), so one instance is driven one way or the other, not both. `reveal_verdict`:
     the `done` observation carries the whole verdict, not `verdict_summary`'s. `slots`: shared by a server's
     instances, each taking one at its first reset (see `SandboxSlots`). Once closed, an instance opens no sandbox
-    again, and gives its slot back once the sandbox it had is closed."""
+    again, and gives its slot back once the sandbox it had is closed. `observer` sees each episode's grading
+    (`AttemptObserver`)."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
@@ -161,11 +162,12 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
         name: str,
         reveal_verdict: bool = False,
         slots: SandboxSlots | None = None,
+        observer: AttemptObserver | None = None,
     ):
         super().__init__()
         self._tasks, self._by_id = tasks, {t.id: (t, d) for t, d in tasks}
         self._backend, self._limits, self._user, self._name = backend, limits, parse_user(user), name
-        self._reveal = reveal_verdict
+        self._reveal, self._observer = reveal_verdict, observer
         self._slots, self._slot, self._slot_lock = slots, False, threading.Lock()
         self._episode: SteppedEpisode | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -197,7 +199,7 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
             else:
                 task, domain = self._tasks[self._next_task % len(self._tasks)]
                 self._next_task += 1
-            self._episode = episode = SteppedEpisode(task, domain, self._backend, make_user(self._user, task), self._limits)
+            self._episode = episode = SteppedEpisode(task, domain, self._backend, make_user(self._user, task), self._limits, observer=self._observer)
             self._state = State(episode_id=episode_id, step_count=0, task_id=task.id)
             step = await episode.start()
             self._refuse_if_closed()  # OpenEnv closed the session (from its thread) while the sandbox opened
@@ -359,10 +361,11 @@ def environment_factory(
     name: str = "groundstate",
     reveal_verdict: bool = False,
     max_sessions: int | None = None,
+    observer: AttemptObserver | None = None,
 ):
     """The per-session factory `openenv.core.env_server.create_app` takes: every session gets its own
     `GroundstateOpenEnv` over `tasks`, all on `backend` (each domain prepared on it once, here), all sharing
-    `max_sessions` sandbox slots (None: no bound)."""
+    `max_sessions` sandbox slots (None: no bound) and `observer`."""
     if not tasks:
         raise ValueError("no tasks to serve")
     user = parse_user(user)  # once, for every session
@@ -372,7 +375,7 @@ def environment_factory(
 
     def make() -> GroundstateOpenEnv:
         with lock:
-            return GroundstateOpenEnv(list(tasks), backend, limits, user, name, reveal_verdict, slots)
+            return GroundstateOpenEnv(list(tasks), backend, limits, user, name, reveal_verdict, slots, observer)
 
     return make
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
-from groundstate.types import AgentTurn, Domain, EpisodeLimits, Judge, UserSimulator
+from groundstate.types import AgentTurn, AttemptObserver, Domain, EpisodeLimits, Judge, UserSimulator
 from groundstate.worlds.attempt import Outcome, play
 
 
@@ -58,7 +58,8 @@ class SteppedEpisode:
 
     `start()` returns the opening conversation (or, if the attempt ended before the agent was asked, e.g. the
     sandbox could not be opened, its outcome); `step(turn)` the messages the turn produced and, at the end, the
-    outcome (trajectory and verdict); `close()` abandons an unfinished attempt (its environment is closed)."""
+    outcome (trajectory and verdict); `close()` abandons an unfinished attempt (its environment is closed).
+    `observer` sees the grading, as `play`'s does."""
 
     def __init__(
         self,
@@ -68,11 +69,12 @@ class SteppedEpisode:
         user: UserSimulator | None,
         limits: EpisodeLimits = EpisodeLimits(),
         judge: Judge | None = None,
+        observer: AttemptObserver | None = None,
     ):
         self.task = task
         self._agent = _OutsideAgent()
         self._args = (task, domain, self._agent, user, limits)
-        self._kw = {"backend": backend, "judge": judge}
+        self._kw = {"backend": backend, "judge": judge, "observer": observer}
         self._play: asyncio.Task[Outcome] | None = None
         self._pending: _Asked | None = None
         self._seen = 0  # messages of the conversation the agent has been shown

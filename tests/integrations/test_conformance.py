@@ -1,16 +1,22 @@
 """`groundstate conformance`: gold, no-op and every lint mutant give the same verdict and change set through TRL's
 environment, Gymnasium's and OpenEnv's as through `groundstate run`; a diverging adapter is caught and named."""
 
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from groundstate.agents.scripted import ScriptedAgent, ScriptedUser
 from groundstate.cli import app
-from groundstate.integrations.conformance import NO_REPLY, conformance, trajectories
+from groundstate.integrations.conformance import ADAPTERS, NO_REPLY, _Paths, conformance, trajectories
+from groundstate.state.changes import ChangeSet
 from groundstate.state.sqlite import SqliteBackend
-from groundstate.worlds.domain import bundled_domains, iter_tasks
+from groundstate.tasks import Task
+from groundstate.types import EpisodeLimits, Trajectory, Verdict
+from groundstate.worlds.attempt import play
+from groundstate.worlds.domain import Domain, bundled_domains, iter_tasks
 
 SHOP = str(Path(__file__).parents[1] / "fixtures" / "shop")
 
@@ -85,3 +91,55 @@ def test_a_rubric_task_is_compared_where_a_reply_is_seen_and_refused_by_trl():
     report = conformance([(task, shop)], SqliteBackend())
     assert report.refused == {"trl": {"tasks": 1, "reason": NO_REPLY["trl"]}} and report.checked["trl"] == 0
     assert report.checked["gymnasium"] == report.checked["openenv"] == report.trajectories > 0 and report.mismatches == []
+
+
+class Seen:
+    """An `AttemptObserver` that keeps every grading it is shown."""
+
+    def __init__(self) -> None:
+        self.gradings: list[tuple[str, Trajectory, Verdict, ChangeSet | None]] = []
+
+    def graded(self, task: Task, trajectory: Trajectory, verdict: Verdict, changes: ChangeSet | None) -> None:
+        self.gradings.append((task.id, trajectory, verdict, changes))
+
+
+def test_every_path_hands_the_state_its_verdict_judged_to_the_observer():
+    """Conformance reads each path's change set through the observer each one takes in its own API: the gold's write
+    reaches it through `play`, TRL's environment_factory, Gymnasium's TextEnv and OpenEnv's environment_factory."""
+    shop = Domain(Path(SHOP))
+    task = shop.task("shop-cancel")
+    paths = _Paths(task, shop, SqliteBackend(), list(ADAPTERS))
+    gold = [c.model_dump() for c in task.gold]
+    expected = paths.run(gold)
+    assert expected.verdict["reward"] == 1 and expected.changes and any(c["table"] == "orders" for c in expected.changes)
+    assert sorted(paths.drivers) == sorted(ADAPTERS)
+    for adapter, drive in paths.drivers.items():
+        assert drive(gold) == expected, adapter
+        assert paths.judged.changes is None  # taken by the comparison: the next attempt starts with none
+
+
+def test_play_shows_the_observer_each_graded_attempt_once():
+    shop = Domain(Path(SHOP))
+    task = shop.task("shop-cancel")
+    gold = [c.model_dump() for c in task.gold]
+    backend = SqliteBackend()
+
+    def attempt(observer, limits=None):
+        agent, user = ScriptedAgent(gold), ScriptedUser(task.user.script)
+        return asyncio.run(play(task, shop, agent, user, limits or EpisodeLimits(), backend=backend, keep_changes=True, observer=observer))
+
+    seen = Seen()
+    out = attempt(seen)
+    assert [(t, traj, v) for t, traj, v, _ in seen.gradings] == [(task.id, out.trajectory, out.verdict)]
+    assert out.verdict.reward == 1 and seen.gradings[0][3].to_json() == out.changes.to_json()  # gold's write, as graded
+
+    seen = Seen()
+    out = attempt(seen, EpisodeLimits(grade_timeout=1e-6))  # grading cannot finish: a system error, and nothing graded to see
+    assert out.verdict.system_error is not None and seen.gradings == []
+
+    class Raises:
+        def graded(self, task, trajectory, verdict, changes):
+            raise RuntimeError("the observer broke")
+
+    out = attempt(Raises())  # the observer is part of grading: its failure is the attempt's system error, never a 0
+    assert out.verdict.reward is None and "the observer broke" in out.verdict.system_error
