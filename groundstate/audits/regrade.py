@@ -20,9 +20,11 @@ import asyncio
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable
 
 from groundstate.records import AttemptRecord
+from groundstate.specs import JudgeSpec
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
 from groundstate.types import AgentTurn, Domain, EpisodeLimits, Judge, ToolCallRequest, Verdict
@@ -212,4 +214,42 @@ async def regrade_records(
 
     await asyncio.gather(*(one(i, r) for i, r in enumerate(records)))
     result.records = [r for r in out if r is not None]
+    return result
+
+
+@dataclass(frozen=True)
+class RegradeJob:
+    """What `groundstate regrade` asks of `regrade_file`; these defaults are the command's."""
+
+    out: Path  # the new results file (never the one read)
+    concurrency: int = 8  # attempts replayed at once
+
+
+class RegradeRefused(ValueError):
+    """Nothing was regraded or written: a judge that cannot answer, said before any replay."""
+
+
+def regrade_file(
+    records: list[AttemptRecord],
+    tasks: dict[str, tuple[Task, Domain]],
+    backend: Backend,
+    job: RegradeJob,
+    judge: JudgeSpec | None = None,
+    on_record: Any = None,
+) -> Regrade:
+    """`regrade_records` at the job's concurrency, the new records written to `job.out` in one step (an interrupted
+    regrade leaves no half-written file). A judge endpoint gets one request first: a dead judge is `RegradeRefused`
+    in one line, not a system error per attempt."""
+    from groundstate.agents.openai_compat import probe_endpoint
+    from groundstate.grading.judge import make_judge
+    from groundstate.records import ResultsWriter
+
+    if judge is not None and judge.endpoint is not None:
+        found = probe_endpoint(judge.endpoint)
+        if found.problem:
+            raise RegradeRefused(f"--judge {judge}: {found.problem}; nothing was regraded or written.")
+    result = asyncio.run(regrade_records(records, tasks, backend, make_judge(judge), job.concurrency, on_record=on_record))
+    job.out.parent.mkdir(parents=True, exist_ok=True)
+    with ResultsWriter(job.out) as writer:
+        writer.rewrite(result.records)
     return result

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Optional
 
@@ -10,8 +9,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from groundstate.audits.regrade import Regrade, RegradeJob
 from groundstate.cli import options as opts
-from groundstate.cli.common import console, fail, out, progress, read_run, select
+from groundstate.cli.common import console, fail, open_backend, out, progress, read_run, select
 
 
 def regrade_command(
@@ -23,17 +23,13 @@ def regrade_command(
     ),
     backend: str = opts.Backend,
     pg_dsn: Optional[str] = opts.PgDsn,
-    concurrency: int = opts.Concurrency,
+    concurrency: int = opts.count(RegradeJob.concurrency, "--concurrency", "-c", help=opts.Concurrency.help),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object: records, replayed, kept, flips."),
 ) -> None:
     """Replay each attempt's recorded turns (no model calls) on a fresh sandbox of its task as defined now, grade it, and
     print the verdicts that flipped, per task."""
-    from groundstate.agents.openai_compat import probe_endpoint
-    from groundstate.audits.regrade import regrade_records
-    from groundstate.grading.judge import make_judge
-    from groundstate.records import ResultsWriter
+    from groundstate.audits.regrade import RegradeRefused, regrade_file
     from groundstate.specs import parse_judge
-    from groundstate.state import make_backend
 
     if out_file.resolve() == results.resolve():
         fail("--out must be a new file: regrade never rewrites the run it reads")
@@ -43,35 +39,28 @@ def regrade_command(
     pairs = {t.id: (t, d) for t, d in select(tasks, run=False)}
     try:
         spec = None if judge is None else parse_judge(judge)
-        the_judge = make_judge(spec)
     except ValueError as e:
         fail(f"--judge: {e}")
-    if spec is not None and spec.endpoint is not None:  # one request before any replay: a dead judge is one line, not a system error per attempt
-        found = probe_endpoint(spec.endpoint)
-        if found.problem:
-            fail(f"--judge {judge}: {found.problem}; nothing was regraded or written.")
-    try:
-        be = make_backend(backend, pg_dsn)
-    except ValueError as e:
-        fail(f"--backend: {e}")
-    try:
-        with progress() as bars:
-            bar = bars.add_task("regrade", total=len(records), status="")
-            result = asyncio.run(regrade_records(records, pairs, be, the_judge, concurrency, on_record=lambda: bars.update(bar, advance=1)))
-    finally:
-        be.close()
-    out_file.parent.mkdir(parents=True, exist_ok=True)
-    with ResultsWriter(out_file) as writer:
-        writer.rewrite(result.records)  # in one step: an interrupted regrade leaves no half-written file
+    with open_backend(backend, pg_dsn) as be, progress() as bars:
+        bar = bars.add_task("regrade", total=len(records), status="")
+        try:
+            result = regrade_file(records, pairs, be, RegradeJob(out_file, concurrency), spec, on_record=lambda: bars.update(bar, advance=1))
+        except RegradeRefused as e:
+            fail(str(e))
     if as_json:
         out.print_json(data=result.to_json())
     else:
-        table = Table(title=f"verdict flips · {result.replayed} of {len(result.records)} attempts replayed")
-        table.add_column("task")
-        table.add_column("flips")
-        for task_id in sorted(result.flips):
-            table.add_row(escape(task_id), escape(", ".join(f"{k} ×{n}" for k, n in sorted(result.flips[task_id].items()))))
-        out.print(table if result.flips else "no verdict flipped")
-        for why, n in sorted(result.kept.items()):
-            out.print(f"kept as recorded (not replayed): {n} · {escape(why)}")
+        _print_flips(result)
     console.print(f"regraded records written to {escape(str(out_file))}")
+
+
+def _print_flips(result: Regrade) -> None:
+    """The verdicts that flipped, per task, and the records kept as recorded, with why."""
+    table = Table(title=f"verdict flips · {result.replayed} of {len(result.records)} attempts replayed")
+    table.add_column("task")
+    table.add_column("flips")
+    for task_id in sorted(result.flips):
+        table.add_row(escape(task_id), escape(", ".join(f"{k} ×{n}" for k, n in sorted(result.flips[task_id].items()))))
+    out.print(table if result.flips else "no verdict flipped")
+    for why, n in sorted(result.kept.items()):
+        out.print(f"kept as recorded (not replayed): {n} · {escape(why)}")

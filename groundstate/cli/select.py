@@ -12,6 +12,9 @@ from rich.table import Table
 from groundstate.cli import options as opts
 from groundstate.cli.common import console, fail, message_of, out, read_run
 from groundstate.jsontext import dumps
+from groundstate.pipeline.selection import SelectJob
+from groundstate.pipeline.selection_result import SelectionResult
+from groundstate.pipeline.selection_rules import SelectionParams
 from groundstate.tasks import TaskFileError
 
 
@@ -22,6 +25,45 @@ def _floats(text: str, what: str) -> tuple[float, ...]:
         raise typer.BadParameter(f"{what} must be comma-separated numbers, got {text!r}") from None
 
 
+# the options whose declarations are long, in the command's order; each default is `SelectionParams`'
+ReferenceMinRuns = opts.count(
+    SelectionParams.reference_min_runs, "--reference-min-runs", help="Clean reference runs a task needs to pass the reference gate."
+)
+Bands = typer.Option(",".join(SelectionParams.keep_bands), "--bands", help="Difficulty bands to keep (of too_hard, hard, medium, easy, too_easy).")
+BandEdges = typer.Option(
+    ",".join(f"{e:.2f}" for e in SelectionParams.edges), "--band-edges", help="The four success-rate edges between the five bands."
+)
+MinCleanRuns = opts.count(
+    SelectionParams.min_clean_runs, "--min-clean-runs", help="Clean runs (system errors and unjudged excluded) a task needs to be judged."
+)
+MinSignal = opts.number(
+    SelectionParams.min_signal, "--min-signal", lo=0.0, hi=0.25, help="Minimum learning signal: the posterior mean of p(1-p), at most 0.25."
+)
+NearDupThreshold = opts.number(
+    SelectionParams.near_dup_threshold,
+    "--near-dup-threshold",
+    lo=0.01,
+    hi=1.0,
+    help="Instruction word-3-shingle Jaccard at or above which a task is a near-duplicate of an excluded one.",
+)
+GroupBy = typer.Option(SelectionParams.group_by, "--group-by", help="Keep groups on one side of the split: template, family, domain or none.")
+TestFraction = opts.number(
+    SelectionParams.test_fraction, "--test-fraction", lo=0.0, hi=1.0, help="Share of each band's tasks held out for validation."
+)
+DomainPath = typer.Option(
+    None,
+    "--domain",
+    "-d",
+    help="A domain name or folder, or thinkingbox:DIR\\[::LIST], besides the bundled domains, whose task definitions "
+    "to load for content checks (repeatable).",
+)
+RequireContentCheck = typer.Option(
+    SelectionParams.require_content_check,
+    "--require-content-check",
+    help="Exclude probe tasks whose definition cannot be loaded (so cannot be content-checked).",
+)
+
+
 def select_command(
     probes: Path = typer.Argument(..., help="Probe results JSONL (from `groundstate probe` or any run)."),
     out_dir: Path = opts.folder_out(..., "--out", help="Where to write train.yaml, val.yaml, selection.jsonl and manifest.json."),
@@ -30,75 +72,57 @@ def select_command(
     ),
     exclude_list: Optional[list[Path]] = typer.Option(None, "--exclude-list", help="YAML list of task ids never to train on; repeatable."),
     reference: Optional[Path] = typer.Option(
-        None, "--reference", help="Results JSONL of a stronger reference policy: keep only tasks it solved at least once."
+        SelectJob.reference, "--reference", help="Results JSONL of a stronger reference policy: keep only tasks it solved at least once."
     ),
-    reference_min_runs: int = opts.count(1, "--reference-min-runs", help="Clean reference runs a task needs to pass the reference gate."),
-    bands: str = typer.Option("hard,medium,easy", "--bands", help="Difficulty bands to keep (of too_hard, hard, medium, easy, too_easy)."),
-    band_edges: str = typer.Option("0.08,0.40,0.60,0.90", "--band-edges", help="The four success-rate edges between the five bands."),
-    min_clean_runs: int = opts.count(3, "--min-clean-runs", help="Clean runs (system errors and unjudged excluded) a task needs to be judged."),
-    min_signal: float = opts.number(
-        0.0, "--min-signal", lo=0.0, hi=0.25, help="Minimum learning signal: the posterior mean of p(1-p), at most 0.25."
-    ),
-    near_dup_threshold: float = opts.number(
-        0.7,
-        "--near-dup-threshold",
-        lo=0.01,
-        hi=1.0,
-        help="Instruction word-3-shingle Jaccard at or above which a task is a near-duplicate of an excluded one.",
-    ),
-    group_by: str = typer.Option("template", "--group-by", help="Keep groups on one side of the split: template, family, domain or none."),
-    test_fraction: float = opts.number(0.2, "--test-fraction", lo=0.0, hi=1.0, help="Share of each band's tasks held out for validation."),
-    seed: int = typer.Option(42, "--seed", help="Seed of the split (a seeded hash; bands do not depend on it)."),
-    domain_path: Optional[list[str]] = typer.Option(
-        None,
-        "--domain",
-        "-d",
-        help="A domain name or folder, or thinkingbox:DIR\\[::LIST], besides the bundled domains, whose task definitions "
-        "to load for content checks (repeatable).",
-    ),
-    require_content_check: bool = typer.Option(
-        False, "--require-content-check", help="Exclude probe tasks whose definition cannot be loaded (so cannot be content-checked)."
-    ),
+    reference_min_runs: int = ReferenceMinRuns,
+    bands: str = Bands,
+    band_edges: str = BandEdges,
+    min_clean_runs: int = MinCleanRuns,
+    min_signal: float = MinSignal,
+    near_dup_threshold: float = NearDupThreshold,
+    group_by: str = GroupBy,
+    test_fraction: float = TestFraction,
+    seed: int = typer.Option(SelectionParams.seed, "--seed", help="Seed of the split (a seeded hash; bands do not depend on it)."),
+    domain_path: Optional[list[str]] = DomainPath,
+    require_content_check: bool = RequireContentCheck,
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary on stdout."),
     allow_incomplete: bool = typer.Option(
-        False, "--allow-incomplete", help="Select from probes with missing, duplicated or system-error keys (said in the output)."
+        SelectJob.allow_incomplete,
+        "--allow-incomplete",
+        help="Select from probes with missing, duplicated or system-error keys (said in the output).",
     ),
 ) -> None:
     """Select a training pool from probe runs: difficulty bands, learning signal, benchmark exclusion, grouped train/val split."""
-    from groundstate.pipeline.selection import select_files
-    from groundstate.pipeline.selection_rules import SelectionParams
-    from groundstate.stats.metrics import IncompleteRun, require_complete
+    from groundstate.pipeline.selection import select_pool
+    from groundstate.stats.metrics import IncompleteRun
 
+    def incomplete(problems: list[str]) -> None:
+        console.print(f"[yellow]probes incomplete, selected from anyway:[/yellow] {escape('; '.join(problems))}")
+
+    records = read_run(probes)
     try:
-        incomplete = require_complete(read_run(probes), "select", allow_incomplete)
-    except IncompleteRun as e:
-        fail(str(e), 1)
-    if incomplete:
-        console.print(f"[yellow]probes incomplete, selected from anyway:[/yellow] {escape('; '.join(incomplete))}")
-    try:
+        keep = tuple(b.strip() for b in bands.split(",") if b.strip())
         params = SelectionParams(
-            edges=_floats(band_edges, "--band-edges"),
-            keep_bands=tuple(b.strip() for b in bands.split(",") if b.strip()),
-            min_clean_runs=min_clean_runs,
-            min_signal=min_signal,
-            reference_min_runs=reference_min_runs,
-            near_dup_threshold=near_dup_threshold,
-            group_by=group_by,
-            test_fraction=test_fraction,
-            seed=seed,
-            require_content_check=require_content_check,
-        )
+            edges=_floats(band_edges, "--band-edges"), keep_bands=keep, min_clean_runs=min_clean_runs, min_signal=min_signal,
+            reference_min_runs=reference_min_runs, near_dup_threshold=near_dup_threshold, group_by=group_by,
+            test_fraction=test_fraction, seed=seed, require_content_check=require_content_check,
+        )  # fmt: skip
     except ValueError as e:
         fail(str(e))
+    job = SelectJob(out_dir, params, tuple(exclude or ()), tuple(exclude_list or ()), reference, tuple(domain_path or ()), allow_incomplete)
     try:
-        result = select_files(
-            probes, exclude=exclude or [], exclude_lists=exclude_list or [], reference=reference, domain_paths=domain_path or [], params=params
-        )
+        result, paths = select_pool(probes, records, job, on_incomplete=incomplete)
+    except IncompleteRun as e:
+        fail(str(e), 1)
     except (ValueError, TaskFileError, KeyError, OSError) as e:
         fail(message_of(e))
-    paths = result.write(out_dir)
-    summary = result.summary()
+    _print_selection(result, paths, probes, as_json)
 
+
+def _print_selection(result: SelectionResult, paths: dict[str, Path], probes: Path, as_json: bool) -> None:
+    """The difficulty table and the decisions (on stderr with --json, whose summary is stdout), the tasks excluded,
+    the notes, where the files went and what to run next."""
+    summary = result.summary()
     show = console if as_json else out
     table = Table(title=f"difficulty of {summary['tasks']} probed tasks · {probes.name}")
     for col in ("band", "success rate", "tasks", "", "train", "val", "set aside"):

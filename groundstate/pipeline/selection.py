@@ -13,8 +13,9 @@ Everything here is a pure function of its inputs: the same inputs and seed give 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from groundstate.audits.near_duplicates import near_duplicate_method
 from groundstate.audits.overlap import ExcludeSet, build_exclude_set, canonical_json, content_matches, task_universe
@@ -194,3 +195,34 @@ def select_files(
     if reference is not None:
         inputs["reference"] = {"file": Path(reference).name, "sha256": file_sha256(reference), "records": len(ref or [])}
     return select(records, universe, ex, ref, params, inputs)
+
+
+@dataclass(frozen=True)
+class SelectJob:
+    """What `groundstate select` asks of `select_pool`; these defaults (and `SelectionParams`') are the command's."""
+
+    out: Path  # where train.yaml, val.yaml, selection.jsonl and manifest.json go
+    params: SelectionParams = SelectionParams()
+    exclude: tuple[str, ...] = ()  # task selectors never to train on (checked by id and by content)
+    exclude_lists: tuple[Path, ...] = ()  # YAML lists of task ids never to train on
+    reference: Path | None = None  # a stronger policy's results: keep only tasks it solved
+    domain_paths: tuple[str, ...] = ()  # domains (names, folders, thinkingbox:DIR[::LIST]) whose definitions to load
+    allow_incomplete: bool = False  # select from probes with missing, duplicated or system-error keys
+
+
+def select_pool(
+    probes: Path, records: list[AttemptRecord], job: SelectJob, on_incomplete: Callable[[list[str]], None] | None = None
+) -> tuple[SelectionResult, dict[str, Path]]:
+    """The selection from the probe file `probes` (its `records` already read) and the paths of the four files written
+    to `job.out`. Probes with missing, duplicated or system-error keys are `metrics.IncompleteRun`, or with
+    `allow_incomplete` said through `on_incomplete(problems)` and selected from anyway; `ValueError`, `TaskFileError`,
+    `KeyError` or `OSError` for an input that cannot be read or used."""
+    from groundstate.stats.metrics import require_complete
+
+    incomplete = require_complete(records, "select", job.allow_incomplete)
+    if incomplete and on_incomplete:
+        on_incomplete(incomplete)
+    result = select_files(
+        probes, exclude=job.exclude, exclude_lists=job.exclude_lists, reference=job.reference, domain_paths=job.domain_paths, params=job.params
+    )
+    return result, result.write(job.out)
