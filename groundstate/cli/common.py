@@ -13,9 +13,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
+from groundstate.cli._vendor_compat import NoArgsIsHelpError, UsageError
 from groundstate.records import AttemptRecord, read_records
 from groundstate.tasks import Task, TaskFileError
 from groundstate.types import Domain

@@ -191,7 +191,7 @@ class _StdinLines:
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.close(devnull)
-        token = anyio.lowlevel.current_token()
+        token = anyio.lowlevel.current_token()  # anyio's public way (4.11 on) into this loop from a thread it did not start
         wire = io.TextIOWrapper(os.fdopen(os.dup(self._wire), "rb"), encoding="utf-8", errors="replace")
 
         def frames() -> Any:

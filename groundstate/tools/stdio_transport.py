@@ -10,31 +10,37 @@ cleanly; here the server starts in a session of its own and the whole process gr
 then SIGKILL) on every exit. And it logs a traceback for every stdout line that is not a JSON-RPC message
 (a server printing 200,000 lines made a 180 MB log); here such lines are counted in `StdoutNoise`, the
 first one kept, and summarised once, in the server's error log and as one warning, when the transport closes.
+
+Both the server's environment and the group's termination are written here, on public APIs only (`os.killpg`): the
+SDK's helpers for them are not part of its API.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import TextIO
 
 import anyio
 import mcp_types
 from anyio.abc import Process
 from mcp import StdioServerParameters
-from mcp.client.stdio import get_default_environment
-from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
-__all__ = ["StdoutNoise", "stdio_transport"]
+__all__ = ["INHERITED_ENV", "StdoutNoise", "server_environment", "stdio_transport", "terminate_group"]
 
 log = logging.getLogger(__name__)
 
 EXIT_GRACE_S = 2.0  # for the server to exit on its own once its stdin is closed
 KILL_GRACE_S = 2.0  # between SIGTERM and SIGKILL to the process group
 NOISE_SAMPLE_CHARS = 200
+# what a server inherits of this process's environment (as the SDK's stdio client passes it): what a program needs to
+# run, never this process's secrets (API keys, DSNs); the server's spec adds its own
+INHERITED_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
 
 
 class StdoutNoise:
@@ -64,7 +70,7 @@ async def stdio_transport(
     noise = noise if noise is not None else StdoutNoise()
     errlog = errlog if errlog is not None else sys.stderr
     process = await anyio.open_process(
-        [params.command, *params.args], env=get_default_environment() | (params.env or {}), cwd=params.cwd, stderr=errlog, start_new_session=True
+        [params.command, *params.args], env=server_environment(params.env), cwd=params.cwd, stderr=errlog, start_new_session=True
     )
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
@@ -114,6 +120,13 @@ async def stdio_transport(
             tg.cancel_scope.cancel()
 
 
+def server_environment(own: dict[str, str] | None = None) -> dict[str, str]:
+    """A server process's environment: `INHERITED_ENV` from this process's, where set, then the server's `own`. A value
+    that is a shell function definition (`() {...}`, Shellshock's form) is not inherited."""
+    inherited = {name: value for name in INHERITED_ENV if (value := os.environ.get(name)) is not None and not value.startswith("()")}
+    return inherited | (own or {})
+
+
 async def _stop(process: Process) -> None:
     """Close stdin, give the server `EXIT_GRACE_S` to exit, then terminate its whole process group — always, so that
     whatever it spawned dies with it even when it exited cleanly — and reap it."""
@@ -122,10 +135,42 @@ async def _stop(process: Process) -> None:
     with anyio.move_on_after(EXIT_GRACE_S):
         while process.returncode is None:
             await anyio.sleep(0.01)
-    await terminate_posix_process_tree(process, KILL_GRACE_S)  # SIGTERM to the group, SIGKILL to what is left
+    await terminate_group(process.pid, KILL_GRACE_S)
     await process.stdout.aclose()
     with anyio.move_on_after(KILL_GRACE_S):
         await process.wait()
+
+
+async def terminate_group(pgid: int, grace: float) -> None:
+    """SIGTERM to process group `pgid`, then, when any of it is still there after `grace` seconds, SIGKILL to the rest.
+
+    The server leads a session of its own, so its pid is the group's id (never `os.getpgid`, which fails once the
+    leader is reaped while members live on); the group reaches what the server spawned, even after it exited. A
+    member that may not be signalled (EPERM) is waited for all the same. The event loop reaps the leader; orphans
+    are reaped by init, so a process that is PID 1 without reaping them waits out `grace`."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return  # the whole group is gone
+    except PermissionError:
+        pass  # some member may not be signalled by us: the others were, and the wait below still holds
+    with anyio.move_on_after(grace):
+        while _group_alive(pgid):
+            await anyio.sleep(0.01)
+        return
+    with suppress(ProcessLookupError, PermissionError):  # gone meanwhile, or not ours to kill
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of the group is left: only ESRCH says none is (EPERM says one is, unsignallable)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 def _report(noise: StdoutNoise, errlog: TextIO) -> None:

@@ -160,13 +160,15 @@ class TbEnvironment:
         """Start the case's servers (from `servers`, read from `servers_file`) and initialise them; closed again on failure."""
         env = cls(task, case, servers, servers_file, no_sources, system_prompt, limits)
         try:
-            await env._start()
+            await env.start()
         except BaseException:
             await env.close()
             raise
         return env
 
-    async def _start(self) -> None:
+    async def start(self) -> None:
+        """Start the case's servers and initialise each (`__reserved__init`), then route the scenario's tools; once per
+        environment (what `open` does after making it). A failure raises `TbServerError`; `close` stops what started."""
         specs = self.specs
         missing = [s for s in self.case.init if s not in specs]
         if missing:
