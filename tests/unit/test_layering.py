@@ -123,16 +123,14 @@ def test_no_import_cycles():
     assert not cycles, f"import cycles: {cycles}"
 
 
-def test_the_rules_see_every_kind_of_import():
-    """The checker itself: lazy, TYPE_CHECKING and relative imports are all found."""
+def test_the_rules_see_every_kind_of_import(tmp_path):
+    """The checker itself: lazy, TYPE_CHECKING and relative imports are all found. The probe is read as the module
+    `groundstate.__layering_probe__` from a temporary folder: nothing is written into the package, which may be read-only."""
     source = (
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from groundstate.pipeline.runner import RunConfig\n"
         "def f():\n    import groundstate.cli\n    from . import types\n"
     )
-    path = ROOT / "__layering_probe__.py"
+    path = tmp_path / "__layering_probe__.py"
     path.write_text(source)
-    try:
-        found = imports("groundstate.__layering_probe__", path, set(modules()) | {"groundstate.__layering_probe__"})
-    finally:
-        path.unlink()
+    found = imports("groundstate.__layering_probe__", path, set(modules()) | {"groundstate.__layering_probe__"})
     assert {"groundstate.pipeline.runner", "groundstate.cli", "groundstate.types"} <= found
