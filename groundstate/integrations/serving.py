@@ -67,7 +67,7 @@ class OpenEnvServe(ServeConfig):
     tasks: str | None = None  # any --tasks selector of SQL domains (instead of a domain)
     port: int = 8000
     max_sessions: int = 64  # sessions at once, and sandboxes open: an HTTP /reset holds one too (503 when none is free)
-    user: str = "scripted"  # the task's script, or openai:MODEL[@URL]
+    user: str = "scripted"  # the task's script, or openai:MODEL[@URL] (`specs.parse_user`)
     max_turns: int | None = None  # the attempt's limits (None: the task's own; grading: `EpisodeLimits`' bound)
     attempt_timeout: float | None = None
     grade_timeout: float | None = None
@@ -161,11 +161,16 @@ def _serve_mcp(c: McpServe) -> bool:
 
 
 def _serve_openenv(c: OpenEnvServe) -> bool:
+    from groundstate.specs import parse_user
     from groundstate.worlds.selectors import select_tasks
     from groundstate.worlds.thinkingbox import require_servers
 
     if (c.domain is None) == (c.tasks is None):
         raise ServeRefused("give --domain or --tasks (one of them)")
+    try:
+        user = parse_user(c.user)  # once, for every session
+    except ValueError as e:
+        raise ServeRefused(str(e)) from None
     selector = c.tasks if c.tasks is not None else str(c.domain)
     try:
         pairs = select_tasks(selector)
@@ -191,7 +196,7 @@ def _serve_openenv(c: OpenEnvServe) -> bool:
             c.host,
             c.port,
             limits=limits,
-            user=c.user,
+            user=user,
             max_sessions=c.max_sessions,
             allow_remote=c.allow_remote,
             name=c.domain if c.domain is not None else "groundstate",
