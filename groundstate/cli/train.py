@@ -252,7 +252,7 @@ class _GrpoBar:
     def step(self, r: dict[str, Any]) -> None:
         self.bars.update(self.task, completed=r["step"], status=f"reward {r['sampled_reward']:.2f} · informative {r['informative']}/{r['groups']}")
 
-    def __enter__(self) -> "_GrpoBar":
+    def __enter__(self) -> _GrpoBar:
         return self
 
     def __exit__(self, *exc: Any) -> None:

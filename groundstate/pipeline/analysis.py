@@ -4,9 +4,10 @@ detectable range, `report` and `export`. (`metrics` and `power` are one call eac
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from groundstate.pipeline.export import ExportCounts
 from groundstate.records import AttemptRecord

@@ -4,9 +4,10 @@ in full (with its certificate on request), and task files regenerated from the d
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
