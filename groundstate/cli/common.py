@@ -3,7 +3,6 @@ library takes, or into one error line and an exit status."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -191,10 +190,6 @@ def progress() -> Progress:
         console=console,
         transient=False,
     )
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-")[:60]
 
 
 def select(selector: str, tb_servers: Path | None = None, tb_no_sources: bool = False, run: bool = True) -> list[tuple[Task, Domain]]:

@@ -71,6 +71,8 @@ class RunSummary:
     notes: list[str] = field(default_factory=list)  # what resuming changed in the file (superseded duplicates, changed tasks re-run)
     unread_tool_calls: int = 0  # attempts whose replies look like tool calls but that executed none (`unread_tool_calls`)
     user_replies: dict[str, int] = field(default_factory=dict)  # with a user cache: LLM-user replies `cached` and `generated`
+    user_faults: int = 0  # attempts run that a user-simulator fault ended (system errors of kind user_fault)
+    first_error: str = ""  # the first system error of the attempts run, as recorded ("" if none)
 
 
 class Executor(Protocol):
@@ -258,19 +260,23 @@ def run(
     planned = len(tasks) * cfg.k
     if on_plan:
         on_plan(planned, planned - len(resumed.todo))
-    tally = {"pass": 0, "fail": 0, "system_error": 0, "unjudged": 0, "unread_tool_calls": 0}
+    tally = {"pass": 0, "fail": 0, "system_error": 0, "unjudged": 0, "unread_tool_calls": 0, "user_faults": 0}
+    first_error = ""
     user_replies = {"cached": 0, "generated": 0} if cfg.user_cache is not None else {}
     tool_names = {t.id: frozenset(d.tools.specs) for t, d in tasks}
 
     in_a_row = {"endpoint_failures": 0}
 
     def record(r: AttemptRecord) -> None:
+        nonlocal first_error
         r = stamp(r, identity, fingerprints[r.task_id], earlier_user_faults(resumed.replaced.get(r.key)))
         writer.write(r)
         ended_by_endpoint = r.error_kind in ("endpoint", "malformed_response")
         in_a_row["endpoint_failures"] = in_a_row["endpoint_failures"] + 1 if ended_by_endpoint else 0
         tally[r.outcome] += 1
         tally["unread_tool_calls"] += unread_tool_calls(r, tool_names[r.task_id])
+        tally["user_faults"] += r.error_kind == "user_fault"
+        first_error = first_error or r.system_error or ""
         for how, n in (r.user_replies.to_json() if r.user_replies is not None else {}).items():
             user_replies[how] = user_replies.get(how, 0) + n
         if on_result:
@@ -297,6 +303,8 @@ def run(
         resumed.notes,
         tally["unread_tool_calls"],
         user_replies,
+        tally["user_faults"],
+        first_error,
     )
 
 

@@ -14,7 +14,6 @@ import typer
 from groundstate.cli import app
 
 LIMIT = 60
-NOT_YET_THIN = {"run", "probe"}  # brought under the limit in their own commit (cli/run.py)
 
 
 def registered(t: typer.Typer, path: tuple[str, ...] = ()) -> list[tuple[str, object]]:
@@ -43,13 +42,7 @@ def test_every_command_is_measured():
     assert all(Path(inspect.getsourcefile(inspect.unwrap(fn))).parent.name == "cli" for _, fn in COMMANDS)
 
 
-@pytest.mark.parametrize(
-    "name, fn",
-    [
-        pytest.param(name, fn, id=name, marks=[pytest.mark.xfail(strict=False, reason="cli/run.py is thinned apart")] if name in NOT_YET_THIN else [])
-        for name, fn in COMMANDS
-    ],
-)
+@pytest.mark.parametrize("name, fn", [pytest.param(name, fn, id=name) for name, fn in COMMANDS])
 def test_no_command_function_is_over_60_lines(name, fn):
     n = length(fn)
     assert n <= LIMIT, f"groundstate {name}: {fn.__module__}.{fn.__name__} is {n} lines (at most {LIMIT}): move what it orchestrates into the library"
