@@ -38,7 +38,7 @@ COMMANDS = registered(app)
 
 def test_every_command_is_measured():
     names = {name for name, _ in COMMANDS}
-    assert {"train", "serve", "tasks lint", "tasks certify", "tiny build", "new domain", "quickstart", "regrade"} <= names
+    assert {"run", "probe", "train", "serve", "tasks lint", "tasks certify", "tiny build", "new domain", "quickstart", "regrade"} <= names
     assert all(Path(inspect.getsourcefile(inspect.unwrap(fn))).parent.name == "cli" for _, fn in COMMANDS)
 
 
