@@ -122,7 +122,9 @@ def test_naming_an_injected_mistake_is_strict():
     from groundstate.types import Blame
 
     changed, dropped = [Injected("change", 1, 1)], [Injected("drop", 0, 0)]
-    assert names_injected(Blame(kind="diverged", call=1, tool="t"), changed) and names_injected(Blame(kind="never_acted", call=1, tool="t"), changed)  # refused
+    assert names_injected(Blame(kind="diverged", call=1, tool="t"), changed) and names_injected(
+        Blame(kind="never_acted", call=1, tool="t"), changed
+    )  # refused
     assert not names_injected(Blame(kind="diverged", call=0, tool="t"), changed)  # another call
     assert not names_injected(Blame(kind="stopped_early"), changed)  # nothing was dropped: a call is to blame
     assert names_injected(Blame(kind="stopped_early"), dropped) and not names_injected(Blame(kind="diverged", call=2, tool="t"), dropped)
