@@ -155,10 +155,10 @@ def test_two_runs_with_one_user_cache_meet_the_same_sampled_customer(shop_llm, t
     assert a[("shop-llm-1", 0)] != a[("shop-llm-1", 1)]  # the attempt index keeps the k attempts' variety
     p0, p1 = user_side(tmp_path / "plain0.jsonl"), user_side(tmp_path / "plain1.jsonl")
     assert all(p0[key] != p1[key] for key in p0)  # without the cache, a sampled user differs run to run
-    counts = {r.key: r.model_extra["user_replies"] for r in read_records(tmp_path / "b.jsonl")}
+    counts = {r.key: r.user_replies.to_json() for r in read_records(tmp_path / "b.jsonl")}
     assert set(map(json.dumps, counts.values())) == {json.dumps({"cached": 2, "generated": 0})}
-    assert {r.model_extra["user_replies"]["generated"] for r in read_records(tmp_path / "a.jsonl")} == {2}
-    assert "user_replies" not in read_records(tmp_path / "plain0.jsonl")[0].model_extra
+    assert {r.user_replies.generated for r in read_records(tmp_path / "a.jsonl")} == {2}
+    assert read_records(tmp_path / "plain0.jsonl")[0].user_replies is None
     assert squash(f"user cache {cache / CACHE_FILE}: 0 user replies served from the cache, 8 generated and stored") in squash(first.output)
     assert squash("8 user replies served from the cache, 0 generated and stored") in squash(again.output)
     assert {r.reward for r in read_records(tmp_path / "b.jsonl")} == {1}
@@ -175,7 +175,7 @@ def test_two_agents_facing_the_cache_get_the_same_first_user_replies(shop_llm, t
         assert side_a[key][1] == side_b[key][1]  # the first reply: the same customer (agent-b's lookup is not seen)
         assert re.search(r"c\d@example\.com", side_b[key][2])  # then agent-b asked something else, answered afresh
     for r in read_records(tmp_path / "b.jsonl"):
-        assert r.model_extra["user_replies"] == {"cached": 1, "generated": 2}, r.key
+        assert r.user_replies.to_json() == {"cached": 1, "generated": 2}, r.key
         assert r.reward == 1
 
 
@@ -220,7 +220,7 @@ def test_a_user_fault_is_a_system_error_that_repair_reruns_and_metrics_counts(sh
         repaired = gs_run(stub, shop_llm, out, "--user-cache", str(cache), "--repair", k="1")
     assert repaired.exit_code == 0, repaired.output
     assert {(r.reward, r.system_error) for r in read_records(out)} == {(1, None)}
-    assert [r.model_extra["user_faults"] for r in read_records(out)] == [["contradicted_fact"]] * 2
+    assert [r.user_faults for r in read_records(out)] == [["contradicted_fact"]] * 2
     m = json.loads(cli.invoke(app, ["metrics", str(out), "--json"]).stdout)
     assert m["user_simulator_faults"] == {
         user_model: {
@@ -461,13 +461,13 @@ def test_a_bad_row_in_the_user_cache_is_evicted_reported_and_regenerated(shop_ll
     assert again.exit_code == 0, again.output
     records = read_records(tmp_path / "b.jsonl")
     assert {(r.reward, r.system_error) for r in records} == {(1, None)}
-    assert {r.model_extra["user_replies"]["evicted"] for r in records} == {1}
+    assert {r.user_replies.evicted for r in records} == {1}
     assert squash("2 bad rows evicted") in squash(again.output), again.output
     warned = [m for m in caplog.messages if "evicted the reply stored for task" in m]
     assert len(warned) == 2 and all(str(cache / CACHE_FILE) in m and why in m for m in warned), caplog.messages
     # evicted and regenerated: the next run is served from the cache, all clean
     assert third.exit_code == 0 and squash("4 user replies served from the cache, 0 generated") in squash(third.output), third.output
-    assert all("evicted" not in r.model_extra["user_replies"] for r in read_records(tmp_path / "c.jsonl"))
+    assert all(r.user_replies.evicted == 0 for r in read_records(tmp_path / "c.jsonl"))
 
 
 def test_a_reply_stored_as_text_that_is_not_utf8_is_evicted(tmp_path, caplog):

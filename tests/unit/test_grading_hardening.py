@@ -228,6 +228,12 @@ def test_a_broken_domain_file_fails_before_any_attempt_naming_the_file(tmp_path,
     assert_refused(folder, culprit, words, tmp_path)
 
 
+def _drop_left_by_earlier_runs(pg_backend, pattern: str) -> None:
+    """A run killed between its last two lines leaves the fixed folder's template behind; the server outlives runs."""
+    for (name,) in pg_backend._admin_execute("SELECT datname FROM pg_database WHERE datname LIKE %s", (f"gs\\_%{pattern}%",)):
+        pg_backend._admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 def test_a_schema_postgres_rejects_fails_early_and_leaves_no_database(pg_backend, tmp_path):
     folder = named_copy(tmp_path, "shop_pg_rejects")
     schema = folder / "schema.sql"  # SQLite accepts AUTOINCREMENT; PostgreSQL has no such keyword
@@ -235,6 +241,7 @@ def test_a_schema_postgres_rejects_fails_early_and_leaves_no_database(pg_backend
         schema.read_text().replace("CREATE TABLE notes (\n  id INTEGER PRIMARY KEY,", "CREATE TABLE notes (\n  id INTEGER PRIMARY KEY AUTOINCREMENT,")
     )
     assert "AUTOINCREMENT" in schema.read_text()
+    _drop_left_by_earlier_runs(pg_backend, "shop\\_pg\\_rejects")
     Domain(folder)  # loads: SQLite accepts it
     assert_refused(folder, "schema.sql", "PostgreSQL rejects the schema: syntax error", tmp_path, backend="postgres")
     left = pg_backend._admin_execute("SELECT datname FROM pg_database WHERE datname LIKE %s", ("gs\\_%shop\\_pg\\_rejects%",))
@@ -250,6 +257,7 @@ def test_a_schema_postgres_rejects_fails_early_and_leaves_no_database(pg_backend
 
 def test_seed_rows_postgres_rejects_fail_early_and_leave_no_database(pg_backend, tmp_path):
     folder = named_copy(tmp_path, "shop_pg_seed")
+    _drop_left_by_earlier_runs(pg_backend, "shop\\_pg\\_seed")
     (folder / "seed.py").write_text(
         "def generate(rng, scale=1.0):\n    return {'customers': [{'id': 1, 'name': 'a', 'email': 'a@x', 'tier': 'basic'},"
         " {'id': 2, 'name': 'b', 'email': 'a@x', 'tier': 'basic'}]}\n"
