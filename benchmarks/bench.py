@@ -34,9 +34,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -621,7 +622,7 @@ def main() -> None:
     meta = machine()
     meta["load_start"] = loadavg()
     meta["command"] = "python benchmarks/bench.py" + (" --quick" if args.quick else "")
-    meta["started"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    meta["started"] = datetime.now(UTC).isoformat(timespec="seconds")
     log(f"machine: {meta}")
     with tempfile.TemporaryDirectory(prefix="gs_bench_") as tmp:
         phases: dict[str, str] = {}
@@ -636,7 +637,7 @@ def main() -> None:
             phases[name] = loadavg().split()[0]
         meta["load_1min_after_each_phase"] = ", ".join(f"{k} {v}" for k, v in phases.items())
     meta["load_end"] = loadavg()
-    meta["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    meta["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
     meta["wall_s"] = time.perf_counter() - start
     print_table(sizes)
     if args.no_write:

@@ -25,9 +25,10 @@ import subprocess
 import sys
 import time
 import urllib.request
-from datetime import datetime, timezone
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -291,7 +292,7 @@ def main() -> None:
     R["mcp_http_session_mib"] = round((mpeak - midle) / n, 3)
     R["protocols_sessions"] = n
     R["protocols_wall_s"] = round(time.perf_counter() - started, 1)
-    R["protocols_finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    R["protocols_finished"] = datetime.now(UTC).isoformat(timespec="seconds")
     print(json.dumps(R, indent=1))
     if args.no_write:
         return

@@ -25,8 +25,9 @@ import re
 import socket
 import stat
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Any, Iterable, Optional
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_serializer, model_validator
 
@@ -81,16 +82,16 @@ class RunIdentity(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     agent: str
     user: str
-    judge: Optional[str] = None
+    judge: str | None = None
     seed: int
     sampling: dict[str, Any] = Field(default_factory=dict)
     limits: dict[str, Any] = Field(default_factory=dict)
     tasks: str
-    tool_call_format: Optional[str] = None  # where an `openai:` agent read tool calls; None for other agents
+    tool_call_format: str | None = None  # where an `openai:` agent read tool calls; None for other agents
     # an LLM user's sampling settings as given (None: its defaults), and whether its replies were audited
     # (`agents.user_audit`: a fault is a system error, not a verdict); None for the scripted user
-    user_sampling: Optional[dict[str, Any]] = None
-    user_audit: Optional[bool] = None
+    user_sampling: dict[str, Any] | None = None
+    user_audit: bool | None = None
 
     @property
     def id(self) -> str:
@@ -100,7 +101,7 @@ class RunIdentity(BaseModel):
                 del data[name]
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
-    def differences(self, other: "RunIdentity") -> list[str]:
+    def differences(self, other: RunIdentity) -> list[str]:
         """`field: this → other` for every field that differs (the task set is named, not its hash)."""
         a, b = self.model_dump(), other.model_dump()
         return [("selected tasks" if f == "tasks" else f) + ("" if f == "tasks" else f": {a[f]!r} → {b[f]!r}") for f in a if a[f] != b[f]]
@@ -118,33 +119,33 @@ class AttemptRecord(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
     task_id: Annotated[str, Field(strict=True, min_length=1)]
     attempt: Annotated[int, Field(strict=True, ge=0, lt=MAX_ATTEMPTS)]
-    domain: Optional[str] = None
-    split: Optional[str] = None
-    family: Optional[str] = None
-    template: Optional[str] = None
-    reward: Optional[Annotated[int, Field(strict=True)]]  # 1 or 0; None for a system error or an unjudged attempt
-    system_error: Optional[str] = None
+    domain: str | None = None
+    split: str | None = None
+    family: str | None = None
+    template: str | None = None
+    reward: Annotated[int, Field(strict=True)] | None  # 1 or 0; None for a system error or an unjudged attempt
+    system_error: str | None = None
     unjudged: Annotated[bool, Field(strict=True)] = False
-    finish_reason: Optional[str] = None
-    agent: Optional[str] = None
-    model: Optional[str] = None
-    user: Optional[str] = None
-    seed: Optional[Annotated[int, Field(strict=True)]] = None
+    finish_reason: str | None = None
+    agent: str | None = None
+    model: str | None = None
+    user: str | None = None
+    seed: Annotated[int, Field(strict=True)] | None = None
     usage: RecordUsage = Field(default_factory=RecordUsage)
-    verdict: Optional[Verdict] = None
-    trajectory: Optional[dict[str, Any]] = None
+    verdict: Verdict | None = None
+    trajectory: dict[str, Any] | None = None
     timings: dict[str, Any] = Field(default_factory=dict)
     record_version: Annotated[int, Field(strict=True, ge=1, le=RECORD_VERSION)] = 1
-    run: Optional[RunIdentity] = None
-    task_fingerprint: Optional[str] = None
+    run: RunIdentity | None = None
+    task_fingerprint: str | None = None
     # how many reply rubrics the attempted task has (0: graded on its final state alone); None in records made before
     # it was written. A rubric task of a run without a judge is set apart by every figure (`metrics.basis`)
-    rubrics: Optional[Annotated[int, Field(strict=True, ge=0)]] = None
+    rubrics: Annotated[int, Field(strict=True, ge=0)] | None = None
     # with a user cache: how many of the attempt's LLM-user replies were replayed, generated, evicted as bad rows
-    user_replies: Optional[UserReplies] = None
+    user_replies: UserReplies | None = None
     # the user-simulator faults that ended the earlier tries of this key, which `--repair` replaced (`pipeline.runner`)
     user_faults: list[FaultKind] = Field(default_factory=list)
-    _line: Optional[str] = PrivateAttr(default=None)  # the line it was read from, if it was
+    _line: str | None = PrivateAttr(default=None)  # the line it was read from, if it was
 
     @model_validator(mode="before")
     @classmethod
@@ -168,7 +169,7 @@ class AttemptRecord(BaseModel):
         return {} if v is None else v
 
     @model_validator(mode="after")
-    def _consistent(self) -> "AttemptRecord":
+    def _consistent(self) -> AttemptRecord:
         if self.reward is None and not (self.system_error or self.unjudged):
             raise ValueError("reward is null, but the record is neither a system error nor unjudged")
         if self.reward is not None and self.reward not in (0, 1):
@@ -187,7 +188,7 @@ class AttemptRecord(BaseModel):
                 del data[name]
         return data
 
-    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> "AttemptRecord":
+    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> AttemptRecord:
         """A copy; with `update`, a record validated anew from its fields and the update (a verdict given as a dict is a
         `Verdict` again), whose old line no longer says what it holds."""
         if not update:
@@ -574,7 +575,7 @@ class ResultsLock:
         os.close(self._fd)
         self._fd = None
 
-    def __enter__(self) -> "ResultsLock":
+    def __enter__(self) -> ResultsLock:
         self.acquire()
         return self
 
@@ -664,7 +665,7 @@ class ResultsWriter:
             self._fd = None
         self._lock.release()
 
-    def __enter__(self) -> "ResultsWriter":
+    def __enter__(self) -> ResultsWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:

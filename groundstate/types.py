@@ -10,8 +10,9 @@ that the environment answers with `ToolResult`s (`call_tool`); the loop ends wit
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Mapping, Optional, Protocol, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional, Protocol, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
@@ -40,7 +41,7 @@ class Usage:
     output_tokens: int = 0
     cached_input_tokens: int = 0
 
-    def add(self, other: "Usage") -> None:
+    def add(self, other: Usage) -> None:
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
         self.cached_input_tokens += other.cached_input_tokens
@@ -137,10 +138,10 @@ class Blame(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     kind: Literal["diverged", "stopped_early", "never_acted", "unavailable"]
-    call: Optional[int] = None  # the blamed call among the attempt's executed calls (or its first failed write)
-    tool: Optional[str] = None
+    call: int | None = None  # the blamed call among the attempt's executed calls (or its first failed write)
+    tool: str | None = None
     rows: list[dict[str, Any]] = Field(default_factory=list)  # what the blamed call got wrong (at most 5 rows)
-    reason: Optional[str] = None  # `unavailable` only
+    reason: str | None = None  # `unavailable` only
 
     @model_serializer
     def to_json(self) -> dict[str, Any]:
@@ -158,18 +159,18 @@ class Verdict(BaseModel):
     reward: Reward  # 1 or 0; None for a system error or an unjudged rubric task
     reasons: list[str] = Field(default_factory=list)
     diff: list[dict[str, Any]] = Field(default_factory=list)
-    system_error: Optional[str] = None
-    error_kind: Optional[ErrorKind] = None  # set with system_error, and only then
-    fault: Optional[FaultKind] = None  # an LLM user's fault, when error_kind is user_fault
+    system_error: str | None = None
+    error_kind: ErrorKind | None = None  # set with system_error, and only then
+    fault: FaultKind | None = None  # an LLM user's fault, when error_kind is user_fault
     state_reward: Reward = None  # the final-state part alone (before any rubric)
     unjudged: bool = False  # rubric task graded without a judge: counted apart, never pass or fail
     changes: dict[str, int] = Field(default_factory=dict)
     # where a failed final state went wrong: what `groundstate run` and `regrade` record for SQL domains
     # (`attempt.play(blame=True)`); training rewards and the adapters do not compute it
-    blame: Optional[Blame] = None
+    blame: Blame | None = None
 
     @model_validator(mode="after")
-    def _kind_with_error(self) -> "Verdict":
+    def _kind_with_error(self) -> Verdict:
         if (self.system_error is None) != (self.error_kind is None):
             raise ValueError("a system error has an error_kind, and only a system error has one")
         if self.fault is not None and self.error_kind != "user_fault":
@@ -210,7 +211,7 @@ def system_error(message: str, kind: ErrorKind, fault: FaultKind | None = None) 
 class Judge(Protocol):
     """Judges a task's reply rubrics for an attempt whose final state passed (see `grading.with_rubrics`)."""
 
-    def apply(self, task: "Task", trajectory: Trajectory | None, verdict: Verdict) -> Verdict: ...
+    def apply(self, task: Task, trajectory: Trajectory | None, verdict: Verdict) -> Verdict: ...
 
 
 # -- limits and failures of an attempt ----------------------------------------------------------------------
@@ -242,10 +243,10 @@ class EpisodeLimits:
         if self.max_tool_calls is not None and self.max_tool_calls < 0:
             raise ValueError(f"max_tool_calls must be 0 or more, got {self.max_tool_calls}")
 
-    def turns_for(self, task: "Task") -> int:
+    def turns_for(self, task: Task) -> int:
         return self.max_turns or task.limits.max_turns
 
-    def tool_calls_for(self, task: "Task") -> int:
+    def tool_calls_for(self, task: Task) -> int:
         return task.limits.max_tool_calls if self.max_tool_calls is None else self.max_tool_calls
 
 
@@ -282,7 +283,7 @@ class Environment(Protocol):
     `changes()` is the change set so far where the world has one (SQL sandboxes), else None.
     """
 
-    task: "Task"
+    task: Task
 
     def initial_messages(self) -> list[dict[str, Any]]:
         """The conversation an attempt starts from: the domain's policy (system) and the task's instruction (user)."""
@@ -315,7 +316,7 @@ class AttemptObserver(Protocol):
     either way), and what `play` adds to the verdict after grading (user-fault notes, blame) is not in it yet. An
     observer that raises fails the grading: the attempt becomes a system error."""
 
-    def graded(self, task: "Task", trajectory: Trajectory, verdict: Verdict, changes: ChangeSet | None) -> None: ...
+    def graded(self, task: Task, trajectory: Trajectory, verdict: Verdict, changes: ChangeSet | None) -> None: ...
 
 
 VALUE_VARIATIONS = ("upper", "padded")  # how a declared equivalent argument value may be written instead: upper-cased, or with spaces around it
@@ -354,11 +355,11 @@ class Domain(Protocol):
 
     def ref(self) -> str: ...
 
-    def prepare(self, backend: "Backend") -> None: ...
+    def prepare(self, backend: Backend) -> None: ...
 
-    async def open_environment(self, task: "Task", backend: "Backend", limits: EpisodeLimits) -> Environment: ...
+    async def open_environment(self, task: Task, backend: Backend, limits: EpisodeLimits) -> Environment: ...
 
-    async def blame(self, task: "Task", backend: "Backend", trajectory: Trajectory, limits: EpisodeLimits) -> Blame | None:
+    async def blame(self, task: Task, backend: Backend, trajectory: Trajectory, limits: EpisodeLimits) -> Blame | None:
         """Where an attempt whose final state failed went wrong (`groundstate.grading.blame`), replayed on a fresh world of the
         task; None where the domain cannot replay one cheaply."""
         ...

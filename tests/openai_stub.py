@@ -20,9 +20,10 @@ import re
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass
@@ -188,7 +189,7 @@ class OpenAIStub:
         with self._lock:
             return [r["body"] for r in self.requests if model is None or r["body"].get("model") == model]
 
-    def __enter__(self) -> "OpenAIStub":
+    def __enter__(self) -> OpenAIStub:
         self._thread.start()
         return self
 

@@ -99,7 +99,7 @@ class SamplingParams:
     max_context: int = 1024  # prompt + completion tokens of one episode
 
     @classmethod
-    def from_options(cls, options: dict[str, Any]) -> "SamplingParams":
+    def from_options(cls, options: dict[str, Any]) -> SamplingParams:
         """From a run's sampling options (`temperature`, `top_p`, `top_k`, `max_tokens`; unset ones keep their defaults)."""
         return cls(
             temperature=options.get("temperature", cls.temperature),
@@ -265,12 +265,12 @@ class BatchedPolicy:
         self._cache_kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
     @classmethod
-    def from_pretrained(cls, path: str, sampling: SamplingParams | None = None, **kw: Any) -> "BatchedPolicy":
+    def from_pretrained(cls, path: str, sampling: SamplingParams | None = None, **kw: Any) -> BatchedPolicy:
         """Load a local model directory; its `groundstate.json`, if any, says how it expects its prompt."""
         tok, model = load_pretrained(path)
         return cls(model.eval(), tok, sampling, **{**prompt_flags(path), **kw})
 
-    def agent(self, seed: int | None = None) -> "EpisodeAgent":
+    def agent(self, seed: int | None = None) -> EpisodeAgent:
         """One episode's handle. Its random stream is seeded by `seed` (e.g. the attempt's: task, index and run seed), or,
         without one, by this policy's seed and the number of episodes created before it (GRPO's rollouts, which
         start in a fixed order)."""

@@ -40,10 +40,11 @@ import json
 import logging
 import os
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from groundstate.agents.base import valid_text
 from groundstate.agents.user_audit import AuditedUser, Fault, UserAudit, UserSimulatorFault, refuse_overlong
@@ -202,7 +203,7 @@ class UserCache:
     def put(self, key: str, task_id: str, user_model: str, attempt: int, reply: str | None) -> tuple[str | None, bool]:
         """Store `reply` under `key` unless a reply is stored there already: (the stored reply, the first writer's, and
         whether it is this one). A bad row found there (`BadCacheRow`) is replaced by this reply."""
-        created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        created = datetime.now(UTC).isoformat(timespec="seconds")
         row = (key, task_id, user_model, attempt, created, reply)
         cur = self._conn.execute(f"INSERT OR IGNORE INTO {_TABLE} ({', '.join(_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)", row)
         if cur.rowcount == 1:
@@ -310,7 +311,7 @@ def provoked_findings(user: UserSimulator | None) -> list[str]:
     return [f"user-turn audit: {f.kind} the agent provoked, not a user-simulator fault: {f.detail}; {f.provoked}" for f in found]
 
 
-def early_stop_fault(user: UserSimulator | None) -> "UserSimulatorFault | None":
+def early_stop_fault(user: UserSimulator | None) -> UserSimulatorFault | None:
     """The premature stop an audited LLM user made in this attempt (`UserAudit.early_stop`), as the fault it is when the
     task was left undone; None for any other user, or one that did not stop early."""
     audit = user.audit if isinstance(user, (AuditedUser, CachedUser)) else None

@@ -27,10 +27,11 @@ import asyncio
 import functools
 import hashlib
 import json
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Callable
+from typing import Annotated, Any
 
 import pydantic
 from pydantic import Field, model_validator
@@ -106,7 +107,7 @@ class Certificate:
     problems: list[str] = field(default_factory=list)
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Certificate":
+    def _consistent(self) -> Certificate:
         alts = (self.alternatives_accepted, self.alternatives_invalid, len(self.false_negatives))
         wrong = [
             (self.mutants_killed > self.mutants_counted, f"mutants_killed ({self.mutants_killed}) exceeds mutants_counted ({self.mutants_counted})"),
@@ -141,7 +142,7 @@ class Certificate:
 
     @model_validator(mode="wrap")
     @classmethod
-    def _claims(cls, data: Any, handler: pydantic.ValidatorFunctionWrapHandler) -> "Certificate":
+    def _claims(cls, data: Any, handler: pydantic.ValidatorFunctionWrapHandler) -> Certificate:
         cert = handler(data)
         # `to_json` writes `certified`; read back, it is recomputed from the fields, and a file that says otherwise lies
         claimed = data.get("certified", cert.certified) if isinstance(data, dict) else cert.certified

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from groundstate.agents.scripted import ScriptedAgent, ScriptedUser, make_scripted_agent
 from groundstate.state.base import Backend

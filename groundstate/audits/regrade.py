@@ -19,9 +19,10 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from groundstate.records import AttemptRecord
 from groundstate.specs import JudgeSpec

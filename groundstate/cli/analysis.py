@@ -4,7 +4,6 @@ record names)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.markup import escape
@@ -24,10 +23,10 @@ def _fmt(x, pct=True):
 
 def metrics(
     results: Path = typer.Argument(..., help="Results JSONL of a run."),
-    k: Optional[str] = typer.Option(
+    k: str | None = typer.Option(
         None, "--k", help="k for pass@k / pass^k: one or more, comma-separated (e.g. 1,5,20), each at most n, the attempts per task (default: n)."
     ),
-    prices: Optional[Path] = typer.Option(None, "--prices", help="YAML price table overriding the bundled one."),
+    prices: Path | None = typer.Option(None, "--prices", help="YAML price table overriding the bundled one."),
     by: str = opts.choice("domain", "--by", choices=("domain", "family"), help="Breakdown: domain or family (--json has both)."),
     allow_incomplete: bool = typer.Option(False, "--allow-incomplete", help="Compute despite missing, duplicated or system-error keys."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
@@ -132,8 +131,8 @@ def _print_set_apart(rows: list[dict], what: str) -> None:
 def compare(
     base: Path = typer.Argument(..., help="Baseline results JSONL."),
     cand: Path = typer.Argument(..., help="Candidate results JSONL."),
-    k: Optional[int] = opts.count(None, "--k", help="k for pass@k / pass^k, at most the smaller n of the two runs (default: that n)."),
-    prices: Optional[Path] = typer.Option(None, "--prices", help="YAML price table extending the bundled one (as for metrics)."),
+    k: int | None = opts.count(None, "--k", help="k for pass@k / pass^k, at most the smaller n of the two runs (default: that n)."),
+    prices: Path | None = typer.Option(None, "--prices", help="YAML price table extending the bundled one (as for metrics)."),
     allow_incomplete: bool = typer.Option(
         False, "--allow-incomplete", help="Compare despite missing, duplicated or system-error keys (said in the output)."
     ),
@@ -218,11 +217,11 @@ def _print_agreement(a: dict) -> None:
 
 def report(
     results: Path = typer.Argument(..., help="Results JSONL of a run."),
-    baseline: Optional[Path] = typer.Option(None, "--baseline", help="Baseline results for a before/after comparison."),
-    output: Optional[Path] = opts.file_out(
+    baseline: Path | None = typer.Option(None, "--baseline", help="Baseline results for a before/after comparison."),
+    output: Path | None = opts.file_out(
         ReportJob.out, "--out", help="Where to write the HTML file (default: RESULTS.report.html beside the results file)."
     ),
-    prices: Optional[Path] = typer.Option(None, "--prices", help="YAML price table extending the bundled one (as for metrics)."),
+    prices: Path | None = typer.Option(None, "--prices", help="YAML price table extending the bundled one (as for metrics)."),
     allow_incomplete: bool = typer.Option(
         ReportJob.allow_incomplete, "--allow-incomplete", help="Report runs with missing, duplicated or system-error keys (said in the report)."
     ),
@@ -248,13 +247,13 @@ def export_command(
     results: Path = typer.Argument(..., help="Results JSONL of a run."),
     fmt: str = typer.Option(..., "--format", help="hf-dataset (a datasets folder, save_to_disk), parquet or sft-jsonl."),
     out_dir: Path = opts.folder_out(..., "--out", help="Output folder."),
-    passed_only: Optional[bool] = typer.Option(
+    passed_only: bool | None = typer.Option(
         ExportJob.passed_only,
         "--passed-only/--all-attempts",
         help="Keep only attempts with reward 1, or every attempt with its reward (default: passed only for sft-jsonl, "
         "whose examples are imitated; every attempt for hf-dataset and parquet, which carry the reward).",
     ),
-    domain: Optional[list[str]] = typer.Option(
+    domain: list[str] | None = typer.Option(
         None, "--domain", "-d", help="Domain name or folder to take tool schemas from, besides the bundled domains (repeatable)."
     ),
 ) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.markup import escape
@@ -15,11 +14,11 @@ from groundstate.cli.common import console, fail, open_backend, out, progress, s
 
 def conformance_command(
     tasks: str = typer.Option("all", "--tasks", help="Tasks to check (any --tasks selector of SQL domains; default: every bundled task)."),
-    adapters: Optional[str] = typer.Option(None, "--adapters", help="Comma-separated: trl, gymnasium, openenv (default: every one installed)."),
+    adapters: str | None = typer.Option(None, "--adapters", help="Comma-separated: trl, gymnasium, openenv (default: every one installed)."),
     backend: str = opts.Backend,
-    pg_dsn: Optional[str] = opts.PgDsn,
+    pg_dsn: str | None = opts.PgDsn,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object: adapters, tasks, trajectories, checked, refused, mismatches."),
-    out_file: Optional[Path] = opts.file_out(None, "--out", help="Also write the JSON report here."),
+    out_file: Path | None = opts.file_out(None, "--out", help="Also write the JSON report here."),
 ) -> None:
     """Play gold, no-op and every lint mutant of each task through each adapter and through `groundstate run`; list mismatches."""
     from groundstate.integrations.conformance import ADAPTERS, conformance

@@ -9,7 +9,7 @@ The log goes to stderr too, and may be dropped when nobody reads it (`groundstat
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from typer.core import TyperCommand
@@ -53,18 +53,18 @@ class OldSpelling(TyperCommand):
 
 def serve_mcp(
     domain: str = typer.Option(..., "--domain", "-d", help="Domain name or folder."),
-    task: Optional[str] = Task,
-    transport: Optional[str] = Transport,
-    host: Optional[str] = Host,
-    port: Optional[int] = Port,
-    token: Optional[str] = Token,
-    backend: Optional[str] = Backend,
-    pg_dsn: Optional[str] = opts.PgDsn,
+    task: str | None = Task,
+    transport: str | None = Transport,
+    host: str | None = Host,
+    port: int | None = Port,
+    token: str | None = Token,
+    backend: str | None = Backend,
+    pg_dsn: str | None = opts.PgDsn,
     allow_remote: bool = AllowRemote,
-    max_sessions: Optional[int] = MaxSessions,
-    session_wait: Optional[float] = SessionWait,
-    idle_timeout: Optional[float] = IdleTimeout,
-    max_pending: Optional[int] = MaxPending,
+    max_sessions: int | None = MaxSessions,
+    session_wait: float | None = SessionWait,
+    idle_timeout: float | None = IdleTimeout,
+    max_pending: int | None = MaxPending,
 ) -> None:
     """Serve a domain's tools over MCP, one isolated database sandbox per MCP session (`serve --protocol mcp`).
 

@@ -10,7 +10,8 @@ existing folder, a folder it writes into must not be an existing file.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import typer
 

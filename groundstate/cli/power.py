@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.markup import escape
@@ -43,8 +42,8 @@ def power_command(
         PowerQuestion.alpha, "--alpha", lo=0, hi=1, lo_open=True, hi_open=True, help="Two-sided significance level of the paired test."
     ),
     power: float = opts.number(PowerQuestion.power, "--power", lo=0, hi=1, lo_open=True, hi_open=True, help="Chance the test detects the lift."),
-    k: Optional[str] = typer.Option(None, "--k", help="Attempts per task to tabulate, comma-separated (default: 1,2,4,8,16,32 and the run's n)."),
-    tasks_available: Optional[int] = opts.count(
+    k: str | None = typer.Option(None, "--k", help="Attempts per task to tabulate, comma-separated (default: 1,2,4,8,16,32 and the run's n)."),
+    tasks_available: int | None = opts.count(
         None, "--tasks-available", lo=2, help="Tasks there are to draw from (default: the run's): designs needing more are marked out of reach."
     ),
     allow_incomplete: bool = typer.Option(False, "--allow-incomplete", help="Plan from a run with missing, duplicated or system-error keys."),

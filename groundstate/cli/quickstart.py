@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.table import Table
@@ -31,7 +30,7 @@ def quickstart(
         "--sft-max-steps",
         help="At most this many supervised warm-up steps (it stops earlier on its validation target).",
     ),
-    max_pool: Optional[int] = opts.count(QuickstartConfig.max_pool, "--max-pool", help="Use only the first N pool tasks (a reduced run)."),
+    max_pool: int | None = opts.count(QuickstartConfig.max_pool, "--max-pool", help="Use only the first N pool tasks (a reduced run)."),
     ood: bool = typer.Option(QuickstartConfig.ood, "--ood/--no-ood", help="Also evaluate on the out-of-distribution benchmark."),
 ) -> None:
     """The offline end-to-end demo: tiny base → probe → select → evaluate → GRPO → evaluate → compare, report."""

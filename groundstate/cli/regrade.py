@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.markup import escape
@@ -18,11 +17,11 @@ def regrade_command(
     results: Path = typer.Argument(..., help="Results JSONL of a run."),
     out_file: Path = opts.file_out(..., "--out", help="Where the regraded records go (a new file; never the input)."),
     tasks: str = typer.Option("all", "--tasks", help="Where today's task definitions come from (any --tasks selector; default: every bundled task)."),
-    judge: Optional[str] = typer.Option(
+    judge: str | None = typer.Option(
         None, "--judge", help="openai:MODEL\\[@URL]: judge reply rubrics again (without: a passing state keeps its recorded judgement)."
     ),
     backend: str = opts.Backend,
-    pg_dsn: Optional[str] = opts.PgDsn,
+    pg_dsn: str | None = opts.PgDsn,
     concurrency: int = opts.count(RegradeJob.concurrency, "--concurrency", "-c", help=opts.Concurrency.help),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object: records, replayed, kept, flips."),
 ) -> None:

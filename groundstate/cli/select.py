@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.markup import escape
@@ -67,11 +66,11 @@ RequireContentCheck = typer.Option(
 def select_command(
     probes: Path = typer.Argument(..., help="Probe results JSONL (from `groundstate probe` or any run)."),
     out_dir: Path = opts.folder_out(..., "--out", help="Where to write train.yaml, val.yaml, selection.jsonl and manifest.json."),
-    exclude: Optional[list[str]] = typer.Option(
+    exclude: list[str] | None = typer.Option(
         None, "--exclude", help="Tasks never to train on, as a task selector (e.g. bench); repeatable. Checked by id and by content."
     ),
-    exclude_list: Optional[list[Path]] = typer.Option(None, "--exclude-list", help="YAML list of task ids never to train on; repeatable."),
-    reference: Optional[Path] = typer.Option(
+    exclude_list: list[Path] | None = typer.Option(None, "--exclude-list", help="YAML list of task ids never to train on; repeatable."),
+    reference: Path | None = typer.Option(
         SelectJob.reference, "--reference", help="Results JSONL of a stronger reference policy: keep only tasks it solved at least once."
     ),
     reference_min_runs: int = ReferenceMinRuns,
@@ -83,7 +82,7 @@ def select_command(
     group_by: str = GroupBy,
     test_fraction: float = TestFraction,
     seed: int = typer.Option(SelectionParams.seed, "--seed", help="Seed of the split (a seeded hash; bands do not depend on it)."),
-    domain_path: Optional[list[str]] = DomainPath,
+    domain_path: list[str] | None = DomainPath,
     require_content_check: bool = RequireContentCheck,
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary on stdout."),
     allow_incomplete: bool = typer.Option(

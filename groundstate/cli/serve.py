@@ -7,7 +7,7 @@ spelling of `serve --protocol mcp` (cli.mcp), with these same options.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -87,25 +87,25 @@ RevealVerdict = typer.Option(
 
 def serve(
     protocol: str = Protocol,
-    domain: Optional[str] = Domain,
-    tasks: Optional[str] = Tasks,
-    task: Optional[str] = Task,
-    transport: Optional[str] = Transport,
-    host: Optional[str] = Host,
-    port: Optional[int] = Port,
-    token: Optional[str] = Token,
-    backend: Optional[str] = Backend,
-    pg_dsn: Optional[str] = opts.PgDsn,
-    user: Optional[str] = User,
+    domain: str | None = Domain,
+    tasks: str | None = Tasks,
+    task: str | None = Task,
+    transport: str | None = Transport,
+    host: str | None = Host,
+    port: int | None = Port,
+    token: str | None = Token,
+    backend: str | None = Backend,
+    pg_dsn: str | None = opts.PgDsn,
+    user: str | None = User,
     allow_remote: bool = AllowRemote,
-    max_sessions: Optional[int] = MaxSessions,
-    session_wait: Optional[float] = SessionWait,
-    idle_timeout: Optional[float] = IdleTimeout,
-    max_pending: Optional[int] = MaxPending,
-    max_turns: Optional[int] = opts.MaxTurns,
-    attempt_timeout: Optional[float] = opts.AttemptTimeout,
-    grade_timeout: Optional[float] = opts.GradeTimeout,
-    max_result_chars: Optional[int] = opts.MaxResultChars,
+    max_sessions: int | None = MaxSessions,
+    session_wait: float | None = SessionWait,
+    idle_timeout: float | None = IdleTimeout,
+    max_pending: int | None = MaxPending,
+    max_turns: int | None = opts.MaxTurns,
+    attempt_timeout: float | None = opts.AttemptTimeout,
+    grade_timeout: float | None = opts.GradeTimeout,
+    max_result_chars: int | None = opts.MaxResultChars,
     reveal_verdict: bool = RevealVerdict,
 ) -> None:
     """Serve tasks through a protocol, one isolated database sandbox per session: mcp serves a domain's tools (with

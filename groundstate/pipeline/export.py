@@ -23,9 +23,10 @@ one struct padded with nulls (which would add `null` arguments when a template r
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 
 from groundstate.records import AttemptRecord, latest_per_key
 from groundstate.worlds.domain import DOMAINS_DIR, Domain, bundled_domains, load_domain
@@ -86,12 +87,12 @@ class _ToolSchemas:
     """
 
     def __init__(self, domains: Iterable[str | Path | Domain] = ()):
-        self._by_name: dict[str, Optional[list[dict[str, Any]]]] = {}
+        self._by_name: dict[str, list[dict[str, Any]] | None] = {}
         for d in domains:
             d = d if isinstance(d, Domain) else load_domain(str(d))
             self._by_name[d.name] = d.tools.openai_schemas()
 
-    def __call__(self, name: Any) -> Optional[list[dict[str, Any]]]:
+    def __call__(self, name: Any) -> list[dict[str, Any]] | None:
         if not isinstance(name, str):
             return None
         if name not in self._by_name:

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from groundstate.jsontext import dumps
 from groundstate.pipeline.runner import RunConfig, run
@@ -288,7 +289,7 @@ class _Timer:
     def __init__(self, name: str, seconds: dict[str, float], log: Callable[[str], None]):
         self.name, self.seconds, self.log = name, seconds, log
 
-    def __enter__(self) -> "_Timer":
+    def __enter__(self) -> _Timer:
         self.t0 = time.perf_counter()
         return self
 

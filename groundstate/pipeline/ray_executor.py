@@ -45,7 +45,8 @@ import tempfile
 import traceback
 import warnings
 from collections import deque
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from groundstate.pipeline.config import Planned, RecordSink, RunConfig
 from groundstate.pipeline.runner import RunAgents, make_record, run_attempt

@@ -20,7 +20,7 @@ import platform
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -246,8 +246,8 @@ def write_manifest(path: Path, cfg: RunConfig, tasks: list[tuple[Task, Domain]],
         "tasks": len(tasks),
         "task_list_hash": task_list_hash(tasks),
         "config": cfg.to_json(),
-        "started": previous.get("started") or datetime.now(timezone.utc).isoformat(),
-        "updated": datetime.now(timezone.utc).isoformat(),
+        "started": previous.get("started") or datetime.now(UTC).isoformat(),
+        "updated": datetime.now(UTC).isoformat(),
         "resumed": previous["resumed"] + 1 if isinstance(previous.get("resumed"), int) else 0,
         **(extra or {}),
     }

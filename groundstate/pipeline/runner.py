@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from groundstate.agents import AgentSource, make_user
 from groundstate.agents.toolcall_format import looks_like_tool_call

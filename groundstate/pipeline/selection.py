@@ -13,9 +13,10 @@ Everything here is a pure function of its inputs: the same inputs and seed give 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from groundstate.audits.near_duplicates import near_duplicate_method
 from groundstate.audits.overlap import ExcludeSet, build_exclude_set, canonical_json, content_matches, task_universe

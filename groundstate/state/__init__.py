@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 BACKENDS = ("sqlite", "postgres")
 
 
-def make_backend(name: str, dsn: str | None = None, **kw: Any) -> "Backend":
+def make_backend(name: str, dsn: str | None = None, **kw: Any) -> Backend:
     """A backend by name: `sqlite` (default) or `postgres` (`dsn`, default `$GROUNDSTATE_PG_DSN`, connected to once
     here); `ValueError` for an unknown name or an unreachable server."""
     if name == "sqlite":

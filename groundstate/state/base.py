@@ -14,9 +14,10 @@ import json
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Protocol
+from typing import Any, Protocol
 
 from groundstate.state.capture import LOG_TABLE
 from groundstate.state.changes import ChangeSet, Normaliser, RowChange, canon_value
@@ -98,7 +99,7 @@ class Template:
     domain: World
     key: str
     handle: Any = None  # backend-specific: serialized bytes (SQLite) or a database name (PostgreSQL)
-    owner: "Backend | None" = field(default=None, repr=False)  # the backend that opens sandboxes from it
+    owner: Backend | None = field(default=None, repr=False)  # the backend that opens sandboxes from it
 
 
 @dataclass
@@ -119,7 +120,7 @@ class Sandbox(ABC):
     _guard: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     @contextlib.contextmanager
-    def in_use(self) -> Iterator["Sandbox"]:
+    def in_use(self) -> Iterator[Sandbox]:
         """Hold the sandbox open for one blocking call (raises `RuntimeError` once it is closed or closing)."""
         with self._guard:
             if self.closed or self._close_pending:
@@ -211,7 +212,7 @@ class Sandbox(ABC):
                 found[tuple(canon_value(row[c]) for c in pk)] = row
         return found
 
-    def __enter__(self) -> "Sandbox":
+    def __enter__(self) -> Sandbox:
         return self
 
     def __exit__(self, *exc: Any) -> None:

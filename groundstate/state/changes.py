@@ -13,8 +13,9 @@ import decimal
 import itertools
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 Key = tuple  # canonical primary-key values of a row
 Row = dict[str, Any]
@@ -54,7 +55,7 @@ class Normaliser:
     json_columns: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
-    def from_config(cls, volatile: dict, free_text: dict, json_columns: dict) -> "Normaliser":
+    def from_config(cls, volatile: dict, free_text: dict, json_columns: dict) -> Normaliser:
         def fz(d):
             return {t: frozenset(c) for t, c in d.items()}
 
@@ -111,13 +112,13 @@ class ChangeSet:
     rows_read: int = 0  # rows the computation read from the database: the grader's cost
 
     @classmethod
-    def from_changes(cls, changes: Iterable[RowChange], rows_read: int = 0) -> "ChangeSet":
+    def from_changes(cls, changes: Iterable[RowChange], rows_read: int = 0) -> ChangeSet:
         return cls({(c.table, c.key): c for c in changes if c.before != c.after}, rows_read)
 
     def __len__(self) -> int:
         return len(self.rows)
 
-    def masked(self, norm: Normaliser) -> "ChangeSet":
+    def masked(self, norm: Normaliser) -> ChangeSet:
         """The view the grader compares: rows whose only differences are masked drop out."""
         out = (RowChange(c.table, c.key, norm.mask_row(c.table, c.before), norm.mask_row(c.table, c.after)) for c in self.rows.values())
         return ChangeSet.from_changes(out, self.rows_read)

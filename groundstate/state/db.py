@@ -10,7 +10,8 @@ import contextlib
 import datetime as dt
 import re
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

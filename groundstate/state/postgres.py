@@ -50,7 +50,8 @@ import time
 import weakref
 import zlib
 from collections import OrderedDict
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -154,7 +155,7 @@ def grant_rows(conn: psycopg.Connection, role: str) -> None:
     conn.execute(sql.SQL("GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO {}").format(ident))
 
 
-def _close_at_exit(ref: "weakref.ref[PostgresBackend]") -> None:
+def _close_at_exit(ref: weakref.ref[PostgresBackend]) -> None:
     backend = ref()
     if backend is not None:
         try:
@@ -176,7 +177,7 @@ class _Clone:
 
 
 class PostgresSandbox(Sandbox):
-    backend: "PostgresBackend | None" = None
+    backend: PostgresBackend | None = None
     clone: _Clone | None = None
 
     @property
@@ -204,7 +205,7 @@ class PostgresBackend(Backend):
         self._admins: list[psycopg.Connection] = []
         self._admin_pool_lock = threading.Lock()
         self._pool = threading.Condition()
-        self._idle: "OrderedDict[str, _Clone]" = OrderedDict()  # dbname -> idle clone, least recently used first
+        self._idle: OrderedDict[str, _Clone] = OrderedDict()  # dbname -> idle clone, least recently used first
         self._clones = 0  # clones in existence (idle or in use)
         self._counter = itertools.count()
         # in every clone's name and locked while clones exist: several backends in one process never share names, and
@@ -679,7 +680,7 @@ class PostgresBackend(Backend):
             return False
         return True
 
-    def drop_templates(self, domain: "World | None" = None) -> None:
+    def drop_templates(self, domain: World | None = None) -> None:
         """Remove cached template databases (all of groundstate's, or one domain's bases)."""
         pattern = f"gs_base_{domain.name}_%" if domain else "gs\\_%"
         for (name,) in self._admin_execute("SELECT datname FROM pg_database WHERE datname LIKE %s", (pattern,)):

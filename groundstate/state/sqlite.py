@@ -98,7 +98,7 @@ def load_rows(conn: sqlite3.Connection, rows: dict[str, list[dict[str, Any]]]) -
 
 
 class SqliteSandbox(Sandbox):
-    backend: "SqliteBackend | None" = None
+    backend: SqliteBackend | None = None
 
     def _release(self) -> None:
         self.connection.raw.close()

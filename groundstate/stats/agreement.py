@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from groundstate.records import AttemptRecord, latest_per_key
 

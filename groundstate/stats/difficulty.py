@@ -12,7 +12,7 @@ the Jeffreys posterior Beta(c + ½, n − c + ½). From it:
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from scipy import stats
 

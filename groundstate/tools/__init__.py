@@ -18,8 +18,9 @@ import math
 import re
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import pydantic
 
@@ -109,7 +110,7 @@ class ToolSpec:
     params: dict[str, Any] = field(default_factory=dict)  # parameter name -> annotation
 
     @classmethod
-    def from_function(cls, fn: Callable) -> "ToolSpec":
+    def from_function(cls, fn: Callable) -> ToolSpec:
         """The spec of a tool function; `ValueError` naming the function when it cannot be one (see `_shape_problem`)."""
         meta = getattr(fn, "__gs_tool__", {"write": False})
         sig = inspect.signature(fn)
@@ -250,7 +251,7 @@ class Toolset:
         self.specs = {s.name: s for s in specs}
 
     @classmethod
-    def from_module(cls, module: Any) -> "Toolset":
+    def from_module(cls, module: Any) -> Toolset:
         fns = [obj for name, obj in vars(module).items() if callable(obj) and hasattr(obj, "__gs_tool__") and not name.startswith("_")]
         return cls([ToolSpec.from_function(f) for f in fns])
 

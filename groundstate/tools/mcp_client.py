@@ -57,7 +57,7 @@ class McpToolset:
         read_timeout_seconds: float | None = None,
         startup_timeout: float | None = None,
         noise: StdoutNoise | None = None,
-    ) -> AsyncIterator["McpToolset"]:
+    ) -> AsyncIterator[McpToolset]:
         """Connect through anything `mcp.Client` accepts (a transport, a URL, `StdioServerParameters`, a server object).
 
         `startup_timeout` bounds the whole start-up — connecting, the initialize handshake and tools/list — on its
@@ -91,7 +91,7 @@ class McpToolset:
         mode: str = "auto",
         read_timeout_seconds: float | None = None,
         startup_timeout: float | None = DEFAULT_STARTUP_TIMEOUT_S,
-    ) -> AsyncIterator["McpToolset"]:
+    ) -> AsyncIterator[McpToolset]:
         """Spawn `command args…` in a session of its own and talk MCP over its stdin/stdout
         (`groundstate.tools.stdio_transport`): start-up is bounded by `startup_timeout`, each request by
         `read_timeout_seconds`; on exit the server's whole process group is stopped, whatever it spawned included.
@@ -117,7 +117,7 @@ class McpToolset:
         read_timeout: float = 300.0,
         mode: str = "auto",
         read_timeout_seconds: float | None = None,
-    ) -> AsyncIterator["McpToolset"]:
+    ) -> AsyncIterator[McpToolset]:
         """Connect to a streamable-HTTP MCP server, sending `Authorization: Bearer <token>` when a token is given.
 
         The session is ended (HTTP DELETE) on exit, which is when groundstate's server closes its sandbox.
@@ -132,7 +132,7 @@ class McpToolset:
                 yield toolset
 
     @classmethod
-    def in_process(cls, server: Any, *, mode: str = "auto") -> contextlib.AbstractAsyncContextManager["McpToolset"]:
+    def in_process(cls, server: Any, *, mode: str = "auto") -> contextlib.AbstractAsyncContextManager[McpToolset]:
         """Connect to a server object in this process (no subprocess, no socket), e.g. `build_server(..., sandbox=s)`."""
         return cls.connect(server, mode=mode)
 

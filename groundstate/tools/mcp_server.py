@@ -103,7 +103,7 @@ class SessionEnded(Exception):
 class _Entry:
     owner: object = None  # the lifespan scope (stream connection or HTTP app) that serves the session
     lock: anyio.Lock = field(default_factory=anyio.Lock)
-    sandbox: "Sandbox | None" = None
+    sandbox: Sandbox | None = None
     owned: bool = True  # False for a caller-provided sandbox: never closed here
     closed: bool = False
     slot: bool = False  # holds one of the `max_sessions` slots (released when its sandbox is closed)
@@ -119,11 +119,11 @@ class _Activity:
 class _Scope:
     """What the server's lifespan yields: one per stream connection, one for the whole HTTP app."""
 
-    sessions: "SessionSandboxes"
+    sessions: SessionSandboxes
     connection_key: str = field(default_factory=lambda: f"connection-{uuid.uuid4().hex}")
 
 
-def _call_held(sandbox: "Sandbox", tools: Any, name: str, arguments: Any) -> ToolResult:
+def _call_held(sandbox: Sandbox, tools: Any, name: str, arguments: Any) -> ToolResult:
     """A tool call that holds its sandbox (`Sandbox.in_use`): a shutdown closing it meanwhile waits for the call."""
     with sandbox.in_use():
         return tools.call(sandbox.connection, name, arguments)
@@ -134,14 +134,14 @@ class SessionSandboxes:
 
     def __init__(
         self,
-        domain: "Domain",
-        backend: "Backend",
-        template: "Template",
+        domain: Domain,
+        backend: Backend,
+        template: Template,
         *,
         offload: bool | None = None,
         on_session_end: SessionEndHook | None = None,
         on_session_lost: SessionLostHook | None = None,
-        sandbox: "Sandbox | None" = None,
+        sandbox: Sandbox | None = None,
         idle_timeout: float | None = None,
         max_sessions: int | None = DEFAULT_MAX_SESSIONS,
         session_wait: float = DEFAULT_SESSION_WAIT,
@@ -272,7 +272,7 @@ class SessionSandboxes:
                 why += f" (and the session-lost hook failed: {type(e).__name__}: {e})"
         sys.stderr.write(f"[groundstate mcp] a session was not graded: {why}\n")  # one write: sessions end in threads
 
-    def _finish(self, sandbox: "Sandbox") -> None:
+    def _finish(self, sandbox: Sandbox) -> None:
         try:
             if self.on_session_end is not None:
                 self.on_session_end(sandbox)
@@ -346,11 +346,11 @@ def _session_key(ctx: ServerRequestContext[Any, Any]) -> str:
 
 
 def build_server(
-    domain: "Domain",
-    backend: "Backend",
-    task: "Task | None" = None,
+    domain: Domain,
+    backend: Backend,
+    task: Task | None = None,
     *,
-    sandbox: "Sandbox | None" = None,
+    sandbox: Sandbox | None = None,
     on_session_end: SessionEndHook | None = None,
     on_session_lost: SessionLostHook | None = None,
     sessions: SessionSandboxes | None = None,
@@ -476,10 +476,10 @@ class _StaticTokenVerifier:
 class _SessionLifecycle:
     """ASGI wrapper: feeds HTTP session activity to the registry and closes a sandbox when its session is deleted."""
 
-    def __init__(self, app: "ASGIApp", sessions: SessionSandboxes):
+    def __init__(self, app: ASGIApp, sessions: SessionSandboxes):
         self.app, self.sessions = app, sessions
 
-    async def __call__(self, scope: "Scope", receive: "Receive", send: "Send") -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -506,7 +506,7 @@ class _SessionLifecycle:
             if scope["method"] == "DELETE" and status is not None and 200 <= status < 300:
                 await self.sessions.end(sid, remember=True)
 
-    def _opening(self, send: "Send") -> "Send":
+    def _opening(self, send: Send) -> Send:
         async def watch(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start" and 200 <= message["status"] < 300:
                 sid = next((v.decode("latin-1") for k, v in message.get("headers", []) if k.lower() == SESSION_HEADER.encode()), None)
@@ -537,9 +537,9 @@ def check_host(host: str, allow_remote: bool = False) -> None:
 
 
 def build_http_app(
-    domain: "Domain",
-    backend: "Backend",
-    task: "Task | None" = None,
+    domain: Domain,
+    backend: Backend,
+    task: Task | None = None,
     *,
     token: str,
     host: str = "127.0.0.1",
@@ -551,7 +551,7 @@ def build_http_app(
     allow_remote: bool = False,
     max_sessions: int | None = DEFAULT_MAX_SESSIONS,
     session_wait: float = DEFAULT_SESSION_WAIT,
-) -> "ASGIApp":
+) -> ASGIApp:
     """The streamable-HTTP ASGI app: bearer-token protected, one sandbox per MCP session."""
     check_host(host, allow_remote)
     if not token:
@@ -618,14 +618,14 @@ async def _run_uvicorn(server: Any) -> None:
 
 
 async def serve_async(
-    domain: "Domain",
-    task: "Task | None" = None,
+    domain: Domain,
+    task: Task | None = None,
     transport: str = "stdio",
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
     token: str | None = None,
     *,
-    backend: "Backend | None" = None,
+    backend: Backend | None = None,
     allow_remote: bool = False,
     path: str = "/mcp",
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
@@ -693,14 +693,14 @@ async def serve_async(
 
 
 def serve(
-    domain: "Domain",
-    task: "Task | None" = None,
+    domain: Domain,
+    task: Task | None = None,
     transport: str = "stdio",
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
     token: str | None = None,
     *,
-    backend: "Backend | None" = None,
+    backend: Backend | None = None,
     allow_remote: bool = False,
     path: str = "/mcp",
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT,

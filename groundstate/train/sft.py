@@ -21,9 +21,10 @@ import importlib.util
 import json
 import random
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from groundstate.agents.local import ChatCodec
 from groundstate.agents.scripted import ScriptedAgent

@@ -23,8 +23,9 @@ import os
 import shutil
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from groundstate.train.tiny import END_OF_TEXT, IM_END, IM_START, chat_template
 

@@ -9,8 +9,9 @@ like any Hugging Face checkpoint. The chat format is `chat_template.jinja` besid
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 CHAT_TEMPLATE_PATH = Path(__file__).with_name("chat_template.jinja")
 

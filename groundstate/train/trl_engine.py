@@ -14,9 +14,10 @@ import asyncio
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from groundstate.agents.local import PROMPT_FLAGS, BatchedPolicy, SamplingParams, load_pretrained, prompt_flags
 from groundstate.jsontext import dumps

@@ -22,8 +22,9 @@ import hashlib
 import json
 import time
 import traceback
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from groundstate.agents.openai_compat import EndpointError
 from groundstate.agents.scripted import ScriptedAgent, ScriptedUser

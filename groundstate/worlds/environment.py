@@ -37,7 +37,7 @@ class SqlEnvironment:
         self.offload = sandbox.template.backend != "sqlite"
 
     @classmethod
-    async def open(cls, task: Task, domain: World, backend: Backend, limits: EpisodeLimits = EpisodeLimits()) -> "SqlEnvironment":
+    async def open(cls, task: Task, domain: World, backend: Backend, limits: EpisodeLimits = EpisodeLimits()) -> SqlEnvironment:
         """A fresh sandbox of the task's template, its golden state computed first.
 
         The golden state (cached per task) is computed before the attempt takes its sandbox: replaying gold needs
@@ -118,6 +118,6 @@ async def _open_or_release(backend: Backend, template: Any) -> Any:
         raise
 
 
-def _close_if_opened(done: "asyncio.Future[Any]") -> None:
+def _close_if_opened(done: asyncio.Future[Any]) -> None:
     if not done.cancelled() and done.exception() is None:
         done.result().close()

@@ -156,9 +156,8 @@ def test_postgres_sandbox_runs_as_an_unprivileged_role(shop, pg_backend, sql):
         raw = sandbox.connection.raw
         assert raw.execute("SELECT current_user").fetchone()[0] == SANDBOX_ROLE
         before = _schema(sandbox)
-        with pytest.raises(psycopg.Error) as e:
-            with raw.transaction():
-                raw.execute(sql.format(m=marker))
+        with pytest.raises(psycopg.Error) as e, raw.transaction():
+            raw.execute(sql.format(m=marker))
         assert isinstance(e.value, (psycopg.errors.InsufficientPrivilege, psycopg.errors.ActiveSqlTransaction)), repr(e.value)
         assert _schema(sandbox) == before
         # the sandbox still works for what tools do: read and write rows, atomically
@@ -312,9 +311,8 @@ def test_a_sandbox_connection_runs_at_most_one_statement_and_cannot_change_role(
             _unprivileged_and_in_its_transaction(db.raw)
         db.execute("RESET ROLE")  # one statement at a time: a login role has no other role to go back to
         for change in ("SET ROLE postgres", "SET SESSION AUTHORIZATION postgres", "SELECT set_config('role', 'postgres', false)"):
-            with pytest.raises(psycopg.errors.InsufficientPrivilege):
-                with db.atomic():
-                    db.execute(change)
+            with pytest.raises(psycopg.errors.InsufficientPrivilege), db.atomic():
+                db.execute(change)
         _unprivileged_and_in_its_transaction(db.raw)
     assert _pwned_files(pg_backend, tmp_path) == []
 

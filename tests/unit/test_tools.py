@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import types
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal
 
 import pytest
 
@@ -61,7 +61,7 @@ def book_trip(
     city: str,
     nights: int,
     cabin: Literal["economy", "business"] = "economy",
-    budget: Optional[float] = None,
+    budget: float | None = None,
     flexible: bool = False,
     guests: list[str] = [],
 ) -> dict:  # noqa: B006

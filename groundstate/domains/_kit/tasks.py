@@ -50,7 +50,7 @@ class Patch:
             self.order = tuple(order)
         self.tables: dict[str, list[dict[str, Any]]] = {}
 
-    def add(self, table: str, row: dict[str, Any]) -> "Patch":
+    def add(self, table: str, row: dict[str, Any]) -> Patch:
         """Append `row` (the object itself) to the table's rows; returns the patch, so adds chain."""
         self.tables.setdefault(table, []).append(row)
         return self
@@ -69,7 +69,7 @@ class Patch:
         """The table's row with this `id`, or None."""
         return next((r for r in self.tables.get(table, []) if r["id"] == row_id), None)
 
-    def extend(self, other: "Patch") -> "Patch":
+    def extend(self, other: Patch) -> Patch:
         """Append every row of `other`; returns this patch."""
         for table, rows in other.tables.items():
             for row in rows:

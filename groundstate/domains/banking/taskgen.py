@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from groundstate.domains import _kit
 from groundstate.domains._kit import WorldIndex, call, cents, dollars, group_by, long_date, money, rubric, said
@@ -99,7 +100,7 @@ def fee_text(code: str, amount: float) -> str:
 class Book:
     """Ledger entries a task adds, slotted into each account's history with every running balance recomputed."""
 
-    def __init__(self, g: "Generator"):
+    def __init__(self, g: Generator):
         self.g = g
         self.new: dict[int, list[dict]] = {}
 
@@ -161,7 +162,7 @@ class Patch(_kit.Patch):
 
     order = _kit.table_order(HERE)
 
-    def __init__(self, g: "Generator"):
+    def __init__(self, g: Generator):
         super().__init__()
         self.g = g
         self.book = Book(g)

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from groundstate.domains import _kit
 from groundstate.domains._kit import WorldIndex, cap, group_by, long_date, rubric, said
@@ -174,7 +175,7 @@ class Generator(WorldIndex):
 
         role "staff": employees and managers; "contractor"; "executive"; None: anyone.
         """
-        roles = {"staff": ("employee", "manager"), "contractor": ("contractor",), "executive": ("executive",)}.get(role or "", None)
+        roles = {"staff": ("employee", "manager"), "contractor": ("contractor",), "executive": ("executive",)}.get(role or "")
         pool = [s for s in self.world["staff_members"] if self.clean(s) and (roles is None or s["role"] in roles) and ok(s)]
         s = self.draw(pool, "staff member", lambda s: s["id"] not in self.used)
         self.used.add(s["id"])

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from groundstate.domains import _kit
 from groundstate.domains._kit import WorldIndex, call, dollars, first_of_month, group_by, long_date, money, rubric, said

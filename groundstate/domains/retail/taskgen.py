@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from groundstate.domains import _kit
 from groundstate.domains._kit import WorldIndex, call, cents, dollars, group_by, money, rubric, said

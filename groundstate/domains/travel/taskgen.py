@@ -23,8 +23,9 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import random
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from groundstate.domains import _kit
 from groundstate.domains._kit import WorldIndex, call, cap, cents, dollars, group_by, long_date, money, rubric, said

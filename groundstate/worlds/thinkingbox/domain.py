@@ -75,7 +75,7 @@ class TbDomain:
         """None: replaying an attempt's prefixes would start the case's server processes once per prefix."""
         return None
 
-    async def open_environment(self, task: Task, backend: Backend, limits: EpisodeLimits = EpisodeLimits()) -> "TbEnvironment":
+    async def open_environment(self, task: Task, backend: Backend, limits: EpisodeLimits = EpisodeLimits()) -> TbEnvironment:
         """The case's servers, started for one attempt (`backend` is not used: the servers hold the state)."""
         from groundstate.worlds.thinkingbox.env import TbEnvironment, TbServerError
 

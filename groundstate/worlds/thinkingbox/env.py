@@ -156,7 +156,7 @@ class TbEnvironment:
         no_sources: bool,
         system_prompt: str,
         limits: EpisodeLimits = EpisodeLimits(),
-    ) -> "TbEnvironment":
+    ) -> TbEnvironment:
         """Start the case's servers (from `servers`, read from `servers_file`) and initialise them; closed again on failure."""
         env = cls(task, case, servers, servers_file, no_sources, system_prompt, limits)
         try:

@@ -64,7 +64,7 @@ def test_schema_size(domain):
 
 
 def test_seed_agrees_with_the_business_date(domain, domain_module):
-    assert domain_module("seed").TODAY == domain.config.today
+    assert domain.config.today == domain_module("seed").TODAY
 
 
 def test_seed_scale_and_invariants(domain, sb, domain_module):
