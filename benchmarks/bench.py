@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import hashlib
 import json
@@ -140,10 +141,8 @@ def _sandbox_kib(scale: float, n_open: int) -> float:
     be = SqliteBackend(scale=scale)
     tpl = be.prepare(domain, task.patch)
     gc.collect()
-    try:
+    with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except OSError:
-        pass
     before = rss_bytes()
     boxes = [be.open(tpl) for _ in range(n_open)]
     for b in boxes:

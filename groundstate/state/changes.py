@@ -8,6 +8,7 @@ SQLite and PostgreSQL give identical change sets for the same writes.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 import itertools
@@ -68,10 +69,8 @@ class Normaliser:
         js = self.json_columns.get(table, ())
         for k, v in row.items():
             if k in js and isinstance(v, str):
-                try:
+                with contextlib.suppress(json.JSONDecodeError):
                     v = json.loads(v)
-                except json.JSONDecodeError:
-                    pass
             out[k] = canon_value(v)
         return out
 

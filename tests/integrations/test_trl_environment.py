@@ -206,10 +206,7 @@ class ForcedDecisions(LogitsProcessor):
 
     def plan(self, text: str, i: int) -> list[int]:
         task = next(t for t in self.tasks if t.instruction in text)
-        if "<tool_response>" in text or i % 2:
-            reply = "Done."
-        else:
-            reply = "".join(render_tool_call(c.tool, c.args) for c in task.gold)
+        reply = "Done." if "<tool_response>" in text or i % 2 else "".join(render_tool_call(c.tool, c.args) for c in task.gold)
         ids = self.tok.encode(reply, add_special_tokens=False)
         assert self.tok.decode(ids) == reply, "the tiny tokenizer must round-trip the forced text"
         return ids + [self.im_end]

@@ -271,10 +271,7 @@ def _arguments(spec, seed, golds: list[dict[str, Any]] = ()) -> st.SearchStrateg
                 )
             )
         gold = draw(st.integers(0, len(golds) - 1)) if golds and draw(st.booleans()) else -1
-        if gold >= 0:
-            args = dict(golds[gold])
-        else:
-            args = {n: draw(_plausible(props[n], seed)) for n in names if n in required or draw(st.booleans())}
+        args = dict(golds[gold]) if gold >= 0 else {n: draw(_plausible(props[n], seed)) for n in names if n in required or draw(st.booleans())}
         if mode == "perturb" and names:
             n = draw(st.sampled_from(names))
             args[n] = draw(_plausible(props[n], seed))

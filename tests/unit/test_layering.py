@@ -33,9 +33,8 @@ def layer_of(module: str) -> int:
     best: tuple[int, int] | None = None  # (prefix length, layer): the longest prefix wins
     for i, (_, prefixes) in enumerate(LAYERS):
         for p in prefixes:
-            if module == p or module.startswith(p + "."):
-                if best is None or len(p) > best[0]:
-                    best = (len(p), i)
+            if (module == p or module.startswith(p + ".")) and (best is None or len(p) > best[0]):
+                best = (len(p), i)
     if best is None:
         raise AssertionError(f"module {module} has no layer in tests/unit/test_layering.py: give it one")
     return best[1]

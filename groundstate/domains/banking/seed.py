@@ -486,7 +486,7 @@ class _Simulation:
         while heap:
             day, _, _, event = heapq.heappop(heap)
             self._apply(day, event, at, premier)
-        for kind, a in accts.items():
+        for _kind, a in accts.items():
             a["balance"] = self.balance[a["id"]]
 
     # -- events -------------------------------------------------------------------------------------

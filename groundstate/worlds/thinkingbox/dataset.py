@@ -116,7 +116,7 @@ def _module_bindings(tree: ast.Module) -> dict[str, int]:
                 bind(name)
         elif isinstance(node, ast.arg):
             bind(node.arg)
-        elif isinstance(node, ast.ExceptHandler) or isinstance(node, (ast.MatchAs, ast.MatchStar)):
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
             bind(node.name)
     return counts
 
