@@ -147,7 +147,7 @@ def served(n: int) -> tuple[dict[str, list[float]], list[Any], float, float, flo
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the server did not start")
+                    raise RuntimeError("the server did not start") from None
                 time.sleep(0.3)
         idle_rss = rss_mib(proc.pid)
         peak: list[float] = []
@@ -195,7 +195,7 @@ def mcp_http(n: int) -> tuple[dict[str, list[float]], int, float, float, float]:
     token = secrets.token_urlsafe(16)
     cmd = [sys.executable, "-m", "groundstate.cli.mcp", "--domain", str(SHOP), "--task", "shop-cancel", "--transport", "http"]
     cmd += ["--port", str(port), "--max-sessions", str(n), "--session-wait", "600"]
-    err = tempfile.NamedTemporaryFile("w+", prefix="gs_protocols_mcp_", suffix=".log", delete=False)
+    err = tempfile.NamedTemporaryFile("w+", prefix="gs_protocols_mcp_", suffix=".log", delete=False)  # noqa: SIM115 - closed and unlinked in the finally below
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT, env={**os.environ, "GROUNDSTATE_MCP_TOKEN": token})
     url = f"http://127.0.0.1:{port}/mcp"
     try:
@@ -206,7 +206,7 @@ def mcp_http(n: int) -> tuple[dict[str, list[float]], int, float, float, float]:
                 break
             except httpx2.TransportError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the MCP server did not start")
+                    raise RuntimeError("the MCP server did not start") from None
                 time.sleep(0.3)
         idle_rss = rss_mib(proc.pid)
         times: dict[str, list[float]] = {"reset": [], "step": [], "grade": []}

@@ -8,6 +8,7 @@ cannot hold up the process's exit, unlike the event loop's default executor).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -62,10 +63,8 @@ async def in_daemon_thread(fn: Callable[..., T], *args: Any) -> T:
             value, error = fn(*args), None
         except BaseException as e:  # noqa: BLE001 - handed to the awaiting coroutine
             value, error = None, e
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop closed while the call hung: nobody awaits it any more
             loop.call_soon_threadsafe(settle, value, error)
-        except RuntimeError:  # the loop closed while the call hung: nobody awaits it any more
-            pass
 
     threading.Thread(target=target, name="groundstate-tool", daemon=True).start()
     return await fut

@@ -652,10 +652,9 @@ class ResultsWriter:
         try:
             self._append(line)
         except OSError as e:
-            try:
-                os.ftruncate(self._fd, size)  # drop the partial line: the file keeps only whole records
-            except OSError:
-                pass  # the next run's read cuts an unterminated tail anyway
+            # drop the partial line: the file keeps only whole records (failing that, the next read cuts the tail)
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, size)
             self._failed = ResultsWriteError(self.path, e)
             raise self._failed from e
 

@@ -8,7 +8,7 @@ for TRL, `VerlRecipe` for verl), and the help text shows both.
 from __future__ import annotations
 
 from dataclasses import fields
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ def _job(name: str) -> Any:
     return TrainJob.model_fields[name].get_default(call_default_factory=True)
 
 
-class TinyBase(str, Enum):
+class TinyBase(StrEnum):
     scratch = "scratch"
     smollm2 = "smollm2"
 

@@ -239,5 +239,5 @@ class Backend(ABC):
         """Drop what dead processes left behind on a shared server (their sandboxes); the names dropped."""
         return []
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional: a backend that holds nothing keeps the no-op
         """Release what the backend holds (templates, admin connections)."""

@@ -495,10 +495,8 @@ class PostgresBackend(Backend):
             clone.conn.execute("BEGIN")
         except BaseException:
             if clone is not None:
-                try:
+                with contextlib.suppress(psycopg.Error):  # remembered as an orphan by _drop
                     self._drop(clone)
-                except psycopg.Error:
-                    pass  # remembered as an orphan by _drop
             with self._pool:
                 self.in_use -= 1
                 self._clones -= 1

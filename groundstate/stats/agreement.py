@@ -20,6 +20,7 @@ measures, not run-to-run noise.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import Counter
 from collections.abc import Iterable
@@ -229,8 +230,6 @@ def _call(call: Any) -> tuple[str, str]:
         return ("?", json.dumps(call, sort_keys=True, default=str))
     args = f.get("arguments")
     if isinstance(args, str):
-        try:
+        with contextlib.suppress(ValueError):  # else compared as the text the model wrote
             args = json.loads(args)
-        except ValueError:
-            pass  # compared as the text the model wrote
     return (str(f.get("name")), json.dumps(args, sort_keys=True, default=str))

@@ -127,9 +127,11 @@ class McpToolset:
         all_headers = dict(headers or {})
         if token:
             all_headers["Authorization"] = f"Bearer {token}"
-        async with httpx2.AsyncClient(headers=all_headers, timeout=httpx2.Timeout(timeout, read=read_timeout)) as http:
-            async with cls.connect(streamable_http_client(url, http_client=http), mode=mode, read_timeout_seconds=read_timeout_seconds) as toolset:
-                yield toolset
+        async with (
+            httpx2.AsyncClient(headers=all_headers, timeout=httpx2.Timeout(timeout, read=read_timeout)) as http,
+            cls.connect(streamable_http_client(url, http_client=http), mode=mode, read_timeout_seconds=read_timeout_seconds) as toolset,
+        ):
+            yield toolset
 
     @classmethod
     def in_process(cls, server: Any, *, mode: str = "auto") -> contextlib.AbstractAsyncContextManager[McpToolset]:

@@ -217,7 +217,7 @@ class SessionSandboxes:
                         message=f"no sandbox free: this server keeps at most {self.max_sessions} sessions' sandboxes "
                         f"open and none was released within {wait:g} s; end a session, or retry later",
                         data=INFRA_ERROR_DATA,
-                    )
+                    ) from None
             entry.slot = True
         try:
             with anyio.CancelScope(shield=True):  # a cancelled request must not leak the sandbox it opened

@@ -235,8 +235,10 @@ async def stdio_streams(max_pending: int = DEFAULT_MAX_PENDING) -> AsyncIterator
     stdin = _StdinLines()
     try:
         # The SDK's transport writes stdout (and keeps stray prints off it); stdin is read above.
-        async with stdio_server(stdin=_no_input()) as (_, write_stream):  # type: ignore[arg-type]
-            async with _bounded(stdin, write_stream, max_pending) as streams:
-                yield streams
+        async with (
+            stdio_server(stdin=_no_input()) as (_, write_stream),  # type: ignore[arg-type]
+            _bounded(stdin, write_stream, max_pending) as streams,
+        ):
+            yield streams
     finally:
         stdin.restore()

@@ -67,39 +67,43 @@ def test_stdio_lists_specs_calls_tools_and_isolates_sessions(shop):
     """Two server processes: tools/list is the ToolSpecs, calls write, bad calls are isError, sessions are isolated."""
 
     async def main():
-        async with stdio_client(stdio_params()) as (ra, wa), stdio_client(stdio_params()) as (rb, wb):
-            async with ClientSession(ra, wa) as a, ClientSession(rb, wb) as b:
-                await a.initialize()
-                await b.initialize()
+        async with (
+            stdio_client(stdio_params()) as (ra, wa),
+            stdio_client(stdio_params()) as (rb, wb),
+            ClientSession(ra, wa) as a,
+            ClientSession(rb, wb) as b,
+        ):
+            await a.initialize()
+            await b.initialize()
 
-                listed = (await a.list_tools()).tools
-                assert [t.name for t in listed] == shop.tools.names()
-                for t in listed:
-                    spec = shop.tools[t.name]
-                    assert t.description == spec.description
-                    assert t.input_schema == spec.json_schema()
-                    assert t.annotations.read_only_hint is (not spec.write)
+            listed = (await a.list_tools()).tools
+            assert [t.name for t in listed] == shop.tools.names()
+            for t in listed:
+                spec = shop.tools[t.name]
+                assert t.description == spec.description
+                assert t.input_schema == spec.json_schema()
+                assert t.annotations.read_only_hint is (not spec.write)
 
-                r = await a.call_tool("cancel_order", {"order_id": 1})
-                assert not r.is_error and json.loads(text(r)) == {"order_id": 1, "status": "cancelled"}
-                assert r.meta["groundstate/write"] is True
-                r = await a.call_tool("get_order", {"order_id": 1})
-                assert not r.is_error and json.loads(text(r))["status"] == "cancelled"
+            r = await a.call_tool("cancel_order", {"order_id": 1})
+            assert not r.is_error and json.loads(text(r)) == {"order_id": 1, "status": "cancelled"}
+            assert r.meta["groundstate/write"] is True
+            r = await a.call_tool("get_order", {"order_id": 1})
+            assert not r.is_error and json.loads(text(r))["status"] == "cancelled"
 
-                # session B (another process, another sandbox) still sees the task's start state
-                r = await b.call_tool("get_order", {"order_id": 1})
-                assert json.loads(text(r))["status"] == "pending"
+            # session B (another process, another sandbox) still sees the task's start state
+            r = await b.call_tool("get_order", {"order_id": 1})
+            assert json.loads(text(r))["status"] == "pending"
 
-                r = await a.call_tool("get_order", {"order_id": "abc"})
-                assert r.is_error and text(r).startswith("error: invalid arguments for get_order: order_id:")
-                r = await a.call_tool("get_order", {})
-                assert r.is_error and "order_id: Field required" in text(r)
-                r = await a.call_tool("cancel_order", {"order_id": 1})
-                assert r.is_error and text(r) == "error: order 1 is cancelled and cannot be cancelled"
-                r = await a.call_tool("no_such_tool", {})
-                assert r.is_error and text(r).startswith("error: unknown tool 'no_such_tool'")
-                r = await a.call_tool("broken_tool", {"order_id": 1})
-                assert r.is_error and "RuntimeError: bug in tool" in text(r)
+            r = await a.call_tool("get_order", {"order_id": "abc"})
+            assert r.is_error and text(r).startswith("error: invalid arguments for get_order: order_id:")
+            r = await a.call_tool("get_order", {})
+            assert r.is_error and "order_id: Field required" in text(r)
+            r = await a.call_tool("cancel_order", {"order_id": 1})
+            assert r.is_error and text(r) == "error: order 1 is cancelled and cannot be cancelled"
+            r = await a.call_tool("no_such_tool", {})
+            assert r.is_error and text(r).startswith("error: unknown tool 'no_such_tool'")
+            r = await a.call_tool("broken_tool", {"order_id": 1})
+            assert r.is_error and "RuntimeError: bug in tool" in text(r)
 
     run(main)
 
@@ -164,9 +168,10 @@ def test_http_requires_the_bearer_token(http_server):
     assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
 
     async def main():
-        with pytest.raises(Exception):
+        with pytest.raises(BaseExceptionGroup) as refused:  # the SDK's task group wraps the refusal
             async with McpToolset.http(url, token="not-the-token"):
                 pass
+        assert refused.group_contains(MCPError, match="error response")
 
     run(main)
 
@@ -177,19 +182,22 @@ def test_http_concurrent_sessions_are_isolated_and_released(http_server):
     before = len(_ended_lines(log))
 
     async def session_calls(a_wrote: anyio.Event, role: str, out: dict) -> None:
-        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(30, read=300)) as http:
-            async with streamable_http_client(url, http_client=http) as (read, write), ClientSession(read, write) as s:
-                await s.initialize()
-                if role == "A":
-                    r = await s.call_tool("cancel_order", {"order_id": 1})
-                    assert not r.is_error, text(r)
-                    a_wrote.set()
-                    out["A"] = json.loads(text(await s.call_tool("get_order", {"order_id": 1})))["status"]
-                else:
-                    await a_wrote.wait()
-                    out["B"] = json.loads(text(await s.call_tool("get_order", {"order_id": 1})))["status"]
-                    bad = await s.call_tool("cancel_order", {"order_id": "one"})
-                    assert bad.is_error and text(bad).startswith("error: invalid arguments for cancel_order")
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(30, read=300)) as http,
+            streamable_http_client(url, http_client=http) as (read, write),
+            ClientSession(read, write) as s,
+        ):
+            await s.initialize()
+            if role == "A":
+                r = await s.call_tool("cancel_order", {"order_id": 1})
+                assert not r.is_error, text(r)
+                a_wrote.set()
+                out["A"] = json.loads(text(await s.call_tool("get_order", {"order_id": 1})))["status"]
+            else:
+                await a_wrote.wait()
+                out["B"] = json.loads(text(await s.call_tool("get_order", {"order_id": 1})))["status"]
+                bad = await s.call_tool("cancel_order", {"order_id": "one"})
+                assert bad.is_error and text(bad).startswith("error: invalid arguments for cancel_order")
 
     async def main():
         out: dict = {}
@@ -219,12 +227,14 @@ def test_mcp_toolset_over_http_and_sdk_client_eras(http_server, shop):
             assert json.loads((await a.acall("get_order", '{"order_id": 1}')).content)["status"] == "cancelled"
 
         # a client pinned to the session-less 2026-07-28 protocol is told why its call cannot be served
-        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http:
-            async with Client(streamable_http_client(url, http_client=http), mode="2026-07-28") as c:
-                assert [t.name for t in (await c.list_tools()).tools] == shop.tools.names()
-                with pytest.raises(MCPError, match="one database sandbox per MCP session") as e:
-                    await c.call_tool("get_order", {"order_id": 1})
-                assert e.value.data == {"groundstate/infrastructure": True}
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http,
+            Client(streamable_http_client(url, http_client=http), mode="2026-07-28") as c,
+        ):
+            assert [t.name for t in (await c.list_tools()).tools] == shop.tools.names()
+            with pytest.raises(MCPError, match="one database sandbox per MCP session") as e:
+                await c.call_tool("get_order", {"order_id": 1})
+            assert e.value.data == {"groundstate/infrastructure": True}
         # ... which McpToolset raises (a system error for the runner), rather than showing it to the agent
         async with McpToolset.http(url, token=token, mode="2026-07-28") as pinned:
             assert "get_order" in pinned
@@ -722,10 +732,13 @@ def _start_http(log: Path, *extra: str) -> tuple[subprocess.Popen, str, str]:
 
 @contextlib.asynccontextmanager
 async def _http_session(url: str, token: str):
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(30, read=300)) as http:
-        async with streamable_http_client(url, http_client=http) as (read, write), ClientSession(read, write) as s:
-            await s.initialize()
-            yield s
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(30, read=300)) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as s,
+    ):
+        await s.initialize()
+        yield s
 
 
 def _sandbox_databases(pid: int) -> list[str]:

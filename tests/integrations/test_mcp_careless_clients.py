@@ -82,10 +82,13 @@ def _malformed(url: str, n: int) -> None:
 
 @contextlib.asynccontextmanager
 async def _session(url: str, token: str):
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(60, read=300)) as http:
-        async with streamable_http_client(url, http_client=http) as (read, write), ClientSession(read, write) as s:
-            await s.initialize()
-            yield s
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(60, read=300)) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as s,
+    ):
+        await s.initialize()
+        yield s
 
 
 def _run(fn, limit: float = 120.0):

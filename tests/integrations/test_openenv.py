@@ -53,7 +53,7 @@ def server(tmp_path_factory):
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
-                raise AssertionError(f"the server did not start: {log.read_text()[-3000:]}")
+                raise AssertionError(f"the server did not start: {log.read_text()[-3000:]}") from None
             time.sleep(0.3)
     yield url
     proc.terminate()
@@ -141,7 +141,7 @@ def test_hostile_and_careless_clients_get_errors_and_the_server_stays_up(server)
                 await env.reset(task_id="../../etc/passwd")
         async with GenericEnvClient(base_url=server) as env:
             await env.reset(task_id="shop-cancel")
-            with pytest.raises(Exception):
+            with pytest.raises(RuntimeError, match="Invalid message"):
                 await env.step({"type": "exec", "code": "import os"})  # not an action of this server
             bad = await env.step({"type": "call_tool", "tool_name": "cancel_order", "arguments": {"order_id": "1; DROP TABLE orders"}})
             out["bad"] = bad

@@ -166,9 +166,11 @@ def test_postgres_sandbox_runs_as_an_unprivileged_role(shop, pg_backend, sql):
 
 
 def test_sandbox_role_has_no_privileges(pg_backend, shop):
-    with pg_backend.open(pg_backend.prepare(shop, {})) as sandbox:  # the first clone creates the role
-        with pg_backend.connect(sandbox.dbname) as again:  # a reconnection (say, after a server restart) too
-            assert again.execute("SELECT session_user, current_user").fetchone() == (SANDBOX_ROLE, SANDBOX_ROLE)
+    with (
+        pg_backend.open(pg_backend.prepare(shop, {})) as sandbox,  # the first clone creates the role
+        pg_backend.connect(sandbox.dbname) as again,  # a reconnection (say, after a server restart) too
+    ):
+        assert again.execute("SELECT session_user, current_user").fetchone() == (SANDBOX_ROLE, SANDBOX_ROLE)
     with psycopg.connect(pg_backend.dsn) as conn:
         row = conn.execute(
             "SELECT rolsuper, rolcreatedb, rolcreaterole, rolcanlogin, rolbypassrls, rolreplication FROM pg_roles WHERE rolname = %s", (SANDBOX_ROLE,)
@@ -305,9 +307,11 @@ def test_a_sandbox_connection_runs_at_most_one_statement_and_cannot_change_role(
     with pg_backend.open(pg_backend.prepare(shop, {})) as sandbox:
         db = sandbox.connection
         for run in (db.query_bounded, db.query, db.execute):
-            with pytest.raises(psycopg.errors.SyntaxError, match="multiple commands"):
-                with db.atomic():  # as a tool's SQL runs (a check has its own savepoint)
-                    run(sql, 5.0) if run == db.query_bounded else run(sql)
+            with (
+                pytest.raises(psycopg.errors.SyntaxError, match="multiple commands"),
+                db.atomic(),  # as a tool's SQL runs (a check has its own savepoint)
+            ):
+                run(sql, 5.0) if run == db.query_bounded else run(sql)
             _unprivileged_and_in_its_transaction(db.raw)
         db.execute("RESET ROLE")  # one statement at a time: a login role has no other role to go back to
         for change in ("SET ROLE postgres", "SET SESSION AUTHORIZATION postgres", "SELECT set_config('role', 'postgres', false)"):

@@ -48,7 +48,7 @@ def test_edge_cases():
 def synthetic(counts, k, model="gpt-4o-mini", tokens=(1000, 200, 100), domains=None):
     """Records for tasks with known successes: counts = {task: c}; tokens = (input, cached, output) per attempt."""
     recs = []
-    for _i, (task, c) in enumerate(counts.items()):
+    for task, c in counts.items():
         for a in range(k):
             recs.append(
                 AttemptRecord.model_validate(

@@ -40,7 +40,7 @@ def gold_of(task) -> list[dict[str, Any]]:
         (Literal["basic", "gold"], "basic", "gold"),
         (Literal["basic", "gold"], "gold", "basic"),
         (Literal["a", "b", "c"], "b", "a"),
-        (Optional[Literal["basic", "gold"]], "gold", "basic"),
+        (Optional[Literal["basic", "gold"]], "gold", "basic"),  # noqa: UP045 - the spelling older tools use
         (int, 3, 4),
         (int, 0, 1),
         (int, -1, 0),
@@ -58,7 +58,7 @@ def gold_of(task) -> list[dict[str, Any]]:
         (list[int], [1, 2, 3], [1, 2]),
         (list[str], ["a", "b"], ["a"]),
         (list[int], [5], [6]),
-        (Optional[int], 3, 4),
+        (Optional[int], 3, 4),  # noqa: UP045 - the spelling older tools use
         (int | None, 7, 8),
         (Annotated[int, "an id"], 9, 10),
         (dict[str, int], {"a": 1, "b": 2}, {"a": 1}),
@@ -81,7 +81,7 @@ def test_alternative(annotation, value, expected):
         (list[str], ["solo"]),
         (list[int], []),
         (list[bool], [True]),
-        (Optional[int], None),
+        (Optional[int], None),  # noqa: UP045 - the spelling older tools use
         (dict[str, int], {}),
     ],
 )

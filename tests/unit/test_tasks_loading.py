@@ -31,7 +31,7 @@ def write(path: Path, text: str) -> Path:
 def load_error(domain_dir: Path) -> TaskFileError:
     """Build the domain fresh (no lru_cache) and load its tasks; return the error raised."""
     with pytest.raises(TaskFileError) as info:
-        Domain(domain_dir).tasks
+        _ = Domain(domain_dir).tasks
     return info.value
 
 
@@ -411,7 +411,7 @@ def test_check_sql_must_be_read_only(domain_dir):
         """,
     )
     with pytest.raises(TaskFileError) as e:
-        Domain(domain_dir).tasks
+        _ = Domain(domain_dir).tasks
     assert e.value.task_id == "destructive-check" and e.value.field == "checks[0].sql"
     assert "read-only" in str(e.value)
     again = Domain(domain_dir)  # nothing was executed: the schema still has its tables

@@ -63,8 +63,8 @@ def book_trip(
     cabin: Literal["economy", "business"] = "economy",
     budget: float | None = None,
     flexible: bool = False,
-    guests: list[str] = [],
-) -> dict:  # noqa: B006
+    guests: list[str] = [],  # noqa: B006 - the tool as a careless author writes it
+) -> dict:
     """Book a trip for the customer.
 
     Args:

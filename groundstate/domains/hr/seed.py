@@ -308,7 +308,7 @@ def accrual_credits(p: dict) -> int:
     return sum(1 for m in range(1, TODAY.month + 1) if dt.date(YEAR, m, 1) > hired)
 
 
-def _leave(rng, personnel, departments, blackouts):
+def _leave(rng, personnel, departments, blackouts):  # noqa: C901 - one row's rules in the order they draw from the rng; a split would change no logic
     """Leave requests of this year (plus some history) and the balances they imply."""
     dept_blackouts: dict[int, list[tuple[str, str]]] = {}
     for b in blackouts:
@@ -440,7 +440,7 @@ def _onboarding(rng, personnel):
             continue
         onboarding = p["status"] == "onboarding"
         states = []
-        for item, mandatory, due in ONBOARDING_ITEMS:
+        for _item, mandatory, due in ONBOARDING_ITEMS:
             due_on = hired + dt.timedelta(days=due)
             if not onboarding:
                 waived = not mandatory and rng.random() < 0.1

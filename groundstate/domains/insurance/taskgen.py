@@ -493,10 +493,8 @@ def _new_incident(g: Generator, p: dict, kind: str, low: int = 2, high: int = 25
         driver = rng.choice(g.active_drivers(p))
     ago = g.incident_ago(p, [v] + ([driver] if driver else []), low, high)
     told, description = rng.choice(STORIES[kind])
-    if kind == "theft":
-        estimate = v["vehicle_value"]  # stolen and not recovered: the claim is for the car's value
-    else:
-        estimate = float(rng.randint(8, 90) * 50 + rng.choice([0, 0, 25, 40]))
+    # stolen and not recovered: the claim is for the car's value
+    estimate = v["vehicle_value"] if kind == "theft" else float(rng.randint(8, 90) * 50 + rng.choice([0, 0, 25, 40]))
     return {
         "vehicle": v,
         "driver": driver,

@@ -178,7 +178,7 @@ class TbEnvironment:
             )
         for name in self.case.init:
             spec = specs[name]
-            log = self._stack.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace"))
+            log = self._stack.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace"))  # noqa: SIM115 - the stack closes it
             self.logs[name] = log
             try:
                 self.servers[name] = await self._stack.enter_async_context(
