@@ -26,6 +26,7 @@ variations apply, with reads as the server marks them.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import typing
 from dataclasses import dataclass, field
@@ -104,59 +105,89 @@ def _reads(gold: _Gold, domain: Domain) -> Calls:
 
 
 def variations(gold: _Gold, domain: Domain) -> list[Variation]:
-    """Every variation of the gold this world allows (see the module docstring), at most `PER_KIND` of each kind."""
-    calls, n = gold.calls, len(gold.calls)
-    out: list[Variation] = []
-    idx = list(range(n))
-    if gold.touched is not None:
-        writes = [i for i in idx if gold.records[i]["write"]]
-        for a, b in list(zip(writes, writes[1:])):
-            if gold.touched[a] & gold.touched[b] or sum(v.kind == "reorder" for v in out) >= PER_KIND:
-                continue
-            order = idx[:]
-            order[a], order[b] = b, a
-            out.append(
-                Variation(
-                    "reorder",
-                    f"calls {a} ({calls[a]['tool']}) and {b} ({calls[b]['tool']}) swapped",
-                    [calls[i] for i in order],
-                    list(order),
-                    swapped=(a, b),
-                )
-            )
+    """Every variation of the gold this world allows (see the module docstring), at most `PER_KIND` of each kind, in
+    the order reorder, insert_read, repeat_read, reword, equivalent."""
+    return [*_reorders(gold), *_inserted_reads(gold, domain), *_repeated_reads(gold), *_rewords(gold, domain), *_equivalents(gold, domain)]
+
+
+def _reorders(gold: _Gold) -> list[Variation]:
+    """Two neighbouring writes swapped, where they touch no row in common."""
+    if gold.touched is None:
+        return []
+    calls, idx, out = gold.calls, list(range(len(gold.calls))), []
+    writes = [i for i in idx if gold.records[i]["write"]]
+    for a, b in itertools.pairwise(writes):
+        if gold.touched[a] & gold.touched[b] or len(out) >= PER_KIND:
+            continue
+        order = idx[:]
+        order[a], order[b] = b, a
+        swapped = f"calls {a} ({calls[a]['tool']}) and {b} ({calls[b]['tool']}) swapped"
+        out.append(Variation("reorder", swapped, [calls[i] for i in order], list(order), swapped=(a, b)))
+    return out
+
+
+def _inserted_reads(gold: _Gold, domain: Domain) -> list[Variation]:
+    """A read-only call the gold does not make, added first and added last."""
+    calls, idx = gold.calls, list(range(len(gold.calls)))
+    out = []
     for read in _reads(gold, domain)[:1]:
         out.append(Variation("insert_read", f"{_description(read)} added before call 0", [read] + calls, [None] + idx))
         out.append(Variation("insert_read", f"{_description(read)} added after the last call", calls + [read], idx + [None]))
-    for i in [i for i in idx if not gold.records[i]["write"]][:PER_KIND]:
-        out.append(
-            Variation(
-                "repeat_read",
-                f"call {i} ({calls[i]['tool']}) made twice",
-                calls[: i + 1] + [calls[i]] + calls[i + 1 :],
-                idx[: i + 1] + [None] + idx[i + 1 :],
-            )
+    return out
+
+
+def _repeated_reads(gold: _Gold) -> list[Variation]:
+    """A read of the gold's made twice."""
+    calls, idx = gold.calls, list(range(len(gold.calls)))
+    return [
+        Variation(
+            "repeat_read",
+            f"call {i} ({calls[i]['tool']}) made twice",
+            calls[: i + 1] + [calls[i]] + calls[i + 1 :],
+            idx[: i + 1] + [None] + idx[i + 1 :],
         )
-    if gold.changes is not None:
-        texts = _free_text_values(gold.changes, domain.equivalences.free_text)
-        for i in [i for i in idx if gold.records[i]["write"]]:
-            for name, value in calls[i]["args"].items():
-                if not isinstance(value, str) or not any(value == t or (len(value.split()) >= 3 and value in t) for t in texts):
-                    continue
-                if sum(v.kind == "reword" for v in out) < PER_KIND:
-                    changed = {**calls[i], "args": {**calls[i]["args"], name: REWORD_PREFIX + value}}
-                    out.append(Variation("reword", f"call {i} ({calls[i]['tool']}): {name} reworded", calls[:i] + [changed] + calls[i + 1 :], idx, i))
+        for i in [i for i in idx if not gold.records[i]["write"]][:PER_KIND]
+    ]
+
+
+def _rewords(gold: _Gold, domain: Domain) -> list[Variation]:
+    """A write's free-text argument reworded, where the text reaches a free-text column of the final state."""
+    if gold.changes is None:
+        return []
+    calls, out = gold.calls, []
+    texts = _free_text_values(gold.changes, domain.equivalences.free_text)
+    for i in [i for i in range(len(calls)) if gold.records[i]["write"]]:
+        for name, value in calls[i]["args"].items():
+            if not isinstance(value, str) or not any(value == t or (len(value.split()) >= 3 and value in t) for t in texts):
+                continue
+            if len(out) < PER_KIND:
+                changed = {**calls[i], "args": {**calls[i]["args"], name: REWORD_PREFIX + value}}
+                out.append(
+                    Variation(
+                        "reword",
+                        f"call {i} ({calls[i]['tool']}): {name} reworded",
+                        calls[:i] + [changed] + calls[i + 1 :],
+                        list(range(len(calls))),
+                        i,
+                    )
+                )
+    return out
+
+
+def _equivalents(gold: _Gold, domain: Domain) -> list[Variation]:
+    """An argument written in a form the domain declares equivalent (upper case, padded)."""
+    calls, out = gold.calls, []
     for i, call in enumerate(calls):
         for name, value in call["args"].items():
             for how in domain.equivalences.args.get(name, ()):
-                if not isinstance(value, str) or sum(v.kind == "equivalent" for v in out) >= PER_KIND:
+                if not isinstance(value, str) or len(out) >= PER_KIND:
                     continue
                 alike = value.upper() if how == "upper" else f"  {value}  "
                 if alike == value:
                     continue
                 changed = {**call, "args": {**call["args"], name: alike}}
-                out.append(
-                    Variation("equivalent", f"call {i} ({call['tool']}): {name} {how} ({alike!r})", calls[:i] + [changed] + calls[i + 1 :], idx, i)
-                )
+                what = f"call {i} ({call['tool']}): {name} {how} ({alike!r})"
+                out.append(Variation("equivalent", what, calls[:i] + [changed] + calls[i + 1 :], list(range(len(calls))), i))
     return out
 
 

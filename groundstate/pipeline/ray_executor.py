@@ -202,17 +202,12 @@ def _drive(
         while inflight:
             [ref], _ = ray.wait(list(inflight), num_returns=1)
             slot, actor, b = inflight.pop(ref)
-            try:
-                outcomes = ray.get(ref)
-            except ray.exceptions.RayActorError as e:  # the actor's process died: its batches are lost, never its keys
-                outcomes = [(t, a, None, f"Ray worker died: {_first_line(e)}") for t, _, a, _, _ in b]
-                if actors[slot] is actor:  # the first failed batch of this actor replaces it; its other batches fail alike
-                    with contextlib.suppress(Exception):
-                        ray.kill(actor)
-                    actors[slot] = spawn() if replacements_left > 0 else None
-                    replacements_left -= 1
-            except Exception as e:  # noqa: BLE001 - an error in the worker's own code: the actor lives on
-                outcomes = [(t, a, None, f"Ray worker failed: {_first_line(e)}") for t, _, a, _, _ in b]
+            outcomes, died = _outcomes(ray, ref, b)
+            if died and actors[slot] is actor:  # the first failed batch of this actor replaces it; its other batches fail alike
+                with contextlib.suppress(Exception):
+                    ray.kill(actor)
+                actors[slot] = spawn() if replacements_left > 0 else None
+                replacements_left -= 1
             for task_id, attempt, r, error in outcomes:
                 record(r if r is not None else failed(task_id, attempt, error))
             top_up(slot)
@@ -221,22 +216,36 @@ def _drive(
                     for task_id, _, attempt, _, _ in pending.popleft():
                         record(failed(task_id, attempt, "no Ray worker left to run this attempt"))
     finally:
-        for ref in inflight:  # interrupted: queued batches are dropped (their keys stay unfinished for the next run)
-            with contextlib.suppress(Exception):
-                ray.cancel(ref)
-        live = [a for a in actors if a is not None]
-        try:  # drop pooled sandbox databases before the processes go (a busy PostgreSQL takes seconds per DROP)
-            ray.get([a.close.remote() for a in live], timeout=CLOSE_TIMEOUT_S)
-        except Exception as e:  # noqa: BLE001 - the results are safe; only cleanup is left
-            warnings.warn(
-                f"Ray workers did not close cleanly ({_first_line(e)}): sandbox databases may be left; "
-                "the next PostgreSQL backend to start (or PostgresBackend.cleanup_stale(), from any machine) drops them",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-        for a in live:
-            with contextlib.suppress(Exception):
-                ray.kill(a)
+        _release(ray, list(inflight), [a for a in actors if a is not None])
+
+
+def _outcomes(ray: Any, ref: Any, batch: list[Item]) -> tuple[list[tuple[str, int, AttemptRecord | None, str | None]], bool]:
+    """A returned batch's outcomes, and whether its actor died: a lost batch's keys come back as errors, never lost."""
+    try:
+        return ray.get(ref), False
+    except ray.exceptions.RayActorError as e:  # the actor's process died: its batches are lost, never its keys
+        return [(t, a, None, f"Ray worker died: {_first_line(e)}") for t, _, a, _, _ in batch], True
+    except Exception as e:  # noqa: BLE001 - an error in the worker's own code: the actor lives on
+        return [(t, a, None, f"Ray worker failed: {_first_line(e)}") for t, _, a, _, _ in batch], False
+
+
+def _release(ray: Any, inflight: list[Any], live: list[Any]) -> None:
+    """Cancel what is still queued (its keys stay unfinished for the next run), close the actors' pooled sandboxes, kill them."""
+    for ref in inflight:
+        with contextlib.suppress(Exception):
+            ray.cancel(ref)
+    try:  # drop pooled sandbox databases before the processes go (a busy PostgreSQL takes seconds per DROP)
+        ray.get([a.close.remote() for a in live], timeout=CLOSE_TIMEOUT_S)
+    except Exception as e:  # noqa: BLE001 - the results are safe; only cleanup is left
+        warnings.warn(
+            f"Ray workers did not close cleanly ({_first_line(e)}): sandbox databases may be left; "
+            "the next PostgreSQL backend to start (or PostgresBackend.cleanup_stale(), from any machine) drops them",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    for a in live:
+        with contextlib.suppress(Exception):
+            ray.kill(a)
 
 
 def _first_line(e: BaseException) -> str:

@@ -58,12 +58,7 @@ def select(
     if not records:
         raise ValueError("the probe file holds no records")
     counts = task_counts(records)
-    meta_from_records: dict[str, dict[str, Any]] = {}
-    for r in records:
-        m = meta_from_records.setdefault(r.task_id, {})
-        for k, v in (("domain", r.domain), ("family", r.family), ("template", r.template)):
-            if v is not None:
-                m.setdefault(k, v)
+    meta_from_records = _meta_from_records(records)
     ref_counts: dict[str, TaskCounts] | None = None
     if reference_records is not None:
         ref_counts = task_counts(reference_records)
@@ -77,42 +72,12 @@ def select(
     rows: list[dict[str, Any]] = []
     eligible: list[SplitItem] = []
     for tid in sorted(counts):
-        tc = counts[tid]
         task = resolved.get(tid)
         meta = {"domain": task.domain, "family": task.family, "template": task.template} if task is not None else meta_from_records.get(tid, {})
-        masses = band_masses(tc.n, tc.c, params.edges)
-        band = max(BANDS, key=lambda b: (masses[b], -BANDS.index(b)))
-        sig = signal(tc.n, tc.c)
-        group, fallback = group_key(params.group_by, tid, meta)
-        row: dict[str, Any] = {
-            "task_id": tid,
-            "domain": meta.get("domain"),
-            "family": meta.get("family"),
-            "template": meta.get("template"),
-            "group": group,
-            "group_fallback": fallback,
-            "clean_runs": tc.n,
-            "successes": tc.c,
-            "system_errors": tc.system_errors,
-            "unjudged": tc.unjudged,
-            "awaits_judge": tc.awaits_judge,
-            "rate": _r(tc.c / tc.n) if tc.n else None,
-            "jeffreys_95": [_r(x) for x in jeffreys_interval(tc.n, tc.c)] if tc.n else None,
-            "band": band,
-            "band_masses": {b: _r(v) for b, v in masses.items()},
-            "signal": _r(sig),
-            "resolved": task is not None,
-            "content_checked": task is not None,
-            "exclusions": matches.get(tid, []),
-        }
-        if ref_counts is not None:
-            rc = ref_counts.get(tid)
-            row["reference"] = {"clean_runs": rc.n if rc else 0, "successes": rc.c if rc else 0, "awaits_judge": bool(rc and rc.awaits_judge)}
-        decision, reason = decide(row, params, ref_counts is not None)
-        row["decision"], row["reason"] = decision, reason
+        row = _row(tid, counts[tid], task, meta, params, matches.get(tid, []), ref_counts)
         rows.append(row)
-        if decision == "eligible":
-            eligible.append(SplitItem(tid, band, group))
+        if row["decision"] == "eligible":
+            eligible.append(SplitItem(tid, row["band"], row["group"]))
 
     sides = split(eligible, params.test_fraction, params.seed)
     for row in rows:
@@ -124,7 +89,77 @@ def select(
                 f"{'validation' if side == 'val' else 'train'} side with its group {row['group']}" + row["reason"]
             )
 
-    notes = []
+    notes = _notes(rows, duplicates, exclude, params)
+    return SelectionResult(
+        rows,
+        params,
+        {
+            **(inputs or {}),
+            "exclude_set_sha256": exclude.digest(),
+            "exclude_ids": len(exclude.ids),
+            "exclude_tasks_content_checked": len(exclude.tasks),
+            "near_duplicate_method": near_duplicate_method(),
+        },
+        notes,
+    )
+
+
+def _meta_from_records(records: list[AttemptRecord]) -> dict[str, dict[str, Any]]:
+    """Each task's domain, family and template as its records say them (the first record that says one wins)."""
+    meta: dict[str, dict[str, Any]] = {}
+    for r in records:
+        m = meta.setdefault(r.task_id, {})
+        for k, v in (("domain", r.domain), ("family", r.family), ("template", r.template)):
+            if v is not None:
+                m.setdefault(k, v)
+    return meta
+
+
+def _row(
+    tid: str,
+    tc: TaskCounts,
+    task: Task | None,
+    meta: dict[str, Any],
+    params: SelectionParams,
+    exclusions: list[dict[str, Any]],
+    ref_counts: dict[str, TaskCounts] | None,
+) -> dict[str, Any]:
+    """One task's row: its counts, band and signal, and its decision (`decide`; "eligible" until the split)."""
+    masses = band_masses(tc.n, tc.c, params.edges)
+    band = max(BANDS, key=lambda b: (masses[b], -BANDS.index(b)))
+    group, fallback = group_key(params.group_by, tid, meta)
+    row: dict[str, Any] = {
+        "task_id": tid,
+        "domain": meta.get("domain"),
+        "family": meta.get("family"),
+        "template": meta.get("template"),
+        "group": group,
+        "group_fallback": fallback,
+        "clean_runs": tc.n,
+        "successes": tc.c,
+        "system_errors": tc.system_errors,
+        "unjudged": tc.unjudged,
+        "awaits_judge": tc.awaits_judge,
+        "rate": _r(tc.c / tc.n) if tc.n else None,
+        "jeffreys_95": [_r(x) for x in jeffreys_interval(tc.n, tc.c)] if tc.n else None,
+        "band": band,
+        "band_masses": {b: _r(v) for b, v in masses.items()},
+        "signal": _r(signal(tc.n, tc.c)),
+        "resolved": task is not None,
+        "content_checked": task is not None,
+        "exclusions": exclusions,
+    }
+    if ref_counts is not None:
+        rc = ref_counts.get(tid)
+        row["reference"] = {"clean_runs": rc.n if rc else 0, "successes": rc.c if rc else 0, "awaits_judge": bool(rc and rc.awaits_judge)}
+    row["decision"], row["reason"] = decide(row, params, ref_counts is not None)
+    return row
+
+
+def _notes(rows: list[dict[str, Any]], duplicates: int, exclude: ExcludeSet, params: SelectionParams) -> list[str]:
+    """What the reader of a selection must know about its inputs: collapsed repeats, tasks without a definition, no
+    exclude set, groups that fell back to the task, tasks short of clean runs."""
+    notes: list[str] = []
     if duplicates:
         notes.append(f"{duplicates} repeated (task, attempt) records in the probe file were collapsed (last clean record kept)")
     unresolved = [r["task_id"] for r in rows if not r["resolved"]]
@@ -145,18 +180,7 @@ def select(
             f"{len(insufficient)} tasks have fewer than {params.min_clean_runs} clean runs (e.g. "
             f"{', '.join(insufficient[:3])}): re-run the probe to resume them"
         )
-    return SelectionResult(
-        rows,
-        params,
-        {
-            **(inputs or {}),
-            "exclude_set_sha256": exclude.digest(),
-            "exclude_ids": len(exclude.ids),
-            "exclude_tasks_content_checked": len(exclude.tasks),
-            "near_duplicate_method": near_duplicate_method(),
-        },
-        notes,
-    )
+    return notes
 
 
 def file_sha256(path: Path | str) -> str:

@@ -13,6 +13,7 @@ import datetime as dt
 import decimal
 import itertools
 import json
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -178,15 +179,7 @@ def align_inserted(
         return actual
     fk_of = {(child, col): parent for parent, refs in references.items() for child, col in refs}
     renamable = {t for t, pk in primary_keys.items() if len(pk) == 1 and (t, pk[0]) not in fk_of}
-
-    def new_ids(cs: ChangeSet) -> dict[str, list[int]]:
-        out: dict[str, list[int]] = {}
-        for (t, k), c in cs.rows.items():
-            if c.before is None and t in renamable:
-                out.setdefault(t, []).append(k[0])
-        return out
-
-    inserted, golden = new_ids(actual), new_ids(expected)
+    inserted, golden = _new_ids(actual, renamable), _new_ids(expected, renamable)
     if not all(isinstance(k, int) and not isinstance(k, bool) for keys in (*inserted.values(), *golden.values()) for k in keys):
         return actual  # ids that are not generated integers: nothing to rename
     tables = sorted(t for t, keys in inserted.items() if len(keys) > 1 and sorted(keys) == sorted(golden.get(t, ())))
@@ -199,22 +192,8 @@ def align_inserted(
     all_new = {k for keys in inserted.values() for k in keys} | {k for keys in golden.values() for k in keys}
     if _undeclared_id(all_new, inserted, golden, primary_keys, fk_of, (expected, actual)):
         return actual
-
-    def signature(table: str, row: Row | None) -> str:
-        blank = renamed_cols.get(table, ())
-        return json.dumps({k: v for k, v in (row or {}).items() if k not in blank}, sort_keys=True, default=str)
-
-    choices: list[list[dict[Any, Any]]] = []  # per table, the renamings its signatures allow
-    for t in tables:
-        mine = [(k, signature(t, actual.rows[(t, (k,))].after)) for k in sorted(inserted[t])]
-        theirs = [(k, signature(t, expected.rows[(t, (k,))].after)) for k in sorted(golden[t])]
-        if sorted(s for _, s in mine) != sorted(s for _, s in theirs):
-            return actual
-        choices.append(_matchings(mine, theirs))
-    total = 1
-    for c in choices:
-        total *= len(c)
-    if total > MAX_ALIGNMENTS:
+    choices = _choices(tables, inserted, golden, renamed_cols, expected, actual)
+    if choices is None or math.prod(len(c) for c in choices) > MAX_ALIGNMENTS:
         return actual
     for combo in itertools.product(*choices):
         renaming = dict(zip(tables, combo))
@@ -222,6 +201,40 @@ def align_inserted(
         if candidate.rows == expected.rows:
             return candidate
     return actual
+
+
+def _new_ids(cs: ChangeSet, renamable: set[str]) -> dict[str, list[int]]:
+    """The keys of the rows `cs` inserted into each renamable table."""
+    out: dict[str, list[int]] = {}
+    for (t, k), c in cs.rows.items():
+        if c.before is None and t in renamable:
+            out.setdefault(t, []).append(k[0])
+    return out
+
+
+def _choices(
+    tables: list[str],
+    inserted: dict[str, list[int]],
+    golden: dict[str, list[int]],
+    renamed_cols: dict[str, set[str]],
+    expected: ChangeSet,
+    actual: ChangeSet,
+) -> list[list[dict[Any, Any]]] | None:
+    """Per table, the renamings its rows allow (rows alike but for the renamed columns); None if a table's inserted
+    rows are not the golden ones in some order."""
+
+    def signature(table: str, row: Row | None) -> str:
+        blank = renamed_cols.get(table, ())
+        return json.dumps({k: v for k, v in (row or {}).items() if k not in blank}, sort_keys=True, default=str)
+
+    choices: list[list[dict[Any, Any]]] = []
+    for t in tables:
+        mine = [(k, signature(t, actual.rows[(t, (k,))].after)) for k in sorted(inserted[t])]
+        theirs = [(k, signature(t, expected.rows[(t, (k,))].after)) for k in sorted(golden[t])]
+        if sorted(s for _, s in mine) != sorted(s for _, s in theirs):
+            return None
+        choices.append(_matchings(mine, theirs))
+    return choices
 
 
 def _undeclared_id(

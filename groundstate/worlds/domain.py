@@ -265,6 +265,14 @@ class Domain:
         n_rows = sum(len(rows) for rows in task.patch.values())
         if n_rows > MAX_PATCH_ROWS:
             raise TaskFileError(path, f"the patch has {n_rows:,} rows; the limit is {MAX_PATCH_ROWS:,}", task_id, "patch")
+        self._check_patch(path, task_id, task)
+        self._check_gold(path, task_id, task)
+        for j, check in enumerate(task.checks):
+            self._check_check(path, task_id, j, check.sql)
+        return task
+
+    def _check_patch(self, path: Path, task_id: str, task: Task) -> None:
+        """Every patch row names known columns with storable values and carries its primary key."""
         for table, rows in task.patch.items():
             if table not in self.columns:
                 raise TaskFileError(path, f"unknown table {table!r}", task_id, f"patch.{table}")
@@ -278,6 +286,9 @@ class Domain:
                 missing = [k for k in self.primary_keys[table] if k not in row]
                 if missing:
                     raise TaskFileError(path, f"patch row lacks primary key {missing}", task_id, f"patch.{table}[{j}]")
+
+    def _check_gold(self, path: Path, task_id: str, task: Task) -> None:
+        """Every gold call names a tool of the domain with arguments it accepts."""
         for j, call in enumerate(task.gold):
             if call.tool not in self.tools:
                 raise TaskFileError(path, f"unknown tool {call.tool!r}", task_id, f"gold[{j}].tool")
@@ -285,48 +296,49 @@ class Domain:
                 self.tools[call.tool].validate(call.args)
             except ToolError as e:
                 raise TaskFileError(path, str(e), task_id, f"gold[{j}].args") from None
-        for j, check in enumerate(task.checks):
-            if not check.sql.lstrip().upper().startswith(("SELECT", "WITH")):
-                raise TaskFileError(path, "a check must be a read-only query (SELECT or WITH)", task_id, f"checks[{j}].sql")
-            try:
-                _schema_connection(self.schema_sql).execute("EXPLAIN " + check.sql)
-            except sqlite3.Error as e:
-                raise TaskFileError(
-                    path,
-                    f"check query does not compile against the schema as one read-only query (no writes, "
-                    f"settings, schema changes, attachments or extensions): {e}",
-                    task_id,
-                    f"checks[{j}].sql",
-                ) from None
-            nested = _comment_nested_at(check.sql)
-            if nested is not None:
-                raise TaskFileError(
-                    path,
-                    f"a block comment holds another '/*' (character {nested}): SQLite ends the comment at the "
-                    f"first '*/' and PostgreSQL does not, so the two would not run the same query",
-                    task_id,
-                    f"checks[{j}].sql",
-                )
-            prefixed = _prefixed_literal_at(check.sql)
-            if prefixed is not None:
-                raise TaskFileError(
-                    path,
-                    f"a prefixed string literal (character {prefixed}): E'…', X'…', B'…', N'…' and U&'…' "
-                    f"read differently in SQLite and PostgreSQL (a backslash escapes a quote only in "
-                    f"PostgreSQL's E'…'); separate the name from the string",
-                    task_id,
-                    f"checks[{j}].sql",
-                )
-            quoted = _sqlite_only_quote_at(check.sql)
-            if quoted is not None:
-                raise TaskFileError(
-                    path,
-                    f"a name quoted with a backtick or a bracket (character {quoted}): only SQLite reads "
-                    f'them as quotes (PostgreSQL: an operator, a subscript); quote names with "…"',
-                    task_id,
-                    f"checks[{j}].sql",
-                )
-        return task
+
+    def _check_check(self, path: Path, task_id: str, j: int, sql: str) -> None:
+        """A check is one read-only query that compiles against the schema and reads the same on SQLite and PostgreSQL."""
+        if not sql.lstrip().upper().startswith(("SELECT", "WITH")):
+            raise TaskFileError(path, "a check must be a read-only query (SELECT or WITH)", task_id, f"checks[{j}].sql")
+        try:
+            _schema_connection(self.schema_sql).execute("EXPLAIN " + sql)
+        except sqlite3.Error as e:
+            raise TaskFileError(
+                path,
+                f"check query does not compile against the schema as one read-only query (no writes, "
+                f"settings, schema changes, attachments or extensions): {e}",
+                task_id,
+                f"checks[{j}].sql",
+            ) from None
+        nested = _comment_nested_at(sql)
+        if nested is not None:
+            raise TaskFileError(
+                path,
+                f"a block comment holds another '/*' (character {nested}): SQLite ends the comment at the "
+                f"first '*/' and PostgreSQL does not, so the two would not run the same query",
+                task_id,
+                f"checks[{j}].sql",
+            )
+        prefixed = _prefixed_literal_at(sql)
+        if prefixed is not None:
+            raise TaskFileError(
+                path,
+                f"a prefixed string literal (character {prefixed}): E'…', X'…', B'…', N'…' and U&'…' "
+                f"read differently in SQLite and PostgreSQL (a backslash escapes a quote only in "
+                f"PostgreSQL's E'…'); separate the name from the string",
+                task_id,
+                f"checks[{j}].sql",
+            )
+        quoted = _sqlite_only_quote_at(sql)
+        if quoted is not None:
+            raise TaskFileError(
+                path,
+                f"a name quoted with a backtick or a bracket (character {quoted}): only SQLite reads "
+                f'them as quotes (PostgreSQL: an operator, a subscript); quote names with "…"',
+                task_id,
+                f"checks[{j}].sql",
+            )
 
     def task(self, task_id: str) -> Task:
         for t in self.tasks:

@@ -389,7 +389,7 @@ class _Simulation:
         ]
         renumber(self.holds, key=lambda x: (x["placed_on"], x["account_id"]))
 
-    def _holder(self, h: dict) -> None:
+    def _holder(self, h: dict) -> None:  # noqa: C901 - one row's rules in the order they draw from the rng; a split would change no logic
         rng = self.rng
         accts = self.by_holder[h["id"]]
         chk, sav, cc = accts.get("checking"), accts.get("savings"), accts.get("credit_card")
@@ -490,7 +490,7 @@ class _Simulation:
             a["balance"] = self.balance[a["id"]]
 
     # -- events -------------------------------------------------------------------------------------
-    def _apply(self, day: dt.date, event: tuple, at, premier: bool) -> None:
+    def _apply(self, day: dt.date, event: tuple, at, premier: bool) -> None:  # noqa: C901 - one row's rules in the order they draw from the rng; a split would change no logic
         rng, kind = self.rng, event[0]
         if kind == "deposit":
             _, acct, amount, text = event

@@ -133,6 +133,26 @@ def check(r: VerlRecipe) -> dict[str, Any]:
             bad.append(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(r, name)})")
     if bad:
         raise RecipeError(bad)
+    shape = model_shape(r.model)
+    dp, per_rank, batch_errors = _batch_sizes(r)
+    bad += _layout_errors(r) + batch_errors + _model_errors(r, shape) + _size_errors(r)
+    if bad:
+        raise RecipeError(bad)
+    return {
+        "gpus": r.world,
+        "data_parallel_ranks": dp,
+        "rollout_replicas": r.world // r.rollout_tp,
+        "trajectories_per_step": r.tasks_per_step * r.group_size,
+        "mini_batch_tasks": r.tasks_per_step // r.mini_batches if r.tasks_per_step % r.mini_batches == 0 else 0,
+        "trajectories_per_rank_per_mini_batch": per_rank,
+        "model_heads": shape,
+        "pool_tasks": r.train_tasks,
+    }
+
+
+def _layout_errors(r: VerlRecipe) -> list[str]:
+    """The rules of the GPU layout: group size, engine, parallelism over a node, the step over the GPUs."""
+    bad: list[str] = []
     if r.group_size < 2:
         bad.append(f"--group-size {r.group_size}: GRPO needs at least 2 rollouts per task to compare them")
     if r.rollout_engine not in ("vllm", "sglang"):
@@ -154,6 +174,38 @@ def check(r: VerlRecipe) -> dict[str, Any]:
             f"{r.tasks_per_step} tasks × {r.group_size} rollouts = {trajectories} trajectories per step do not split "
             f"evenly over {r.world} GPUs ({r.nodes} nodes × {r.gpus_per_node})"
         )
+    return bad
+
+
+def _size_errors(r: VerlRecipe) -> list[str]:
+    """The pool must fill a step; one turn's new tokens must fit the episode's response length."""
+    bad: list[str] = []
+    if r.train_tasks is not None and r.train_tasks < r.tasks_per_step:
+        bad.append(f"the training pool has {r.train_tasks} tasks, fewer than --tasks-per-step {r.tasks_per_step}: no full step can be drawn")
+    if r.max_new_tokens > r.response_length:
+        bad.append(f"--max-new-tokens {r.max_new_tokens} exceeds the response length {r.response_length} of a whole episode")
+    return bad
+
+
+def _model_errors(r: VerlRecipe, shape: dict[str, int] | None) -> list[str]:
+    """The rules the model's shape sets (when its config could be read): heads over tensor and sequence parallelism."""
+    bad: list[str] = []
+    if not shape:
+        return bad
+    if shape["heads"] % r.rollout_tp:
+        bad.append(f"the model's {shape['heads']} attention heads do not split over rollout tensor parallelism {r.rollout_tp}")
+    if shape["heads"] % r.sp:
+        bad.append(f"the model's {shape['heads']} attention heads do not split over sequence parallelism {r.sp}")
+    kv = shape["kv_heads"]
+    if kv % r.sp and r.sp % kv:
+        bad.append(f"the model's {kv} key-value heads and sequence parallelism {r.sp} divide neither way")
+    return bad
+
+
+def _batch_sizes(r: VerlRecipe) -> tuple[int, int, list[str]]:
+    """The data-parallel ranks and each rank's trajectories per mini-batch (0 where they do not divide), and the
+    rules they break."""
+    bad: list[str] = []
     dp = r.world // r.sp if r.world % r.sp == 0 else 0
     mini_prompts = r.tasks_per_step // r.mini_batches if r.tasks_per_step % r.mini_batches == 0 else 0
     per_rank = 0
@@ -170,31 +222,7 @@ def check(r: VerlRecipe) -> dict[str, Any]:
                 bad.append(
                     f"--micro-batch {r.micro_batch_per_gpu} does not divide the {per_rank} trajectories each data-parallel rank gets per mini-batch"
                 )
-    shape = model_shape(r.model)
-    if shape:
-        if shape["heads"] % r.rollout_tp:
-            bad.append(f"the model's {shape['heads']} attention heads do not split over rollout tensor parallelism {r.rollout_tp}")
-        if shape["heads"] % r.sp:
-            bad.append(f"the model's {shape['heads']} attention heads do not split over sequence parallelism {r.sp}")
-        kv = shape["kv_heads"]
-        if kv % r.sp and r.sp % kv:
-            bad.append(f"the model's {kv} key-value heads and sequence parallelism {r.sp} divide neither way")
-    if r.train_tasks is not None and r.train_tasks < r.tasks_per_step:
-        bad.append(f"the training pool has {r.train_tasks} tasks, fewer than --tasks-per-step {r.tasks_per_step}: no full step can be drawn")
-    if r.max_new_tokens > r.response_length:
-        bad.append(f"--max-new-tokens {r.max_new_tokens} exceeds the response length {r.response_length} of a whole episode")
-    if bad:
-        raise RecipeError(bad)
-    return {
-        "gpus": r.world,
-        "data_parallel_ranks": dp,
-        "rollout_replicas": r.world // r.rollout_tp,
-        "trajectories_per_step": trajectories,
-        "mini_batch_tasks": mini_prompts,
-        "trajectories_per_rank_per_mini_batch": per_rank,
-        "model_heads": shape,
-        "pool_tasks": r.train_tasks,
-    }
+    return dp, per_rank, bad
 
 
 def check_prompts(r: VerlRecipe, pairs: list) -> dict[str, Any] | None:

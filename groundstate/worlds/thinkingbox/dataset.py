@@ -566,6 +566,32 @@ def _str_field(value: Any, path: Path, uid: str, name: str, required: bool = Fal
     return value
 
 
+def _servers_side(merged: dict[str, dict[str, Any]], path: Path, uid: str) -> tuple[list[ToolCall], dict[str, list[dict[str, Any]]], list[str]]:
+    """What the servers' init says of a case: the gold steps in server order, the data patch (tables named
+    `server/table`), the yes/no reply rubrics."""
+    gold: list[ToolCall] = []
+    patch: dict[str, list[dict[str, Any]]] = {}
+    rubrics: list[str] = []
+    for server, sc in merged.items():
+        steps = (sc.get("golden_test_case") or {}).get("tool_interactions") or []
+        where = f"init.{server}.golden_test_case.tool_interactions"
+        if not isinstance(steps, list):
+            raise TaskFileError(path, "must be a list of {tool, parameters}", uid, where)
+        for j, step in enumerate(steps):
+            if not isinstance(step, dict) or not isinstance(step.get("tool"), str) or not isinstance(step.get("parameters") or {}, dict):
+                raise TaskFileError(path, "each step needs a tool name and a parameters mapping", uid, f"{where}[{j}]")
+            gold.append(ToolCall(tool=step["tool"], args=step.get("parameters") or {}))
+        data_patch = sc.get("data_patch") or {}
+        if not isinstance(data_patch, dict) or not all(isinstance(r, list) for r in data_patch.values()):
+            raise TaskFileError(path, "data_patch must map table names to lists of rows", uid, f"init.{server}.data_patch")
+        patch.update({f"{server}/{table}": rows for table, rows in data_patch.items()})
+        yesno = sc.get("rubrics_yesno") or []
+        if not isinstance(yesno, list) or not all(isinstance(r, str) for r in yesno):
+            raise TaskFileError(path, "rubrics_yesno must be a list of strings", uid, f"init.{server}.rubrics_yesno")
+        rubrics += yesno
+    return gold, patch, rubrics
+
+
 def hydrate(
     dataset: TbDataset, parsed: _ParsedFile, fn: _TestFunction, domains: dict[tuple[str, str], TbDomain], allow_python: bool
 ) -> tuple[Task, TbDomain] | None:
@@ -597,26 +623,7 @@ def hydrate(
             "init",
         )
 
-    gold: list[ToolCall] = []
-    patch: dict[str, list[dict[str, Any]]] = {}
-    rubrics: list[str] = []
-    for server, sc in merged.items():
-        steps = (sc.get("golden_test_case") or {}).get("tool_interactions") or []
-        where = f"init.{server}.golden_test_case.tool_interactions"
-        if not isinstance(steps, list):
-            raise TaskFileError(path, "must be a list of {tool, parameters}", uid, where)
-        for j, step in enumerate(steps):
-            if not isinstance(step, dict) or not isinstance(step.get("tool"), str) or not isinstance(step.get("parameters") or {}, dict):
-                raise TaskFileError(path, "each step needs a tool name and a parameters mapping", uid, f"{where}[{j}]")
-            gold.append(ToolCall(tool=step["tool"], args=step.get("parameters") or {}))
-        data_patch = sc.get("data_patch") or {}
-        if not isinstance(data_patch, dict) or not all(isinstance(r, list) for r in data_patch.values()):
-            raise TaskFileError(path, "data_patch must map table names to lists of rows", uid, f"init.{server}.data_patch")
-        patch.update({f"{server}/{table}": rows for table, rows in data_patch.items()})
-        yesno = sc.get("rubrics_yesno") or []
-        if not isinstance(yesno, list) or not all(isinstance(r, str) for r in yesno):
-            raise TaskFileError(path, "rubrics_yesno must be a list of strings", uid, f"init.{server}.rubrics_yesno")
-        rubrics += yesno
+    gold, patch, rubrics = _servers_side(merged, path, uid)
 
     check, uses_yesno, why = classify_check(parsed, fn)
     if check == "python" and not allow_python:
