@@ -13,6 +13,7 @@ from typing import Any
 from groundstate.agents.scripted import ScriptedAgent, ScriptedUser, attempt_seed, make_scripted_agent
 from groundstate.agents.user_audit import AuditedUser, UserAudit
 from groundstate.agents.user_cache import CachedUser, UserCache
+from groundstate.records import UserReplies
 from groundstate.specs import AgentSpec, UserSpec, parse_agent, parse_user
 from groundstate.tasks import Task
 from groundstate.types import Agent, Domain, UserSimulator
@@ -76,13 +77,15 @@ def make_user(
     *,
     sampling: dict[str, Any] | None = None,
     cache: UserCache | None = None,
+    replies: UserReplies | None = None,
     audit: bool = True,
 ) -> UserSimulator:
     """The simulated user of one attempt.
 
     An LLM user (`openai:`) samples with `sampling` (default temperature 0), has every reply checked by the user-turn
     audit (`user_audit`: a fault raises `UserSimulatorFault`, a system error) unless `audit` is False, and with a `cache`
-    (`user_cache.UserCache`) replays the replies stored for this task, attempt and conversation. The scripted user
+    (`user_cache.UserCache`) replays the replies stored for this task, attempt and conversation, counting in `replies`
+    how each reply was made. The scripted user
     replays its task's script: nothing to sample, audit or cache (a cache or sampling for it is a `ValueError`)."""
     spec = parse_user(spec)
     if not spec.is_llm:
@@ -105,5 +108,6 @@ def make_user(
             attempt=attempt,
             view=lambda conversation: user_view(conversation, user.system_prompt),
             audit=checks,
+            count=replies,
         )
     return AuditedUser(user, checks) if checks is not None else user

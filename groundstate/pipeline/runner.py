@@ -30,10 +30,10 @@ from typing import Any, Protocol
 
 from groundstate.agents import AgentSource, make_user
 from groundstate.agents.toolcall_format import looks_like_tool_call
-from groundstate.agents.user_cache import CachedUser, UserCache
+from groundstate.agents.user_cache import UserCache
 from groundstate.pipeline.config import Planned, RecordSink, RunConfig, check_config, endpoint_specs
 from groundstate.pipeline.resume import ResumeRefused, manifest_path, run_identity, take_results_file
-from groundstate.records import RECORD_VERSION, AttemptRecord, RunIdentity
+from groundstate.records import RECORD_VERSION, AttemptRecord, RunIdentity, UserReplies
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
 from groundstate.types import Agent, Domain, FaultKind, Judge, Trajectory, UserSimulator, Verdict
@@ -104,10 +104,13 @@ class RunAgents:
             self._agents = AgentSource(self.cfg.agent, self.cfg.sampling, self.cfg.seed, self.cfg.tool_call_format)
         return self._agents.for_attempt(task, domain, attempt)
 
-    def user(self, task: Task, attempt: int) -> UserSimulator:
+    def user(self, task: Task, attempt: int) -> tuple[UserSimulator, UserReplies | None]:
+        """The attempt's user, and with a user cache the count of how its replies are made (None without one)."""
         if self.cfg.user_cache is not None and self._user_cache is None:
             self._user_cache = UserCache(self.cfg.user_cache)
-        return make_user(self.cfg.user, task, attempt, sampling=self.cfg.user_sampling, cache=self._user_cache, audit=self.cfg.user_audit)
+        replies = UserReplies() if self._user_cache is not None else None
+        cfg = self.cfg
+        return make_user(cfg.user, task, attempt, sampling=cfg.user_sampling, cache=self._user_cache, replies=replies, audit=cfg.user_audit), replies
 
     def close(self) -> None:
         if self._user_cache is not None:
@@ -128,14 +131,13 @@ async def run_attempt(task: Task, domain: Domain, attempt: int, backend: Backend
     """One attempt to one results record. Anything that is not the agent's doing becomes a system error."""
     try:
         agent = agents.agent(task, domain, attempt)
-        user = agents.user(task, attempt)
+        user, replies = agents.user(task, attempt)
         judge = agents.judge()
     except Exception as e:  # a bad endpoint spec or a model that fails to load: not the agent's failure
         verdict = crashed(e)
         return make_record(task, attempt, cfg, verdict, None, {"total_s": 0.0})
     out = await play(task, domain, agent, user, cfg.limits, backend=backend, judge=judge, blame=True)
-    replies = user.count.to_json() if isinstance(user, CachedUser) else None
-    return make_record(task, attempt, cfg, out.verdict, out.trajectory, out.timings, user_replies=replies)
+    return make_record(task, attempt, cfg, out.verdict, out.trajectory, out.timings, user_replies=replies.to_json() if replies else None)
 
 
 def make_record(
