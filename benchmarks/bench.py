@@ -162,7 +162,7 @@ def bench_open(sizes: list[str], quick: bool) -> None:
         # SQLite
         log(f"open: sqlite {label}")
         be = SqliteBackend(scale=scale)
-        t_build, tpl = timed(lambda: be.prepare(domain, task.patch))
+        t_build, tpl = timed(lambda be=be: be.prepare(domain, task.patch))
         R[f"sqlite_template_build_s_{label}"] = round(t_build, 3)
         R[f"sqlite_template_mib_{label}"] = round(len(tpl.handle) / 2**20, 2)
         with be.open(tpl) as sb:
@@ -197,7 +197,7 @@ def bench_open(sizes: list[str], quick: bool) -> None:
             if big and R.get("postgres_template_build_s_100k", 0) * 10 > PG_BUILD_LIMIT_S:
                 NOTES.append(f"PostgreSQL 1M: not measured (predicted build {R['postgres_template_build_s_100k'] * 10:.0f} s > 180 s)")
                 continue
-            t_build, ptpl = timed(lambda: pb.prepare(domain, task.patch))
+            t_build, ptpl = timed(lambda pb=pb: pb.prepare(domain, task.patch))
             R[f"postgres_template_build_s_{label}"] = round(t_build, 2)
             if t_build > PG_BUILD_LIMIT_S:
                 NOTES.append(f"PostgreSQL {label}: template build took {t_build:.0f} s (> 180 s): not measured")
@@ -256,7 +256,7 @@ def bench_grading(sizes: list[str], quick: bool) -> None:
                         order = [0, 1] if i % 2 == 0 else [1, 0]
                         for which in order:
                             if which == 0:
-                                dt, v = timed(lambda: grader.grade(task, sb))
+                                dt, v = timed(lambda grader=grader: grader.grade(task, sb))
                                 assert v.reward == 1, v.reasons
                                 ours.append(dt * 1000)
                             else:
@@ -266,7 +266,7 @@ def bench_grading(sizes: list[str], quick: bool) -> None:
                 assert R[f"grade_changed_rows_{label}"] == 3, R[f"grade_changed_rows_{label}"]
                 record(f"{name}_grade_ms_{label}", ours)
                 record(f"{name}_full_dump_ms_{label}", dump, 2)
-                ratios = [d / o for o, d in zip(ours, dump)]
+                ratios = [d / o for o, d in zip(ours, dump, strict=True)]
                 record(f"{name}_grade_speedup_vs_full_dump_{label}", ratios, 1)
             finally:
                 be.close()

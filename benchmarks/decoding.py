@@ -52,7 +52,7 @@ def main() -> None:
         def sampler() -> _RowSampler:  # eos -1: no row stops early, both paths decode the same number of tokens
             return _RowSampler(params, [torch.Generator().manual_seed(i) for i in range(64)], [args.tokens] * 64, eos_id=-1, pad_id=0)
 
-        def run_generate() -> list:
+        def run_generate(ids: torch.Tensor = ids, mask: torch.Tensor = mask) -> list:
             s = sampler()
             with torch.inference_mode():
                 model.generate(
@@ -61,7 +61,7 @@ def main() -> None:
                 )  # fmt: skip
             return s.results
 
-        def run_loop() -> list:
+        def run_loop(ids: torch.Tensor = ids, mask: torch.Tensor = mask) -> list:
             s = sampler()
             with torch.inference_mode():
                 policy._decode(ids, mask, s)

@@ -226,9 +226,9 @@ class _RowSampler:
 
         if not self.steps:
             return [([], []) for _ in range(len(self.done))]
-        toks, lps, going = (torch.stack(x, 1) for x in zip(*self.steps))  # B × T each
+        toks, lps, going = (torch.stack(x, 1) for x in zip(*self.steps, strict=True))  # B × T each
         out = []
-        for row_t, row_lp, row_go in zip(toks.tolist(), lps.tolist(), going.tolist()):
+        for row_t, row_lp, row_go in zip(toks.tolist(), lps.tolist(), going.tolist(), strict=True):
             n = sum(row_go)  # a row goes on, step after step, until it stops
             out.append((row_t[:n], row_lp[:n]))
         return out
@@ -303,7 +303,7 @@ class BatchedPolicy:
                         if not r.future.done():
                             r.future.set_exception(e)
                     continue
-                for r, res in zip(batch, results):
+                for r, res in zip(batch, results, strict=True):
                     if not r.future.done():
                         r.future.set_result(res)
         finally:

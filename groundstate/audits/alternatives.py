@@ -91,7 +91,7 @@ def _description(call: dict[str, Any]) -> str:
 
 def _reads(gold: _Gold, domain: Domain) -> Calls:
     """Read-only calls to add: the gold's first read, else a read tool whose parameters the gold's arguments fill."""
-    for call, rec in zip(gold.calls, gold.records):
+    for call, rec in zip(gold.calls, gold.records, strict=True):
         if not rec["write"]:
             return [call]
     known: dict[str, Any] = {}
@@ -329,7 +329,7 @@ async def audit(task: Task, domain: Domain, backend: Backend) -> TaskAlternative
             return await _play(task, domain, backend, v.calls)
 
     cases = variations(gold, domain)
-    for v, out in zip(cases, await asyncio.gather(*(bounded(v) for v in cases))):
+    for v, out in zip(cases, await asyncio.gather(*(bounded(v) for v in cases)), strict=True):
         verdict = out.verdict
         if verdict.system_error:
             report.problems.append(f"system error on variation {v.description}: {verdict.system_error}")

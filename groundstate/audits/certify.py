@@ -366,7 +366,7 @@ def certify(
         kept = {t.id: previous[t.id] for t, d in pairs if previous and reusable(previous.get(t.id), t, d, names, judge)}
         futures = [None if t.id in kept else pool.submit(certify_task, t, d, backends, siblings[d.name], judge) for t, d in pairs]
         out = []
-        for (t, _), fut in zip(pairs, futures):
+        for (t, _), fut in zip(pairs, futures, strict=True):
             cert = kept[t.id] if fut is None else fut.result()
             out.append(cert)
             if on_done:

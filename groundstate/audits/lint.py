@@ -152,7 +152,7 @@ async def _lint(task: Task, domain: Domain, backend: Backend) -> TaskLint:
             return await attempt(ScriptedAgent(m.calls))
 
     cases = mutants([c.model_dump() for c in task.gold], domain.tools)
-    for m, outcome in zip(cases, await asyncio.gather(*(bounded(m) for m in cases))):
+    for m, outcome in zip(cases, await asyncio.gather(*(bounded(m) for m in cases)), strict=True):
         out.rewards[m.description] = outcome.verdict.state_reward
         result = _classify(m, outcome, gold)
         if isinstance(result, str):

@@ -134,7 +134,7 @@ def _tool_method(domain: str, schema: dict[str, Any]) -> Callable[..., str]:
     method.__doc__ = doc
     method.__signature__ = inspect.Signature(signature, return_annotation=str)  # type: ignore[attr-defined]
     method.__annotations__ = {**annotations, "return": str}
-    _check_rendering(domain, method, doc.partition("\n\nArgs:")[0], {p: line.split(": ", 1)[1] for p, line in zip(properties, doc_args)})
+    _check_rendering(domain, method, doc.partition("\n\nArgs:")[0], {p: line.split(": ", 1)[1] for p, line in zip(properties, doc_args, strict=True)})
     return method
 
 

@@ -108,7 +108,7 @@ def _transition_plot(c: dict[str, Any]) -> str:
     for to in cats:
         vals = [c["transitions"][fr][to] for fr in cats]
         ax.bar(cats, vals, bottom=bottom, label=f"→ {to}", color=colors[to])
-        bottom = [b + v for b, v in zip(bottom, vals)]
+        bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
     ax.set(xlabel="baseline category", ylabel="tasks", title="Before → after transitions")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
     return _png(fig)

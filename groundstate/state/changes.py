@@ -196,7 +196,7 @@ def align_inserted(
     if choices is None or math.prod(len(c) for c in choices) > MAX_ALIGNMENTS:
         return actual
     for combo in itertools.product(*choices):
-        renaming = dict(zip(tables, combo))
+        renaming = dict(zip(tables, combo, strict=True))
         candidate = _rename(actual, renaming, primary_keys, references)
         if candidate.rows == expected.rows:
             return candidate
@@ -294,7 +294,7 @@ def _matchings(mine: list[tuple[Any, str]], theirs: list[tuple[Any, str]]) -> li
     out: list[dict[Any, Any]] = [{}]
     for s in sorted(groups):
         src, dst = groups[s]
-        out = [{**m, **dict(zip(src, perm))} for m in out for perm in itertools.permutations(dst)]
+        out = [{**m, **dict(zip(src, perm, strict=True))} for m in out for perm in itertools.permutations(dst)]
         if len(out) > MAX_ALIGNMENTS:
             return out[: MAX_ALIGNMENTS + 1]
     return out
@@ -317,6 +317,6 @@ def _rename(
     out = []
     for (table, key), c in cs.rows.items():
         if table in cols and c.before is None:  # a new row's key: its own id, or a key column that refers to a renamed id
-            key = tuple(cols[table][k].get(v, v) if k in cols[table] else v for k, v in zip(primary_keys[table], key))
+            key = tuple(cols[table][k].get(v, v) if k in cols[table] else v for k, v in zip(primary_keys[table], key, strict=True))
         out.append(RowChange(table, key, row(table, c.before), row(table, c.after)))
     return ChangeSet.from_changes(out, cs.rows_read)

@@ -60,7 +60,7 @@ class Db:
         """Run a SELECT and return its rows as dicts."""
         cur = self._cursor_execute(sql, params)
         cols = [d[0] for d in cur.description] if cur.description else []
-        rows = [dict(zip(cols, r)) for r in cur.fetchall()]
+        rows = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
         self.rows_read += len(rows)
         return rows
 

@@ -164,7 +164,7 @@ def cohen_kappa(a: list[bool], b: list[bool]) -> tuple[float | None, float | Non
     n = len(a)
     if n == 0:
         return None, None
-    observed = sum(x == y for x, y in zip(a, b)) / n
+    observed = sum(x == y for x, y in zip(a, b, strict=True)) / n
     pa, pb = sum(a) / n, sum(b) / n
     chance = pa * pb + (1 - pa) * (1 - pb)
     if chance >= 1:
@@ -181,7 +181,7 @@ def attribute(a: AttemptRecord, b: AttemptRecord) -> tuple[str, str]:
     if ca is None or cb is None:
         missing = " and ".join(name for name, c in (("base", ca), ("candidate", cb)) if c is None)
         return "unknown", f"the {missing} record holds no trajectory to compare"
-    for i, (x, y) in enumerate(zip(ca, cb)):
+    for i, (x, y) in enumerate(zip(ca, cb, strict=False)):  # up to the shorter one: a longer one is told below
         if x != y:
             who = "user" if x[0] == y[0] == "user" else "agent"
             return who, f"the conversations first differ at turn {i}, the {CAUSE_NAMES[who]}'s"

@@ -31,7 +31,7 @@ def check_edges(edges: Sequence[float]) -> tuple[float, ...]:
     edges = tuple(float(e) for e in edges)
     if len(edges) != len(BANDS) - 1:
         raise ValueError(f"need {len(BANDS) - 1} band edges (between {', '.join(BANDS)}), got {len(edges)}")
-    if not all(0 < a < b < 1 for a, b in zip(edges, edges[1:])) or not 0 < edges[0] < 1:
+    if not all(0 < a < b < 1 for a, b in zip(edges, edges[1:], strict=False)) or not 0 < edges[0] < 1:
         raise ValueError(f"band edges must rise strictly inside (0, 1), got {list(edges)}")
     return edges
 
@@ -41,7 +41,8 @@ def band_masses(n: int, c: int, edges: Sequence[float] = DEFAULT_EDGES) -> dict[
     a, b = posterior(n, c)
     cuts = [0.0, *check_edges(edges), 1.0]
     cdf = [0.0] + [float(stats.beta.cdf(x, a, b)) for x in cuts[1:-1]] + [1.0]
-    return {name: max(0.0, hi - lo) for name, lo, hi in zip(BANDS, cdf, cdf[1:])}
+    # cdf has one entry more than BANDS: each band takes the consecutive pair (lo, hi) that bounds it
+    return {name: max(0.0, hi - lo) for name, lo, hi in zip(BANDS, cdf, cdf[1:], strict=False)}
 
 
 def band_of(n: int, c: int, edges: Sequence[float] = DEFAULT_EDGES) -> str:

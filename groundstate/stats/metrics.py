@@ -464,7 +464,7 @@ def compute(
     unpriced = unpriced_models(records, prices)
     cost = float(sum(priced)) if priced else None
     # the cost of a dependable task is what the covered tasks' attempts cost: the figure and its count share one task set
-    covered_costs = [x for r, x in zip(records, costs) if r.task_id in b.covered]
+    covered_costs = [x for r, x in zip(records, costs, strict=True) if r.task_id in b.covered]
     covered_cost = float(sum(x for x in covered_costs if x is not None)) if any(x is not None for x in covered_costs) else None
     kk = sum(1 for t in judged if solved_every_time(t, n_run))
     agg = _aggregates(judged, k)
@@ -722,7 +722,7 @@ def compare(
             "p_lift_positive": float((samples > 0).mean()),
         }
     transitions: dict[str, dict[str, int]] = {a: {z: 0 for z in ("never", "sometimes", "always")} for a in ("never", "sometimes", "always")}
-    for x, y in zip(b, c):
+    for x, y in zip(b, c, strict=True):
         transitions[category(x.n, x.c)][category(y.n, y.c)] += 1
     prices = prices if prices is not None else load_prices()
     keep = set(shared)
@@ -732,8 +732,8 @@ def compare(
         cs = [record_cost(r, prices) for r in recs]
         costs[name] = float(sum(x for x in cs if x is not None)) if any(x is not None for x in cs) else None
     unpriced = unpriced_models([*read["base"], *read["candidate"]], prices)
-    into_kk = sum(1 for x, y in zip(pb["observed_k_of_k_rate"], pc["observed_k_of_k_rate"]) if not x and y)
-    out_kk = sum(1 for x, y in zip(pb["observed_k_of_k_rate"], pc["observed_k_of_k_rate"]) if x and not y)
+    into_kk = sum(1 for x, y in zip(pb["observed_k_of_k_rate"], pc["observed_k_of_k_rate"], strict=True) if not x and y)
+    out_kk = sum(1 for x, y in zip(pb["observed_k_of_k_rate"], pc["observed_k_of_k_rate"], strict=True) if x and not y)
     bc_all, cc_all = {r.task_id for r in base}, {r.task_id for r in cand}
     return {
         "shared_tasks": len(shared),

@@ -150,7 +150,7 @@ class GroupSampler:
             stats.refill_groups += n
             fresh = await self._groups([self.rng.choice(self.pool) for _ in range(n)])
             still_bad = []
-            for i, g in zip(bad[:n], fresh):
+            for i, g in zip(bad[:n], fresh, strict=True):
                 if is_informative(g):
                     groups[i] = g
                 else:

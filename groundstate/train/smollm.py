@@ -196,7 +196,7 @@ class _StepTimer:
 
     def close(self) -> dict[str, Any]:
         self._handle.remove()
-        gaps = [b - a for a, b in zip(self.stamps, self.stamps[1:])]
+        gaps = [b - a for a, b in zip(self.stamps, self.stamps[1:], strict=False)]
         return {
             "median_s": round(statistics.median(gaps), 2) if gaps else None,
             "first_s": round(gaps[0], 2) if gaps else None,

@@ -56,7 +56,7 @@ def test_a_fixed_gold_flips_exactly_the_attempts_it_should(tmp_path):
         assert report["replayed"] == len(records) and report["kept"] == {}
         new = read_records(out)
         assert [x.key for x in new] == [x.key for x in records]  # every attempt, in the run's order
-        for before, after in zip(records, new):
+        for before, after in zip(records, new, strict=True):
             assert after.regraded["reward"] == before.reward and after.usage == before.usage and after.run == before.run
             if before.task_id != "shop-cancel":  # untouched tasks: the whole verdict as it was
                 assert after.verdict == before.verdict and after.task_fingerprint == before.task_fingerprint

@@ -251,7 +251,7 @@ def test_grpo_trainer_steps_reward_groundstate_verdicts_of_the_same_trajectories
             rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
             # one column per environment class; a row's own class's column is its reward, the others are NaN
             own = [row[~row.isnan()].tolist() for row in rewards]
-            trained_on.extend(zip([x["task_id"] for x in inputs], [r[0] if r else None for r in own], completions))
+            trained_on.extend(zip([x["task_id"] for x in inputs], [r[0] if r else None for r in own], completions, strict=True))
             return rewards
 
     args = GRPOConfig(

@@ -91,7 +91,7 @@ def test_reference_topology_dry_run_prints_the_config_and_starts_nothing(workdir
 )
 def test_mis_sized_topologies_are_refused_with_the_reason(workdir, args, reason):
     argv = list(REFERENCE)
-    for flag, value in zip(args[::2], args[1::2]):
+    for flag, value in zip(args[::2], args[1::2], strict=True):
         if flag in argv:
             argv[argv.index(flag) + 1] = value
         else:

@@ -427,7 +427,7 @@ def test_hostile_calls_give_the_same_outcome_on_sqlite_and_postgres(pg_backend):
 
             @settings(max_examples=PG_EXAMPLES_PER_TOOL, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
             @given(call=_arguments(spec, seed, [a for _, _, a in contexts]))
-            def run(call: tuple[int, Any]) -> None:
+            def run(call: tuple[int, Any], domain, spec, name, lts, pts, prefixes, baseline) -> None:
                 nonlocal calls
                 gold, args = call
                 with lite.open(lts[gold + 1]) as a, pg_backend.open(pts[gold + 1]) as b:
@@ -443,7 +443,8 @@ def test_hostile_calls_give_the_same_outcome_on_sqlite_and_postgres(pg_backend):
                         f"{name}.{spec.name}({args!r:.300}): sqlite {ra.content[:200]!r} vs postgres {rb.content[:200]!r}"
                     )
 
-            run()
+            # this iteration's values passed in, not closed over (@given refuses a function with defaults)
+            run(domain=domain, spec=spec, name=name, lts=lts, pts=pts, prefixes=prefixes, baseline=baseline)
     assert calls >= 90 * PG_EXAMPLES_PER_TOOL
 
 

@@ -48,7 +48,7 @@ def test_concurrent_attempts_never_see_each_others_writes(backend, shop, n):
         return await asyncio.gather(*(attempt(a, slots) for a in agents))
 
     changes = asyncio.run(main())
-    for agent, cs in zip(agents, changes):
+    for agent, cs in zip(agents, changes, strict=True):
         assert agent.seen == agent.value  # read back its own write, not another attempt's
         [row] = cs.rows.values()
         assert row.after["total"] == agent.value and row.before["total"] == 10

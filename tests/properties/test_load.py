@@ -78,7 +78,7 @@ def assert_no_cross_talk(domain: Domain, jobs, outcomes, backend):
     """Replay every attempt alone on a fresh sandbox of the same backend: same tool results, same verdict."""
     grader = Grader(backend)  # its own golden cache: nothing carried over from the load
     rewards = set()
-    for (task, a), out in zip(jobs, outcomes):
+    for (task, a), out in zip(jobs, outcomes, strict=True):
         assert out.verdict.system_error is None, out.verdict.system_error
         calls = out.trajectory.tool_calls
         with backend.open(backend.prepare(domain, task.patch)) as sandbox:

@@ -158,7 +158,7 @@ def _wrong_but_renamable(golden: ChangeSet, mine: ChangeSet, pk: dict, refs: dic
     tables = sorted({t for (t, _), c in golden.rows.items() if c.before is None and len(pk[t]) == 1})
     ids = {t: sorted(k[0] for (u, k), c in golden.rows.items() if u == t and c.before is None) for t in tables}
     for perms in itertools.product(*(itertools.permutations(ids[t]) for t in tables)):
-        renaming = {t: dict(zip(ids[t], p)) for t, p in zip(tables, perms)}
+        renaming = {t: dict(zip(ids[t], p, strict=True)) for t, p in zip(tables, perms, strict=True)}
         if _rename(mine, renaming, pk, refs).rows == golden.rows:
             return True
     return False

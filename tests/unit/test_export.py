@@ -71,20 +71,20 @@ def test_every_format_reads_back_one_example_per_clean_attempt(fmt, records, dom
     info = json.loads((tmp_path / fmt / "export.json").read_text())
     assert info["counts"]["exported"] == len(clean) and info["counts"]["system_errors"] == 1 and info["format"] == fmt
     tools = domain.tools.openai_schemas()
-    for e, r in zip(examples, clean):
+    for e, r in zip(examples, clean, strict=True):
         assert set(e) == {"messages", "tools", "task_id", "attempt", "reward", "domain"}
         assert e["reward"] == r.reward and e["domain"] == "shop"
         assert e["tools"] == tools
         original = r.trajectory["messages"]
         assert [m["role"] for m in e["messages"]] == [m["role"] for m in original]
         assert e["messages"][0] == {"role": "system", "content": domain.system_prompt()}
-        for m, o in zip(e["messages"], original):
+        for m, o in zip(e["messages"], original, strict=True):
             assert set(m) == set(o)  # no keys padded in by a unified schema (a template would render them)
             if o["role"] == "tool":
                 assert m == o
             if o.get("tool_calls"):
                 assert len(m["tool_calls"]) == len(o["tool_calls"])
-                for c, oc in zip(m["tool_calls"], o["tool_calls"]):
+                for c, oc in zip(m["tool_calls"], o["tool_calls"], strict=True):
                     assert c["id"] == oc["id"] and c["type"] == "function" and c["function"]["name"] == oc["function"]["name"]
                     assert isinstance(c["function"]["arguments"], dict)  # an object, as Hugging Face chat templates expect
                     assert c["function"]["arguments"] == json.loads(oc["function"]["arguments"])
@@ -143,7 +143,7 @@ def test_chat_template_renders_exported_examples_as_at_rollout(records, domain, 
     tools = domain.tools.openai_schemas()
     for fmt in ("hf-dataset", "sft-jsonl"):
         examples = _read_back(fmt, export(records, fmt, tmp_path / fmt, domains=[FIXTURE]))
-        for e, r in zip(examples, _clean(records)):
+        for e, r in zip(examples, _clean(records), strict=True):
             text = tok.apply_chat_template(e["messages"], tools=e["tools"], tokenize=False)
             assert text == tok.apply_chat_template(r.trajectory["messages"], tools=tools, tokenize=False)
             assert "<tools>" in text and text.startswith("<|im_start|>system\n")
@@ -191,8 +191,9 @@ def test_a_record_never_makes_export_run_a_domain_folders_code(records, tmp_path
         with (evil / module).open("a") as f:
             f.write(f"\nimport pathlib\npathlib.Path({str(marker)!r}).write_text({module!r})\n")
     clean = _clean(records)
-    named = [
-        r.model_copy(update={"domain": d}) for r, d in zip(clean, [str(evil), os.path.relpath(evil, DOMAINS_DIR), "retail", "evil_export_probe"])
+    named = [  # the first four clean records, one per way of naming the domain
+        r.model_copy(update={"domain": d})
+        for r, d in zip(clean, [str(evil), os.path.relpath(evil, DOMAINS_DIR), "retail", "evil_export_probe"], strict=False)
     ]
     results = tmp_path / "shared.jsonl"
     results.write_text("".join(r.to_line() for r in named))

@@ -198,7 +198,7 @@ def test_episode_end_to_end_with_the_tiny_model(policy, domain, backend):
     assert 1 <= traj.turns <= 2 and len(traj.extra) == traj.turns
     assert traj.usage.input_tokens > 0 and traj.usage.output_tokens == sum(agent.env_mask) > 0
     assert len(agent.logprobs) == len(agent.completion_ids) == len(agent.env_mask)
-    assert all(lp <= 0 for lp, m in zip(agent.logprobs, agent.env_mask) if m)
+    assert all(lp <= 0 for lp, m in zip(agent.logprobs, agent.env_mask, strict=True) if m)
     first = traj.extra[0]
     n1 = next((i for i, m in enumerate(agent.env_mask) if m == 0), len(agent.env_mask))  # the first turn's sampled tokens
     ids = agent.completion_ids[:n1]
@@ -218,7 +218,7 @@ def test_an_episodes_samples_do_not_depend_on_the_episodes_batched_with_it(model
     alone = [sampler._generate_batch([p], [torch.Generator().manual_seed(i)])[0] for i, p in enumerate(prompts)]
     together = sampler._generate_batch(prompts[::-1], [torch.Generator().manual_seed(i) for i in (2, 1, 0)])[::-1]
     assert [ids for ids, _, _ in together] == [ids for ids, _, _ in alone]
-    for (_, lp, _), (_, lp_alone, _) in zip(together, alone):
+    for (_, lp, _), (_, lp_alone, _) in zip(together, alone, strict=True):
         assert lp == pytest.approx(lp_alone, abs=1e-5)
     assert len(alone[2][0]) <= 6 < 10  # the longest prompt's own room, not the batch's
     a, b = sampler.agent(), sampler.agent()
@@ -301,7 +301,7 @@ def test_the_row_sampler_draws_from_the_sampling_distribution():
         sampler = _RowSampler(params, [torch.Generator().manual_seed(1), torch.Generator().manual_seed(2)], [n, n], eos_id=99, pad_id=98)
         for _ in range(n):
             sampler(torch.zeros((2, 1), dtype=torch.long), logits.clone())
-        for (toks, lps), want in zip(sampler.results, expected):
+        for (toks, lps), want in zip(sampler.results, expected, strict=True):
             freq = [toks.count(t) / n for t in range(4)]
             assert freq == pytest.approx(want, abs=0.03)
             assert all(want[t] > 0 for t in toks)  # a token outside top-k is never drawn

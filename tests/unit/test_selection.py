@@ -53,7 +53,7 @@ NC = [
 def quad_masses(n, c, edges):
     a, b = c + 0.5, n - c + 0.5
     cuts = [0.0, *edges, 1.0]
-    return [integrate.quad(lambda p: stats.beta.pdf(p, a, b), lo, hi, limit=200)[0] for lo, hi in zip(cuts, cuts[1:])]
+    return [integrate.quad(lambda p: stats.beta.pdf(p, a, b), lo, hi, limit=200)[0] for lo, hi in zip(cuts, cuts[1:], strict=False)]
 
 
 def quad_signal(n, c):

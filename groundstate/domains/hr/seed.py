@@ -332,12 +332,14 @@ def _leave(rng, personnel, departments, blackouts):  # noqa: C901 - one row's ru
         taken: list[tuple[dt.date, dt.date]] = []
         blocked = dept_blackouts.get(p["department_id"], [])
 
-        def free(start: dt.date, end: dt.date, annual: bool) -> bool:
+        def free(start: dt.date, end: dt.date, annual: bool, taken: list = taken, blocked: list = blocked) -> bool:
             if any(s <= end and start <= e for s, e in taken):
                 return False
             return not annual or not any(dt.date.fromisoformat(s) <= end and start <= dt.date.fromisoformat(e) for s, e in blocked)
 
-        def add(leave_type, start, end, status, requested, decided=None, decided_by=None, cancelled=None):
+        def add(
+            leave_type, start, end, status, requested, decided=None, decided_by=None, cancelled=None, *, p=p, taken=taken, budget=budget, used=used
+        ):
             days = working_days(start, end)
             requests.append(
                 {
@@ -449,7 +451,7 @@ def _onboarding(rng, personnel):
                 states.append("done" if due_on < TODAY and rng.random() < 0.6 else "pending")
         if onboarding and "pending" not in states:
             states[-1] = "pending"  # benefits enrollment: due 30 days after the hire date
-        for (item, mandatory, due), state in zip(ONBOARDING_ITEMS, states):
+        for (item, mandatory, due), state in zip(ONBOARDING_ITEMS, states, strict=True):
             due_on = hired + dt.timedelta(days=due)
             completed = None if state == "pending" else min(due_on + dt.timedelta(days=rng.randint(-1, 3)), TODAY)
             if completed is not None:

@@ -380,14 +380,14 @@ def _bookings(rng, n, travellers, flights):  # noqa: C901 - one row's rules in t
                 if total - fee > 0:
                     add_credit(t["id"], bid, "cancellation", round_money(total - fee), on)
         else:
-            for s, f in zip(legs_rows, legs):
+            for s, f in zip(legs_rows, legs, strict=True):
                 if f["departs_on"] < iso(TODAY):
                     s["status"] = "flown"
                 elif rng.random() < 0.7:
                     s["seat"] = _free_seat(rng, cabin, seats_taken.setdefault(f["id"], set()))
             if all(s["status"] == "flown" for s in legs_rows):
                 b["status"] = "completed"
-            for s, f in zip(legs_rows, legs):
+            for s, f in zip(legs_rows, legs, strict=True):
                 if s["status"] != "flown":
                     continue
                 flown_on = dt.date.fromisoformat(f["departs_on"])

@@ -159,7 +159,7 @@ def test_rewards_equal_the_evaluator_and_tokens_are_the_servers(task_id, shop_en
         assert server.requests[0]["prompt_ids"] == out.prompt_ids
         assert len({r["request_id"] for r in server.requests}) == 1  # one sticky session per episode
         sampled_positions, expected_lps = [], []
-        for req, o in zip(server.requests, server.outputs):
+        for req, o in zip(server.requests, server.outputs, strict=True):
             start = len(req["prompt_ids"]) - len(out.prompt_ids)
             assert full[: len(req["prompt_ids"])] == req["prompt_ids"]
             sampled_positions += range(start, start + len(o.token_ids))
