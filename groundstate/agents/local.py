@@ -298,6 +298,8 @@ class BatchedPolicy:
                 batch, self._queue = self._queue[: self.max_batch], self._queue[self.max_batch :]
                 try:
                     results = await asyncio.to_thread(self._generate_batch, [r.ids for r in batch], [r.rng for r in batch])
+                    if len(results) != len(batch):
+                        raise RuntimeError(f"the model gave {len(results)} results for a batch of {len(batch)} requests")
                 except Exception as e:  # noqa: BLE001 - every waiting episode must hear about it
                     for r in batch:
                         if not r.future.done():

@@ -306,3 +306,21 @@ def test_the_row_sampler_draws_from_the_sampling_distribution():
             assert freq == pytest.approx(want, abs=0.03)
             assert all(want[t] > 0 for t in toks)  # a token outside top-k is never drawn
             assert lps[0] == pytest.approx(float(torch.log(torch.tensor(want[toks[0]]))), abs=1e-5)
+
+
+class Short(Scripted):
+    """A sampler that loses a row: one result fewer than the batch it was given."""
+
+    def _generate_batch(self, batch, generators=None):
+        return super()._generate_batch(batch, generators)[:-1]
+
+
+def test_a_batch_short_of_results_fails_every_waiting_episode_never_hangs(policy):
+    short = Short(policy.model, policy.tok, policy.sampling, texts=["a", "b", "c"])
+
+    async def main():
+        asks = [short.generate([1, 2, 3], None) for _ in range(3)]
+        return await asyncio.wait_for(asyncio.gather(*asks, return_exceptions=True), timeout=60)
+
+    outcomes = asyncio.run(main())
+    assert len(outcomes) == 3 and all(isinstance(o, RuntimeError) and "2 results for a batch of 3" in str(o) for o in outcomes), outcomes
