@@ -10,6 +10,10 @@ rewards are all equal (all 1 or all 0) carries no gradient; it is dropped and re
 further task from the pool, at most `refill_ratio × tasks_per_step` extra groups per step (oversampling
 is bounded); what is still uninformative after that is kept with zero advantage and counted. A rollout
 that ends in a system error is never scored 0: its whole group is dropped (and refilled) the same way.
+
+With an `OnlineSampler` (`groundstate.train.online`) the step's tasks and the refills are drawn by each task's
+expected signal under the current policy's posterior, which every group run updates; without one, refills are
+uniform draws from the pool.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from groundstate.agents.local import BatchedPolicy
 from groundstate.specs import UserSpec, parse_user
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
+from groundstate.train.online import OnlineSampler
 from groundstate.types import Domain, EpisodeLimits
 from groundstate.worlds.attempt import play
 
@@ -90,8 +95,24 @@ async def rollout(
     )
 
 
+def waste_reason(group: list[Rollout]) -> str | None:
+    """Why a group carries no gradient: "system_error", "all_pass" or "all_fail" (any other uniform reward, e.g. all
+    unscored); None for an informative group."""
+    if any(r.system_error is not None for r in group):
+        return "system_error"
+    if is_informative(group):
+        return None
+    return "all_pass" if group[0].reward == 1.0 else "all_fail"
+
+
 @dataclass
 class StepStats:
+    """One step's groups. The group counts (`all_pass`, `all_fail`, `system_error_groups`) are of the step's first
+    groups, before refill; `rollouts` and the `wasted_*` fields count rollouts (groups × G) of every group the step ran,
+    refills included, and a group without signal is wasted whether it was dropped or kept with zero advantage:
+    `wasted` = `wasted_all_pass` + `wasted_all_fail` + `wasted_system_error`, and `wasted` / `rollouts` is the step's
+    waste."""
+
     groups: int = 0
     informative: int = 0
     all_pass: int = 0
@@ -101,13 +122,31 @@ class StepStats:
     kept_uninformative: int = 0
     mean_reward: float = 0.0  # over the groups trained on (after refill)
     sampled_reward: float = 0.0  # over the step's first pass: the policy's success rate on its batch
+    rollouts: int = 0  # every rollout run this step: (groups + refill_groups) × G
+    wasted: int = 0
+    wasted_all_pass: int = 0
+    wasted_all_fail: int = 0
+    wasted_system_error: int = 0
+
+    def count(self, groups: list[list[Rollout]]) -> None:
+        """Add groups the step ran to `rollouts` and, by reason, to the wasted rollouts."""
+        for g in groups:
+            self.rollouts += len(g)
+            reason = waste_reason(g)
+            if reason is not None:
+                self.wasted += len(g)
+                setattr(self, f"wasted_{reason}", getattr(self, f"wasted_{reason}") + len(g))
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
 class GroupSampler:
-    """Runs the groups of one step and refills the uninformative ones from the pool, within a bound."""
+    """Runs the groups of one step and refills the uninformative ones from the pool, within a bound.
+
+    With `online`, `next_tasks(n)` draws a step's tasks from it, refills are its draws (tasks of the step excluded
+    while the pool has others), and every group run, refills included, updates it; without, `next_tasks` draws
+    uniformly without replacement and refills are uniform draws from the pool."""
 
     def __init__(
         self,
@@ -119,21 +158,51 @@ class GroupSampler:
         seed: int = 0,
         user_spec: UserSpec | str = "scripted",
         limits: EpisodeLimits = EpisodeLimits(),
+        online: OnlineSampler | None = None,
     ):
         self.pool = pool
+        self.by_id = {t.id: (t, d) for t, d in pool}
         self.policy, self.backend = policy, backend
         self.G = group_size
         self.refill_ratio = refill_ratio
         self.rng = random.Random(seed)
         self.user_spec, self.limits = parse_user(user_spec), limits
+        if online is not None and group_size != online.G:
+            raise ValueError(f"the online sampler's group size is {online.G}, the sampler's {group_size}")
+        self.online = online
+        self._opened = False  # next_tasks opened the online sampler's step for the coming `step`
+
+    def next_tasks(self, n: int) -> list[tuple[Task, Domain]]:
+        """The next step's n tasks: the online sampler's choice, or uniform without replacement (with repeats only
+        where the pool has fewer than n)."""
+        if self.online is None:
+            ids, picks = [t.id for t, _ in self.pool], []
+            while len(picks) < n:
+                picks += self.rng.sample(ids, min(len(ids), n - len(picks)))
+            return [self.by_id[i] for i in picks]
+        self._opened = True
+        return [self.by_id[i] for i in self.online.next_tasks(n)]
 
     async def _groups(self, tasks: list[tuple[Task, Domain]]) -> list[list[Rollout]]:
         flat = await asyncio.gather(*(rollout(t, d, self.policy, self.backend, self.user_spec, self.limits) for t, d in tasks for _ in range(self.G)))
-        return [list(flat[i * self.G : (i + 1) * self.G]) for i in range(len(tasks))]
+        groups = [list(flat[i * self.G : (i + 1) * self.G]) for i in range(len(tasks))]
+        if self.online is not None:
+            for g in groups:
+                self.online.observe(g[0].task_id, [None if r.system_error else r.reward for r in g])
+        return groups
+
+    def _refills(self, n: int, step_ids: list[str]) -> list[tuple[Task, Domain]]:
+        if self.online is None:
+            return [self.rng.choice(self.pool) for _ in range(n)]
+        return [self.by_id[i] for i in self.online.draw(n, exclude=step_ids)]
 
     async def step(self, tasks: list[tuple[Task, Domain]]) -> tuple[list[list[Rollout]], StepStats]:
+        if self.online is not None and not self._opened:
+            self.online.open_step()  # tasks chosen elsewhere: the step still counts for the revisit schedule
+        self._opened = False
         groups = await self._groups(tasks)
         stats = StepStats(groups=len(groups))
+        stats.count(groups)
         first = [r.reward for g in groups for r in g if r.reward is not None]
         stats.sampled_reward = statistics.fmean(first) if first else 0.0
         for g in groups:
@@ -144,11 +213,15 @@ class GroupSampler:
                 stats.all_fail += g[0].reward == 0.0
         budget = int(self.refill_ratio * len(tasks))
         bad = [i for i, g in enumerate(groups) if not is_informative(g)]
+        step_ids = [t.id for t, _ in tasks]
         while bad and budget > 0:
             n = min(len(bad), budget)
             budget -= n
             stats.refill_groups += n
-            fresh = await self._groups([self.rng.choice(self.pool) for _ in range(n)])
+            picks = self._refills(n, step_ids)
+            step_ids += [t.id for t, _ in picks]
+            fresh = await self._groups(picks)
+            stats.count(fresh)
             still_bad = []
             for i, g in zip(bad[:n], fresh, strict=True):
                 if is_informative(g):

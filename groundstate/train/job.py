@@ -45,6 +45,9 @@ class TrainJob(BaseModel):
     top_k: int | None = Field(None, ge=0)  # 0: off
     beta: float | None = Field(None, ge=0)  # KL coefficient (0: KL-free)
     refill_ratio: float | None = Field(None, ge=0)  # extra groups, × tasks_per_step, to replace zero-variance ones (verl: > 0 turns refill on)
+    sampling: Literal["static", "online"] | None = None  # trl: online draws each step's tasks by expected signal (train/online.py)
+    forget: float | None = Field(None, gt=0, le=1)  # trl, online: λ, the posteriors' forgetting factor per update
+    explore: float | None = Field(None, ge=0, le=1)  # trl, online: ε, the share of tasks drawn uniformly
     save_steps: PositiveInt | None = None
     max_new_tokens: PositiveInt | None = None  # per agent turn
     max_context: PositiveInt | None = None  # prompt plus the whole multi-turn response of one episode
@@ -156,6 +159,8 @@ def _check_specs(job: TrainJob) -> None:
 
     if job.dry_run and job.engine != "verl":
         raise TrainRefused("--dry-run is for --engine verl")
+    if job.engine == "verl" and (job.sampling == "online" or job.forget is not None or job.explore is not None):
+        raise TrainRefused("sampling, forget and explore are for --engine trl: the verl recipe samples its own tasks (bounded refill)")
     try:
         llm_user = parse_user(job.user).is_llm
     except ValueError as e:
@@ -208,9 +213,11 @@ def _train_trl(
     cfg = TrainConfig(
         **_sampling(job),
         **_given(refill_ratio=job.refill_ratio, save_steps=job.save_steps, max_context=job.max_context),
+        **_given(sampling=job.sampling, forget=job.forget, explore=job.explore),
         seed=job.seed,
         use_vllm=job.use_vllm,
     )
+    probe = _probe(job.train) if cfg.sampling == "online" else None
     val_pairs = _tasks(job.val, job) if job.val else []
     try:
         backend = make_backend(job.backend, job.pg_dsn)
@@ -224,7 +231,7 @@ def _train_trl(
         if on_start:
             on_start(cfg.steps)
         try:
-            final = train_trl(job.model, pairs, backend, job.out, cfg, on_step=on_step)
+            final = train_trl(job.model, pairs, backend, job.out, cfg, on_step=on_step, probe=probe)
         except ModelLoadError as e:
             raise TrainRefused(f"--model {e}") from None
         done = Trained(job, checkpoint=final)
@@ -233,6 +240,20 @@ def _train_trl(
         return done
     finally:
         backend.close()
+
+
+def _probe(selector: str) -> dict[str, tuple[int, int]] | None:
+    """The probe's counts per task where the training tasks are a selection's train.yaml: its selection.jsonl, beside
+    it, holds them (`groundstate select`); None for any other selector (the online sampler then starts from Jeffreys)."""
+    from groundstate.train.online import probe_counts
+
+    rows = Path(selector).parent / "selection.jsonl"
+    if not Path(selector).is_file() or not rows.is_file():
+        return None
+    try:
+        return probe_counts(rows)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise TrainRefused(f"{rows}: not a selection's rows ({e}); the online sampler starts from them") from None
 
 
 def _validate(done: Trained, val_pairs: list[tuple[Task, Domain]], cfg: Any, backend: Any) -> None:

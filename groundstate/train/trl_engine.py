@@ -6,6 +6,14 @@ run through groundstate's episode loop and grader (`grpo.GroupSampler`, which al
 zero-variance groups), and come back token-exact (`prompt_ids`, `completion_ids` with observation
 tokens masked out by `env_mask`, the sampled `logprobs`) with the verdict as the only reward.
 KL-free by default (beta 0), like the reference recipe; `beta > 0` adds TRL's KL term.
+
+`sampling="online"` hands the choice of each step's tasks to an `online.OnlineSampler`: `rollout_func` then ignores
+the task ids TRL sampled from its dataset and runs the sampler's choice of as many tasks. That is safe because TRL
+uses the prompts only to count and group: advantages are normalised over consecutive blocks of G completions
+(`rewards.view(-1, G)`), the reward function reads the verdicts we return (`gs_reward`) and nothing else, and the
+prompts TRL keeps are for its logs (the rollouts' `gs_task_id` and `rollouts.jsonl` name the tasks actually run,
+as they already did for refilled groups). The sampler's state is written into each checkpoint
+(`online_sampler.json`), resumed from the latest, and into the output folder at the end.
 """
 
 from __future__ import annotations
@@ -17,13 +25,14 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from groundstate.agents.local import PROMPT_FLAGS, BatchedPolicy, SamplingParams, load_pretrained, prompt_flags
 from groundstate.jsontext import dumps
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
 from groundstate.train.grpo import GroupSampler
+from groundstate.train.online import OnlineConfig, OnlineSampler
 from groundstate.types import EpisodeLimits
 from groundstate.worlds.domain import Domain
 
@@ -53,6 +62,32 @@ class TrainConfig:
     use_vllm: bool = False
     gradient_checkpointing: bool = True  # TRL's default: recompute activations in the backward pass to save memory
     val_k: int = 8  # attempts per task of the validation run after training (`groundstate train --val`)
+    sampling: Literal["static", "online"] = "static"  # online: each step's tasks and refills by expected signal (`online.py`)
+    forget: float = OnlineConfig.forget  # online: λ, the posteriors' forgetting factor per update (1: never forgets)
+    explore: float = OnlineConfig.explore  # online: ε, the share of a step's tasks drawn uniformly from the pool
+
+    def __post_init__(self) -> None:
+        if self.sampling not in ("static", "online"):
+            raise ValueError(f"sampling must be static or online, got {self.sampling!r}")
+        OnlineConfig(forget=self.forget, explore=self.explore)  # checks them
+
+
+ONLINE_STATE = "online_sampler.json"
+
+
+def online_sampler(
+    cfg: TrainConfig, train: list[tuple[Task, Domain]], out_dir: Path, probe: dict[str, tuple[int, int]] | None
+) -> OnlineSampler | None:
+    """The run's online sampler (None with static sampling): the state of the latest checkpoint that holds one, else
+    fresh from the probe's counts (`online.probe_counts`) where given."""
+    if cfg.sampling != "online":
+        return None
+    ids = [t.id for t, _ in train]
+    saved = [p for p in out_dir.glob(f"checkpoint-*/{ONLINE_STATE}") if p.parent.name.removeprefix("checkpoint-").isdigit()]
+    if saved:
+        latest = max(saved, key=lambda p: int(p.parent.name.removeprefix("checkpoint-")))
+        return OnlineSampler.from_json(json.loads(latest.read_text(encoding="utf-8")), ids)
+    return OnlineSampler(ids, cfg.group_size, probe, OnlineConfig(forget=cfg.forget, explore=cfg.explore), cfg.seed)
 
 
 def _write_jsonl(path: Path, row: dict[str, Any]) -> None:
@@ -68,11 +103,13 @@ def train_trl(
     cfg: TrainConfig,
     on_step: Callable[[dict[str, Any]], None] | None = None,
     policy_cls: type[BatchedPolicy] = BatchedPolicy,
+    probe: dict[str, tuple[int, int]] | None = None,
 ) -> Path:
     """Train with GRPO; returns the final checkpoint directory (a Hugging Face model directory).
 
     `policy_cls` decides how turns are sampled from the model being trained (a subclass can, for
-    example, force the decisions in a test while the update itself stays TRL's)."""
+    example, force the decisions in a test while the update itself stays TRL's). `probe` (task id → clean runs,
+    successes) starts the online sampler's posteriors; unused with static sampling."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     import torch
     from datasets import Dataset
@@ -89,25 +126,31 @@ def train_trl(
         model, tok, SamplingParams(cfg.temperature, cfg.top_p, cfg.top_k, cfg.max_new_tokens, cfg.max_context), seed=cfg.seed, **flags
     )
     by_id = {t.id: (t, d) for t, d in train}
-    sampler = GroupSampler(train, policy, backend, cfg.group_size, cfg.refill_ratio, cfg.seed, limits=EpisodeLimits(max_turns=cfg.max_turns))
+    online = online_sampler(cfg, train, out_dir, probe)
+    sampler = GroupSampler(
+        train, policy, backend, cfg.group_size, cfg.refill_ratio, cfg.seed, limits=EpisodeLimits(max_turns=cfg.max_turns), online=online
+    )
     rollouts_path, metrics_path = out_dir / "rollouts.jsonl", out_dir / "metrics.jsonl"
     step = {"n": 0}
 
     def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, list]:
         G = cfg.group_size
-        ids = [p if isinstance(p, str) else p[-1]["content"] for p in prompts[::G]]
+        if online is None:
+            tasks = [by_id[p if isinstance(p, str) else p[-1]["content"]] for p in prompts[::G]]
+        else:  # TRL's prompts only say how many groups: the sampler chooses which tasks (see the module's docstring)
+            tasks = sampler.next_tasks(len(prompts) // G)
         was_training = model.training
         model.eval()
         t0 = time.perf_counter()
         try:
-            groups, stats = asyncio.run(sampler.step([by_id[i] for i in ids]))
+            groups, stats = asyncio.run(sampler.step(tasks))
         finally:
             model.train(was_training)
         step["n"] += 1
         flat = [r for g in groups for r in g]
         for r in flat:
             _write_jsonl(rollouts_path, {"step": step["n"], **r.summary()})
-        row = {"step": step["n"], "rollout_seconds": round(time.perf_counter() - t0, 3), **stats.to_json()}
+        row = {"step": step["n"], "rollout_seconds": round(time.perf_counter() - t0, 3), **stats.to_json(), **(online.summary() if online else {})}
         _write_jsonl(metrics_path, {"kind": "rollouts", **row})
         if on_step:
             on_step(row)
@@ -134,6 +177,8 @@ def train_trl(
             if ckpt.is_dir():
                 copy_prompt_flags(model_path, ckpt)
                 tok.save_pretrained(str(ckpt))
+                if online is not None:
+                    online.save(ckpt / ONLINE_STATE)
 
     report_to = [r for r in ("tensorboard", "wandb") if _installed(r) and (r != "wandb" or os.environ.get("WANDB_API_KEY"))]
     args = GRPOConfig(
@@ -182,6 +227,8 @@ def train_trl(
     trainer.save_model(str(final))
     tok.save_pretrained(str(final))
     copy_prompt_flags(model_path, final)
+    if online is not None:
+        online.save(out_dir / ONLINE_STATE)
     return final
 
 

@@ -88,6 +88,27 @@ def test_two_grpo_steps_update_the_policy_filter_refill_and_reward_with_verdicts
     assert (out / "checkpoint-1" / PROMPT_FLAGS).exists()  # checkpoints load like the base
 
 
+@pytest.mark.slow
+def test_online_sampling_chooses_the_steps_tasks_and_writes_its_state_with_the_checkpoints(tiny_dir, tmp_path):
+    domain = Domain(SHOP)
+    pairs = [(t, domain) for t in domain.tasks]
+    out = tmp_path / "grpo"
+    shape = {"group_size": 4, "tasks_per_step": 2, "steps": 2, "lr": 5e-2, "save_steps": 1, "max_new_tokens": 24, "max_context": 256}
+    cfg = TrainConfig(**shape, max_turns=6, sampling="online", forget=1.0, explore=0.0)
+    train_trl(str(tiny_dir), pairs, SqliteBackend(), out, cfg, policy_cls=CoinFlipPolicy, probe={"shop-multi": (4, 0)})
+    steps = [r for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines()) if r["kind"] == "rollouts"]
+    assert len(steps) == 2 and all({"online_retired", "online_mean_signal", "wasted_all_fail"} <= set(r) for r in steps)
+    assert all(r["rollouts"] == 4 * (r["groups"] + r["refill_groups"]) for r in steps)
+    # λ = 1: the posteriors hold the probe's 4 runs plus every rollout the steps ran, dropped and refilled groups included
+    state = json.loads((out / "online_sampler.json").read_text())
+    assert state["step"] == 2 and (out / "checkpoint-1" / "online_sampler.json").exists()
+    assert sum(t["a"] + t["b"] - 1 for t in state["tasks"].values()) == pytest.approx(4 + sum(r["rollouts"] for r in steps))
+    # what TRL trained on is grouped as it ran: consecutive blocks of G rollouts of one task, named by the task it was
+    rollouts = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()]
+    assert len(rollouts) == 2 * 2 * 4
+    assert all(len({r["task_id"] for r in rollouts[i : i + 4]}) == 1 for i in range(0, len(rollouts), 4))
+
+
 def test_a_saved_checkpoint_runs_as_hf_agent(tiny_dir, tmp_path):
     domain = Domain(SHOP)
     summary = run(

@@ -94,3 +94,25 @@ def test_the_job_holds_the_only_defaults():
     with pytest.raises(TrainRefused, match="unknown engine 'x'"):
         load_train_job(None, {"model": "m", "train": "t", "engine": "x"})
     assert set(TrainJob.model_fields) >= {"verl_set", "micro_batch", "tb_servers"}
+
+
+def test_online_sampling_is_a_trl_field_and_starts_from_a_selections_probe(workdir):
+    from groundstate.train.job import _probe
+
+    job = load_train_job(None, {"model": "m", "train": "t", "sampling": "online", "forget": 0.9, "explore": 0.1})
+    assert (job.sampling, job.forget, job.explore) == ("online", 0.9, 0.1)
+    assert load_train_job(None, {"model": "m", "train": "t"}).sampling is None  # the engine's default: static
+    for bad, says in (
+        ({"sampling": "greedy"}, "sampling: Input should be 'static' or 'online'"),
+        ({"forget": 0}, "forget: Input should be greater than 0"),
+    ):
+        with pytest.raises(TrainRefused, match=f"job.yaml: {says}"):
+            load_train_job(workdir / config(workdir / "job.yaml", model="m", train="t", **bad), {})
+    r = invoke("--config", config(workdir / "job.yaml", model="model", train="train.yaml", sampling="online", **TOPOLOGY))
+    assert r.exit_code == 2 and "sampling, forget and explore are for --engine trl" in r.output, r.output
+    # a selection's train.yaml has its probe's counts beside it; any other selector starts from Jeffreys
+    (workdir / "sel").mkdir()
+    (workdir / "sel" / "train.yaml").write_text("- a\n")
+    (workdir / "sel" / "selection.jsonl").write_text(json.dumps({"task_id": "a", "clean_runs": 4, "successes": 1}) + "\n")
+    assert _probe(str(workdir / "sel" / "train.yaml")) == {"a": (4, 1)}
+    assert _probe("train.yaml") is None and _probe("kiosk") is None
