@@ -139,7 +139,7 @@ class AttemptRecord(BaseModel):
     run: RunIdentity | None = None
     task_fingerprint: str | None = None
     # how many reply rubrics the attempted task has (0: graded on its final state alone); None in records made before
-    # it was written. A rubric task of a run without a judge is set apart by every figure (`metrics.basis`)
+    # it was written. A rubric task of a run without a judge is set apart by every figure (`stats.basis`)
     rubrics: Annotated[int, Field(strict=True, ge=0)] | None = None
     # with a user cache: how many of the attempt's LLM-user replies were replayed, generated, evicted as bad rows
     user_replies: UserReplies | None = None

@@ -32,7 +32,9 @@ def metrics(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """pass@1, pass@k, pass^k, Observed k/k with intervals, per-domain breakdown, tokens and cost."""
-    from groundstate.stats.metrics import compute, load_prices, parse_ks
+    from groundstate.stats.cost import load_prices
+    from groundstate.stats.estimators import parse_ks
+    from groundstate.stats.metrics import compute
 
     try:
         ks = parse_ks(k) if k is not None else None
@@ -117,7 +119,7 @@ def _print_metrics(m: dict, results: Path, by: str) -> None:
 
 
 def _print_set_apart(rows: list[dict], what: str) -> None:
-    """The tasks `what` leaves out (`metrics.basis`, compare's left out), the first ten with their reasons: said on
+    """The tasks `what` leaves out (`stats.basis`, compare's left out), the first ten with their reasons: said on
     stderr, also with --json, since a figure's task set is part of the figure."""
     if not rows:
         return
@@ -142,7 +144,7 @@ def compare(
     within the range this design detects (see `groundstate power`), task transitions, cost change; for
     two runs of the same agent, run-to-run agreement with each disagreement's cause (agent sampling, user, judge)."""
     from groundstate.pipeline.analysis import compare_runs
-    from groundstate.stats.metrics import load_prices
+    from groundstate.stats.cost import load_prices
 
     base_records, cand_records = read_run(base), read_run(cand)
     try:
@@ -163,7 +165,7 @@ def compare(
 
 def _print_comparison(c: dict, base: Path, cand: Path) -> None:
     """The lifts' table, the detectable range, the task transitions, Observed k/k and cost, and the agreement."""
-    from groundstate.stats.metrics import metric_label
+    from groundstate.stats.estimators import metric_label
 
     t = Table(title=f"{escape(str(cand))} vs {escape(str(base))} · {c['shared_tasks']} shared tasks × n={c['n']} · k={c['k']}")
     for col in ("metric", "base", "candidate", "lift", "95% CI", "P(lift > 0)"):
@@ -228,7 +230,7 @@ def report(
 ) -> None:
     """One self-contained HTML report: metrics, success grid, plots, and failing attempts with their diffs."""
     from groundstate.pipeline.analysis import write_run_report
-    from groundstate.stats.metrics import load_prices
+    from groundstate.stats.cost import load_prices
 
     def incomplete(name: str) -> None:
         console.print(f"[yellow]{name or 'the'} run incomplete, reported anyway[/yellow] (the report says what it lacks)")

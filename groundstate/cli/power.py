@@ -51,7 +51,7 @@ def power_command(
 ) -> None:
     """Tasks and attempts per task a paired comparison needs to detect a pass@1 lift and an Observed k/k change, and the
     smallest lift this run's tasks and attempts detect (normal approximation, rates from the base run)."""
-    from groundstate.stats.metrics import parse_ks
+    from groundstate.stats.estimators import parse_ks
     from groundstate.stats.power import UnreachableLift, plan
 
     if power <= alpha:

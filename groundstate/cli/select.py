@@ -93,7 +93,7 @@ def select_command(
 ) -> None:
     """Select a training pool from probe runs: difficulty bands, learning signal, benchmark exclusion, grouped train/val split."""
     from groundstate.pipeline.selection import select_pool
-    from groundstate.stats.metrics import IncompleteRun
+    from groundstate.stats.basis import IncompleteRun
 
     def incomplete(problems: list[str]) -> None:
         console.print(f"[yellow]probes incomplete, selected from anyway:[/yellow] {escape('; '.join(problems))}")

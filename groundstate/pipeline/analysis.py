@@ -20,9 +20,9 @@ def compare_runs(
     prices: dict[str, dict[str, float]] | None = None,
     allow_incomplete: bool = False,
 ) -> dict[str, Any]:
-    """`stats.metrics.compare`'s comparison of two runs, with `power`: whether its pass@1 lift is one this design
+    """`stats.compare`'s comparison of two runs, with `power`: whether its pass@1 lift is one this design
     detects with 80% power (`stats.power.detectable_range`). `ValueError` as `compare`."""
-    from groundstate.stats.metrics import compare
+    from groundstate.stats.compare import compare
     from groundstate.stats.power import detectable_range
 
     c = compare(base, candidate, k, prices, allow_incomplete=allow_incomplete)
@@ -52,7 +52,7 @@ def write_run_report(
     run reported anyway (with `allow_incomplete`) is said through `on_incomplete(name)` ("" for the run, "baseline");
     `ValueError` for an incomplete run not allowed, records of several runs, or a baseline that cannot be compared."""
     from groundstate.pipeline.report import write_report
-    from groundstate.stats.metrics import require_complete
+    from groundstate.stats.basis import require_complete
 
     for name, recs in (("", records), ("baseline", baseline or [])):
         if recs and require_complete(recs, "report", job.allow_incomplete, name) and on_incomplete:

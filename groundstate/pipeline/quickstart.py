@@ -26,7 +26,9 @@ from groundstate.jsontext import dumps
 from groundstate.pipeline.runner import RunConfig, run
 from groundstate.records import AttemptRecord, read_records
 from groundstate.state.sqlite import SqliteBackend
-from groundstate.stats.metrics import basis, compare, compute, task_counts
+from groundstate.stats.basis import basis, task_counts
+from groundstate.stats.compare import compare
+from groundstate.stats.metrics import compute
 from groundstate.train import hide_transformers_deprecations
 from groundstate.types import EpisodeLimits
 from groundstate.worlds.domain import iter_tasks
@@ -257,7 +259,7 @@ def _run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None]
 
 
 def sanity_line(gold: list[AttemptRecord], noop: list[AttemptRecord]) -> str:
-    """One domain's sanity figures (one attempt per task), each over the task set `metrics.basis` gives: `224 tasks:
+    """One domain's sanity figures (one attempt per task), each over the task set `stats.basis` gives: `224 tasks:
     gold 100% pass, no-op 0% pass, of 200 (set apart: 24 rubric tasks without a judge)`."""
     parts, apart = [], ""
     for name, records in (("gold", gold), ("no-op", noop)):

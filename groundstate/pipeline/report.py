@@ -27,7 +27,10 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from groundstate.records import AttemptRecord, latest_per_key  # noqa: E402
 from groundstate.stats.agreement import describe_agreement  # noqa: E402
-from groundstate.stats.metrics import compare, compute, metric_label, pass_at_k, pass_hat_k, task_counts  # noqa: E402
+from groundstate.stats.basis import task_counts  # noqa: E402
+from groundstate.stats.compare import compare
+from groundstate.stats.estimators import metric_label, pass_at_k, pass_hat_k
+from groundstate.stats.metrics import compute
 from groundstate.types import Blame  # noqa: E402
 
 CSS = """
@@ -68,7 +71,7 @@ def _plots(records: list[AttemptRecord], m: dict[str, Any]) -> list[str]:
 def figures(records: list[AttemptRecord], m: dict[str, Any]) -> list[Figure]:
     """The report's plots, open (`_png` renders and closes each): per-task success rates, pass@k and pass^k against k
     (integer ticks: k is a count), and by domain (its legend beside the axes, where it covers no bar)."""
-    covered = {row["task_id"] for row in m["per_task"] if row["covered"]}  # the task set of every figure (`metrics.basis`)
+    covered = {row["task_id"] for row in m["per_task"] if row["covered"]}  # the task set of every figure (`stats.basis`)
     counts = [t for t in task_counts(records).values() if t.task_id in covered]
     k = m["k"]
     out = []
@@ -121,7 +124,7 @@ def render(
     allow_incomplete: bool = True,
     prices: dict[str, dict[str, float]] | None = None,
 ) -> str:
-    """The report's HTML, costed with `prices` (default: the bundled table, `metrics.load_prices`). A label such as
+    """The report's HTML, costed with `prices` (default: the bundled table, `stats.cost.load_prices`). A label such as
     `$\\frac{a}$` is a name, not a formula: plots render it as it is."""
     with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
         return _render(records, title, baseline, allow_incomplete, prices)
@@ -374,7 +377,7 @@ def write_report(
     prices: dict[str, dict[str, float]] | None = None,
     allow_incomplete: bool = True,
 ) -> Path:
-    """Write `render`'s page to `out`; `allow_incomplete=False` refuses an incomplete run (`metrics.IncompleteRun`)."""
+    """Write `render`'s page to `out`; `allow_incomplete=False` refuses an incomplete run (`stats.basis.IncompleteRun`)."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render(records, title, baseline, allow_incomplete, prices), encoding="utf-8")

@@ -24,8 +24,9 @@ from groundstate.pipeline.selection_result import SelectionResult
 from groundstate.pipeline.selection_rules import SelectionParams, decide, group_key
 from groundstate.pipeline.split import SplitItem, split
 from groundstate.records import AttemptRecord, check_one_run, latest_per_key, read_records
+from groundstate.stats.basis import TaskCounts, task_counts
 from groundstate.stats.difficulty import BANDS, band_masses, signal
-from groundstate.stats.metrics import TaskCounts, jeffreys_interval, task_counts
+from groundstate.stats.estimators import jeffreys_interval
 from groundstate.tasks import Task
 
 
@@ -46,7 +47,7 @@ def select(
     `tasks` maps task ids to their definitions (template, family, instruction, patch, gold); probe tasks
     missing from it are banded from their records' metadata but cannot be content-checked against the
     exclude set. Decisions, first rule that applies: excluded (benchmark id or content), awaits_judge (a rubric task
-    probed without a judge: set apart as every figure sets it apart, `metrics.basis`), insufficient_runs,
+    probed without a judge: set apart as every figure sets it apart, `stats.basis`), insufficient_runs,
     failed_reference_gate, dropped_band, dropped_signal, then train or val.
     """
     params = params or SelectionParams()
@@ -239,10 +240,10 @@ def select_pool(
     probes: Path, records: list[AttemptRecord], job: SelectJob, on_incomplete: Callable[[list[str]], None] | None = None
 ) -> tuple[SelectionResult, dict[str, Path]]:
     """The selection from the probe file `probes` (its `records` already read) and the paths of the four files written
-    to `job.out`. Probes with missing, duplicated or system-error keys are `metrics.IncompleteRun`, or with
+    to `job.out`. Probes with missing, duplicated or system-error keys are `stats.basis.IncompleteRun`, or with
     `allow_incomplete` said through `on_incomplete(problems)` and selected from anyway; `ValueError`, `TaskFileError`,
     `KeyError` or `OSError` for an input that cannot be read or used."""
-    from groundstate.stats.metrics import require_complete
+    from groundstate.stats.basis import require_complete
 
     incomplete = require_complete(records, "select", job.allow_incomplete)
     if incomplete and on_incomplete:

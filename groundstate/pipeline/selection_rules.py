@@ -78,7 +78,7 @@ def decide(row: dict[str, Any], p: SelectionParams, gated: bool) -> tuple[str, s
         return "excluded", "benchmark overlap: " + text + (f" (+{more} more matches)" if more else "")
     if p.require_content_check and not row["content_checked"]:
         return "excluded", "task definition not found, so it could not be content-checked against the exclude set (--require-content-check)"
-    if row["awaits_judge"]:  # the one rule of every figure (`metrics.basis`): its rate would count only the state's failures
+    if row["awaits_judge"]:  # the one rule of every figure (`stats.basis`): its rate would count only the state's failures
         return "awaits_judge", (
             f"reply rubrics probed without a judge: {row['unjudged']} unjudged attempts (state passed), "
             f"{row['clean_runs'] - row['successes']} failed on state; probe with --judge to band it"

@@ -36,7 +36,8 @@ import numpy as np
 from scipy import optimize, special, stats
 
 from groundstate.records import AttemptRecord, check_one_run
-from groundstate.stats.metrics import basis, coverage, pair_runs, require_complete, task_counts
+from groundstate.stats.basis import basis, coverage, require_complete, task_counts
+from groundstate.stats.compare import pair_runs
 
 Metric = Literal["pass_at_1", "observed_k_of_k"]
 DEFAULT_KS = (1, 2, 4, 8, 16, 32)
@@ -359,7 +360,7 @@ def detectable_range(
     k: int | None = None,
 ) -> DetectableRange:
     """Whether `observed_lift` (compare's pass@1 lift) is at least the smallest lift of its sign that this design
-    detects with `power`: the tasks and attempts `metrics.compare` compared (`metrics.pair_runs`), rates from the
+    detects with `power`: the tasks and attempts `stats.compare` compared (`stats.compare.pair_runs`), rates from the
     base run. `ci_excludes_zero` (compare's interval) only words the sentence."""
     pair = pair_runs(base, cand, k, allow_incomplete=True)  # the tasks and attempts `compare` compared (at its `k`): one rule
     bc, cc, shared = pair.base, pair.candidate, list(pair.base)

@@ -69,7 +69,7 @@ def test_noisy_agent_spreads_benchmark_pass_rates(tmp_path):
     from groundstate.pipeline.runner import RunConfig, run
     from groundstate.records import read_records
     from groundstate.state.sqlite import SqliteBackend
-    from groundstate.stats.metrics import task_counts
+    from groundstate.stats.basis import task_counts
     from groundstate.worlds.selectors import select_tasks
 
     run(select_tasks("bench"), RunConfig(agent="scripted:noisy:0.3", k=4), SqliteBackend(), tmp_path / "r.jsonl")

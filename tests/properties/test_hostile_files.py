@@ -22,7 +22,7 @@ from groundstate.audits.overlap import read_id_list
 from groundstate.cli import app
 from groundstate.state.base import apply_patch
 from groundstate.state.sqlite import SqliteBackend
-from groundstate.stats.metrics import load_prices
+from groundstate.stats.cost import load_prices
 from groundstate.tasks import MAX_FILE_BYTES, MAX_NESTING, TaskFileError
 from groundstate.worlds.domain import MAX_PATCH_ROWS, Domain, load_domain
 from groundstate.worlds.selectors import select_tasks

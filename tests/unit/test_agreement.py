@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from groundstate.cli import app
 from groundstate.records import AttemptRecord
 from groundstate.stats.agreement import attribute, cohen_kappa, run_agreement
-from groundstate.stats.metrics import compare
+from groundstate.stats.compare import compare
 
 SHOP = Path(__file__).resolve().parents[1] / "fixtures" / "shop"
 K = 8
@@ -200,7 +200,7 @@ def bare(reward, attempt=0, **extra) -> AttemptRecord:
 def test_records_without_trajectories_or_verdicts_are_unknown_and_said(tmp_path):
     base = [bare(1, 0), bare(0, 1), bare(1, 2)]
     cand = [bare(0, 0), bare(0, 1), bare(None, 2, system_error="boom")]
-    # k=2: the candidate's task has 2 clean attempts of 3, so figures at k=3 would leave it out (`metrics.basis`)
+    # k=2: the candidate's task has 2 clean attempts of 3, so figures at k=3 would leave it out (`stats.basis`)
     g = compare(base, cand, k=2, prices={}, allow_incomplete=True, reps=50)["agreement"]
     assert g["computed"] and g["keys"] == 2 and g["agree"] == 1
     assert g["disagreements_by_cause"]["unknown"] == 1 and "no trajectory" in g["disagreements"][0]["why"]

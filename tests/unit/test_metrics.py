@@ -7,7 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from groundstate.records import AttemptRecord
-from groundstate.stats.metrics import compare, compute, coverage, jeffreys_interval, pass_at_k, pass_hat_k, pass_hat_k_plugin
+from groundstate.stats.basis import coverage
+from groundstate.stats.compare import compare
+from groundstate.stats.estimators import jeffreys_interval, pass_at_k, pass_hat_k, pass_hat_k_plugin
+from groundstate.stats.metrics import compute
 
 
 def brute(n, c, k):

@@ -1,7 +1,7 @@
 """#32 items 2–5 and 8: one rule for every figure, in the default configuration (rubric tasks without a judge).
 
 Every command that reads a run (metrics, compare, report, select, power, the quickstart's sanity line) computes its
-figures over one task set, `metrics.basis`: a rubric task of a judge-less run is set apart, counted and named, never
+figures over one task set, `stats.basis`: a rubric task of a judge-less run is set apart, counted and named, never
 dropped in silence and never scored 0; the same records give the same figure in every command; on one task set
 pass^k ≤ pass@1 ≤ pass@k. Runs of different n are compared at their common n; records of two versions of one task
 are refused; prices are bounded and no JSON written holds NaN or Infinity; power says when a design needs more tasks
@@ -26,7 +26,10 @@ from groundstate.pipeline.runner import RunConfig, run
 from groundstate.pipeline.selection import select
 from groundstate.records import AttemptRecord, RecordError, RunIdentity, read_records
 from groundstate.state.sqlite import SqliteBackend
-from groundstate.stats.metrics import compare, compute, load_prices, pass_at_k, pass_hat_k
+from groundstate.stats.compare import compare
+from groundstate.stats.cost import load_prices
+from groundstate.stats.estimators import pass_at_k, pass_hat_k
+from groundstate.stats.metrics import compute
 from groundstate.stats.power import plan
 from groundstate.worlds.selectors import select_tasks
 

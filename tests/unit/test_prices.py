@@ -9,7 +9,8 @@ from typer.testing import CliRunner
 
 from groundstate.cli import app
 from groundstate.records import AttemptRecord, read_records
-from groundstate.stats.metrics import compute, cost_note, load_prices, price_key, record_cost
+from groundstate.stats.cost import cost_note, load_prices, price_key, record_cost
+from groundstate.stats.metrics import compute
 
 SHOP = Path(__file__).resolve().parents[1] / "fixtures" / "shop"
 TOKENS = (1000, 100)  # prompt, completion tokens per agent turn (the stub's usage)

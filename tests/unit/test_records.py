@@ -23,7 +23,9 @@ from groundstate.pipeline.report import render
 from groundstate.pipeline.runner import RunConfig, run
 from groundstate.records import AttemptRecord, read_records
 from groundstate.state.sqlite import SqliteBackend
-from groundstate.stats.metrics import compare, compute, pass_at_k, pass_hat_k
+from groundstate.stats.compare import compare
+from groundstate.stats.estimators import pass_at_k, pass_hat_k
+from groundstate.stats.metrics import compute
 from groundstate.types import EpisodeLimits
 from groundstate.worlds.domain import Domain
 from groundstate.worlds.selectors import select_tasks
@@ -364,7 +366,7 @@ _READERS_UNDER_A_MEMORY_CAP = """
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))  # before the fix: a MemoryError here, not a machine out of memory
 from groundstate.cli import app
-from groundstate.stats.metrics import coverage
+from groundstate.stats.basis import coverage
 from groundstate.records import AttemptRecord
 cov = coverage([AttemptRecord.model_construct(task_id="t", attempt=0, reward=1), AttemptRecord.model_construct(task_id="t", attempt=10**15, reward=1)])
 assert cov.missing_count == 10**15 - 1 and cov.missing == [("t", a) for a in range(1, 6)] and not cov.complete
