@@ -34,7 +34,7 @@ from typing import Any
 from groundstate.state.base import Backend
 from groundstate.state.changes import ChangeSet, Normaliser, diff
 from groundstate.tasks import Task
-from groundstate.types import Domain
+from groundstate.types import Domain, ToolCallRecord
 from groundstate.worlds.attempt import Outcome, play_calls
 
 REWORD_PREFIX = "In other words: "
@@ -77,7 +77,7 @@ class TaskAlternatives:
 @dataclass
 class _Gold:
     calls: Calls
-    records: list[dict[str, Any]]  # the trajectory's record of each gold call (ok, result, write)
+    records: list[ToolCallRecord]  # the trajectory's record of each gold call
     touched: list[frozenset] | None  # per gold call, the rows it wrote; None where the world shows no change set
     changes: ChangeSet | None
     created: list[frozenset] = field(default_factory=list)  # per gold call, the rows it inserted (kept or not)
@@ -91,7 +91,7 @@ def _description(call: dict[str, Any]) -> str:
 def _reads(gold: _Gold, domain: Domain) -> Calls:
     """Read-only calls to add: the gold's first read, else a read tool whose parameters the gold's arguments fill."""
     for call, rec in zip(gold.calls, gold.records):
-        if not rec["write"]:
+        if not rec.write:
             return [call]
     known: dict[str, Any] = {}
     for call in gold.calls:
@@ -109,7 +109,7 @@ def variations(gold: _Gold, domain: Domain) -> list[Variation]:
     out: list[Variation] = []
     idx = list(range(n))
     if gold.touched is not None:
-        writes = [i for i in idx if gold.records[i]["write"]]
+        writes = [i for i in idx if gold.records[i].write]
         for a, b in list(zip(writes, writes[1:])):
             if gold.touched[a] & gold.touched[b] or sum(v.kind == "reorder" for v in out) >= PER_KIND:
                 continue
@@ -127,7 +127,7 @@ def variations(gold: _Gold, domain: Domain) -> list[Variation]:
     for read in _reads(gold, domain)[:1]:
         out.append(Variation("insert_read", f"{_description(read)} added before call 0", [read] + calls, [None] + idx))
         out.append(Variation("insert_read", f"{_description(read)} added after the last call", calls + [read], idx + [None]))
-    for i in [i for i in idx if not gold.records[i]["write"]][:PER_KIND]:
+    for i in [i for i in idx if not gold.records[i].write][:PER_KIND]:
         out.append(
             Variation(
                 "repeat_read",
@@ -138,7 +138,7 @@ def variations(gold: _Gold, domain: Domain) -> list[Variation]:
         )
     if gold.changes is not None:
         texts = _free_text_values(gold.changes, domain.equivalences.free_text)
-        for i in [i for i in idx if gold.records[i]["write"]]:
+        for i in [i for i in idx if gold.records[i].write]:
             for name, value in calls[i]["args"].items():
                 if not isinstance(value, str) or not any(value == t or (len(value.split()) >= 3 and value in t) for t in texts):
                     continue
@@ -189,8 +189,8 @@ def _validity(v: Variation, out: Outcome, gold: _Gold, domain: Domain) -> str | 
     if v.kind == "equivalent":
         return None  # valid by declaration; whether the tool honours it is checked with the verdict (`audit`)
     if v.kind == "reword":
-        if not records[v.varied]["ok"]:
-            return f"the tool refused the reworded argument: {records[v.varied]['result'][:120]}"
+        if not records[v.varied].ok:
+            return f"the tool refused the reworded argument: {records[v.varied].result[:120]}"
         if out.changes is None or gold.changes is None:
             return "the world shows no change set to compare"
         return _free_text_only(gold.changes, out.changes, domain.equivalences.free_text)
@@ -204,20 +204,20 @@ def _validity(v: Variation, out: Outcome, gold: _Gold, domain: Domain) -> str | 
         if named:  # a later call names a new row whose id the swap gives to the other write's row
             return f"call {named[0]} ({gold.calls[named[0]]['tool']}) names an id that the swapped writes create: the calls depend on each other"
     for pos, g in enumerate(v.gold_at):
-        if g is None or (v.kind == "reorder" and not gold.records[g]["write"]):  # a read between swapped writes sees another state
+        if g is None or (v.kind == "reorder" and not gold.records[g].write):  # a read between swapped writes sees another state
             continue
         got, want = records[pos], gold.records[g]
-        if (got["ok"], _without(got["result"], new_ids)) != (want["ok"], _without(want["result"], new_ids)):
-            return f"call {g} ({want['name']}) returned differently than in the gold: the calls depend on each other"
+        if (got.ok, _without(got.result, new_ids)) != (want.ok, _without(want.result, new_ids)):
+            return f"call {g} ({want.name}) returned differently than in the gold: the calls depend on each other"
     return None
 
 
 def _dishonoured(v: Variation, out: Outcome, gold: _Gold) -> str | None:
     """Why the tool does not read a declared equivalent value alike (it answered otherwise than to the gold's), if so."""
     got, want = out.trajectory.tool_calls[v.varied], gold.records[v.varied]
-    if (got["ok"], got["result"]) == (want["ok"], want["result"]):
+    if (got.ok, got.result) == (want.ok, want.result):
         return None
-    return f"{want['name']} does not read the declared equivalent value alike: it answered {got['result'][:160]!r}"
+    return f"{want.name} does not read the declared equivalent value alike: it answered {got.result[:160]!r}"
 
 
 def _ints(args: Any) -> set[int]:
@@ -269,7 +269,7 @@ async def _gold(task: Task, domain: Domain, backend: Backend) -> _Gold | str:
     created: list[frozenset] = []
     before: dict = {}
     for k in range(len(calls)):
-        if not records[k]["write"]:
+        if not records[k].write:
             touched.append(frozenset())
             created.append(frozenset())
             continue

@@ -40,7 +40,18 @@ from typing import Any
 from groundstate.agents.base import valid_text, well_formed
 from groundstate.agents.user_audit import refuse_overlong
 from groundstate.deadlines import within
-from groundstate.types import MAX_REPLY_CHARS, Agent, AgentTurn, Environment, EpisodeHang, EpisodeLimits, ToolCallRequest, Trajectory, UserSimulator
+from groundstate.types import (
+    MAX_REPLY_CHARS,
+    Agent,
+    AgentTurn,
+    Environment,
+    EpisodeHang,
+    EpisodeLimits,
+    ToolCallRecord,
+    ToolCallRequest,
+    Trajectory,
+    UserSimulator,
+)
 
 NOT_EXECUTED = "call not executed"  # the end of the tool message that answers a call a limit stopped (regrade skips those calls)
 LIMIT_NAMES = {"max_reply_chars": "reply length limit", "max_tokens": "token limit", "max_tool_calls": "tool-call limit", "timeout": "time limit"}
@@ -90,8 +101,8 @@ async def run_episode(env: Environment, agent: Agent, user: UserSimulator | None
     max_turns, max_tool_calls = limits.turns_for(task), limits.tool_calls_for(task)
     timeout, max_result_chars, max_tokens = limits.timeout, limits.max_result_chars, limits.max_tokens
     tools = env.tool_schemas()
-    messages: list[dict[str, Any]] = env.initial_messages()
-    traj = Trajectory(messages)
+    traj = Trajectory(messages=env.initial_messages())
+    messages = traj.messages  # the conversation, appended to in place
     start = time.perf_counter()
     deadline = start + timeout if timeout is not None else None
     calls_made = 0
@@ -148,12 +159,13 @@ async def run_episode(env: Environment, agent: Agent, user: UserSimulator | None
                     continue
                 calls_made += 1
                 ok, content, write = await run_call(call)
-                record: dict[str, Any] = {"name": call.name, "arguments": call.arguments, "ok": ok, "result": content, "write": write}
-                if call.parser:  # which parser read the call from the model's output (`agents.toolcall_format`)
-                    record["parser"] = call.parser
-                if max_result_chars is not None and len(content) > max_result_chars:
-                    record["truncated"] = True  # the agent saw only the first max_result_chars characters
-                traj.tool_calls.append(record)
+                truncated = max_result_chars is not None and len(content) > max_result_chars  # the agent saw a cut
+                # `parser`: which parser read the call from the model's output (`agents.toolcall_format`)
+                traj.tool_calls.append(
+                    ToolCallRecord(
+                        name=call.name, arguments=call.arguments, ok=ok, result=content, write=write, parser=call.parser, truncated=truncated
+                    )
+                )
                 messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": truncate_result(content, max_result_chars)})
             if stop is not None:
                 traj.finish_reason = stop
