@@ -122,6 +122,9 @@ class ToolCallRecord(BaseModel):
         return out
 
 
+_RUNTIME_ONLY = ("usage", "seconds", "extra")  # `Trajectory` fields never written to or read from a record
+
+
 class Trajectory(BaseModel):
     """One attempt as it happened: the conversation, every executed tool call, the finish reason and the tokens.
 
@@ -139,6 +142,15 @@ class Trajectory(BaseModel):
     usage: Usage = Field(default_factory=Usage, exclude=True)
     seconds: float = Field(0.0, exclude=True)
     extra: list[dict[str, Any]] = Field(default_factory=list, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _recorded_fields_only(cls, data: Any) -> Any:
+        """A trajectory read from a record holds what records hold: the running attempt's own fields are never in one
+        (taken, they would be dropped again when the record is rewritten from its fields)."""
+        if isinstance(data, dict) and (runtime := [k for k in _RUNTIME_ONLY if k in data]):
+            raise ValueError(f"{', '.join(runtime)}: the running attempt's alone, never part of a recorded trajectory")
+        return data
 
     @property
     def final_reply(self) -> str | None:

@@ -85,13 +85,21 @@ def test_what_cannot_be_replayed_is_kept_and_counted_and_the_input_is_never_over
     records = run(shop, "scripted:gold", tmp_path / "run.jsonl", k=1)
     broken = records[0].model_copy(update={"reward": None, "system_error": "SandboxLost: gone", "trajectory": None, "finish_reason": None})
     cut = records[1].model_copy(
-        update={"reward": None, "system_error": "EpisodeHang: a tool hung", "trajectory": records[1].trajectory.model_copy(update={"finish_reason": ""})}
+        update={
+            "reward": None,
+            "system_error": "EpisodeHang: a tool hung",
+            "trajectory": records[1].trajectory.model_copy(update={"finish_reason": ""}),
+        }
     )
     pairs = {t.id: (t, d) for d in [Domain(shop)] for t in d.tasks}
     del pairs[records[2].task_id]  # a task that no longer exists
     garbled = [
-        records[0].model_copy(update={"trajectory": records[0].trajectory.model_copy(update={"messages": [{"role": "user", "content": ["not text"]}]})}),
-        records[1].model_copy(update={"trajectory": records[1].trajectory.model_copy(update={"messages": [{"role": "assistant", "tool_calls": "x"}]})}),
+        records[0].model_copy(
+            update={"trajectory": records[0].trajectory.model_copy(update={"messages": [{"role": "user", "content": ["not text"]}]})}
+        ),
+        records[1].model_copy(
+            update={"trajectory": records[1].trajectory.model_copy(update={"messages": [{"role": "assistant", "tool_calls": "x"}]})}
+        ),
         records[0].model_copy(update={"attempt": 5, "domain": "another"}),
     ]
     result = asyncio.run(regrade_records([broken, cut, *records[2:], *garbled], pairs, SqliteBackend()))

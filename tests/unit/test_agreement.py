@@ -251,6 +251,7 @@ def test_malformed_trajectories_do_not_crash(trajectory):
         ({"messages": [], "tool_calls": "nope"}, "trajectory.tool_calls"),
         ({"messages": [], "tool_calls": [{"name": "x", "arguments": {}}]}, "trajectory.tool_calls.0.ok"),
         ({"messages": [], "finish_reason": ["x"]}, "trajectory.finish_reason"),
+        ({"messages": [], "usage": {"input_tokens": 1}}, "trajectory"),  # the running attempt's alone, never recorded
     ],
 )
 def test_a_trajectory_of_another_shape_is_refused_on_read_naming_the_line_and_field(trajectory, field):
