@@ -5,7 +5,8 @@ from any source can be analysed. A record is keyed by (task_id, attempt); a cras
 in flight, and a half-written last line is ignored and cut off on the next run.
 
 Records are `AttemptRecord`s, validated on every read: a line that is not one (`null`, `[]`, a reward of 7, an
-attempt of "zero", a negative or NaN token count) is a `RecordError` naming the file, the line and the field.
+attempt of "zero", a negative or NaN token count, a trajectory whose messages are not objects or whose tool calls are not
+`types.ToolCallRecord`s) is a `RecordError` naming the file, the line and the field.
 Version 2 records (`record_version: 2`, written since runs carry their identity) also hold `run`, the
 `RunIdentity` of the run that wrote them (agent, user, judge, seed, sampling, an LLM user's sampling and audit, the
 limits that change verdicts, the selected task ids), and `task_fingerprint`, the version of the task they attempted. Records
@@ -32,7 +33,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_serializer, model_validator
 
 from groundstate.jsontext import dumps
-from groundstate.types import FAULT_KINDS, ErrorKind, FaultKind, Verdict
+from groundstate.types import FAULT_KINDS, ErrorKind, FaultKind, Trajectory, Verdict
 
 Key = tuple[str, int]
 RECORD_VERSION = 2
@@ -133,7 +134,7 @@ class AttemptRecord(BaseModel):
     seed: Annotated[int, Field(strict=True)] | None = None
     usage: RecordUsage = Field(default_factory=RecordUsage)
     verdict: Verdict | None = None
-    trajectory: dict[str, Any] | None = None
+    trajectory: Trajectory | None = None
     timings: dict[str, Any] = Field(default_factory=dict)
     record_version: Annotated[int, Field(strict=True, ge=1, le=RECORD_VERSION)] = 1
     run: RunIdentity | None = None

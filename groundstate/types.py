@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional, Protocol, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
@@ -94,17 +94,63 @@ class ToolResult:
     write: bool = False  # whether the tool may change state (as its domain declares it)
 
 
-@dataclass
-class Trajectory:
-    """One attempt as it happened: the conversation, every executed tool call, the finish reason and the tokens."""
+class ToolCallRecord(BaseModel):
+    """One executed tool call as a trajectory records it: the tool's `name`, the `arguments` the model sent (a JSON
+    object, or the text it wrote where that was not one), whether the tool answered `ok`, its full `result` (what the
+    agent saw, before any `max_result_chars` cut), whether the tool may `write`; `parser`, what read the call from the
+    model's output (`ToolCallRequest.parser`), and `truncated`, whether the agent saw only a cut of the result.
 
+    Written as `{name, arguments, ok, result, write[, parser][, truncated]}`: `parser` and `truncated` only where set,
+    as records always had them. Anything else in a recorded call is refused on read (`records.RecordError`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    arguments: Any
+    ok: Annotated[bool, Field(strict=True)]
+    result: str
+    write: Annotated[bool, Field(strict=True)]
+    parser: str | None = None
+    truncated: Annotated[bool, Field(strict=True)] = False
+
+    @model_serializer
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "arguments": self.arguments, "ok": self.ok, "result": self.result, "write": self.write}
+        if self.parser:
+            out["parser"] = self.parser
+        if self.truncated:
+            out["truncated"] = True
+        return out
+
+
+_RUNTIME_ONLY = ("usage", "seconds", "extra")  # `Trajectory` fields never written to or read from a record
+
+
+class Trajectory(BaseModel):
+    """One attempt as it happened: the conversation, every executed tool call, the finish reason and the tokens.
+
+    `messages` are OpenAI-style chat messages, kept as they were (a results file may hold malformed ones, which their
+    readers check: `audits.regrade`); `finish_reason` is empty for an attempt cut short by a system error. Records hold
+    `to_json()`: messages, tool calls, finish reason and turns; `usage`, `seconds` and `extra` (each agent turn's
+    engine data, e.g. token ids) are the running attempt's alone and are never written. Built and changed in place by
+    the episode loop (assignments are not validated)."""
+
+    model_config = ConfigDict(extra="forbid")
     messages: list[dict[str, Any]]
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # {name, arguments, ok, result, write[, truncated]}
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     finish_reason: str = ""
-    usage: Usage = field(default_factory=Usage)
-    turns: int = 0
-    seconds: float = 0.0
-    extra: list[dict[str, Any]] = field(default_factory=list)  # per agent turn engine data (e.g. token ids)
+    turns: Annotated[int, Field(strict=True, ge=0)] = 0
+    usage: Usage = Field(default_factory=Usage, exclude=True)
+    seconds: float = Field(0.0, exclude=True)
+    extra: list[dict[str, Any]] = Field(default_factory=list, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _recorded_fields_only(cls, data: Any) -> Any:
+        """A trajectory read from a record holds what records hold: the running attempt's own fields are never in one
+        (taken, they would be dropped again when the record is rewritten from its fields)."""
+        if isinstance(data, dict) and (runtime := [k for k in _RUNTIME_ONLY if k in data]):
+            raise ValueError(f"{', '.join(runtime)}: the running attempt's alone, never part of a recorded trajectory")
+        return data
 
     @property
     def final_reply(self) -> str | None:
@@ -114,8 +160,14 @@ class Trajectory:
                 return m["content"]
         return None
 
+    @model_serializer
     def to_json(self) -> dict[str, Any]:
-        return {"messages": self.messages, "tool_calls": self.tool_calls, "finish_reason": self.finish_reason, "turns": self.turns}
+        return {
+            "messages": self.messages,
+            "tool_calls": [c.to_json() for c in self.tool_calls],
+            "finish_reason": self.finish_reason,
+            "turns": self.turns,
+        }
 
 
 # What failed, when an attempt is a system error: never the agent's doing, so never a 0. `endpoint`: a model endpoint
@@ -128,7 +180,7 @@ ERROR_KINDS: tuple[ErrorKind, ...] = get_args(ErrorKind)
 # how an LLM user broke its persona (`agents.user_audit`)
 FaultKind = Literal["invented_fact", "contradicted_fact", "premature_stop", "overlong_reply"]
 FAULT_KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
-Reward = Optional[Annotated[int, Field(strict=True, ge=0, le=1)]]
+Reward = Annotated[int, Field(strict=True, ge=0, le=1)] | None
 
 
 class Blame(BaseModel):

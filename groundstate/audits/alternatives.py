@@ -35,7 +35,7 @@ from typing import Any
 from groundstate.state.base import Backend
 from groundstate.state.changes import ChangeSet, Normaliser, diff
 from groundstate.tasks import Task
-from groundstate.types import Domain
+from groundstate.types import Domain, ToolCallRecord
 from groundstate.worlds.attempt import Outcome, play_calls
 
 REWORD_PREFIX = "In other words: "
@@ -78,7 +78,7 @@ class TaskAlternatives:
 @dataclass
 class _Gold:
     calls: Calls
-    records: list[dict[str, Any]]  # the trajectory's record of each gold call (ok, result, write)
+    records: list[ToolCallRecord]  # the trajectory's record of each gold call
     touched: list[frozenset] | None  # per gold call, the rows it wrote; None where the world shows no change set
     changes: ChangeSet | None
     created: list[frozenset] = field(default_factory=list)  # per gold call, the rows it inserted (kept or not)
@@ -92,7 +92,7 @@ def _description(call: dict[str, Any]) -> str:
 def _reads(gold: _Gold, domain: Domain) -> Calls:
     """Read-only calls to add: the gold's first read, else a read tool whose parameters the gold's arguments fill."""
     for call, rec in zip(gold.calls, gold.records, strict=True):
-        if not rec["write"]:
+        if not rec.write:
             return [call]
     known: dict[str, Any] = {}
     for call in gold.calls:
@@ -115,7 +115,7 @@ def _reorders(gold: _Gold) -> list[Variation]:
     if gold.touched is None:
         return []
     calls, idx, out = gold.calls, list(range(len(gold.calls))), []
-    writes = [i for i in idx if gold.records[i]["write"]]
+    writes = [i for i in idx if gold.records[i].write]
     for a, b in itertools.pairwise(writes):
         if gold.touched[a] & gold.touched[b] or len(out) >= PER_KIND:
             continue
@@ -146,7 +146,7 @@ def _repeated_reads(gold: _Gold) -> list[Variation]:
             calls[: i + 1] + [calls[i]] + calls[i + 1 :],
             idx[: i + 1] + [None] + idx[i + 1 :],
         )
-        for i in [i for i in idx if not gold.records[i]["write"]][:PER_KIND]
+        for i in [i for i in idx if not gold.records[i].write][:PER_KIND]
     ]
 
 
@@ -156,7 +156,7 @@ def _rewords(gold: _Gold, domain: Domain) -> list[Variation]:
         return []
     calls, out = gold.calls, []
     texts = _free_text_values(gold.changes, domain.equivalences.free_text)
-    for i in [i for i in range(len(calls)) if gold.records[i]["write"]]:
+    for i in [i for i in range(len(calls)) if gold.records[i].write]:
         for name, value in calls[i]["args"].items():
             if not isinstance(value, str) or not any(value == t or (len(value.split()) >= 3 and value in t) for t in texts):
                 continue
@@ -220,8 +220,8 @@ def _validity(v: Variation, out: Outcome, gold: _Gold, domain: Domain) -> str | 
     if v.kind == "equivalent":
         return None  # valid by declaration; whether the tool honours it is checked with the verdict (`audit`)
     if v.kind == "reword":
-        if not records[v.varied]["ok"]:
-            return f"the tool refused the reworded argument: {records[v.varied]['result'][:120]}"
+        if not records[v.varied].ok:
+            return f"the tool refused the reworded argument: {records[v.varied].result[:120]}"
         if out.changes is None or gold.changes is None:
             return "the world shows no change set to compare"
         return _free_text_only(gold.changes, out.changes, domain.equivalences.free_text)
@@ -235,20 +235,20 @@ def _validity(v: Variation, out: Outcome, gold: _Gold, domain: Domain) -> str | 
         if named:  # a later call names a new row whose id the swap gives to the other write's row
             return f"call {named[0]} ({gold.calls[named[0]]['tool']}) names an id that the swapped writes create: the calls depend on each other"
     for pos, g in enumerate(v.gold_at):
-        if g is None or (v.kind == "reorder" and not gold.records[g]["write"]):  # a read between swapped writes sees another state
+        if g is None or (v.kind == "reorder" and not gold.records[g].write):  # a read between swapped writes sees another state
             continue
         got, want = records[pos], gold.records[g]
-        if (got["ok"], _without(got["result"], new_ids)) != (want["ok"], _without(want["result"], new_ids)):
-            return f"call {g} ({want['name']}) returned differently than in the gold: the calls depend on each other"
+        if (got.ok, _without(got.result, new_ids)) != (want.ok, _without(want.result, new_ids)):
+            return f"call {g} ({want.name}) returned differently than in the gold: the calls depend on each other"
     return None
 
 
 def _dishonoured(v: Variation, out: Outcome, gold: _Gold) -> str | None:
     """Why the tool does not read a declared equivalent value alike (it answered otherwise than to the gold's), if so."""
     got, want = out.trajectory.tool_calls[v.varied], gold.records[v.varied]
-    if (got["ok"], got["result"]) == (want["ok"], want["result"]):
+    if (got.ok, got.result) == (want.ok, want.result):
         return None
-    return f"{want['name']} does not read the declared equivalent value alike: it answered {got['result'][:160]!r}"
+    return f"{want.name} does not read the declared equivalent value alike: it answered {got.result[:160]!r}"
 
 
 def _ints(args: Any) -> set[int]:
@@ -300,7 +300,7 @@ async def _gold(task: Task, domain: Domain, backend: Backend) -> _Gold | str:
     created: list[frozenset] = []
     before: dict = {}
     for k in range(len(calls)):
-        if not records[k]["write"]:
+        if not records[k].write:
             touched.append(frozenset())
             created.append(frozenset())
             continue

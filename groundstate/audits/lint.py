@@ -106,16 +106,16 @@ def _classify(mutant: Mutant, outcome: Outcome, gold: Outcome) -> MutantResult |
             return MutantResult(mutant.description, "equivalent", "differs from gold only in masked (volatile or free-text) columns")
         if mutant.kind == "drop":
             return MutantResult(mutant.description, "survived", DROP_SURVIVES)
-        if call is not None and not call["ok"]:
+        if call is not None and not call.ok:
             return MutantResult(mutant.description, "equivalent", REFUSED)
         if mutant.kind == "duplicate":
             return MutantResult(mutant.description, "survived", "the repeated call succeeded without a visible effect (idempotent write)")
         return MutantResult(mutant.description, "survived", CHANGE_SURVIVES)
     # the state is seen only through the verdict: what the calls themselves say decides
-    if call is not None and not call["ok"]:
+    if call is not None and not call.ok:
         return MutantResult(mutant.description, "equivalent", REFUSED)
     gold_calls = gold.trajectory.tool_calls if gold.trajectory is not None else []
-    if not (gold_calls[mutant.index]["write"] if mutant.kind == "drop" else call is None or call["write"]):
+    if not (gold_calls[mutant.index].write if mutant.kind == "drop" else call is None or call.write):
         return MutantResult(mutant.description, "equivalent", "the server marks the tool read-only: it cannot change the state")
     if mutant.kind == "drop":
         return MutantResult(mutant.description, "survived", DROP_SURVIVES)

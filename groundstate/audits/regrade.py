@@ -10,8 +10,9 @@ Reply rubrics are judged again only with a judge. Without one, a rubric task's v
 be: the final state passes now and passed then (the reply is the recorded one, so the judge's answer stands).
 Otherwise it is unjudged, never a guess. Records that cannot be replayed are kept as they are and counted: no
 trajectory or an attempt cut short by a system error (there is no complete agent side to replay), a malformed
-trajectory (a message that is not a mapping, content that is not text, a tool call id that is an object or a list),
-or a task that no longer exists.
+trajectory (content that is not text, tool calls that are not a list of mappings, a tool call id that is an object or
+a list), or a task that no longer exists. A trajectory that is not one at all (messages that are not mappings, tool
+call records of another shape) is refused when the file is read (`records.RecordError`).
 """
 
 from __future__ import annotations
@@ -118,11 +119,11 @@ class Regrade:
 def replayable(record: AttemptRecord) -> str | None:
     """Why the record cannot be replayed, or None."""
     traj = record.trajectory
-    if not traj or not isinstance(traj.get("messages"), list):
+    if traj is None:
         return "no trajectory"
-    if not traj.get("finish_reason"):
+    if not traj.finish_reason:
         return "cut short by a system error"
-    if not all(_well_formed(m) for m in traj["messages"]):
+    if not all(_well_formed(m) for m in traj.messages):
         return "malformed trajectory"  # a results file is input like any other: a broken one is reported, never replayed
     return None
 
@@ -130,10 +131,10 @@ def replayable(record: AttemptRecord) -> str | None:
 _ID = (str, int, float, type(None))  # a tool call's id as JSON may hold it; an object or a list cannot be matched to its result
 
 
-def _well_formed(message: Any) -> bool:
-    """Whether the replay can read the message: a mapping with text content, a list of tool calls that are mappings with
-    a mapping `function`, and ids (of each call, and a tool message's `tool_call_id`) that are JSON scalars."""
-    if not isinstance(message, dict) or not isinstance(message.get("content") or "", str) or not isinstance(message.get("tool_call_id"), _ID):
+def _well_formed(message: dict[str, Any]) -> bool:
+    """Whether the replay can read the message: text content, a list of tool calls that are mappings with a mapping
+    `function`, and ids (of each call, and a tool message's `tool_call_id`) that are JSON scalars."""
+    if not isinstance(message.get("content") or "", str) or not isinstance(message.get("tool_call_id"), _ID):
         return False
     calls = message.get("tool_calls") or []
     return isinstance(calls, list) and all(
@@ -180,27 +181,28 @@ async def regrade_records(
             keep(i, why)
             return
         task, domain = tasks[r.task_id]
-        messages = r.trajectory["messages"]
+        traj = r.trajectory
+        assert traj is not None  # replayable
         async with gate:
             outcome = await play(
                 task,
                 domain,
-                ReplayAgent(messages, r.trajectory.get("finish_reason")),
-                ReplayUser(messages),
+                ReplayAgent(traj.messages, traj.finish_reason),
+                ReplayUser(traj.messages),
                 EpisodeLimits(),
                 backend=backend,
                 judge=judge,
                 blame=True,
             )
         verdict = outcome.verdict if judge is not None else _carry_rubric(r, outcome.verdict)
-        traj = outcome.trajectory
+        replayed = outcome.trajectory
         out[i] = r.model_copy(
             update={
                 "reward": verdict.reward,
                 "system_error": verdict.system_error,
                 "unjudged": verdict.unjudged,
                 "verdict": verdict,
-                "finish_reason": traj.finish_reason if traj is not None else r.finish_reason,
+                "finish_reason": replayed.finish_reason if replayed is not None else r.finish_reason,
                 "task_fingerprint": task_fingerprint(task, domain),
                 "regraded": {"reward": r.reward, "outcome": r.outcome, "task_fingerprint": r.task_fingerprint},
             }

@@ -21,7 +21,7 @@ from groundstate.state.base import Template
 from groundstate.state.changes import ChangeSet, RowChange, _sort_key
 from groundstate.tasks import Task
 from groundstate.tools.mutate import Injected
-from groundstate.types import Blame
+from groundstate.types import Blame, ToolCallRecord
 
 KINDS = ("diverged", "stopped_early", "never_acted")
 
@@ -58,9 +58,9 @@ def _problem(change: RowChange, want: RowChange | None) -> str | None:
     return f"{', '.join(bad)} set to a value the golden state does not have" if bad else None
 
 
-def blame(task: Task, template: Template, grader: Grader, calls: list[dict[str, Any]]) -> Blame:
-    """Where an attempt that failed went wrong. `calls` are its executed tool calls as a trajectory records them
-    (`name`, `arguments`, `ok`, `write`), replayed in order; the template is the one the attempt started from."""
+def blame(task: Task, template: Template, grader: Grader, calls: list[ToolCallRecord]) -> Blame:
+    """Where an attempt that failed went wrong. `calls` are its executed tool calls as its trajectory records them,
+    replayed in order (a call whose arguments are not a JSON object changed nothing); the template is the one the attempt started from."""
     backend = template.owner
     if backend is None:
         raise ValueError("the template has no backend to replay the attempt on")
@@ -69,9 +69,9 @@ def blame(task: Task, template: Template, grader: Grader, calls: list[dict[str, 
     with backend.open(template) as sandbox:
         golden = grader.golden(task, template).masked(sandbox.normaliser)
         for i, call in enumerate(calls):
-            name = str(call.get("name"))
+            name = call.name
             spec = tools.specs.get(name)
-            result = tools.call(sandbox.connection, name, call["arguments"]) if isinstance(call.get("arguments"), dict) else None
+            result = tools.call(sandbox.connection, name, call.arguments) if isinstance(call.arguments, dict) else None
             if result is None or not result.ok:  # garbled, unknown or refused: it changed nothing
                 if missed is None and spec is not None and spec.write:
                     missed = i
@@ -83,4 +83,4 @@ def blame(task: Task, template: Template, grader: Grader, calls: list[dict[str, 
             if wrong:
                 return Blame(kind="diverged", call=i, tool=name, rows=wrong[:5])
     kind = "stopped_early" if wrote else "never_acted"
-    return Blame(kind=kind, call=missed, tool=str(calls[missed].get("name")) if missed is not None else None)
+    return Blame(kind=kind, call=missed, tool=calls[missed].name if missed is not None else None)

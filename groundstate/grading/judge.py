@@ -32,7 +32,7 @@ from groundstate.agents.openai_compat import (
 )
 from groundstate.specs import JudgeSpec, parse_judge
 from groundstate.tasks import Task
-from groundstate.types import Verdict, system_error
+from groundstate.types import Trajectory, Verdict, system_error
 
 OPEN, CLOSE = "<<<REPLY", "REPLY>>>"
 
@@ -214,14 +214,14 @@ class Judge:
                 break
         return yes * 2 > self.votes
 
-    def apply(self, task: Task, trajectory: Any, verdict: Verdict) -> Verdict:
+    def apply(self, task: Task, trajectory: Trajectory | None, verdict: Verdict) -> Verdict:
         """The verdict of a rubric task whose final state passed, combined with every rubric's answer.
 
         Called by `grading.with_rubrics`, which settles failed states (0, no judge asked) before any judge.
         """
         if verdict.system_error is not None or not task.rubrics or verdict.state_reward != 1:
             return verdict
-        reply = getattr(trajectory, "final_reply", None)
+        reply = trajectory.final_reply if trajectory is not None else None
         reasons = list(verdict.reasons)
         all_yes = True
         for i, rubric in enumerate(task.rubrics):

@@ -9,6 +9,7 @@ the system-error rules are exactly those of `groundstate run`, and so is the ver
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,7 +118,5 @@ class SteppedEpisode:
         """Abandon the attempt if it is still running (play closes its environment as it unwinds); idempotent."""
         if self._play is not None and not self._play.done():
             self._play.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # abandoned: its result no longer matters
                 await self._play
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - abandoned: its result no longer matters
-                pass

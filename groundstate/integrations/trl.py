@@ -50,7 +50,7 @@ from groundstate.state import make_backend
 from groundstate.state.base import Backend
 from groundstate.state.postgres import PoolExhausted, PostgresBackend
 from groundstate.tasks import Task
-from groundstate.types import AttemptObserver, Environment, EpisodeLimits, ToolResult, Trajectory, Verdict, system_error
+from groundstate.types import AttemptObserver, Environment, EpisodeLimits, ToolCallRecord, ToolResult, Trajectory, Verdict, system_error
 from groundstate.worlds.attempt import grade_bounded, prepare_domains
 from groundstate.worlds.domain import Domain
 from groundstate.worlds.episode import truncate_result
@@ -193,7 +193,7 @@ class TrlEnvironment:
             messages = self._env.initial_messages()
         except Exception as e:  # noqa: BLE001 - the backend's failure, not the policy's: this rollout's reward is None
             self._failure = f"{type(e).__name__}: {e}"
-        self.trajectory = Trajectory([dict(m) for m in messages])
+        self.trajectory = Trajectory(messages=messages)  # the messages copied: the rollout's own
         return messages[-1]["content"]
 
     def _make_room(self) -> None:
@@ -254,11 +254,11 @@ class TrlEnvironment:
             except Exception as e:  # noqa: BLE001 - a hang or a lost sandbox: the harness's failure, the reward is None
                 self._failure = f"{type(e).__name__}: {e}"
                 return "error: the environment failed (a system error, not yours); call not executed"
-        record: dict[str, Any] = {"name": name, "arguments": recorded, "ok": result.ok, "result": result.content, "write": result.write}
         max_chars = self._limits.max_result_chars
-        if max_chars is not None and len(result.content) > max_chars:
-            record["truncated"] = True
-        self.trajectory.tool_calls.append(record)
+        truncated = max_chars is not None and len(result.content) > max_chars
+        self.trajectory.tool_calls.append(
+            ToolCallRecord(name=name, arguments=recorded, ok=result.ok, result=result.content, write=result.write, truncated=truncated)
+        )
         return truncate_result(result.content, max_chars)
 
     def _close(self) -> None:

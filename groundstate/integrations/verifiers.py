@@ -235,7 +235,7 @@ def attempt_info(outcome: Outcome) -> dict[str, Any]:
         "verdict": outcome.verdict.to_json(),
         "finish_reason": traj.finish_reason if traj else None,
         "turns": traj.turns if traj else 0,
-        "tool_calls": [{k: c[k] for k in ("name", "arguments", "ok", "write") if k in c} for c in traj.tool_calls] if traj else [],
+        "tool_calls": [{"name": c.name, "arguments": c.arguments, "ok": c.ok, "write": c.write} for c in traj.tool_calls] if traj else [],
     }
 
 

@@ -120,7 +120,7 @@ def to_examples(
                 counts.not_passed += 1
                 continue
             counts.not_passed_kept += 1
-        messages = (r.trajectory or {}).get("messages")
+        messages = r.trajectory.messages if r.trajectory is not None else []
         if not messages:
             counts.no_trajectory += 1
             continue

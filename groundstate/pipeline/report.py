@@ -28,10 +28,10 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from groundstate.records import AttemptRecord, latest_per_key  # noqa: E402
 from groundstate.stats.agreement import describe_agreement  # noqa: E402
 from groundstate.stats.basis import task_counts  # noqa: E402
-from groundstate.stats.compare import compare
-from groundstate.stats.estimators import metric_label, pass_at_k, pass_hat_k
-from groundstate.stats.metrics import compute
-from groundstate.types import Blame  # noqa: E402
+from groundstate.stats.compare import compare  # noqa: E402
+from groundstate.stats.estimators import metric_label, pass_at_k, pass_hat_k  # noqa: E402
+from groundstate.stats.metrics import compute  # noqa: E402
+from groundstate.types import Blame, ToolCallRecord  # noqa: E402
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1200px;color:#1c2330;padding:0 16px}
@@ -211,12 +211,12 @@ def _render(
                 continue
             v = r.verdict
             reason = r.system_error or ("; ".join(v.reasons[:2]) if v is not None else "")
-            traj = r.trajectory or {}
+            traj = r.trajectory
             parts.append(
                 f"<details id='{_anchor(tid, a)}'><summary><b>{html.escape(tid)}</b> attempt {a} — {html.escape(str(reason)[:200])}</summary>"
-                f"{_blame_html(v.blame if v is not None else None, traj.get('tool_calls', []))}"
+                f"{_blame_html(v.blame if v is not None else None, traj.tool_calls if traj is not None else [])}"
                 f"<div>against the golden state</div>{_diff_html(v.diff if v is not None else [])}"
-                f"<div>conversation</div>{_conversation_html(traj.get('messages', []))}</details>"
+                f"<div>conversation</div>{_conversation_html(traj.messages if traj is not None else [])}</details>"
             )
     parts.append(
         "<script>document.querySelectorAll('a.cell').forEach(a=>a.addEventListener('click',()=>{const d=document.getElementById(a.getAttribute('href').slice(1));if(d)d.open=true;}));</script>"
@@ -315,15 +315,11 @@ def _row_table(rows: list[tuple[str, dict]], cols: list[Any], changed: set) -> s
     return f"<div style='overflow-x:auto'><table class='diff'>{header}{body}</table></div>"
 
 
-def _conversation_html(messages: Any) -> str:
+def _conversation_html(messages: list[dict[str, Any]]) -> str:
     """The conversation turn by turn: who spoke, what they said, each tool call as name(arguments) and its result;
     the system prompt folded away."""
-    if not isinstance(messages, list):
-        return ""
     out = []
     for msg in messages[:200]:
-        if not isinstance(msg, dict):
-            continue
         role = str(msg.get("role", "?"))
         content = msg.get("content")
         text = content if isinstance(content, str) else json.dumps(content, default=str) if content is not None else ""
@@ -347,12 +343,12 @@ def _conversation_html(messages: Any) -> str:
     return "".join(out)
 
 
-def _blame_html(blame: Blame | None, calls: list) -> str:
+def _blame_html(blame: Blame | None, calls: list[ToolCallRecord]) -> str:
     """Where the failed attempt went wrong, next to it: the blamed call with its arguments, or that it stopped early."""
     if blame is None:
         return ""
     kind, i = blame.kind, blame.call
-    call = calls[i] if i is not None and 0 <= i < len(calls) and isinstance(calls[i], dict) else None
+    call = calls[i] if i is not None and 0 <= i < len(calls) else None
     what = {
         "diverged": "went wrong at",
         "stopped_early": "stopped early; its first failed write was",
@@ -360,7 +356,7 @@ def _blame_html(blame: Blame | None, calls: list) -> str:
     }
     text = f"blame: {kind.replace('_', ' ')}"
     if call is not None:
-        text = f"blame: {what.get(kind, kind)} call {i}, {call.get('name')}({json.dumps(call.get('arguments'), default=str)})"
+        text = f"blame: {what.get(kind, kind)} call {i}, {call.name}({json.dumps(call.arguments, default=str)})"
     rows = [  # as the diff's tables: golden and got, changes marked
         {"table": r.get("table"), "key": r.get("key"), "problem": r.get("problem", ""), "expected": r.get("golden"), "actual": r.get("got")}
         for r in blame.rows

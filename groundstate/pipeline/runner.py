@@ -323,12 +323,10 @@ class EndpointsDown(RuntimeError):
 def unread_tool_calls(record: AttemptRecord, tool_names: frozenset[str]) -> bool:
     """Whether an attempt wrote replies that read as tool calls (`toolcall_format.looks_like_tool_call`) and executed
     none: what a server that returns a model's calls as text (and a format that cannot read them) looks like."""
-    traj = record.trajectory or {}
-    if any(c.get("ok") for c in traj.get("tool_calls") or [] if isinstance(c, dict)):
+    traj = record.trajectory
+    if traj is None or any(c.ok for c in traj.tool_calls):
         return False
-    replies = [
-        m.get("content") for m in traj.get("messages") or [] if isinstance(m, dict) and m.get("role") == "assistant" and not m.get("tool_calls")
-    ]
+    replies = [m.get("content") for m in traj.messages if m.get("role") == "assistant" and not m.get("tool_calls")]
     return any(isinstance(t, str) and looks_like_tool_call(t, tool_names) for t in replies)
 
 

@@ -199,18 +199,15 @@ def _conversation(r: AttemptRecord) -> list[tuple[Any, ...]] | None:
     canonical arguments) and no call ids (an endpoint makes new ones each time), then ("user"|"agent", "ended", reason)
     for who ended it (`user_done` is the user's; stopping or a limit is the agent's). None without a trajectory."""
     t = r.trajectory
-    messages = t.get("messages") if isinstance(t, dict) else None
-    if not isinstance(messages, list):
+    if t is None:
         return None
     turns: list[tuple[Any, ...]] = []
-    for m in messages:
-        if not isinstance(m, dict):
-            continue
+    for m in t.messages:
         if m.get("role") == "user":
             turns.append(("user", _text(m.get("content"))))
         elif m.get("role") == "assistant":
             turns.append(("agent", _text(m.get("content")), tuple(_call(c) for c in _list(m.get("tool_calls")))))
-    reason = t.get("finish_reason") or r.finish_reason
+    reason = t.finish_reason or r.finish_reason
     if reason:
         turns.append(("user" if reason == "user_done" else "agent", "ended", str(reason)))
     return turns

@@ -30,7 +30,7 @@ from groundstate.specs import UserSpec, parse_user
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
 from groundstate.train.online import OnlineSampler
-from groundstate.types import Domain, EpisodeLimits
+from groundstate.types import Domain, EpisodeLimits, ToolCallRecord
 from groundstate.worlds.attempt import play
 
 
@@ -43,7 +43,7 @@ class Rollout:
     completion_ids: list[int]
     env_mask: list[int]
     logprobs: list[float]
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
     finish_reason: str = ""
     truncated: bool = False
 
@@ -54,7 +54,7 @@ class Rollout:
             "system_error": self.system_error,
             "finish_reason": self.finish_reason,
             "truncated": self.truncated,
-            "tool_calls": [{"name": c["name"], "arguments": c["arguments"], "ok": c["ok"]} for c in self.tool_calls],
+            "tool_calls": [{"name": c.name, "arguments": c.arguments, "ok": c.ok} for c in self.tool_calls],
             "completion_tokens": len(self.completion_ids),
             "model_tokens": sum(self.env_mask),
         }

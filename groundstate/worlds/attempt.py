@@ -18,6 +18,7 @@ stopped.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
@@ -174,10 +175,8 @@ async def play(
         verdict = crashed(e)
     finally:
         if env is not None:
-            try:
+            with contextlib.suppress(Exception):  # a failed release must not hide the attempt's result
                 await env.close()
-            except Exception:  # noqa: BLE001 - a failed release must not hide the attempt's result
-                pass
     early = early_stop_fault(user)
     if early is not None and verdict.system_error is None:
         if verdict.state_reward == 0:  # the user walked away from an unfinished task: its failure, not the agent's

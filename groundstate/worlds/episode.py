@@ -40,7 +40,18 @@ from typing import Any
 from groundstate.agents.base import valid_text, well_formed
 from groundstate.agents.user_audit import refuse_overlong
 from groundstate.deadlines import within
-from groundstate.types import MAX_REPLY_CHARS, Agent, AgentTurn, Environment, EpisodeHang, EpisodeLimits, ToolCallRequest, Trajectory, UserSimulator
+from groundstate.types import (
+    MAX_REPLY_CHARS,
+    Agent,
+    AgentTurn,
+    Environment,
+    EpisodeHang,
+    EpisodeLimits,
+    ToolCallRecord,
+    ToolCallRequest,
+    Trajectory,
+    UserSimulator,
+)
 
 NOT_EXECUTED = "call not executed"  # the end of the tool message that answers a call a limit stopped (regrade skips those calls)
 LIMIT_NAMES = {"max_reply_chars": "reply length limit", "max_tokens": "token limit", "max_tool_calls": "tool-call limit", "timeout": "time limit"}
@@ -86,98 +97,142 @@ async def run_episode(env: Environment, agent: Agent, user: UserSimulator | None
     Raises `EpisodeHang` when a tool or the user simulator hangs, and whatever else the environment raises for
     what is not the agent's doing (see the module docstring).
     """
-    task = env.task
-    max_turns, max_tool_calls = limits.turns_for(task), limits.tool_calls_for(task)
-    timeout, max_result_chars, max_tokens = limits.timeout, limits.max_result_chars, limits.max_tokens
-    tools = env.tool_schemas()
-    messages: list[dict[str, Any]] = env.initial_messages()
-    traj = Trajectory(messages)
-    start = time.perf_counter()
-    deadline = start + timeout if timeout is not None else None
-    calls_made = 0
+    episode = _Episode(env, agent, user, limits)
+    episode.traj.finish_reason = await episode.run()
+    episode.traj.seconds = time.perf_counter() - episode.start
+    return episode.traj
 
-    def expired() -> bool:
-        return deadline is not None and time.perf_counter() >= deadline
 
-    async def run_call(call: Any) -> tuple[bool, str, bool]:
-        if call.parse_error:
-            return False, f"error: {call.parse_error}", False
-        r = await env.call_tool(call.name, call.arguments)
-        return r.ok, r.content, r.write
+class _Episode:
+    """One running attempt: its trajectory (whose `messages` are the conversation sent to the agent and the user), the
+    limits it runs under, and the tool calls executed so far."""
 
-    while True:
-        if traj.turns >= max_turns:
-            traj.finish_reason = "max_turns"
-            break
-        if expired():
-            traj.finish_reason = "timeout"
-            break
-        if deadline is None:
-            turn = await agent.act(messages, tools)
-        else:
-            try:
-                turn = await asyncio.wait_for(agent.act(messages, tools), deadline - time.perf_counter())
-            except TimeoutError:  # the agent ran out of time: its failure, graded on the state reached
-                traj.finish_reason = "timeout"
-                break
+    def __init__(self, env: Environment, agent: Agent, user: UserSimulator | None, limits: EpisodeLimits):
+        self.env, self.agent, self.user = env, agent, user
+        self.max_turns, self.max_tool_calls = limits.turns_for(env.task), limits.tool_calls_for(env.task)
+        self.timeout, self.max_result_chars, self.max_tokens = limits.timeout, limits.max_result_chars, limits.max_tokens
+        self.tools = env.tool_schemas()
+        self.traj = Trajectory(messages=env.initial_messages())
+        self.messages = self.traj.messages  # the conversation, appended to in place
+        self.start = time.perf_counter()
+        self.deadline = self.start + self.timeout if self.timeout is not None else None
+        self.calls_made = 0
+
+    def expired(self) -> bool:
+        return self.deadline is not None and time.perf_counter() >= self.deadline
+
+    async def run(self) -> str:
+        """Turns until one of them ends the attempt; returns the finish reason (`FINISH_REASONS`)."""
+        while True:
+            if self.traj.turns >= self.max_turns:
+                return "max_turns"
+            if self.expired():
+                return "timeout"
+            turn = await self.act()
+            if turn is None:  # the agent ran out of time: its failure, graded on the state reached
+                return "timeout"
+            turn, flooded = self.add_turn(turn)
+            usage = self.traj.usage
+            over_tokens = self.max_tokens is not None and usage.input_tokens + usage.output_tokens > self.max_tokens
+            if turn.tool_calls:
+                stop = await self.run_calls(turn.tool_calls, "max_reply_chars" if flooded else "max_tokens" if over_tokens else None)
+                if stop is not None:
+                    return stop
+                if not turn.done:
+                    continue
+            reason = _reply_ends(flooded, turn.done, over_tokens)
+            if reason is not None:
+                return reason
+            reply = await self.user_reply()
+            if reply is None:
+                return "user_done"
+            self.messages.append({"role": "user", "content": valid_text(reply)})  # an LLM user's lone surrogate must not break the next request
+
+    async def act(self) -> AgentTurn | None:
+        """The agent's next turn, or None when the attempt's deadline passed while waiting for it."""
+        if self.deadline is None:
+            return await self.agent.act(self.messages, self.tools)
+        try:
+            return await asyncio.wait_for(self.agent.act(self.messages, self.tools), self.deadline - time.perf_counter())
+        except TimeoutError:
+            return None
+
+    def add_turn(self, turn: AgentTurn) -> tuple[AgentTurn, bool]:
+        """Count the turn and add it to the conversation, made well-formed and, past `MAX_REPLY_CHARS`, cut (`cut_reply`);
+        returns the turn as kept and whether it was a flood."""
         turn = well_formed(turn)  # malformed model output is the agent's failure, never a crash of the harness
         size = reply_chars(turn)
         flooded = size > MAX_REPLY_CHARS
         if flooded:  # the agent's failure: graded on the state reached, and the record keeps a cut, never the flood
             turn = cut_reply(turn, size)
-        traj.turns += 1
-        traj.usage.add(turn.usage)
+        self.traj.turns += 1
+        self.traj.usage.add(turn.usage)
         if turn.extra:
-            traj.extra.append(turn.extra)
+            self.traj.extra.append(turn.extra)
         msg: dict[str, Any] = {"role": "assistant", "content": turn.text or ""}
         if turn.tool_calls:
             msg["tool_calls"] = [c.to_message() for c in turn.tool_calls]
-        messages.append(msg)
-        over_tokens = max_tokens is not None and traj.usage.input_tokens + traj.usage.output_tokens > max_tokens
-        if turn.tool_calls:
-            stop: str | None = "max_reply_chars" if flooded else "max_tokens" if over_tokens else None
-            for call in turn.tool_calls:
-                if stop is None and calls_made >= max_tool_calls:
-                    stop = "max_tool_calls"
-                if stop is None and expired():
-                    stop = "timeout"
-                if stop is not None:
-                    # answer every call id so the conversation stays well-formed for chat templates and training
-                    content = f"error: {LIMIT_NAMES[stop]} reached; {NOT_EXECUTED}"
-                    messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content})
-                    continue
-                calls_made += 1
-                ok, content, write = await run_call(call)
-                record: dict[str, Any] = {"name": call.name, "arguments": call.arguments, "ok": ok, "result": content, "write": write}
-                if call.parser:  # which parser read the call from the model's output (`agents.toolcall_format`)
-                    record["parser"] = call.parser
-                if max_result_chars is not None and len(content) > max_result_chars:
-                    record["truncated"] = True  # the agent saw only the first max_result_chars characters
-                traj.tool_calls.append(record)
-                messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": truncate_result(content, max_result_chars)})
+        self.messages.append(msg)
+        return turn, flooded
+
+    async def run_calls(self, calls: list[ToolCallRequest], stop: str | None) -> str | None:
+        """Execute a turn's calls in order and answer each with a tool message. From the first call a limit stops (`stop`
+        from the start: the whole turn), every call is answered with an error and not executed; returns that limit."""
+        for call in calls:
+            if stop is None and self.calls_made >= self.max_tool_calls:
+                stop = "max_tool_calls"
+            if stop is None and self.expired():
+                stop = "timeout"
             if stop is not None:
-                traj.finish_reason = stop
-                break
-            if not turn.done:
+                # answer every call id so the conversation stays well-formed for chat templates and training
+                content = f"error: {LIMIT_NAMES[stop]} reached; {NOT_EXECUTED}"
+                self.messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content})
                 continue
-        if flooded:  # nothing of it reaches the user
-            traj.finish_reason = "max_reply_chars"
-            break
-        if turn.done:
-            traj.finish_reason = "agent_done"
-            break
-        if over_tokens:  # no reply to the user: the agent's budget is spent
-            traj.finish_reason = "max_tokens"
-            break
+            self.calls_made += 1
+            record = await self.run_call(call)
+            self.traj.tool_calls.append(record)
+            shown = truncate_result(record.result, self.max_result_chars)
+            self.messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": shown})
+        return stop
+
+    async def run_call(self, call: ToolCallRequest) -> ToolCallRecord:
+        """One call executed by the environment (a call the model garbled is answered with its parse error), as recorded."""
+        if call.parse_error:
+            ok, content, write = False, f"error: {call.parse_error}", False
+        else:
+            r = await self.env.call_tool(call.name, call.arguments)
+            ok, content, write = r.ok, r.content, r.write
+        return ToolCallRecord(
+            name=call.name,
+            arguments=call.arguments,
+            ok=ok,
+            result=content,
+            write=write,
+            parser=call.parser,  # which parser read the call from the model's output (`agents.toolcall_format`)
+            truncated=self.max_result_chars is not None and len(content) > self.max_result_chars,  # the agent saw a cut
+        )
+
+    async def user_reply(self) -> str | None:
+        """The user's answer to the agent's text, or None when the user ends the conversation (or there is no user)."""
         reply = None
-        if user is not None:
+        if self.user is not None:
+            timeout = self.timeout
             reply = await within(
-                user.reply(messages), timeout, lambda: EpisodeHang(f"the user simulator did not return within the attempt time limit ({timeout:g} s)")
+                self.user.reply(self.messages),
+                timeout,
+                lambda: EpisodeHang(f"the user simulator did not return within the attempt time limit ({timeout:g} s)"),
             )
         refuse_overlong(reply)  # any simulator's: a flood is a system error, never sent to the agent or recorded
-        if reply is None:
-            traj.finish_reason = "user_done"
-            break
-        messages.append({"role": "user", "content": valid_text(reply)})  # an LLM user's lone surrogate must not break the next request
-    traj.seconds = time.perf_counter() - start
-    return traj
+        return reply
+
+
+def _reply_ends(flooded: bool, done: bool, over_tokens: bool) -> str | None:
+    """Whether a turn that goes to the user ends the attempt instead, and why: a flood (nothing of it reaches the
+    user), the agent's declared end, or a spent token budget (no reply to the user)."""
+    if flooded:
+        return "max_reply_chars"
+    if done:
+        return "agent_done"
+    if over_tokens:
+        return "max_tokens"
+    return None

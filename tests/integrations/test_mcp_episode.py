@@ -61,4 +61,4 @@ def test_episode_over_mcp_tools(spec, reward):
         traj = asyncio.run(main())
         assert grade(task, sandbox).reward == reward
     if spec == "scripted:gold":
-        assert [c["name"] for c in traj.tool_calls] == [c.tool for c in task.gold] and all(c["ok"] for c in traj.tool_calls)
+        assert [c.name for c in traj.tool_calls] == [c.tool for c in task.gold] and all(c.ok for c in traj.tool_calls)

@@ -73,8 +73,8 @@ def test_episode_cancel_passes_with_usage_and_sampling(domain, stub):
 
     assert verdict.reward == 1, verdict.reasons
     assert traj.finish_reason == "user_done" and traj.turns == 2
-    assert traj.tool_calls == [
-        {"name": "cancel_order", "arguments": {"order_id": 1}, "ok": True, "result": traj.tool_calls[0]["result"], "write": True, "parser": "native"}
+    assert [c.to_json() for c in traj.tool_calls] == [
+        {"name": "cancel_order", "arguments": {"order_id": 1}, "ok": True, "result": traj.tool_calls[0].result, "write": True, "parser": "native"}
     ]
     assert traj.final_reply == "Order 1 is cancelled."
     assert traj.usage == Usage(input_tokens=250, output_tokens=22, cached_input_tokens=40)
@@ -92,7 +92,7 @@ def test_episode_cancel_passes_with_usage_and_sampling(domain, stub):
     assert asst["tool_calls"] == [
         {"id": "call_0_cancel_order", "type": "function", "function": {"name": "cancel_order", "arguments": '{"order_id": 1}'}}
     ]
-    assert tool == {"role": "tool", "tool_call_id": "call_0_cancel_order", "content": traj.tool_calls[0]["result"]}
+    assert tool == {"role": "tool", "tool_call_id": "call_0_cancel_order", "content": traj.tool_calls[0].result}
 
 
 def test_unset_sampling_is_not_sent_and_unknown_is_rejected(stub):
@@ -113,7 +113,7 @@ def test_malformed_tool_json_becomes_tool_error_and_episode_continues(domain, st
 
     assert verdict.reward == 1, verdict.reasons
     bad, good = traj.tool_calls
-    assert bad["ok"] is False and bad["arguments"] == raw and good["ok"] is True
+    assert bad.ok is False and bad.arguments == raw and good.ok is True
     [err_msg] = [m for m in traj.messages if m["role"] == "tool" and m["content"].startswith("error:")]
     assert "could not parse the arguments of cancel_order" in err_msg["content"] and raw in err_msg["content"]
     assert traj.messages[2]["tool_calls"][0]["function"]["arguments"] == raw  # the trajectory keeps what the model wrote

@@ -85,13 +85,21 @@ def test_what_cannot_be_replayed_is_kept_and_counted_and_the_input_is_never_over
     records = run(shop, "scripted:gold", tmp_path / "run.jsonl", k=1)
     broken = records[0].model_copy(update={"reward": None, "system_error": "SandboxLost: gone", "trajectory": None, "finish_reason": None})
     cut = records[1].model_copy(
-        update={"reward": None, "system_error": "EpisodeHang: a tool hung", "trajectory": {**records[1].trajectory, "finish_reason": ""}}
+        update={
+            "reward": None,
+            "system_error": "EpisodeHang: a tool hung",
+            "trajectory": records[1].trajectory.model_copy(update={"finish_reason": ""}),
+        }
     )
     pairs = {t.id: (t, d) for d in [Domain(shop)] for t in d.tasks}
     del pairs[records[2].task_id]  # a task that no longer exists
     garbled = [
-        records[0].model_copy(update={"trajectory": {**records[0].trajectory, "messages": ["not a message", 7]}}),
-        records[1].model_copy(update={"trajectory": {**records[1].trajectory, "messages": [{"role": "assistant", "tool_calls": "x"}]}}),
+        records[0].model_copy(
+            update={"trajectory": records[0].trajectory.model_copy(update={"messages": [{"role": "user", "content": ["not text"]}]})}
+        ),
+        records[1].model_copy(
+            update={"trajectory": records[1].trajectory.model_copy(update={"messages": [{"role": "assistant", "tool_calls": "x"}]})}
+        ),
         records[0].model_copy(update={"attempt": 5, "domain": "another"}),
     ]
     result = asyncio.run(regrade_records([broken, cut, *records[2:], *garbled], pairs, SqliteBackend()))
@@ -251,7 +259,7 @@ def test_a_turn_whose_calls_share_an_id_replays_every_call_that_ran():
     turns = [[gold[0], quoting], gold[1:3], [gold[3], ("cancel_order", {"order_id": 3})], gold[4:]]
     limits = EpisodeLimits(max_tool_calls=5)  # the 6th call (the second of the third turn) is stopped, and the episode ends
     first = asyncio.run(play(task, domain, SameIds(turns), ScriptedUser([]), limits, backend=SqliteBackend()))
-    ran = [(c["name"], c["arguments"]) for c in first.trajectory.tool_calls]
+    ran = [(c.name, c.arguments) for c in first.trajectory.tool_calls]
     assert ran == [gold[0], quoting, *gold[1:4]] and first.trajectory.finish_reason == "max_tool_calls"
     messages = first.trajectory.messages
     assert [m["tool_call_id"] for m in messages if m["role"] == "tool"] == ["call_0", "call_1"] * 3
@@ -259,5 +267,5 @@ def test_a_turn_whose_calls_share_an_id_replays_every_call_that_ran():
     again = asyncio.run(
         play(task, domain, ReplayAgent(messages, first.trajectory.finish_reason), ReplayUser(messages), EpisodeLimits(), backend=SqliteBackend())
     )
-    assert [(c["name"], c["arguments"]) for c in again.trajectory.tool_calls] == ran
+    assert [(c.name, c.arguments) for c in again.trajectory.tool_calls] == ran
     assert again.verdict.to_json() == first.verdict.to_json()

@@ -214,8 +214,8 @@ def test_reserved_and_unlisted_tools_are_hidden_and_refused(tb):
     assert schemas["create_ticket"]["description"] == "Open a support ticket (for lost or stolen cards too)."  # scenario overrides
     assert schemas["transfer"]["parameters"]["properties"]["amount"]["description"] == "Whole currency units."
     assert schemas["get_account"]["description"] == "Look up a bank account by id: owner and balance."
-    assert [c["ok"] for c in out.trajectory.tool_calls] == [False, False, True, True]
-    assert "unknown tool 'delete_account'" in out.trajectory.tool_calls[0]["result"]
+    assert [c.ok for c in out.trajectory.tool_calls] == [False, False, True, True]
+    assert "unknown tool 'delete_account'" in out.trajectory.tool_calls[0].result
     assert out.verdict.reward == 1  # the refused calls changed nothing
 
 
@@ -548,7 +548,7 @@ def test_openai_agent_user_and_judge_over_http(tb, tmp_path):
     assert "My card for account A2 was stolen" in simulated
     assert "Does the reply tell the customer that a ticket was opened?" in judged and "opened a ticket about your stolen card" in judged
     assert record.system_error is None and record.reward == 1 and not record.unjudged, record.verdict
-    assert record.finish_reason == "user_done" and [c["name"] for c in record.trajectory["tool_calls"]] == ["create_ticket"]
+    assert record.finish_reason == "user_done" and [c.name for c in record.trajectory.tool_calls] == ["create_ticket"]
 
 
 FASTMCP_PYTHON = os.environ.get("GROUNDSTATE_TB_FASTMCP_PYTHON")
@@ -575,7 +575,7 @@ def test_a_fastmcp3_server_like_the_benchmarks(tb, tmp_path):
     before = {p.name for p in tb["pids"].iterdir()}
     gold = tb_play(task, domain, make_scripted_agent("scripted:gold", task, domain))
     assert gold.verdict.reward == 1, gold.verdict.reasons
-    assert [(c["name"], c["write"]) for c in gold.trajectory.tool_calls] == [("get_account", False), ("transfer", True)]
+    assert [(c.name, c.write) for c in gold.trajectory.tool_calls] == [("get_account", False), ("transfer", True)]
     noop = tb_play(task, domain, make_scripted_agent("scripted:noop", task, domain))
     assert noop.verdict.reward == 0 and len(noop.verdict.diff) == 2
     pids = _new_pids(tb, before)
@@ -829,8 +829,7 @@ def test_returns_{name}(x: TestContext, judge: Judge):
     ],
 )
 def test_framework_rewards_other_than_exactly_1_or_0_are_system_errors(tb, tmp_path, monkeypatch, name, reward, error):
-    from types import SimpleNamespace
-
+    from groundstate.types import Trajectory
     from groundstate.worlds.thinkingbox.grading import grade_case
 
     monkeypatch.syspath_prepend(str(FRAMEWORK))
@@ -841,7 +840,7 @@ def test_framework_rewards_other_than_exactly_1_or_0_are_system_errors(tb, tmp_p
     lst.write_text(yaml.safe_dump([f"standin_bank_returns.py:test_returns_{name}"]))
     ((task, domain),) = load_thinkingbox(ds, lst, allow_python=True)
     effects = {"standin_bank": {"result_db_hash": "h", "golden_db_hash": "h"}}
-    v = asyncio.run(grade_case(task, domain.cases[task.id], effects, SimpleNamespace(messages=[], final_reply="")))
+    v = asyncio.run(grade_case(task, domain.cases[task.id], effects, Trajectory(messages=[])))
     assert v.reward == reward and (v.system_error is None) == (error is None), v.reasons
     if error:
         assert error in v.system_error and task.id in v.system_error

@@ -92,7 +92,7 @@ def test_arguments_no_other_adapter_could_receive_are_refused_and_recorded_as_js
     assert "order_id: Circular reference detected" in env.cancel_order(order_id=cycle)
     assert "not valid Unicode" in env.get_order(order_id="\ud800")
     assert json.loads(env.cancel_order(order_id=1))["status"] == "cancelled"
-    assert [c["arguments"] for c in env.trajectory.tool_calls] == [
+    assert [c.arguments for c in env.trajectory.tool_calls] == [
         '{"order_id": NaN}',
         '{"order_id": Infinity}',
         '{"order_id": "<object>"}',
@@ -101,8 +101,8 @@ def test_arguments_no_other_adapter_could_receive_are_refused_and_recorded_as_js
         '{"order_id": "\ufffd"}',
         {"order_id": 1},  # strict JSON: as given
     ]
-    assert [c["ok"] for c in env.trajectory.tool_calls] == [False] * 6 + [True]
-    json.dumps(env.trajectory.tool_calls, allow_nan=False, ensure_ascii=False).encode("utf-8")  # writable, as every record must be
+    assert [c.ok for c in env.trajectory.tool_calls] == [False] * 6 + [True]
+    json.dumps(env.trajectory.to_json()["tool_calls"], allow_nan=False, ensure_ascii=False).encode("utf-8")  # writable, as every record must be
     assert env.get_reward() == 1.0  # only the valid call ran
 
 
@@ -292,9 +292,9 @@ def test_grpo_trainer_steps_reward_groundstate_verdicts_of_the_same_trajectories
         called = [
             (c["function"]["name"], c["function"]["arguments"]) for m in completion if m["role"] == "assistant" for c in m.get("tool_calls", [])
         ]
-        assert called == [(c["name"], c["arguments"]) for c in traj.tool_calls]
+        assert called == [(c.name, c.arguments) for c in traj.tool_calls]
         # ... and `groundstate run`'s attempt path gives that trajectory the same verdict on a fresh sandbox
-        agent = ScriptedAgent([{"tool": c["name"], "args": c["arguments"]} for c in traj.tool_calls])
+        agent = ScriptedAgent([{"tool": c.name, "args": c.arguments} for c in traj.tool_calls])
         replayed = asyncio.run(play(task, domains[task.domain], agent, None, backend=backend))
         assert replayed.verdict.reward == verdict.reward and replayed.verdict.diff == verdict.diff
 

@@ -119,7 +119,7 @@ def gs_run(stub, shop_llm, out, *extra, agent="agent-a", k="2"):
 
 def user_side(path: Path) -> dict[tuple[str, int], list[str]]:
     """Every user message of every attempt, by key."""
-    return {r.key: [m["content"] for m in r.trajectory["messages"] if m["role"] == "user"] for r in read_records(path)}
+    return {r.key: [m["content"] for m in r.trajectory.messages if m["role"] == "user"] for r in read_records(path)}
 
 
 def squash(s: str) -> str:

@@ -34,7 +34,7 @@ def _digest(verdict) -> str:
 
 def _calls(traj) -> list[dict]:
     """The tool calls a trajectory made, as a replayable script."""
-    return [{"tool": c["name"], "args": c["arguments"]} for c in traj.tool_calls]
+    return [{"tool": c.name, "args": c.arguments} for c in traj.tool_calls]
 
 
 async def _play(task, domain, backend, agent):

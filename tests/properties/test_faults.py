@@ -143,11 +143,11 @@ def test_a_raising_tool_is_an_error_result_and_the_episode_goes_on(tmp_path, sho
         bodies = stub.bodies()
     [r] = read_records(path)
     assert summary.system_errors == 0 and r.reward == 1  # broken_tool's write (total = 0) was undone
-    bug = r.trajectory["tool_calls"][0]
-    assert bug["name"] == "broken_tool" and bug["ok"] is False
-    assert bug["result"] == "error: broken_tool failed: RuntimeError: bug in tool"
-    assert bodies[1]["messages"][-1] == {"role": "tool", "tool_call_id": "call_0_broken_tool", "content": bug["result"]}
-    assert [c["name"] for c in r.trajectory["tool_calls"]] == ["broken_tool", "cancel_order"]
+    bug = r.trajectory.tool_calls[0]
+    assert bug.name == "broken_tool" and bug.ok is False
+    assert bug.result == "error: broken_tool failed: RuntimeError: bug in tool"
+    assert bodies[1]["messages"][-1] == {"role": "tool", "tool_call_id": "call_0_broken_tool", "content": bug.result}
+    assert [c.name for c in r.trajectory.tool_calls] == ["broken_tool", "cancel_order"]
 
 
 # -- the user simulator --------------------------------------------------------------------------------

@@ -497,10 +497,10 @@ def test_fuzzing_agent_episodes_end_normally(domain_name):
             )
             assert traj.finish_reason == "agent_done"
             assert len(traj.tool_calls) == 60
-            assert any(not c["ok"] for c in traj.tool_calls)
+            assert any(not c.ok for c in traj.tool_calls)
             json.dumps(traj.to_json(), default=str)
             for c in traj.tool_calls:  # what the tools said is valid UTF-8 (the agent's own arguments may not be)
-                c["result"].encode("utf-8")
+                c.result.encode("utf-8")
             assert {c.table for c in sandbox.changes().rows.values()} <= allowed
             assert _sqlite_schema(sandbox.connection.raw) == baseline
 

@@ -83,8 +83,8 @@ def assert_no_cross_talk(domain: Domain, jobs, outcomes, backend):
         calls = out.trajectory.tool_calls
         with backend.open(backend.prepare(domain, task.patch)) as sandbox:
             for c in calls:
-                r = domain.tools.call(sandbox.connection, c["name"], c["arguments"])
-                assert (r.ok, r.content) == (c["ok"], c["result"]), f"{task.id}#{a}: {c['name']} saw another attempt's state"
+                r = domain.tools.call(sandbox.connection, c.name, c.arguments)
+                assert (r.ok, r.content) == (c.ok, c.result), f"{task.id}#{a}: {c.name} saw another attempt's state"
             verdict = grader.grade(task, sandbox, out.trajectory)
         assert (verdict.reward, verdict.diff, verdict.changes) == (out.verdict.reward, out.verdict.diff, out.verdict.changes), f"{task.id}#{a}"
         rewards.add(out.verdict.reward)

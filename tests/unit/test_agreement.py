@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from groundstate.cli import app
-from groundstate.records import AttemptRecord
+from groundstate.records import AttemptRecord, RecordError, validate_record
 from groundstate.stats.agreement import attribute, cohen_kappa, run_agreement
 from groundstate.stats.compare import compare
 
@@ -222,14 +222,13 @@ def test_records_without_trajectories_or_verdicts_are_unknown_and_said(tmp_path)
 @pytest.mark.parametrize(
     "trajectory",
     [
-        {"messages": "not a list"},
-        {"messages": [None, 3, "x", {"role": "assistant", "content": None, "tool_calls": "nope"}]},
+        {"messages": [{}, {"role": 3}, {"role": "assistant", "content": None, "tool_calls": "nope"}]},
         {
             "messages": [
                 {"role": "assistant", "content": {"parts": [1]}, "tool_calls": [None, {"function": "f"}, {"function": {"arguments": "{bad"}}]}
             ]
         },
-        {},
+        {"messages": []},
     ],
 )
 def test_malformed_trajectories_do_not_crash(trajectory):
@@ -241,3 +240,21 @@ def test_malformed_trajectories_do_not_crash(trajectory):
         cause, why = attribute(a, b)
         assert cause in ("agent", "user", "unknown") and why
     assert Counter(run_agreement([good], [odd])["disagreements_by_cause"]).total() == 1
+
+
+@pytest.mark.parametrize(
+    "trajectory, field",
+    [
+        ({"messages": "not a list"}, "trajectory.messages"),
+        ({"messages": [None, 3, "x"]}, "trajectory.messages.0"),
+        ({}, "trajectory.messages"),
+        ({"messages": [], "tool_calls": "nope"}, "trajectory.tool_calls"),
+        ({"messages": [], "tool_calls": [{"name": "x", "arguments": {}}]}, "trajectory.tool_calls.0.ok"),
+        ({"messages": [], "finish_reason": ["x"]}, "trajectory.finish_reason"),
+        ({"messages": [], "usage": {"input_tokens": 1}}, "trajectory"),  # the running attempt's alone, never recorded
+    ],
+)
+def test_a_trajectory_of_another_shape_is_refused_on_read_naming_the_line_and_field(trajectory, field):
+    """A trajectory is typed (`types.Trajectory`): one that is not one is a clear error on read, never a guess later."""
+    with pytest.raises(RecordError, match=rf"^run.jsonl:3: field {field!r}: "):
+        validate_record({"task_id": "t", "attempt": 0, "reward": 0, "trajectory": trajectory}, "run.jsonl:3")

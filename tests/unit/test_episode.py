@@ -115,10 +115,10 @@ def test_gold_agent_trajectory(domain, sqlite_backend):
         assert result["tool_call_id"] == tc["id"] and result["name"] == call["tool"]
         assert not result["content"].startswith("error"), result["content"]
     assert m[-1] == {"role": "assistant", "content": "Done."}
-    assert [c["name"] for c in traj.tool_calls] == [c["tool"] for c in gold]
-    assert all(c["ok"] for c in traj.tool_calls)
-    assert [c["write"] for c in traj.tool_calls] == [False, True, True, True, True]
-    assert json.loads(traj.tool_calls[0]["result"])["email"] == "c3@example.com"
+    assert [c.name for c in traj.tool_calls] == [c["tool"] for c in gold]
+    assert all(c.ok for c in traj.tool_calls)
+    assert [c.write for c in traj.tool_calls] == [False, True, True, True, True]
+    assert json.loads(traj.tool_calls[0].result)["email"] == "c3@example.com"
     assert traj.turns == len(gold) + 1
     assert traj.final_reply == "Done."
     assert traj.to_json()["finish_reason"] == "agent_done"
@@ -242,7 +242,7 @@ def test_parse_error_becomes_an_error_tool_message(domain, sqlite_backend):
     assert traj.finish_reason == "agent_done" and traj.turns == 3
     tool_msgs = [m for m in traj.messages if m["role"] == "tool"]
     assert tool_msgs[0] == {"role": "tool", "tool_call_id": "bad", "name": "cancel_order", "content": "error: could not parse the arguments"}
-    assert traj.tool_calls[0] == {
+    assert traj.tool_calls[0].to_json() == {
         "name": "cancel_order",
         "arguments": '{"order_id": 1',
         "ok": False,
@@ -251,7 +251,7 @@ def test_parse_error_becomes_an_error_tool_message(domain, sqlite_backend):
     }
     assert traj.messages[2]["tool_calls"][0]["function"]["arguments"] == '{"order_id": 1'  # raw text kept
     assert agent.seen[1][-1]["content"] == "error: could not parse the arguments"
-    assert traj.tool_calls[1]["ok"] is True
+    assert traj.tool_calls[1].ok is True
     assert status == "pending"  # the unparsed call never ran
 
 
@@ -276,9 +276,9 @@ def test_bad_calls_become_error_tool_messages(domain, sqlite_backend, name, args
     traj, status = run(make_task(domain), domain, sqlite_backend, agent)
     assert traj.finish_reason == "agent_done"
     first, second = traj.tool_calls
-    assert first["ok"] is False and first["result"].startswith(fragment), first["result"]
-    assert agent.seen[1][-1] == {"role": "tool", "tool_call_id": "c1", "name": name, "content": first["result"]}
-    assert second["ok"] is True and json.loads(second["result"]) == {"order_id": 1, "status": "cancelled"}
+    assert first.ok is False and first.result.startswith(fragment), first.result
+    assert agent.seen[1][-1] == {"role": "tool", "tool_call_id": "c1", "name": name, "content": first.result}
+    assert second.ok is True and json.loads(second.result) == {"order_id": 1, "status": "cancelled"}
     assert status == "cancelled"
 
 
@@ -288,7 +288,7 @@ def test_crashing_tool_write_is_rolled_back_in_an_episode(domain, sqlite_backend
     template = sqlite_backend.prepare(domain, task.patch)
     with sqlite_backend.open(template) as sandbox:
         traj = asyncio.run(run_episode(SqlEnvironment(task, sandbox), agent, None))
-        assert traj.tool_calls[0]["ok"] is False
+        assert traj.tool_calls[0].ok is False
         assert sandbox.connection.scalar("SELECT total FROM orders WHERE id = 1") == 10.0
         assert len(sandbox.changes()) == 0
 

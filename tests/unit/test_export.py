@@ -75,7 +75,7 @@ def test_every_format_reads_back_one_example_per_clean_attempt(fmt, records, dom
         assert set(e) == {"messages", "tools", "task_id", "attempt", "reward", "domain"}
         assert e["reward"] == r.reward and e["domain"] == "shop"
         assert e["tools"] == tools
-        original = r.trajectory["messages"]
+        original = r.trajectory.messages
         assert [m["role"] for m in e["messages"]] == [m["role"] for m in original]
         assert e["messages"][0] == {"role": "system", "content": domain.system_prompt()}
         for m, o in zip(e["messages"], original, strict=True):
@@ -145,7 +145,7 @@ def test_chat_template_renders_exported_examples_as_at_rollout(records, domain, 
         examples = _read_back(fmt, export(records, fmt, tmp_path / fmt, domains=[FIXTURE]))
         for e, r in zip(examples, _clean(records), strict=True):
             text = tok.apply_chat_template(e["messages"], tools=e["tools"], tokenize=False)
-            assert text == tok.apply_chat_template(r.trajectory["messages"], tools=tools, tokenize=False)
+            assert text == tok.apply_chat_template(r.trajectory.messages, tools=tools, tokenize=False)
             assert "<tools>" in text and text.startswith("<|im_start|>system\n")
             ids = tok.apply_chat_template(e["messages"], tools=e["tools"], tokenize=True, return_dict=True)["input_ids"]
             assert len(ids) > 0

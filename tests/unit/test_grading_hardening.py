@@ -151,11 +151,11 @@ def test_lone_surrogates_from_the_model_are_tool_errors_or_text_never_system_err
     (record,) = read_records(out)
     assert summary.system_errors == 0 and record.system_error is None, record.verdict
     assert (record.reward, record.unjudged, record.finish_reason) == (1, False, "user_done")
-    calls = record.trajectory["tool_calls"]
-    assert [c["ok"] for c in calls] == [False, False, True]
-    assert "name is not valid Unicode" in calls[0]["result"] and "arguments are not valid Unicode" in calls[1]["result"]
-    assert [m["content"] for m in shown_to_agent[:2]] == [c["result"] for c in calls[:2]]  # the agent saw both errors
-    assert calls[0]["name"] == "cancel\ufffd" and "\ufffd" in str(calls[1]["arguments"])
+    calls = record.trajectory.tool_calls
+    assert [c.ok for c in calls] == [False, False, True]
+    assert "name is not valid Unicode" in calls[0].result and "arguments are not valid Unicode" in calls[1].result
+    assert [m["content"] for m in shown_to_agent[:2]] == [c.result for c in calls[:2]]  # the agent saw both errors
+    assert calls[0].name == "cancel\ufffd" and "\ufffd" in str(calls[1].arguments)
     assert any("Order 1 is cancelled \ufffd" in str(m.get("content")) for m in shown_to_user)
     assert "Order 1 is cancelled \ufffd" in judged
 
@@ -168,7 +168,7 @@ def test_a_lone_surrogate_in_a_final_reply_fails_the_rubric_not_the_harness(shop
         run([(task, shop)], cfg, SqliteBackend(), tmp_path / "r.jsonl")
     (record,) = read_records(tmp_path / "r.jsonl")
     assert (record.reward, record.system_error, record.verdict.state_reward) == (0, None, 1), record.verdict
-    assert record.trajectory["messages"][-1]["content"] == "\ufffd" * 3
+    assert record.trajectory.messages[-1]["content"] == "\ufffd" * 3
 
 
 # -- #15.9: a broken domain folder fails before any attempt, naming the file -----------------------------

@@ -154,12 +154,12 @@ def test_long_tool_results_are_cut_for_the_agent_and_kept_in_the_trajectory(shop
     )
     traj = out.trajectory
     assert out.verdict.reward == 1  # the cap changes what the agent sees, not what the tools do
-    full = traj.tool_calls[0]["result"]
-    assert len(full) > 30 and json.loads(full)["email"] == "c3@example.com" and traj.tool_calls[0]["truncated"] is True
+    full = traj.tool_calls[0].result
+    assert len(full) > 30 and json.loads(full)["email"] == "c3@example.com" and traj.tool_calls[0].truncated is True
     shown = [m["content"] for m in traj.messages if m["role"] == "tool"][0]
     assert shown == full[:30] + f"\n…[truncated: showing 30 of {len(full)} characters]"
     assert truncate_result("short", 30) == "short"
-    assert all(not c.get("truncated") for c in traj.tool_calls if len(c["result"]) <= 30)
+    assert all(not c.truncated for c in traj.tool_calls if len(c.result) <= 30)
 
 
 # -- tokens -------------------------------------------------------------------------------------------
@@ -173,7 +173,7 @@ def test_crossing_the_token_budget_ends_the_attempt_and_skips_that_turns_calls(s
     traj = out.trajectory
     # turn 1: 70 tokens, turn 2: 140, turn 3: 210 > 150 — its call is answered with an error, not executed
     assert traj.finish_reason == "max_tokens" and traj.turns == 3
-    assert [c["name"] for c in traj.tool_calls] == ["set_tier", "set_total"]
+    assert [c.name for c in traj.tool_calls] == ["set_tier", "set_total"]
     assert traj.messages[-1]["content"] == "error: token limit reached; call not executed"
     assert out.verdict.system_error is None and out.verdict.reward == 0
     assert out.verdict.changes  # graded on the two writes that happened
@@ -212,8 +212,8 @@ def test_cli_token_and_result_caps_are_finish_reasons(tmp_path):
     for r in records:
         assert r.system_error is None and r.reward == 0 and r.finish_reason == "max_tokens"
         assert r.usage.input_tokens + r.usage.output_tokens == 330
-        shown = [m["content"] for m in r.trajectory["messages"] if m["role"] == "tool"]
-        assert shown[0].startswith(r.trajectory["tool_calls"][0]["result"][:12] + "\n…[truncated: showing 12 of ")
+        shown = [m["content"] for m in r.trajectory.messages if m["role"] == "tool"]
+        assert shown[0].startswith(r.trajectory.tool_calls[0].result[:12] + "\n…[truncated: showing 12 of ")
     manifest = json.loads((tmp_path / "results.jsonl.manifest.json").read_text())
     assert manifest["config"]["limits"]["max_tokens"] == 250 and manifest["config"]["limits"]["max_result_chars"] == 12
     assert compute(records, bootstrap_reps=0)["finish_reasons"] == {"max_tokens": 3}
@@ -228,4 +228,4 @@ def test_cli_attempt_timeout_is_a_finish_reason_not_a_system_error(tmp_path):
     assert len(records) == 3
     for r in records:
         assert r.system_error is None and r.finish_reason == "timeout" and r.reward == 0
-        assert r.trajectory["turns"] == 1
+        assert r.trajectory.turns == 1

@@ -247,7 +247,7 @@ def test_a_generated_hermes_call_runs_against_the_sandbox(policy, domain, backen
     agent = scripted.agent()
     traj, status = _episode(domain, backend, agent, max_turns=3)
     assert status == "cancelled"
-    assert traj.tool_calls == [
+    assert [c.to_json() for c in traj.tool_calls] == [
         {
             "name": "cancel_order",
             "arguments": {"order_id": 1},
@@ -270,7 +270,7 @@ def test_a_malformed_generated_call_is_answered_with_an_error(policy, domain, ba
     agent = Scripted(policy.model, policy.tok, policy.sampling, texts=[cut_off], ended=False).agent()
     traj, status = _episode(domain, backend, agent, max_turns=1)
     assert status == "pending"
-    assert traj.tool_calls[0]["ok"] is False and "unclosed <tool_call>" in traj.tool_calls[0]["result"]
+    assert traj.tool_calls[0].ok is False and "unclosed <tool_call>" in traj.tool_calls[0].result
     assert traj.messages[-1]["role"] == "tool" and traj.messages[-1]["content"].startswith("error: ")
     assert traj.extra[0]["ended"] is False and traj.finish_reason == "max_turns"
 

@@ -251,7 +251,14 @@ def test_no_json_written_holds_nan_or_infinity(retail, tmp_path):
     for line in (tmp_path / "sel" / "selection.jsonl").read_text().splitlines():
         strict_json(line)
     # a record whose arguments held a non-finite float (a model's `NaN`) is written as JSON, not as Python's NaN
-    rec = records[0].model_copy(update={"trajectory": {"tool_calls": [{"name": "x", "arguments": {"v": math.nan, "w": math.inf}}]}})
+    rec = records[0].model_copy(
+        update={
+            "trajectory": {
+                "messages": [],
+                "tool_calls": [{"name": "x", "arguments": {"v": math.nan, "w": math.inf}, "ok": False, "result": "", "write": False}],
+            }
+        }
+    )
     assert strict_json(rec.to_line())["trajectory"]["tool_calls"][0]["arguments"] == {"v": None, "w": None}
 
 

@@ -109,8 +109,8 @@ def test_failing_attempts_show_the_diff_as_a_table_with_the_differing_columns_ma
         assert f"<th class='chg'>{col}</th>" in page
     assert "<table class='diff'>" in page and "all " in page and " columns</summary>" in page
     # the conversation turn by turn: each executed call as name(arguments), no raw message JSON
-    for call in failing.trajectory["tool_calls"]:
-        assert f"→ {call['name']}(" in page
+    for call in failing.trajectory.tool_calls:
+        assert f"→ {call.name}(" in page
     assert '"role": "assistant"' not in page
 
 
@@ -118,7 +118,7 @@ def test_hostile_strings_in_records_are_text(runs):
     _, cand, _ = runs
     r = next(r for r in cand if r.reward == 0).model_copy(deep=True)
     evil = "<script>alert(1)</script>"
-    r.trajectory["messages"].append({"role": "assistant", "content": evil, "tool_calls": [{"function": {"name": evil, "arguments": evil}}]})
+    r.trajectory.messages.append({"role": "assistant", "content": evil, "tool_calls": [{"function": {"name": evil, "arguments": evil}}]})
     r.verdict.diff = [{"table": evil, "key": [evil], "problem": evil, "expected": {evil: evil}, "actual": {evil: 1}, "columns": {evil: {}}}]
     page = render([r], "t")
     assert evil not in page and "&lt;script&gt;" in page

@@ -163,8 +163,8 @@ def test_a_record_with_a_lone_surrogate_is_written_and_read_back(tmp_path, shop)
     backend = SqliteBackend()
     task = shop.task("shop-cancel")
     out = asyncio.run(play(task, shop, Agent(), None, backend=backend))
-    assert out.verdict.system_error is None and out.trajectory.tool_calls[0]["ok"] is False
-    assert "not valid Unicode" in out.trajectory.tool_calls[0]["result"]
+    assert out.verdict.system_error is None and out.trajectory.tool_calls[0].ok is False
+    assert "not valid Unicode" in out.trajectory.tool_calls[0].result
     out.verdict.reasons.append(bad)  # e.g. a ThinkingBox server's diff item: text the episode does not clean
     record = make_record(task, 0, RunConfig(agent="scripted:gold", k=1), out.verdict, out.trajectory, out.timings)
     path = tmp_path / "r.jsonl"
@@ -172,8 +172,8 @@ def test_a_record_with_a_lone_surrogate_is_written_and_read_back(tmp_path, shop)
     writer.write(record)
     writer.close()
     [back] = read_records(path)
-    assert back.trajectory["tool_calls"][0]["arguments"] == '{"order_id": "caf\ufffde"}' and back.reward == 0
-    assert back.verdict.reasons[-1] == bad and back.trajectory["messages"][-1]["content"] == "caf\ufffde"
+    assert back.trajectory.tool_calls[0].arguments == '{"order_id": "caf\ufffde"}' and back.reward == 0
+    assert back.verdict.reasons[-1] == bad and back.trajectory.messages[-1]["content"] == "caf\ufffde"
     rewrite_atomically(path, [back, back.model_copy(update={"attempt": 1})])
     assert [r.attempt for r in read_records(path)] == [0, 1]
 

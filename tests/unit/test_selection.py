@@ -466,7 +466,7 @@ def test_probe_takes_the_runs_attempt_limits(tmp_path):
     assert r.exit_code == 0, r.output
     records = read_records(path)
     assert records and all(x.reward == 1 for x in records)  # the state is graded, whatever the agent was shown
-    calls = [c for x in records for c in x.trajectory["tool_calls"]]
-    assert any(c.get("truncated") for c in calls)
-    shown = [m["content"] for x in records for m in x.trajectory["messages"] if m["role"] == "tool"]
+    calls = [c for x in records for c in x.trajectory.tool_calls]
+    assert any(c.truncated for c in calls)
+    shown = [m["content"] for x in records for m in x.trajectory.messages if m["role"] == "tool"]
     assert any("[truncated: showing 5 of" in s for s in shown)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
-from groundstate.types import EpisodeLimits, Equivalences
+from groundstate.types import EpisodeLimits, Equivalences, Trajectory
 from groundstate.worlds.thinkingbox.case import TbCase
 from groundstate.worlds.thinkingbox.servers import ServerSpec
 
@@ -71,7 +71,7 @@ class TbDomain:
     def prepare(self, backend: Backend) -> None:
         """Nothing to build: every attempt starts its own server processes."""
 
-    async def blame(self, task: Task, backend: Backend, trajectory: Any, limits: EpisodeLimits = EpisodeLimits()) -> None:
+    async def blame(self, task: Task, backend: Backend, trajectory: Trajectory, limits: EpisodeLimits = EpisodeLimits()) -> None:
         """None: replaying an attempt's prefixes would start the case's server processes once per prefix."""
         return None
 

@@ -29,7 +29,7 @@ import sys
 from typing import Any
 
 from groundstate.tasks import Task
-from groundstate.types import Verdict, system_error
+from groundstate.types import Trajectory, Verdict, system_error
 from groundstate.worlds.thinkingbox.case import TbCase
 
 WORKER = "thinkingbox.cli.testscript_worker"
@@ -72,7 +72,7 @@ def judge_config(judge: Any) -> dict[str, Any]:
     return cfg
 
 
-def test_context(trajectory: Any, effects: dict[str, Any], init_results: dict[str, Any]) -> dict[str, Any]:
+def test_context(trajectory: Trajectory, effects: dict[str, Any], init_results: dict[str, Any]) -> dict[str, Any]:
     """ThinkingBox's `TestContext` of an attempt, as JSON: reply, effects, init results, messages and tool calls."""
     messages: list[dict[str, Any]] = []
     calls: dict[str, dict[str, Any]] = {}
@@ -97,7 +97,7 @@ def test_context(trajectory: Any, effects: dict[str, Any], init_results: dict[st
 
 
 async def run_test_function(
-    task: Task, case: TbCase, effects: dict[str, Any], init_results: dict[str, Any], trajectory: Any, judge: Any = None
+    task: Task, case: TbCase, effects: dict[str, Any], init_results: dict[str, Any], trajectory: Trajectory, judge: Any = None
 ) -> Verdict:
     """The verdict of the case's own test function on this attempt (see the module docstring)."""
     needs_judge = uses_judge(case)

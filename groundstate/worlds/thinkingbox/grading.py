@@ -21,7 +21,7 @@ from typing import Any
 
 from groundstate.grading.grader import with_rubrics
 from groundstate.tasks import Task
-from groundstate.types import Verdict, system_error
+from groundstate.types import Trajectory, Verdict, system_error
 from groundstate.worlds.thinkingbox.case import TbCase
 
 MAX_DIFF_ITEMS = 200  # per server, in the verdict (and so in every results record); the count is always reported
@@ -74,7 +74,7 @@ async def grade_case(
     task: Task,
     case: TbCase,
     effects: dict[str, dict[str, Any]],
-    trajectory: Any,
+    trajectory: Trajectory,
     judge: Any = None,
     init_results: dict[str, dict[str, Any]] | None = None,
 ) -> Verdict:
