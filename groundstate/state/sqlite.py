@@ -1,7 +1,8 @@
 """SQLite backend: the embedded default.
 
 The task template is a serialized in-memory database (seed + patch + change-capture triggers); each
-attempt deserializes its own private copy, which costs a copy of the database pages.
+attempt deserializes its own private copy, which costs a copy of the database pages. A fork serializes the live
+sandbox instead of the template: the same copy, of the attempt's current pages (rows, change log, `sqlite_sequence`).
 """
 
 from __future__ import annotations
@@ -161,8 +162,22 @@ class SqliteBackend(Backend):
             return self._templates[key]
 
     def open(self, template: Template) -> SqliteSandbox:
+        return self._sandbox(template, template.handle)
+
+    def fork(self, sandbox: Sandbox) -> SqliteSandbox:
+        """A new in-memory sandbox deserialized from `sandbox`'s live database (see `Backend.fork`). In autocommit
+        mode every tool call's writes are committed when it returns; a transaction still open (a call in progress)
+        is refused rather than copied half done."""
+        if not isinstance(sandbox, SqliteSandbox) or sandbox.backend is not self:
+            raise ValueError("a sandbox is forked by the backend that opened it")
+        raw = sandbox.connection.raw
+        if raw.in_transaction:
+            raise RuntimeError("the sandbox has a transaction in progress: fork it between tool calls")
+        return self._sandbox(sandbox.template, raw.serialize())
+
+    def _sandbox(self, template: Template, pages: bytes) -> SqliteSandbox:
         conn = _connect()
-        conn.deserialize(template.handle)
+        conn.deserialize(pages)
         conn.execute("PRAGMA foreign_keys = ON")
         conn.set_authorizer(sandbox_authorizer)
         sandbox = SqliteSandbox(template, Db(conn, template.domain.config.today))
