@@ -12,7 +12,9 @@ figures measured in this same run):
 3. episode throughput with the scripted gold agent: in-process tools vs MCP (stdio, one server process per
    attempt; and in-process MCP), and `runner.run` attempts per second with 1 and 2 worker processes;
 4. harness overhead at benchmark scale: 507 bundled tasks × k = 20 (10,140 attempts) end to end on SQLite,
-   then `metrics.compute` on the results file.
+   then `metrics.compute` on the results file;
+5. fork (`Backend.fork`) of a live sandbox vs an open of the same size and vs replaying the prefix on a fresh
+   sandbox, both backends, 1k–100k (`--only fork` runs this phase alone and merges its keys).
 
 Writes benchmarks/results.json (flat keys: `<key>` is the median, `<key>_min`, `<key>_max`, `<key>_n`) and
 refreshes the "Performance benchmarks" section at the end of benchmarks/RESULTS.md.
@@ -53,6 +55,8 @@ RESULTS_JSON = ROOT / "benchmarks" / "results.json"
 RESULTS_MD = ROOT / "benchmarks" / "RESULTS.md"
 SECTION_START = "<!-- bench:start (written by benchmarks/bench.py; refreshed on each run) -->"
 SECTION_END = "<!-- bench:end -->"
+FORK_START = "<!-- bench-fork:start (written by benchmarks/bench.py's fork phase) -->"
+FORK_END = "<!-- bench-fork:end -->"
 SIZES = {"1k": 2.5, "10k": 25.0, "100k": 250.0, "1m": 2500.0}  # shop seed: ≈ 400 rows × scale
 PG_BUILD_LIMIT_S = 180.0
 
@@ -419,6 +423,118 @@ def bench_scale(quick: bool, tmp: Path) -> None:
 
 
 # -- machine, report --------------------------------------------------------------------------------
+# -- 5. fork ---------------------------------------------------------------------------------------
+def bench_fork(sizes: list[str], quick: bool) -> None:
+    """Per backend and world size, from one loop: open a sandbox (SQLite: a deserialized copy; PostgreSQL: a new clone,
+    CREATE DATABASE … TEMPLATE, as the pool is empty), replay the prefix (shop-multi's first 3 gold calls, 2 writes),
+    fork it; then close both. `fork_open_ms` is that open, `fork_ms` the fork, `fork_replay_ms` open + prefix (what a
+    fork saves); on PostgreSQL also open + prefix on a pooled clone (`fork_replay_pooled_ms`, its reset a ROLLBACK)."""
+    domain, task = shop()
+    gold = [c.model_dump() for c in task.gold]
+    prefix = gold[:3]
+
+    def play(sb) -> None:
+        for call in prefix:
+            result = domain.tools.call(sb.connection, call["tool"], call["args"])
+            assert result.ok, result.content
+
+    for label in [lb for lb in sizes if lb != "1m"]:
+        scale = SIZES[label]
+        for name in ("sqlite", "postgres"):
+            be = SqliteBackend(scale=scale) if name == "sqlite" else pg_backend(scale)
+            if be is None:
+                continue
+            log(f"fork: {name} {label}")
+            try:
+                tpl = be.prepare(domain, task.patch)
+                if name == "sqlite" and f"world_rows_{label}" not in R:
+                    with be.open(tpl) as sb:
+                        R[f"world_rows_{label}"] = world_rows(domain, sb)
+                reps = (30 if quick else 200) if name == "sqlite" else (5 if quick else 15)
+                opens, forks, replays = [], [], []
+                for i in range(reps + 2):  # the first 2 warm up
+                    t_open, sb = timed(lambda be=be, tpl=tpl: be.open(tpl))
+                    t_play, _ = timed(lambda sb=sb: play(sb))
+                    t_fork, fork = timed(lambda be=be, sb=sb: be.fork(sb))
+                    if i == 0:
+                        assert fork.changes().to_json() == sb.changes().to_json() and len(sb.changes()) == 2
+                    fork.close()
+                    sb.close()
+                    if i >= 2:
+                        opens.append(t_open * 1000)
+                        forks.append(t_fork * 1000)
+                        replays.append((t_open + t_play) * 1000)
+                o = record(f"fork_open_ms_{name}_{label}", opens)
+                f = record(f"fork_ms_{name}_{label}", forks)
+                r = record(f"fork_replay_ms_{name}_{label}", replays)
+                R[f"fork_vs_open_{name}_{label}"] = round(f / o, 2)
+                R[f"fork_vs_replay_{name}_{label}"] = round(f / r, 2)
+                if name == "postgres":
+                    pooled = []
+                    for i in range(reps + 2):
+                        t0 = time.perf_counter()
+                        with be.open(tpl) as sb:
+                            play(sb)
+                            if i >= 2:
+                                pooled.append((time.perf_counter() - t0) * 1000)
+                    p = record(f"fork_replay_pooled_ms_postgres_{label}", pooled)
+                    R[f"fork_vs_replay_pooled_postgres_{label}"] = round(f / p, 2)
+                log(f"fork {name} {label}: open {o:.3f} ms, fork {f:.3f} ms ({f / o:.2f}× open), replay {r:.3f} ms ({f / r:.2f}×)")
+            finally:
+                be.close()
+
+
+def fork_rows(sizes: list[str]) -> list[tuple[str, str, str]]:
+    out = []
+    for label in [lb for lb in sizes if lb != "1m"]:
+        out.append((f"world {label} ({R.get(f'world_rows_{label}', '?')} rows)", "", ""))
+        for be, name in (("sqlite", "SQLite"), ("postgres", "PostgreSQL")):
+            for key, what, unit in (
+                (f"fork_open_ms_{be}_{label}", f"{name} open (a copy of the template)", " ms"),
+                (f"fork_ms_{be}_{label}", f"{name} fork of a live sandbox", " ms"),
+                (f"fork_replay_ms_{be}_{label}", f"{name} open + replay of the 3-call prefix", " ms"),
+                (f"fork_replay_pooled_ms_{be}_{label}", f"{name} pooled open + replay of the prefix", " ms"),
+                (f"fork_vs_open_{be}_{label}", f"{name} fork / open", "×"),
+                (f"fork_vs_replay_{be}_{label}", f"{name} fork / (open + replay)", "×"),
+                (f"fork_vs_replay_pooled_{be}_{label}", f"{name} fork / (pooled open + replay)", "×"),
+            ):
+                if key in R:
+                    out.append((f"  {what}", fmt(key, unit), key))
+    return out
+
+
+def write_fork_markdown(sizes: list[str], command: str, finished: str, load: str) -> None:
+    lines = [
+        FORK_START,
+        "## Fork of a live sandbox vs open (#34)",
+        "",
+        f"Command: `{command}`, {finished[:10]}; load average (1/5/15 min) at end {load} (2 shared cores: absolute "
+        "times are pessimistic; ratios are taken within this run). World: the shop fixture in `shop-multi`'s start "
+        "state, as above. Each round opens a sandbox, replays the prefix (the first 3 of the task's gold calls, 2 of "
+        "them writes), forks it, then closes both; the open is a copy of the template (SQLite: deserialize; "
+        "PostgreSQL: a new clone, CREATE DATABASE … TEMPLATE, since forked-from sandboxes are dropped, not pooled), the "
+        "fork a copy of the live sandbox (SQLite: the backup API, page by page; PostgreSQL: commit, CREATE DATABASE … "
+        "TEMPLATE the sandbox, reconnect). On PostgreSQL the prefix is also replayed on a pooled clone (reset by "
+        "ROLLBACK), which a fork of a short prefix does not beat.",
+        "",
+        "| measurement | median (min–max, n) | key in results.json |",
+        "| --- | --- | --- |",
+    ]
+    for label, value, key in fork_rows(sizes):
+        lines.append(f"| **{label}** | | |" if not value else f"| {label} | {value} | `{key}` |")
+    lines += ["", FORK_END, ""]
+    section = "\n".join(lines)
+    text = RESULTS_MD.read_text() if RESULTS_MD.exists() else "# Measured results\n"
+    if FORK_START in text:
+        head = text[: text.index(FORK_START)]
+        tail = text[text.index(FORK_END) + len(FORK_END) :].lstrip("\n") if FORK_END in text else ""
+        text = head + section + tail
+    else:
+        end = text.index(SECTION_END) + len(SECTION_END) if SECTION_END in text else len(text)
+        text = text[:end].rstrip("\n") + "\n\n" + section + text[end:].lstrip("\n")
+    RESULTS_MD.write_text(text)
+
+
 def machine() -> dict[str, str]:
     def sh(cmd: str) -> str:
         try:
@@ -615,8 +731,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer repetitions, no 1M world, k=2 instead of 20 (a smoke run)")
     ap.add_argument("--no-write", action="store_true", help="print only; leave results.json and RESULTS.md alone")
+    ap.add_argument("--only", choices=["fork"], help="run this phase alone and merge its keys into results.json")
     args = ap.parse_args()
     sizes = ["1k", "10k", "100k"] if args.quick else ["1k", "10k", "100k", "1m"]
+    if args.only == "fork":
+        fork_only(sizes, args.quick, args.no_write)
+        return
     start = time.perf_counter()
     meta = machine()
     meta["load_start"] = loadavg()
@@ -631,6 +751,7 @@ def main() -> None:
             ("mcp", lambda: bench_mcp(args.quick)),
             ("workers", lambda: bench_workers(args.quick, Path(tmp))),
             ("scale", lambda: bench_scale(args.quick, Path(tmp))),
+            ("fork", lambda: bench_fork(sizes, args.quick)),
         ):
             fn()
             phases[name] = loadavg().split()[0]
@@ -647,7 +768,26 @@ def main() -> None:
     out.update(R)
     RESULTS_JSON.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
     write_markdown(sizes, meta)
+    write_fork_markdown(sizes, meta["command"], meta["finished"], meta["load_end"])
     log(f"wrote {RESULTS_JSON.relative_to(ROOT)} and the section in {RESULTS_MD.relative_to(ROOT)}")
+
+
+def fork_only(sizes: list[str], quick: bool, no_write: bool) -> None:
+    """`--only fork`: the fork phase alone; its keys (and `meta_fork_*`) merged into results.json, its section refreshed."""
+    from results_file import merge
+
+    command = "python benchmarks/bench.py --only fork" + (" --quick" if quick else "")
+    started = time.perf_counter()
+    bench_fork(sizes, quick)
+    for label, value, _ in fork_rows(sizes):
+        print(f"{label:60} {value}")
+    if no_write:
+        return
+    finished = datetime.now(UTC).isoformat(timespec="seconds")
+    meta = {"meta_fork_command": command, "meta_fork_finished": finished, "meta_fork_wall_s": round(time.perf_counter() - started, 1)}
+    merge({**meta, "meta_fork_load_end": loadavg(), **{k: v for k, v in R.items() if k.startswith(("fork_", "world_rows_"))}})
+    write_fork_markdown(sizes, command, finished, loadavg())
+    log(f"merged the fork keys into {RESULTS_JSON.relative_to(ROOT)} and refreshed their section in {RESULTS_MD.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

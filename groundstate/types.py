@@ -152,6 +152,11 @@ class Trajectory(BaseModel):
             raise ValueError(f"{', '.join(runtime)}: the running attempt's alone, never part of a recorded trajectory")
         return data
 
+    def fork(self) -> Trajectory:
+        """An independent copy, runtime fields included: the transcript of a forked environment (`Environment.fork`),
+        which the continuation extends without touching this one."""
+        return self.model_copy(deep=True)
+
     @property
     def final_reply(self) -> str | None:
         """The agent's last text message to the user (what reply rubrics judge)."""
@@ -350,6 +355,14 @@ class Environment(Protocol):
     async def grade(self, trajectory: Trajectory, judge: Judge | None = None) -> Verdict: ...
 
     async def changes(self) -> ChangeSet | None: ...
+
+    async def fork(self) -> Environment:
+        """A new environment of the same task in exactly this one's state, independent of it from then on and closed
+        on its own: for a SQL world a copy of the sandbox with its change log, so that the fork's `changes()` and
+        `grade` after further calls equal what this environment's would be had it made the same calls. Called between
+        tool calls; the transcript is the caller's to copy (`Trajectory.fork`). A world that cannot copy its live state
+        raises `ForkUnsupported` (`groundstate.state.base`, a `NotImplementedError`) naming the environment."""
+        ...
 
     async def close(self) -> None:
         """Release everything the attempt holds (always called, also after a failure; idempotent)."""

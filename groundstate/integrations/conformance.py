@@ -14,6 +14,10 @@ For each selected task, the trajectories are lint's: the gold solution, the no-o
 An adapter agrees when the whole verdict (reward, reasons, row diff, change counts, system error) and the
 final change set (read just before grading, by an `AttemptObserver` each path is given through its own API) equal
 the reference's. Adapters whose framework is not installed are reported as skipped.
+
+With `fork`, every trajectory is also played forked (`fork`, counted in `forked`): the calls the reference executed
+up to the middle one on a fresh environment, which is then forked (`Environment.fork`) and closed; the rest on the
+fork, which is graded. Its verdict and change set must equal the reference's, played straight through.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from groundstate.state.base import Backend
 from groundstate.state.changes import ChangeSet
 from groundstate.tasks import Task
 from groundstate.tools.mutate import mutants
-from groundstate.types import Trajectory, Verdict
+from groundstate.types import EpisodeLimits, Trajectory, Verdict
 from groundstate.worlds.attempt import play, prepare_domains
 from groundstate.worlds.domain import Domain
 
@@ -67,6 +71,7 @@ class ConformanceReport:
     checked: dict[str, int] = field(default_factory=dict)  # adapter -> trajectories compared
     refused: dict[str, dict[str, Any]] = field(default_factory=dict)  # adapter -> {tasks, reason}: rubric tasks it refuses
     mismatches: list[Mismatch] = field(default_factory=list)
+    forked: int = 0  # continuations played from a fork (`fork=True`)
 
     @property
     def ok(self) -> bool:
@@ -81,6 +86,7 @@ class ConformanceReport:
             "checked": self.checked,
             "refused": self.refused,
             "mismatches": [m.__dict__ for m in self.mismatches],
+            "forked": self.forked,
         }
 
 
@@ -111,6 +117,7 @@ class _Paths:
     def __init__(self, task: Task, domain: Domain, backend: Backend, adapters: list[str]):
         self.task, self.domain, self.backend = task, domain, backend
         self.judged = _Judged()
+        self.reference: Trajectory | None = None  # the trajectory the last `run` played
         self.drivers: dict[str, Callable[[Calls], Played]] = {}
         if "trl" in adapters:
             from groundstate.integrations.trl import environment_factory, trl_dataset
@@ -134,7 +141,35 @@ class _Paths:
         async def attempt() -> Played:
             user = ScriptedUser(self.task.user.script)
             out = await play(self.task, self.domain, ScriptedAgent(calls), user, backend=self.backend, observer=self.judged)
+            self.reference = out.trajectory
             return self.judged.played(out.verdict.to_json())
+
+        return run_sync(attempt())
+
+    def forked(self) -> Played:
+        """The calls the last `run` executed, replayed up to the middle one on a fresh environment, the rest on its fork
+        (the original closed first: the fork stands alone), graded as `play` grades (no judge)."""
+        trajectory = self.reference
+        assert trajectory is not None, "forked() replays the trajectory run() played"
+        executed = [(c.name, c.arguments) for c in trajectory.tool_calls]
+        branch = len(executed) // 2
+
+        async def attempt() -> Played:
+            env = await self.domain.open_environment(self.task, self.backend, EpisodeLimits())
+            try:
+                for name, arguments in executed[:branch]:
+                    await env.call_tool(name, arguments)
+                fork = await env.fork()
+            finally:
+                await env.close()
+            try:
+                for name, arguments in executed[branch:]:
+                    await fork.call_tool(name, arguments)
+                changes = await fork.changes()
+                verdict = await fork.grade(trajectory.fork())
+            finally:
+                await fork.close()
+            return Played(verdict.to_json(), changes.to_json() if changes is not None else None)
 
         return run_sync(attempt())
 
@@ -182,12 +217,14 @@ def conformance(
     backend: Backend,
     adapters: list[str] | None = None,
     on_task: Callable[[Task], None] | None = None,
+    fork: bool = False,
 ) -> ConformanceReport:
-    """Play every trajectory of every task through `groundstate run`'s path and each adapter; report mismatches.
+    """Play every trajectory of every task through `groundstate run`'s path and each adapter (every one for None, none
+    for []), and with `fork` also forked at its middle call; report mismatches.
 
     SQL domains only. A task with reply rubrics is compared through the adapters that can see a final reply (its
     verdict is unjudged on every path); those that cannot (`NO_REPLY`) refuse it, counted in `refused`."""
-    wanted = list(adapters or ADAPTERS)
+    wanted = list(ADAPTERS if adapters is None else adapters)
     unknown = [a for a in wanted if a not in ADAPTERS]
     if unknown:
         raise ValueError(f"unknown adapter(s) {', '.join(unknown)}: choose from {', '.join(ADAPTERS)}")
@@ -207,9 +244,12 @@ def conformance(
         for name, calls in trajectories(task, domain):
             report.trajectories += 1
             expected = paths.run(calls)
-            for adapter in here:
-                got = paths.drivers[adapter](calls)
-                report.checked[adapter] += 1
+            for adapter in [*here, "fork"] if fork else here:
+                got = paths.forked() if adapter == "fork" else paths.drivers[adapter](calls)
+                if adapter == "fork":
+                    report.forked += 1
+                else:
+                    report.checked[adapter] += 1
                 for field_name in ("verdict", "changes"):
                     if getattr(got, field_name) != getattr(expected, field_name):
                         report.mismatches.append(

@@ -3,6 +3,7 @@
 `Backend.prepare(domain, patch)` builds a task's *template* (seed + data patch, change capture armed)
 once; `Backend.open(template)` gives an attempt its own *sandbox*. A sandbox's `changes()` reads the
 change log, so the grader's cost follows the rows changed, not the size of the database.
+`Backend.fork(sandbox)` copies a live sandbox, change log included, into a new one of the same template.
 """
 
 from __future__ import annotations
@@ -219,6 +220,10 @@ class Sandbox(ABC):
         self.close()
 
 
+class ForkUnsupported(NotImplementedError):
+    """What cannot be forked (a backend or an environment without a copy of its live state) says so, naming itself."""
+
+
 class Backend(ABC):
     """Turns (domain, patch) into templates and templates into sandboxes."""
 
@@ -230,6 +235,15 @@ class Backend(ABC):
 
     @abstractmethod
     def open(self, template: Template) -> Sandbox: ...
+
+    def fork(self, sandbox: Sandbox) -> Sandbox:
+        """A new sandbox of `sandbox`'s template in exactly `sandbox`'s current state: its rows, its change log (so the
+        fork's `changes()` are still taken from the template, the attempt's start) and its sequences; independent of
+        it from then on, and released, counted and reaped like any sandbox this backend opened.
+
+        Contract: called between tool calls, while no statement runs on `sandbox` (the caller holds it `in_use`);
+        `sandbox` stays usable and in the same state. `ForkUnsupported` where the backend cannot copy a live sandbox."""
+        raise ForkUnsupported(f"the {self.name} backend cannot fork a sandbox")
 
     def spec(self) -> tuple[str, str | None]:
         """(name, DSN) from which `groundstate.state.make_backend` builds an equal backend in another process."""

@@ -7,6 +7,8 @@ Isolation scheme: *template databases, pooled clones, one transaction per attemp
 - At close the transaction is rolled back, which restores the clone exactly (rows and change log; any
   sequences are reset to their template values), and the clone goes back to a per-template pool for the
   next attempt of the same task. Concurrent attempts never share a database, a row lock or a sequence.
+- A fork (`fork`) is a clone of a live sandbox's database (`CREATE DATABASE … TEMPLATE gs_sb_…`) after its
+  transaction is committed; both are then dropped at close instead of pooled.
 Cloning costs tens of milliseconds; reusing a pooled clone costs a ROLLBACK. PostgreSQL's
 `max_connections` bounds how many clones can be open at once (`max_open`); when the pool is full, idle
 clones of other templates are dropped to make room. Async callers should bound their own concurrency to
@@ -174,6 +176,7 @@ class _Clone:
 
     def __init__(self, dbname: str, conn: psycopg.Connection, template_key: str, sequences: dict[str, int]):
         self.dbname, self.conn, self.template_key, self.sequences = dbname, conn, template_key, sequences
+        self.committed = False  # an attempt's writes were committed (a fork): a ROLLBACK no longer restores the template
 
 
 class PostgresSandbox(Sandbox):
@@ -218,6 +221,7 @@ class PostgresBackend(Backend):
         atexit.register(_close_at_exit, weakref.ref(self))  # pooled clones must not outlive the process
         self.cloned = 0  # CREATE DATABASE count
         self.reused = 0  # sandboxes served from the pool
+        self.forked = 0  # sandboxes cloned from a live sandbox (`fork`)
         self.in_use = 0
         self.reconnected = 0  # pooled connections found dead (a server restart) and replaced
         self._orphans: set[str] = set()  # clone databases whose DROP failed (server down): retried by drain()
@@ -466,22 +470,7 @@ class PostgresBackend(Backend):
     # -- sandboxes -----------------------------------------------------------------------------
     def open(self, template: Template) -> PostgresSandbox:
         """A private clone of the template inside a fresh transaction: pooled if one is idle, else cloned."""
-        evict: _Clone | None = None
-        clone: _Clone | None = None
-        with self._pool:
-            while True:
-                clone = next((c for c in self._idle.values() if c.template_key == template.key), None)
-                if clone is not None:
-                    del self._idle[clone.dbname]
-                    break
-                if self._clones < self.max_open:
-                    self._clones += 1
-                    break
-                if self._idle:  # make room: drop the least recently used idle clone of another template
-                    evict = self._idle.popitem(last=False)[1]
-                    break
-                self._pool.wait()
-            self.in_use += 1
+        clone, evict = self._slot(template.key)
         try:
             if evict is not None:
                 self._drop(evict)
@@ -497,14 +486,92 @@ class PostgresBackend(Backend):
             if clone is not None:
                 with contextlib.suppress(psycopg.Error):  # remembered as an orphan by _drop
                     self._drop(clone)
-            with self._pool:
-                self.in_use -= 1
-                self._clones -= 1
-                self._pool.notify_all()
+            self._free_slot()
             raise
+        return self._sandbox(template, clone)
+
+    def _sandbox(self, template: Template, clone: _Clone) -> PostgresSandbox:
         sandbox = PostgresSandbox(template, PgDb(clone.conn, template.domain.config.today))
         sandbox.backend, sandbox.clone = self, clone
         return sandbox
+
+    def _slot(self, template_key: str | None) -> tuple[_Clone | None, _Clone | None]:
+        """Room for one more sandbox in use, waiting while every slot is held: (an idle clone of `template_key` to reuse,
+        None), or (None, an idle clone of another template to drop first, or None when a slot was free)."""
+        with self._pool:
+            while True:
+                clone = next((c for c in self._idle.values() if c.template_key == template_key), None)
+                evict = None
+                if clone is not None:
+                    del self._idle[clone.dbname]
+                elif self._clones < self.max_open:
+                    self._clones += 1
+                elif self._idle:  # make room: drop the least recently used idle clone of another template
+                    evict = self._idle.popitem(last=False)[1]
+                else:
+                    self._pool.wait()
+                    continue
+                self.in_use += 1
+                return clone, evict
+
+    def _free_slot(self) -> None:
+        """Give back a slot `_slot` handed out whose sandbox never came to be (its clone dropped)."""
+        with self._pool:
+            self.in_use -= 1
+            self._clones -= 1
+            self._pool.notify_all()
+
+    def fork(self, sandbox: Sandbox) -> PostgresSandbox:
+        """A new clone database made from `sandbox`'s own (`CREATE DATABASE fork TEMPLATE sandbox`), in its state now:
+        rows, change log and sequences (see `Backend.fork`).
+
+        An attempt's writes are its open transaction's (rolled back at close), and PostgreSQL clones only a database
+        that nobody is connected to, from its committed state. So, between tool calls (the transaction open and not
+        aborted, else `RuntimeError`), the sandbox's transaction is committed and its connection closed; the database
+        is cloned on the maintenance connection; the sandbox is reconnected (as the sandbox login, as before) in a new
+        transaction, in the same state, its `Db` kept. Session state (settings, temporary tables) does not survive,
+        rows do. While unconnected the database stays this backend's: the owner lock is held (`_hold_owner_lock`), so
+        no reaper drops it. The fork logs in as the sandbox login too (the grants are the source's, copied), takes a
+        slot like an opened sandbox (`max_open`), and is named and reaped like one. Neither database equals the
+        template once the writes were committed, so both are dropped at close, never pooled."""
+        if not isinstance(sandbox, PostgresSandbox) or sandbox.backend is not self or sandbox.clone is None:
+            raise ValueError("a sandbox is forked by the backend that opened it")
+        source = sandbox.clone
+        if source.conn.info.transaction_status != TransactionStatus.INTRANS:
+            raise RuntimeError("the sandbox's transaction is not open and clean: fork it between tool calls")
+        _, evict = self._slot(None)
+        dbname = f"{self.sandbox_prefix}{next(self._counter)}"
+        conn: psycopg.Connection | None = None
+        created = False
+        try:
+            if evict is not None:
+                self._drop(evict)
+            self._hold_owner_lock()
+            source.committed = True
+            source.conn.execute("COMMIT")
+            source.conn.close()
+            try:
+                self._admin_execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(dbname), sql.Identifier(source.dbname)))
+                created = True
+                self.cloned += 1
+            finally:  # the source goes on as it was, whether or not the clone was made
+                source.conn = self.connect(source.dbname)
+                source.conn.execute("BEGIN")
+                sandbox.connection.raw = source.conn
+            conn = self.connect(dbname)
+            conn.execute("BEGIN")
+        except BaseException:
+            if conn is not None:
+                conn.close()
+            if created:
+                with contextlib.suppress(psycopg.Error):  # remembered as an orphan while the server is unreachable
+                    self._drop_database(dbname)
+            self._free_slot()
+            raise
+        self.forked += 1
+        clone = _Clone(dbname, conn, source.template_key, dict(source.sequences))
+        clone.committed = True
+        return self._sandbox(sandbox.template, clone)
 
     def _clone(self, template: Template) -> _Clone:
         self._hold_owner_lock()
@@ -542,7 +609,7 @@ class PostgresBackend(Backend):
             clone.conn.execute("ROLLBACK")
             for name, value in clone.sequences.items():  # sequences are not transactional
                 clone.conn.execute("SELECT setval(%s, %s, %s)", (name, value or 1, value is not None), prepare=False)
-            reusable = intact and self._pristine(clone.conn)
+            reusable = intact and not clone.committed and self._pristine(clone.conn)
         except psycopg.Error:
             reusable = False
         with self._pool:

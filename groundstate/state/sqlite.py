@@ -1,7 +1,8 @@
 """SQLite backend: the embedded default.
 
 The task template is a serialized in-memory database (seed + patch + change-capture triggers); each
-attempt deserializes its own private copy, which costs a copy of the database pages.
+attempt deserializes its own private copy, which costs a copy of the database pages. A fork copies the live
+sandbox's pages instead (the backup API): rows, change log and `sqlite_sequence` as they are now.
 """
 
 from __future__ import annotations
@@ -161,8 +162,28 @@ class SqliteBackend(Backend):
             return self._templates[key]
 
     def open(self, template: Template) -> SqliteSandbox:
+        return self._sandbox(template, template.handle)
+
+    def fork(self, sandbox: Sandbox) -> SqliteSandbox:
+        """A new in-memory sandbox, a page-by-page copy of `sandbox`'s live database (see `Backend.fork`). In autocommit
+        mode every tool call's writes are committed when it returns; a transaction still open (a call in progress)
+        is refused rather than copied half done."""
+        if not isinstance(sandbox, SqliteSandbox) or sandbox.backend is not self:
+            raise ValueError("a sandbox is forked by the backend that opened it")
+        raw = sandbox.connection.raw
+        if raw.in_transaction:
+            raise RuntimeError("the sandbox has a transaction in progress: fork it between tool calls")
         conn = _connect()
-        conn.deserialize(template.handle)
+        raw.backup(conn)  # page by page into the new in-memory database: cheaper than serialize + deserialize
+        return self._sandbox(sandbox.template, conn)
+
+    def _sandbox(self, template: Template, source: bytes | sqlite3.Connection) -> SqliteSandbox:
+        """A sandbox of `template` on `source`: a serialized database to deserialize, or a connection already filled."""
+        if isinstance(source, sqlite3.Connection):
+            conn = source
+        else:
+            conn = _connect()
+            conn.deserialize(source)
         conn.execute("PRAGMA foreign_keys = ON")
         conn.set_authorizer(sandbox_authorizer)
         sandbox = SqliteSandbox(template, Db(conn, template.domain.config.today))

@@ -11,6 +11,7 @@ connection died (a server restart) raises `SandboxLost`: the agent is never show
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from groundstate.deadlines import bounded, in_daemon_thread, within
@@ -51,7 +52,7 @@ class SqlEnvironment:
         template = await asyncio.to_thread(backend.prepare, domain, task.patch) if offload else backend.prepare(domain, task.patch)
         if grader.cached(task, template) is None:
             await bounded(asyncio.to_thread(grader.golden, task, template), limits.grade_timeout, f"the golden replay of {task.id}")
-        sandbox = await _open_or_release(backend, template) if offload else backend.open(template)
+        sandbox = await _open_or_release(backend.open, template) if offload else backend.open(template)
         return cls(task, sandbox, limits, grader)
 
     def initial_messages(self) -> list[dict[str, Any]]:
@@ -100,6 +101,22 @@ class SqlEnvironment:
         with self.sandbox.in_use():
             return self.sandbox.changes()
 
+    async def fork(self) -> SqlEnvironment:
+        """A new environment of the same task on a fork of this one's sandbox (`Backend.fork`: its rows, change log and
+        sequences), graded by the same grader against the same golden state, under the same limits; see
+        `Environment.fork`. Closing either leaves the other as it is."""
+        owner = self.sandbox.template.owner
+        assert owner is not None  # checked at construction
+        if self.offload:  # PostgreSQL: a CREATE DATABASE, off the event loop
+            sandbox = await _open_or_release(self._fork, owner)
+        else:
+            sandbox = self._fork(owner)
+        return SqlEnvironment(self.task, sandbox, self.limits, self.grader)
+
+    def _fork(self, owner: Backend) -> Sandbox:
+        with self.sandbox.in_use():
+            return owner.fork(self.sandbox)
+
     async def close(self) -> None:
         if self.offload:
             await asyncio.to_thread(self.sandbox.close)
@@ -107,10 +124,11 @@ class SqlEnvironment:
             self.sandbox.close()
 
 
-async def _open_or_release(backend: Backend, template: Any) -> Any:
-    """`backend.open(template)` in a thread. If the caller is cancelled while the thread opens it (a rollout's deadline, a
-    time limit), the thread still finishes: the sandbox it opened is then closed, since nobody will ever hold it."""
-    opening = asyncio.ensure_future(asyncio.to_thread(backend.open, template))
+async def _open_or_release(opener: Callable[..., Sandbox], *args: Any) -> Sandbox:
+    """`opener(*args)` (`backend.open`, a fork) in a thread. If the caller is cancelled while the thread opens it (a
+    rollout's deadline, a time limit), the thread still finishes: the sandbox it opened is then closed, since nobody will
+    ever hold it."""
+    opening = asyncio.ensure_future(asyncio.to_thread(opener, *args))
     try:
         return await asyncio.shield(opening)
     except asyncio.CancelledError:

@@ -9,6 +9,7 @@ pytest.importorskip("mcp")
 
 from groundstate.agents import make_agent, make_user  # noqa: E402
 from groundstate.grading.grader import grade  # noqa: E402
+from groundstate.state.base import ForkUnsupported  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
 from groundstate.tools.mcp_client import McpToolset  # noqa: E402
 from groundstate.tools.mcp_server import build_server  # noqa: E402
@@ -40,6 +41,9 @@ class McpToolsEnvironment:
 
     async def changes(self):
         return await self.inner.changes()
+
+    async def fork(self):
+        raise ForkUnsupported("McpToolsEnvironment cannot fork: its tools are served over an MCP session to one sandbox")
 
     async def close(self):
         await self.inner.close()

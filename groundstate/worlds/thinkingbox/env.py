@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from groundstate.deadlines import within
+from groundstate.state.base import ForkUnsupported
 from groundstate.tasks import Task
 from groundstate.tools.mcp_client import McpToolset, McpToolsetError
 from groundstate.types import EpisodeHang, EpisodeLimits, Judge, ToolResult, Trajectory, Verdict
@@ -244,6 +245,10 @@ class TbEnvironment:
     async def changes(self) -> None:
         """None: the servers own their state; only their effects (hashes) are seen."""
         return None
+
+    async def fork(self) -> TbEnvironment:
+        """Refused: the case's state lives in its MCP server processes, which offer no copy of a live state."""
+        raise ForkUnsupported(f"TbEnvironment (ThinkingBox scenario {self.case.scenario}) cannot fork: its state is in its MCP servers' processes")
 
     async def close(self) -> None:
         """Tear down and stop every server process of the attempt (always; also after a failed start)."""
