@@ -4,7 +4,7 @@ checkpoint, running the validation tasks through the evaluator every run uses (`
 (`stats.metrics.compute`), the row `metrics.jsonl` gets as `kind: "validation"`.
 
 Each validation loads the checkpoint beside the model being trained: on a large model that is a second copy in memory
-and a run's worth of time per checkpoint, so it is opt-in (`groundstate train --val ... --val-checkpoints`); the
+and a run's worth of time per checkpoint, so it is opt-in (`val_checkpoints: true` in `groundstate train --config JOB.yaml`, with `--val`); the
 offline quickstart turns it on (three validations of its 0.5M model add seconds, not minutes).
 """
 

@@ -135,3 +135,11 @@ def test_cost_per_dependable_task_with_training_and_probing(shop, tmp_path, trai
     assert "cost per dependable task (inference alone)" in metrics and "cost per dependable task (with training and probing)" in metrics
     assert f"{value:.4f}" in metrics
     assert "id='training'" not in render(recs, "t", prices=prices)  # without a training folder or a ledger: as before
+
+
+def test_validation_at_checkpoints_is_the_trl_engines():
+    from groundstate.train.job import TrainJob, TrainRefused, _check_specs
+
+    assert TrainJob(model="m", train="t").val_checkpoints is False  # opt-in: a second copy of the model per checkpoint
+    with pytest.raises(TrainRefused, match="val_checkpoints is for --engine trl"):
+        _check_specs(TrainJob(model="m", train="t", engine="verl", val_checkpoints=True))
