@@ -227,6 +227,12 @@ def report(
     allow_incomplete: bool = typer.Option(
         ReportJob.allow_incomplete, "--allow-incomplete", help="Report runs with missing, duplicated or system-error keys (said in the report)."
     ),
+    training: Path | None = typer.Option(ReportJob.training, "--training", help="A training folder (groundstate train --out): its curve is drawn."),
+    ledger: Path | None = typer.Option(
+        ReportJob.ledger,
+        "--ledger",
+        help="A ledger.json (the quickstart writes one): the whole cost, and cost per dependable task with training and probing.",
+    ),
 ) -> None:
     """One self-contained HTML report: metrics, success grid, plots, and failing attempts with their diffs."""
     from groundstate.pipeline.analysis import write_run_report
@@ -238,7 +244,9 @@ def report(
     records = read_run(results)
     base_records = read_run(baseline) if baseline else None
     try:
-        path = write_run_report(results, records, base_records, ReportJob(output, allow_incomplete), load_prices(prices), on_incomplete=incomplete)
+        path = write_run_report(
+            results, records, base_records, ReportJob(output, allow_incomplete, training, ledger), load_prices(prices), on_incomplete=incomplete
+        )
     except ValueError as e:  # an incomplete run, records of several runs, or a baseline that cannot be compared
         console.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(1) from None

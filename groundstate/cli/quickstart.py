@@ -92,6 +92,12 @@ def _print_summary(s: dict) -> None:
     price = s["notional_price_usd_per_million_tokens"]
     out.print(_before_after(f"held-out validation ({s['val_tasks']} tasks × k={s['base']['k']}): base vs GRPO-trained", s["base"], s["trained"]))
     out.print(f"cost at a notional ${price['input']}/M input and ${price['output']}/M output tokens")
+    whole = s.get("cost_per_dependable_task_with_training_and_probing")
+    if whole is not None:  # the trained model's figure again, now counting what training and probing spent
+        usd = "undefined" if whole["usd"] is None else f"${whole['usd']:.5f}"
+        out.print(f"trained: cost per dependable task with training and probing {usd}: {whole['note']}", markup=False)
+    if s.get("training_summary"):
+        out.print(s["training_summary"], markup=False)
     if s["base_ood"]:
         out.print(
             _before_after(f"out-of-distribution benchmark ({s['base_ood']['tasks']} tasks × k={s['base_ood']['k']})", s["base_ood"], s["trained_ood"])

@@ -38,6 +38,8 @@ class ReportJob:
 
     out: Path | None = None  # None: RESULTS.report.html beside the results file (never ./report.html, overwritten run after run)
     allow_incomplete: bool = False  # report runs with missing, duplicated or system-error keys (said in the report)
+    training: Path | None = None  # a TRL training folder: its curve drawn (`train.ledger.read_curve`)
+    ledger: Path | None = None  # a ledger.json (`train.ledger.Ledger`): the whole cost drawn, and cost with training and probing
 
 
 def write_run_report(
@@ -58,7 +60,21 @@ def write_run_report(
         if recs and require_complete(recs, "report", job.allow_incomplete, name) and on_incomplete:
             on_incomplete(name)
     out = job.out or results.parent / f"{results.stem}.report.html"
-    return write_report(records, out, f"groundstate report · {results}", baseline, prices=prices, allow_incomplete=job.allow_incomplete)
+    ledger = None
+    if job.ledger is not None:
+        from groundstate.train.ledger import read_ledger
+
+        ledger = read_ledger(job.ledger)
+    return write_report(
+        records,
+        out,
+        f"groundstate report · {results}",
+        baseline,
+        prices=prices,
+        allow_incomplete=job.allow_incomplete,
+        training=job.training,
+        ledger=ledger,
+    )
 
 
 @dataclass(frozen=True)

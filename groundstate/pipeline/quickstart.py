@@ -3,9 +3,11 @@
 Stages: a scripted sanity check of every bundled task → build the tiny base (tokenizer, 0.5M-parameter
 Qwen2, supervised warm-start on fresh kiosk demonstrations, stopped at an imperfect base) → probe the
 kiosk pool (n = 4) → select (Jeffreys bands, benchmark excluded; validation = unseen instances of seen
-templates, `--group-by none`) → evaluate the base on validation (k = 8) → GRPO with TRL → evaluate the
-trained checkpoint the same way → compare and report → evaluate both on a fixed sample of the
-out-of-distribution benchmark (travel, insurance, hr), reported whatever it shows.
+templates, `--group-by none`) → evaluate the base on validation (k = 8) → GRPO with TRL (validated on the same
+tasks at step 0 and each checkpoint, `train.validation`) → evaluate the trained checkpoint the same way → evaluate
+both on a fixed sample of the out-of-distribution benchmark (travel, insurance, hr), reported whatever it shows →
+the ledger of what probing, training and evaluation spent (`ledger.json`, `train.ledger`) → compare and report, with
+the training curve and the whole cost.
 
 The last stage is the method's last step, not a claim of this model: a 0.5M-parameter model learns the kiosk tools
 in its warm-up and its prompt carries no tool schemas, so it cannot call a benchmark tool it has never seen (0% is
@@ -30,6 +32,7 @@ from groundstate.stats.basis import basis, task_counts
 from groundstate.stats.compare import compare
 from groundstate.stats.metrics import compute
 from groundstate.train import hide_transformers_deprecations
+from groundstate.train.ledger import PHASES, WASTE_REASONS, Curve, Ledger
 from groundstate.types import EpisodeLimits
 from groundstate.worlds.domain import iter_tasks
 from groundstate.worlds.selectors import select_tasks
@@ -60,6 +63,7 @@ class QuickstartConfig:
     bands: tuple[str, ...] = ("hard", "medium", "easy")  # kept for training and validation
     ood: bool = True
     sanity: bool = True
+    val_checkpoints: bool = True  # validation pass@1 at step 0 and each checkpoint, for the curve (about 6 s each here)
 
 
 def run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None] = print) -> dict[str, Any]:
@@ -78,9 +82,11 @@ def _run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None]
     from groundstate.audits.overlap import build_exclude_set
     from groundstate.pipeline.selection import select
     from groundstate.pipeline.selection_rules import SelectionParams
+    from groundstate.train.ledger import build_ledger, read_curve, whole_cost_per_dependable_task, write_ledger
     from groundstate.train.sft import SftConfig
     from groundstate.train.tiny import build_tiny_policy
     from groundstate.train.trl_engine import TrainConfig, train_trl
+    from groundstate.train.validation import CheckpointValidator
 
     hf_logging.disable_progress_bar()  # a bar per model load and checkpoint write buries the stage lines
     no_dataset_bars()  # and one per dataset the trainers map
@@ -194,14 +200,41 @@ def _run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None]
             if row["step"] == 1 or row["step"] % 10 == 0:
                 log(
                     f"  step {row['step']}: sampled reward {row['sampled_reward']:.2f}, informative groups {row['informative']}/{row['groups']} "
-                    f"(refilled {row['refill_groups']}), {time.perf_counter() - last['t']:.1f} s"
+                    f"(refilled {row['refill_groups']}; {row['wasted']} of {row['rollouts']} rollouts wasted), {time.perf_counter() - last['t']:.1f} s"
                 )
                 last["t"] = time.perf_counter()
 
-        trained = train_trl(str(base), train_pairs, backend, out / "grpo", tcfg, on_step=on_step)
+        validate = None
+        if cfg.val_checkpoints:  # the validation tasks, as the before/after evaluation runs them, at step 0 and each checkpoint
+            limits = EpisodeLimits(max_turns=6)
+            validate = CheckpointValidator(val_pairs, backend, out / "grpo", k=cfg.eval_k, seed=cfg.seed + 1000, sampling=sampling, limits=limits)
+        trained = train_trl(str(base), train_pairs, backend, out / "grpo", tcfg, on_step=on_step, validate=validate)
 
     with stage("eval_trained", f"evaluate the trained checkpoint on validation: {len(val_pairs)} tasks × k={cfg.eval_k}"):
         trained_m = evaluate(trained, val_pairs, cfg.eval_k, out / "eval" / "trained_val.jsonl")
+
+    base_ood = trained_ood = None
+    if cfg.ood:
+        bench = ood_sample(select_tasks("bench"), cfg.ood_per_domain)
+        with stage(
+            "ood",
+            f"out-of-distribution benchmark, a fixed sample: {len(bench)} tasks × k={cfg.ood_k}, base and trained "
+            "(a 0.5M model without tool schemas in its prompt cannot call tools it has never seen: expect 0%)",
+        ):
+            base_ood = evaluate(base, bench, cfg.ood_k, out / "eval" / "base_bench.jsonl")
+            trained_ood = evaluate(trained, bench, cfg.ood_k, out / "eval" / "trained_bench.jsonl")
+
+    with stage("ledger", "the whole cost: rollouts, tokens and seconds of probing, training and evaluation"):
+        eval_files = [out / "eval" / f"{name}.jsonl" for name in ("base_val", "trained_val", "base_bench", "trained_bench")]
+        eval_wall = sum(seconds.get(k, 0.0) for k in ("eval_base", "eval_trained", "ood"))
+        ledger = build_ledger([out / "probes.jsonl"], out / "grpo", eval_files, wall_seconds={"probing": seconds["probe"], "evaluation": eval_wall})
+        write_ledger(ledger, out / "ledger.json")
+        curve = read_curve(out / "grpo")
+        trained_records = read_records(out / "eval" / "trained_val.jsonl")
+        whole, whole_note = whole_cost_per_dependable_task(trained_records, trained_m, ledger, {str(trained): NOTIONAL_PRICE})
+        training_text = training_summary(curve, ledger)
+        log(f"  {training_text}")
+        log(f"  ledger written to {out / 'ledger.json'}")
 
     with stage("compare_report", "compare and report"):
         from groundstate.pipeline.report import write_report
@@ -216,18 +249,9 @@ def _run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None]
             "quickstart: trained vs base (validation)",
             baseline=read_records(out / "eval" / "base_val.jsonl"),
             prices=notional,
+            training=out / "grpo",
+            ledger=ledger,
         )
-
-    base_ood = trained_ood = None
-    if cfg.ood:
-        bench = ood_sample(select_tasks("bench"), cfg.ood_per_domain)
-        with stage(
-            "ood",
-            f"out-of-distribution benchmark, a fixed sample: {len(bench)} tasks × k={cfg.ood_k}, base and trained "
-            "(a 0.5M model without tool schemas in its prompt cannot call tools it has never seen: expect 0%)",
-        ):
-            base_ood = evaluate(base, bench, cfg.ood_k, out / "eval" / "base_bench.jsonl")
-            trained_ood = evaluate(trained, bench, cfg.ood_k, out / "eval" / "trained_bench.jsonl")
 
     def strip(m):
         return None if m is None else {k: v for k, v in m.items() if k != "per_task"}
@@ -238,6 +262,9 @@ def _run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None]
         "base_ood": strip(base_ood),
         "trained_ood": strip(trained_ood),
         "compare": cmp,
+        "cost_per_dependable_task_with_training_and_probing": {"usd": whole, "note": whole_note},
+        "training_summary": training_text,
+        "ledger": ledger.model_dump(),
         "stage_seconds": seconds,
         "notional_price_usd_per_million_tokens": NOTIONAL_PRICE,
         "train_tasks": len(train_pairs),
@@ -252,10 +279,44 @@ def _run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None]
             "eval": str(out / "eval"),
             "report": str(out / "report.html"),
             "grpo_metrics": str(out / "grpo" / "metrics.jsonl"),
+            "ledger": str(out / "ledger.json"),
         },
     }
     (out / "summary.json").write_text(dumps(summary, indent=1, default=str))
     return summary
+
+
+def training_summary(curve: Curve, ledger: Ledger) -> str:
+    """One paragraph: the curve from its first step to its last (informative share, wasted share, validation pass@1) and
+    the ledger's totals."""
+    parts = []
+    if curve.steps:
+        first, last = curve.steps[0], curve.steps[-1]
+        wasted = ledger.wasted().rollouts
+        parts.append(
+            f"Training: {len(curve.steps)} steps; the informative share of each step's first groups went from "
+            f"{first.informative_share:.0%} (step {first.step}) to {last.informative_share:.0%} (step {last.step}); "
+            f"{wasted} of {ledger.training.rollouts} training rollouts were wasted ({wasted / max(1, ledger.training.rollouts):.1%}: "
+            + ", ".join(f"{r.replace('_', ' ')} {ledger.training.wasted[r].rollouts}" for r in WASTE_REASONS)
+            + ")."
+        )
+    val = [v for v in curve.validation if v.pass_at_1 is not None]
+    if len(val) > 1:
+        parts.append(
+            "Validation pass@1 " + " → ".join(f"{v.pass_at_1:.1%} (step {v.step})" for v in val) + f", {val[-1].tasks} tasks × k={val[-1].k}."
+        )
+    t = ledger.total()
+    seconds = [(n, getattr(ledger, n).wall_seconds) for n in PHASES]
+    parts.append(
+        f"The whole run spent {t.rollouts:,} rollouts and {t.input_tokens + t.output_tokens:,} tokens: "
+        + ", ".join(
+            f"{n} {getattr(ledger, n).rollouts:,} rollouts, {getattr(ledger, n).input_tokens + getattr(ledger, n).output_tokens:,} tokens"
+            + (f", {s:.0f} s" if s is not None else "")
+            for n, s in seconds
+        )
+        + "."
+    )
+    return " ".join(parts)
 
 
 def sanity_line(gold: list[AttemptRecord], noop: list[AttemptRecord]) -> str:

@@ -4,8 +4,8 @@ Plots are rendered with matplotlib and embedded as PNG data URIs, so the file op
 In reading order: a one-line summary, the headline metrics, with a baseline the before/after comparison
 (lifts, transitions, agreement), the task × attempt success grid with the least-solved tasks first (each
 failing attempt links to its verdict), the plots (c/k histogram, pass@k and pass^k against k, per-domain
-bars), and the failing attempts: blame, the diff against the golden state as tables with the differing
-columns marked, and the conversation turn by turn. Metrics are named as in `metrics` (`metric_label`).
+bars), with a training folder its curve and with a ledger the run's whole cost (`_training`), and the failing attempts:
+blame, the diff against the golden state as tables with the differing columns marked, and the conversation turn by turn. Metrics are named as in `metrics` (`metric_label`).
 Names from the records (domains, tasks) are plain text everywhere: in plots, mathtext (`$...$`) is off.
 """
 
@@ -29,8 +29,10 @@ from groundstate.records import AttemptRecord, latest_per_key  # noqa: E402
 from groundstate.stats.agreement import describe_agreement  # noqa: E402
 from groundstate.stats.basis import task_counts  # noqa: E402
 from groundstate.stats.compare import compare  # noqa: E402
+from groundstate.stats.cost import load_prices  # noqa: E402
 from groundstate.stats.estimators import metric_label, pass_at_k, pass_hat_k  # noqa: E402
 from groundstate.stats.metrics import compute  # noqa: E402
+from groundstate.train.ledger import WASTE_REASONS, Curve, Ledger, read_curve, whole_cost_per_dependable_task  # noqa: E402
 from groundstate.types import Blame, ToolCallRecord  # noqa: E402
 
 CSS = """
@@ -103,6 +105,103 @@ def figures(records: list[AttemptRecord], m: dict[str, Any]) -> list[Figure]:
     return out
 
 
+def curve_figures(curve: Curve) -> list[Figure]:
+    """The training curve's plots, open: per step the sampled reward, informative and wasted shares; the wasted
+    rollouts by reason beside the informative ones; tokens and wall seconds; validation pass@1 with its 95% interval."""
+    steps = curve.steps
+    x = [s.step for s in steps]
+    out = []
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    ax.plot(x, [s.sampled_reward for s in steps], "-", color="#2e9d5b", label="sampled reward")
+    ax.plot(x, [s.informative_share for s in steps], "-", color="#3a6fd8", label="informative share (first groups)")
+    ax.plot(x, [s.wasted_share for s in steps], "-", color="#d64545", label="wasted share (rollouts)")
+    ax.set(xlabel="step", ylabel="share", ylim=(0, 1.02), title="Training: reward and signal per step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0, fontsize=8)
+    out.append(fig)
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    bottom = [s.rollouts - s.wasted for s in steps]
+    ax.bar(x, bottom, color="#b9c7e6", label="informative")
+    colors = {"all_pass": "#2e9d5b", "all_fail": "#d64545", "system_error": "#9aa3b2"}
+    for reason in WASTE_REASONS:
+        vals = [getattr(s, f"wasted_{reason}") for s in steps]
+        ax.bar(x, vals, bottom=bottom, color=colors[reason], label=f"wasted: {reason.replace('_', ' ')}")
+        bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
+    ax.set(xlabel="step", ylabel="rollouts", title="Rollouts per step, wasted by reason")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0, fontsize=8)
+    out.append(fig)
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    ax.plot(x, [s.input_tokens + s.output_tokens for s in steps], "-", color="#3a6fd8", label="tokens (input + output)")
+    ax.set(xlabel="step", ylabel="tokens", title="Tokens and seconds per step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    timed = [s for s in steps if s.seconds is not None]
+    if timed:
+        ax2 = ax.twinx()
+        ax2.plot([s.step for s in timed], [s.seconds for s in timed], "-", color="#e0b400", label="seconds (wall)")
+        ax2.set_ylabel("seconds")
+        ax2.legend(loc="upper right", fontsize=8)
+    ax.legend(loc="upper left", fontsize=8)
+    out.append(fig)
+    val = [v for v in curve.validation if v.pass_at_1 is not None]
+    if val:
+        fig, ax = plt.subplots(figsize=(5, 3.2))
+        ys = [v.pass_at_1 for v in val]
+        lo = [v.pass_at_1 - v.ci_95[0] if v.ci_95 else 0 for v in val]
+        hi = [v.ci_95[1] - v.pass_at_1 if v.ci_95 else 0 for v in val]
+        ax.errorbar([v.step for v in val], ys, yerr=[lo, hi], fmt="o-", color="#2e9d5b", capsize=4)
+        ax.set(
+            xlabel="step (0: the base)", ylabel="pass@1", ylim=(0, 1.02), title=f"Validation pass@1, 95% CI ({val[-1].tasks} tasks × k={val[-1].k})"
+        )
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        out.append(fig)
+    return out
+
+
+def ledger_figure(ledger: Ledger) -> Figure:
+    """The whole cost as one picture: rollouts and tokens by phase, training split into informative and wasted by reason."""
+    parts = [("probing", ledger.probing, "#9b6bd6"), ("training: informative", ledger.training.informative, "#3a6fd8")]
+    colors = {"all_pass": "#2e9d5b", "all_fail": "#d64545", "system_error": "#9aa3b2"}
+    parts += [(f"training wasted: {r.replace('_', ' ')}", ledger.training.wasted[r], colors[r]) for r in WASTE_REASONS]
+    parts.append(("evaluation", ledger.evaluation, "#e0b400"))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 2.4))
+    for ax, (label, value) in zip(axes, (("rollouts", lambda s: s.rollouts), ("tokens", lambda s: s.input_tokens + s.output_tokens)), strict=True):
+        left = 0
+        for name, spend, color in parts:
+            ax.barh([0], [value(spend)], left=left, color=color, label=name)
+            left += value(spend)
+        ax.set(yticks=[], xlabel=label, title=f"{label}: {left:,}")
+    axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0, fontsize=8)
+    return fig
+
+
+def _training(curve: Curve | None, ledger: Ledger | None) -> list[str]:
+    """The training section: the curve's pictures and the ledger's, with the sentence saying what they count."""
+    if curve is None and ledger is None:
+        return []
+    parts = ["<h2 id='training'>Training and the whole cost</h2>"]
+    if curve is not None and curve.steps:
+        first, last = curve.steps[0], curve.steps[-1]
+        wasted = sum(s.wasted for s in curve.steps)
+        rollouts = sum(s.rollouts for s in curve.steps)
+        parts.append(
+            f"<p class='muted'>{len(curve.steps)} steps; informative share of the first groups {first.informative_share:.0%} at step "
+            f"{first.step}, {last.informative_share:.0%} at step {last.step}; {wasted} of {rollouts} rollouts wasted "
+            f"({wasted / rollouts if rollouts else 0:.1%}).</p>"
+        )
+        parts.append(
+            "<div class='plots' id='curve'>" + "".join(f"<img alt='training curve' src='{_png(f)}'>" for f in curve_figures(curve)) + "</div>"
+        )
+    if ledger is not None:
+        t = ledger.total()
+        parts.append(
+            f"<p class='muted' id='ledger'>the whole run: {t.rollouts:,} rollouts, {t.input_tokens + t.output_tokens:,} tokens "
+            f"(probing {ledger.probing.rollouts:,}, training {ledger.training.rollouts:,} of which {ledger.wasted().rollouts:,} wasted, "
+            f"evaluation {ledger.evaluation.rollouts:,} rollouts)</p><div class='plots'><img alt='ledger' style='max-width:96%' src='{_png(ledger_figure(ledger))}'></div>"
+        )
+    return parts
+
+
 def _transition_plot(c: dict[str, Any]) -> str:
     cats = ["never", "sometimes", "always"]
     fig, ax = plt.subplots(figsize=(5, 3.2))
@@ -123,15 +222,26 @@ def render(
     baseline: list[AttemptRecord] | None = None,
     allow_incomplete: bool = True,
     prices: dict[str, dict[str, float]] | None = None,
+    training: Path | None = None,
+    ledger: Ledger | None = None,
 ) -> str:
-    """The report's HTML, costed with `prices` (default: the bundled table, `stats.cost.load_prices`). A label such as
-    `$\\frac{a}$` is a name, not a formula: plots render it as it is."""
+    """The report's HTML, costed with `prices` (default: the bundled table, `stats.cost.load_prices`). With `training`
+    (a TRL training folder) its curve is drawn; with `ledger` the whole cost is drawn and the cost per dependable task is
+    also given including what training and probing spent. A label such as `$\\frac{a}$` is a name, not a formula: plots
+    render it as it is."""
     with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
-        return _render(records, title, baseline, allow_incomplete, prices)
+        curve = read_curve(training) if training is not None else None
+        return _render(records, title, baseline, allow_incomplete, prices, curve, ledger)
 
 
 def _render(
-    records: list[AttemptRecord], title: str, baseline: list[AttemptRecord] | None, allow_incomplete: bool, prices: dict[str, dict[str, float]] | None
+    records: list[AttemptRecord],
+    title: str,
+    baseline: list[AttemptRecord] | None,
+    allow_incomplete: bool,
+    prices: dict[str, dict[str, float]] | None,
+    curve: Curve | None = None,
+    ledger: Ledger | None = None,
 ) -> str:
     m = compute(records, prices=prices, allow_incomplete=allow_incomplete, bootstrap_reps=1000)
     k = m["k"]
@@ -166,11 +276,14 @@ def _render(
         ("solved at least once", str(m["solved_at_least_once"]), ""),
         ("cost (USD)", "—" if m["cost_usd"] is None else f"{m['cost_usd']:.4f}", html.escape(m["cost_note"] or "")),
         (
-            "cost per dependable task",
+            "cost per dependable task" + (" (inference alone)" if ledger is not None else ""),
             "—" if m["cost_per_dependable_task"] is None else f"{m['cost_per_dependable_task']:.4f}",
-            html.escape(m["cost_per_dependable_task_note"] or ""),
+            html.escape(m["cost_per_dependable_task_note"] or "this run's attempts of the covered tasks / tasks solved n/n"),
         ),
     ]
+    if ledger is not None:
+        whole, note = whole_cost_per_dependable_task(records, m, ledger, prices if prices is not None else load_prices())
+        rows.append(("cost per dependable task (with training and probing)", "—" if whole is None else f"{whole:.4f}", html.escape(note)))
     parts.append(
         "<h2>Metrics</h2><table id='metrics'><tr><th>metric</th><th>value</th><th>95% CI / note</th></tr>"
         + "".join(f"<tr><td>{a}</td><td>{b}</td><td class='muted'>{c}</td></tr>" for a, b, c in rows)
@@ -204,6 +317,7 @@ def _render(
                 parts.append(f"<a class='cell {cls}' href='#{_anchor(tid, a)}' title='{html.escape(tid)} #{a}: {cls}'></a>")
     parts.append("</div>")
     parts.append("<h2>Plots</h2><div class='plots'>" + "".join(f"<img alt='plot' src='{p}'>" for p in _plots(records, m)) + "</div>")
+    parts += _training(curve, ledger)
     parts.append("<h2>Failing attempts</h2>")
     for tid in order:
         for a, r in sorted(by_task[tid].items()):
@@ -372,9 +486,11 @@ def write_report(
     baseline: list[AttemptRecord] | None = None,
     prices: dict[str, dict[str, float]] | None = None,
     allow_incomplete: bool = True,
+    training: Path | None = None,
+    ledger: Ledger | None = None,
 ) -> Path:
     """Write `render`'s page to `out`; `allow_incomplete=False` refuses an incomplete run (`stats.basis.IncompleteRun`)."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(records, title, baseline, allow_incomplete, prices), encoding="utf-8")
+    out.write_text(render(records, title, baseline, allow_incomplete, prices, training, ledger), encoding="utf-8")
     return out

@@ -29,6 +29,7 @@ from groundstate.agents.local import BatchedPolicy
 from groundstate.specs import UserSpec, parse_user
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
+from groundstate.train.ledger import WASTE_REASONS
 from groundstate.train.online import OnlineSampler
 from groundstate.types import Domain, EpisodeLimits, ToolCallRecord
 from groundstate.worlds.attempt import play
@@ -46,6 +47,9 @@ class Rollout:
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     finish_reason: str = ""
     truncated: bool = False
+    input_tokens: int = 0  # the agent's usage, as a results record counts it: every turn's context ...
+    output_tokens: int = 0  # ... and every turn's sampled tokens
+    seconds: float = 0.0  # the attempt's own duration (`play`'s total_s, as a record's timings)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -55,8 +59,12 @@ class Rollout:
             "finish_reason": self.finish_reason,
             "truncated": self.truncated,
             "tool_calls": [{"name": c.name, "arguments": c.arguments, "ok": c.ok} for c in self.tool_calls],
+            "prompt_tokens": len(self.prompt_ids),
             "completion_tokens": len(self.completion_ids),
             "model_tokens": sum(self.env_mask),
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "seconds": round(self.seconds, 6),
         }
 
 
@@ -76,10 +84,15 @@ async def rollout(
     """One rollout through the same attempt path as evaluation (`groundstate.worlds.attempt.play`)."""
     agent = policy.agent()
     out = await play(task, domain, agent, make_user(user_spec, task), limits, backend=backend)
-    v = out.verdict
-    if v.system_error is not None:  # infrastructure failure: a system error, never a 0
-        return Rollout(task.id, None, v.system_error, agent.prompt_ids, agent.completion_ids, agent.env_mask, agent.logprobs)
-    traj = out.trajectory
+    v, traj = out.verdict, out.trajectory
+    spent = {
+        "input_tokens": traj.usage.input_tokens if traj is not None else 0,
+        "output_tokens": traj.usage.output_tokens if traj is not None else 0,
+        "seconds": out.timings.get("total_s", 0.0),
+    }
+    if v.system_error is not None or traj is None:  # infrastructure failure: a system error, never a 0
+        error = v.system_error or "no trajectory"
+        return Rollout(task.id, None, error, agent.prompt_ids, agent.completion_ids, agent.env_mask, agent.logprobs, **spent)
     reward = None if v.reward is None else float(v.reward)
     return Rollout(
         task.id,
@@ -92,7 +105,11 @@ async def rollout(
         traj.tool_calls,
         traj.finish_reason,
         agent.truncated,
+        **spent,
     )
+
+
+USAGE_KEYS = ("input_tokens", "output_tokens", "attempt_seconds")  # what `StepStats.wasted_usage` counts per reason
 
 
 def waste_reason(group: list[Rollout]) -> str | None:
@@ -111,7 +128,13 @@ class StepStats:
     groups, before refill; `rollouts` and the `wasted_*` fields count rollouts (groups × G) of every group the step ran,
     refills included, and a group without signal is wasted whether it was dropped or kept with zero advantage:
     `wasted` = `wasted_all_pass` + `wasted_all_fail` + `wasted_system_error`, and `wasted` / `rollouts` is the step's
-    waste."""
+    waste.
+
+    What the step's rollouts spent, over the same rollouts: `input_tokens` and `output_tokens` (the agent's usage, as a
+    results record counts it), `attempt_seconds` (the sum of each rollout's own duration: rollouts run together, so it
+    exceeds the step's wall time), the token-exact sequences TRL trains on (`prompt_tokens`, `completion_tokens` with
+    observations, `model_tokens` sampled by the policy), and `wasted_usage`, the part of the first three spent by
+    wasted groups, by reason (`WASTE_REASONS`)."""
 
     groups: int = 0
     informative: int = 0
@@ -127,18 +150,40 @@ class StepStats:
     wasted_all_pass: int = 0
     wasted_all_fail: int = 0
     wasted_system_error: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    attempt_seconds: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    model_tokens: int = 0
+    wasted_usage: dict[str, dict[str, float]] = field(default_factory=lambda: {r: dict.fromkeys(USAGE_KEYS, 0) for r in WASTE_REASONS})
 
     def count(self, groups: list[list[Rollout]]) -> None:
-        """Add groups the step ran to `rollouts` and, by reason, to the wasted rollouts."""
+        """Add groups the step ran to `rollouts`, to what they spent and, by reason, to the wasted rollouts and usage."""
         for g in groups:
             self.rollouts += len(g)
+            spent = {
+                "input_tokens": sum(r.input_tokens for r in g),
+                "output_tokens": sum(r.output_tokens for r in g),
+                "attempt_seconds": sum(r.seconds for r in g),
+            }
+            for key, value in spent.items():
+                setattr(self, key, getattr(self, key) + value)
+            self.prompt_tokens += sum(len(r.prompt_ids) for r in g)
+            self.completion_tokens += sum(len(r.completion_ids) for r in g)
+            self.model_tokens += sum(sum(r.env_mask) for r in g)
             reason = waste_reason(g)
             if reason is not None:
                 self.wasted += len(g)
                 setattr(self, f"wasted_{reason}", getattr(self, f"wasted_{reason}") + len(g))
+                for key, value in spent.items():
+                    self.wasted_usage[reason][key] += value
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        row = dict(self.__dict__)
+        row["attempt_seconds"] = round(self.attempt_seconds, 6)
+        row["wasted_usage"] = {r: {k: round(v, 6) for k, v in u.items()} for r, u in self.wasted_usage.items()}
+        return row
 
 
 class GroupSampler:

@@ -35,6 +35,7 @@ class TrainJob(BaseModel):
     model: str  # a Hugging Face model directory (or a hub id where reachable)
     train: str  # training tasks: a selection's train.yaml or any --tasks selector
     val: str | None = None  # validation tasks, evaluated after training (trl: k = val_k)
+    val_checkpoints: bool = False  # trl, with val: also at step 0 and each checkpoint, for the curve (train/validation.py; --config only)
     engine: str = "trl"  # trl (one machine) or verl (GPUs and nodes)
     group_size: int | None = Field(None, ge=2)  # attempts per task in a GRPO group (advantages compare them: at least 2)
     tasks_per_step: PositiveInt | None = None
@@ -161,6 +162,8 @@ def _check_specs(job: TrainJob) -> None:
         raise TrainRefused("--dry-run is for --engine verl")
     if job.engine == "verl" and (job.sampling == "online" or job.forget is not None or job.explore is not None):
         raise TrainRefused("sampling, forget and explore are for --engine trl: the verl recipe samples its own tasks (bounded refill)")
+    if job.engine == "verl" and job.val_checkpoints:
+        raise TrainRefused("val_checkpoints is for --engine trl: verl validates with its own trainer.test_freq")
     try:
         llm_user = parse_user(job.user).is_llm
     except ValueError as e:
@@ -230,8 +233,9 @@ def _train_trl(
             raise TrainRefused(str(e)) from None
         if on_start:
             on_start(cfg.steps)
+        validate = _checkpoint_validator(job, val_pairs, cfg, backend)
         try:
-            final = train_trl(job.model, pairs, backend, job.out, cfg, on_step=on_step, probe=probe)
+            final = train_trl(job.model, pairs, backend, job.out, cfg, on_step=on_step, probe=probe, validate=validate)
         except ModelLoadError as e:
             raise TrainRefused(f"--model {e}") from None
         done = Trained(job, checkpoint=final)
@@ -240,6 +244,19 @@ def _train_trl(
         return done
     finally:
         backend.close()
+
+
+def _checkpoint_validator(job: TrainJob, val_pairs: list[tuple[Task, Domain]], cfg: Any, backend: Any) -> Any:
+    """With `val_checkpoints`, the validation run after training's settings at step 0 and each checkpoint
+    (`train.validation`); `TrainRefused` without validation tasks to run."""
+    if not job.val_checkpoints:
+        return None
+    if not val_pairs:
+        raise TrainRefused("val_checkpoints needs validation tasks: give --val")
+    from groundstate.train.validation import CheckpointValidator
+
+    sampling = {"temperature": cfg.temperature, "top_p": cfg.top_p, "top_k": cfg.top_k}
+    return CheckpointValidator(val_pairs, backend, job.out, k=cfg.val_k, seed=cfg.seed, sampling=sampling)
 
 
 def _probe(selector: str) -> dict[str, tuple[int, int]] | None:

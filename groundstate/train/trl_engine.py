@@ -14,6 +14,12 @@ uses the prompts only to count and group: advantages are normalised over consecu
 prompts TRL keeps are for its logs (the rollouts' `gs_task_id` and `rollouts.jsonl` name the tasks actually run,
 as they already did for refilled groups). The sampler's state is written into each checkpoint
 (`online_sampler.json`), resumed from the latest, and into the output folder at the end.
+
+`metrics.jsonl` is the run's curve, one JSON object a line, appended as training goes (`train.ledger.read_curve` is
+its one reader): per step a `kind: "rollouts"` row (`grpo.StepStats`: groups, waste by reason, tokens, the step's
+`rollout_seconds`) and a `kind: "step"` row (`seconds`: the step's wall time, rollouts and update), TRL's own logs as
+`kind: "trainer"` rows, and with a `validate` hook a `kind: "validation"` row at step 0 (the base) and at each
+checkpoint (`train.validation`: pass@1 with its interval on the validation tasks).
 """
 
 from __future__ import annotations
@@ -104,12 +110,16 @@ def train_trl(
     on_step: Callable[[dict[str, Any]], None] | None = None,
     policy_cls: type[BatchedPolicy] = BatchedPolicy,
     probe: dict[str, tuple[int, int]] | None = None,
+    validate: Callable[[Path, int], dict[str, Any]] | None = None,
 ) -> Path:
     """Train with GRPO; returns the final checkpoint directory (a Hugging Face model directory).
 
     `policy_cls` decides how turns are sampled from the model being trained (a subclass can, for
     example, force the decisions in a test while the update itself stays TRL's). `probe` (task id → clean runs,
-    successes) starts the online sampler's posteriors; unused with static sampling."""
+    successes) starts the online sampler's posteriors; unused with static sampling. `validate(model_dir, step)`, where
+    given, evaluates the base before the first step and each checkpoint once it is saved (`train.validation`); its row,
+    with the `seconds` it took, goes into `metrics.jsonl` as `kind: "validation"` (a step already validated, in a
+    resumed run, is not validated again)."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     import torch
     from datasets import Dataset
@@ -146,7 +156,8 @@ def train_trl(
             groups, stats = asyncio.run(sampler.step(tasks))
         finally:
             model.train(was_training)
-        step["n"] += 1
+        state = getattr(trainer, "state", None)  # the step being taken (also in a resumed run): global_step counts those done
+        step["n"] = state.global_step + 1 if state is not None else step["n"] + 1
         flat = [r for g in groups for r in g]
         for r in flat:
             _write_jsonl(rollouts_path, {"step": step["n"], **r.summary()})
@@ -167,18 +178,7 @@ def train_trl(
         """The final-state verdict of each rollout (None for a system error: excluded, never 0)."""
         return gs_reward
 
-    class JsonlLogger(TrainerCallback):
-        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
-            if logs:
-                _write_jsonl(metrics_path, {"kind": "trainer", "step": state.global_step, **logs})
-
-        def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            ckpt = out_dir / f"checkpoint-{state.global_step}"
-            if ckpt.is_dir():
-                copy_prompt_flags(model_path, ckpt)
-                tok.save_pretrained(str(ckpt))
-                if online is not None:
-                    online.save(ckpt / ONLINE_STATE)
+    logger = _metrics_logger(TrainerCallback, metrics_path, model_path, tok, online, validate)
 
     report_to = [r for r in ("tensorboard", "wandb") if _installed(r) and (r != "wandb" or os.environ.get("WANDB_API_KEY"))]
     args = GRPOConfig(
@@ -216,7 +216,7 @@ def train_trl(
         train_dataset=dataset,
         processing_class=tok,
         rollout_func=rollout_func,
-        callbacks=[JsonlLogger()],
+        callbacks=[logger],
     )
     from transformers.trainer_callback import PrinterCallback
 
@@ -230,6 +230,61 @@ def train_trl(
     if online is not None:
         online.save(out_dir / ONLINE_STATE)
     return final
+
+
+def _metrics_logger(
+    base: type,
+    metrics_path: Path,
+    model_path: str,
+    tok: Any,
+    online: OnlineSampler | None,
+    validate: Callable[[Path, int], dict[str, Any]] | None,
+) -> Any:
+    """The callback that writes TRL's logs, each step's wall time and the validation rows into `metrics.jsonl`, and
+    completes each checkpoint (prompt flags, tokenizer, the online sampler's state) before validating it."""
+    out_dir = metrics_path.parent
+
+    def run_validation(model_dir: Path, at: int) -> None:
+        if validate is None or at in _validated_steps(metrics_path):
+            return
+        t0 = time.perf_counter()
+        row = validate(model_dir, at)
+        _write_jsonl(metrics_path, {"kind": "validation", "step": at, **row, "seconds": round(time.perf_counter() - t0, 3)})
+
+    class MetricsLogger(base):  # type: ignore[misc,valid-type]
+        began = 0.0
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            if state.global_step == 0:
+                run_validation(Path(model_path), 0)
+
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            self.began = time.perf_counter()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            _write_jsonl(metrics_path, {"kind": "step", "step": state.global_step, "seconds": round(time.perf_counter() - self.began, 3)})
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
+            if logs:
+                _write_jsonl(metrics_path, {"kind": "trainer", "step": state.global_step, **logs})
+
+        def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            ckpt = out_dir / f"checkpoint-{state.global_step}"
+            if ckpt.is_dir():
+                copy_prompt_flags(model_path, ckpt)
+                tok.save_pretrained(str(ckpt))
+                if online is not None:
+                    online.save(ckpt / ONLINE_STATE)
+                run_validation(ckpt, state.global_step)
+
+    return MetricsLogger()
+
+
+def _validated_steps(metrics_path: Path) -> set[int]:
+    if not metrics_path.is_file():
+        return set()
+    rows = (json.loads(line) for line in metrics_path.read_text(encoding="utf-8").splitlines() if line.strip())
+    return {r["step"] for r in rows if r.get("kind") == "validation"}
 
 
 def _installed(module: str) -> bool:

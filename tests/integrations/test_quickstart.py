@@ -62,6 +62,21 @@ def test_reduced_quickstart_writes_every_artefact_and_a_log_of_its_stages_only(t
     # the report costs the run at the same notional prices as the console table, rather than showing "—"
     assert re.search(r"<td>cost \(USD\)</td><td>\d+\.\d{4}</td>", (tmp_path / "report.html").read_text())
     assert (tmp_path / "grpo" / "final" / "groundstate.json").exists()
+    # the ledger beside the outputs adds up to its phases' files, and the curve and the ledger are summarised and drawn
+    from groundstate.records import read_records
+    from groundstate.train.ledger import read_curve, read_ledger
+
+    ledger = read_ledger(tmp_path / "ledger.json")
+    assert ledger.probing.rollouts == len(read_records(tmp_path / "probes.jsonl")) and ledger.probing.wall_seconds > 0
+    curve = read_curve(tmp_path / "grpo")
+    assert ledger.training.rollouts == sum(s.rollouts for s in curve.steps) > 0 and len(curve.steps) == 2
+    assert [v.step for v in curve.validation] == [0, 1, 2]  # the base and each checkpoint (save_steps = 1 here)
+    evaluated = [tmp_path / "eval" / "base_val.jsonl", tmp_path / "eval" / "trained_val.jsonl", *(v.file for v in curve.validation)]
+    assert ledger.evaluation.rollouts == sum(len(read_records(f)) for f in evaluated)
+    assert summary["paths"]["ledger"] == str(tmp_path / "ledger.json") and "informative share" in summary["training_summary"]
+    assert summary["training_summary"] in " ".join(r.stdout.split()) or summary["training_summary"][:60] in r.stdout
+    page = (tmp_path / "report.html").read_text()
+    assert "id='curve'" in page and "id='ledger'" in page and "cost per dependable task (with training and probing)" in page
     assert any("validation = unseen instances of seen templates" in line for line in lines)
     assert len(summary["stage_seconds"]) >= 6
     # the selection the quickstart printed, run by hand with `groundstate select`, gives the very same split

@@ -145,3 +145,39 @@ def test_train_and_an_hf_run_print_their_own_lines_not_the_libraries(tiny_dir, t
         assert not [line for line in lines if "it/s]" in line or "s/it]" in line], (name, r.stderr)  # loading/saving bars
         assert not [line for line in lines if "Warning" in line or "warnings.warn" in line], (name, r.stderr)
         assert any(" written to " in line for line in lines), (name, r.stderr)
+
+
+@pytest.mark.slow
+def test_the_curve_is_written_per_step_with_validation_at_checkpoints_and_the_ledger_adds_up(tiny_dir, tmp_path):
+    from groundstate.records import read_records
+    from groundstate.train.ledger import build_ledger, read_curve
+    from groundstate.train.validation import CheckpointValidator
+
+    domain = Domain(SHOP)
+    pairs = [(t, domain) for t in domain.tasks]
+    backend = SqliteBackend()
+    out = tmp_path / "grpo"
+    cfg = TrainConfig(group_size=4, tasks_per_step=2, steps=2, lr=5e-2, save_steps=1, max_new_tokens=24, max_context=256, max_turns=6)
+    validate = CheckpointValidator(pairs[:2], backend, out, k=2, sampling={"max_tokens": 8}, limits=EpisodeLimits(max_turns=2))
+    train_trl(str(tiny_dir), pairs, backend, out, cfg, policy_cls=CoinFlipPolicy, validate=validate)
+
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if r["kind"] == "rollouts"] == [r["step"] for r in rows if r["kind"] == "step"] == [1, 2]
+    assert all(r["seconds"] > 0 for r in rows if r["kind"] == "step")
+    curve = read_curve(out)
+    assert [s.step for s in curve.steps] == [1, 2]
+    assert all(s.input_tokens > 0 and s.output_tokens > 0 and 0 <= s.informative_share <= 1 for s in curve.steps)
+    # validation of the base (step 0) and of each checkpoint, through the evaluator, each into its own results file
+    assert [v.step for v in curve.validation] == [0, 1, 2]
+    for v in curve.validation:
+        recs = read_records(v.file)
+        assert len(recs) == 2 * 2 and v.tasks == 2 and v.k == 2 and v.ci_95 is not None and v.ci_95[0] <= v.pass_at_1 <= v.ci_95[1]
+
+    # the ledger: the training rows' rollouts, what TRL trained on among them, and the validation files as evaluation
+    ledger = build_ledger(train_dir=out)
+    steps = [r for r in rows if r["kind"] == "rollouts"]
+    assert ledger.training.rollouts == sum(r["rollouts"] for r in steps) == sum(4 * (r["groups"] + r["refill_groups"]) for r in steps)
+    trained_on = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()]
+    assert len(trained_on) == 2 * 2 * 4 and ledger.training.input_tokens >= sum(r["input_tokens"] for r in trained_on) > 0
+    assert ledger.training.wasted["all_fail"].rollouts == sum(r["wasted_all_fail"] for r in steps) > 0
+    assert ledger.evaluation.rollouts == 3 * 2 * 2 and len(ledger.evaluation.sources) == 3

@@ -1,0 +1,289 @@
+"""The whole cost of a run of the method, and its training curve, read from the files its stages write.
+
+`Ledger`: rollouts (attempts), tokens and seconds spent on probing, training and evaluation, training split into
+informative and wasted rollouts by reason (all_pass, all_fail, system_error: `grpo.waste_reason`). One reader per
+source, each number by one rule:
+
+- probing and evaluation (`results_spend`): results files, every line an attempt that ran; tokens are the records'
+  `usage` (what `metrics` sums as `tokens`), `attempt_seconds` the records' `timings.total_s`;
+- training (`training_spend`): the training folder's `metrics.jsonl` (`trl_engine`), every `kind: "rollouts"` row a
+  step's rollouts, refills and dropped groups included (`grpo.StepStats`): tokens and `attempt_seconds` by the same
+  rule as a record's, counted by the rollout (`grpo.rollout`);
+- the validation runs at checkpoints (`train.validation`) are results files too, and count as evaluation.
+
+`attempt_seconds` is the sum of each attempt's own duration (attempts run together, so it exceeds the wall time);
+`wall_seconds` is the wall time, where it is recorded: training's is the sum of its steps' (`kind: "step"` rows: the
+rollouts and the update, not loading or saving), probing's and evaluation's are what the caller measured (the
+quickstart times its stages), else None.
+
+`read_curve` is the one reader of `metrics.jsonl` as a curve: per step the sampled reward, the informative share (of
+the step's first groups, before refill: those whose rollouts disagree, the tasks that gave a signal), the wasted
+share and rollouts by reason, tokens and seconds; and validation pass@1 with its interval at step 0 and each
+checkpoint. A resumed run may hold a step twice (it ran twice): the curve shows its last row, the ledger counts both.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from groundstate.records import AttemptRecord, read_records
+from groundstate.stats.cost import is_scripted, price_key
+
+WASTE_REASONS = ("all_pass", "all_fail", "system_error")  # why a group carries no gradient (`grpo.waste_reason`)
+PHASES = ("probing", "training", "evaluation")
+
+
+class Spend(BaseModel):
+    """Rollouts (attempts), their agent tokens and the sum of their own durations."""
+
+    model_config = ConfigDict(extra="forbid")
+    rollouts: int = 0
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+    attempt_seconds: float = 0.0
+
+    def __add__(self, other: Spend) -> Spend:
+        return Spend(**{k: getattr(self, k) + getattr(other, k) for k in Spend.model_fields})
+
+    def cost(self, price: dict[str, float]) -> float:
+        """USD at `price` (USD per million `input`, `cached_input`, `output` tokens), as `stats.cost.record_cost`."""
+        fresh = max(0, self.input_tokens - self.cached_input_tokens)
+        cached = price.get("cached_input", price.get("input", 0))
+        return (fresh * price.get("input", 0) + self.cached_input_tokens * cached + self.output_tokens * price.get("output", 0)) / 1e6
+
+
+class Phase(Spend):
+    """A phase's spend, its wall time where recorded (None where not), and the files it was read from."""
+
+    wall_seconds: float | None = None
+    sources: list[str] = Field(default_factory=list)
+
+
+class TrainingPhase(Phase):
+    """Training's spend: `informative` + the `wasted` parts (by reason) = the whole, rollouts, tokens and attempt seconds."""
+
+    steps: int = 0
+    informative: Spend = Field(default_factory=Spend)
+    wasted: dict[str, Spend] = Field(default_factory=lambda: {r: Spend() for r in WASTE_REASONS})
+
+
+class Ledger(BaseModel):
+    """What a run of the method spent, by phase (`ledger.json` beside the quickstart's outputs)."""
+
+    model_config = ConfigDict(extra="forbid")
+    probing: Phase = Field(default_factory=Phase)
+    training: TrainingPhase = Field(default_factory=TrainingPhase)
+    evaluation: Phase = Field(default_factory=Phase)
+
+    def total(self) -> Spend:
+        return Spend() + self.probing + self.training + self.evaluation
+
+    def wasted(self) -> Spend:
+        return sum(self.training.wasted.values(), Spend())
+
+
+class CurveStep(BaseModel):
+    """One training step as `read_curve` reads it: the step's `kind: "rollouts"` row (`grpo.StepStats`) and the wall
+    `seconds` of its `kind: "step"` row (None where the step has none)."""
+
+    step: int
+    sampled_reward: float
+    informative_share: float  # of the step's first groups: (groups − all_pass − all_fail − system-error groups) / groups
+    wasted_share: float  # wasted / rollouts, refills included
+    groups: int
+    rollouts: int
+    wasted: int
+    wasted_all_pass: int
+    wasted_all_fail: int
+    wasted_system_error: int
+    input_tokens: int
+    output_tokens: int
+    rollout_seconds: float
+    seconds: float | None = None
+
+
+class CurveValidation(BaseModel):
+    """Validation pass@1 at a step (0: the base) with its 95% bootstrap-over-tasks interval (`train.validation`)."""
+
+    model_config = ConfigDict(extra="ignore")
+    step: int
+    pass_at_1: float | None
+    ci_95: list[float] | None = None
+    tasks: int = 0
+    k: int = 0
+    seconds: float = 0.0
+    file: str | None = None
+
+
+class Curve(BaseModel):
+    steps: list[CurveStep] = Field(default_factory=list)
+    validation: list[CurveValidation] = Field(default_factory=list)
+
+
+def metrics_rows(train_dir: Path) -> list[dict[str, Any]]:
+    """Every row of a training folder's `metrics.jsonl` (none where there is no file; a torn last line is skipped)."""
+    path = Path(train_dir) / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a run stopped mid-write: its last line is incomplete
+    return rows
+
+
+def _curve_step(row: dict[str, Any], seconds: float | None) -> CurveStep:
+    groups = row.get("groups", 0)
+    silent = row.get("all_pass", 0) + row.get("all_fail", 0) + row.get("system_error_groups", 0)
+    rollouts = row.get("rollouts", 0)
+    return CurveStep(
+        step=row["step"],
+        sampled_reward=row.get("sampled_reward", 0.0),
+        informative_share=(groups - silent) / groups if groups else 0.0,
+        wasted_share=row.get("wasted", 0) / rollouts if rollouts else 0.0,
+        groups=groups,
+        rollouts=rollouts,
+        wasted=row.get("wasted", 0),
+        **{f"wasted_{r}": row.get(f"wasted_{r}", 0) for r in WASTE_REASONS},
+        input_tokens=row.get("input_tokens", 0),
+        output_tokens=row.get("output_tokens", 0),
+        rollout_seconds=row.get("rollout_seconds", 0.0),
+        seconds=seconds,
+    )
+
+
+def read_curve(train_dir: Path) -> Curve:
+    """The curve of a training folder (see the module's docstring): steps in order, the last row of each step."""
+    rows = metrics_rows(train_dir)
+    seconds = {r["step"]: r["seconds"] for r in rows if r.get("kind") == "step"}
+    steps = {r["step"]: r for r in rows if r.get("kind") == "rollouts"}
+    validation = {r["step"]: CurveValidation.model_validate(r) for r in rows if r.get("kind") == "validation"}
+    return Curve(
+        steps=[_curve_step(steps[s], seconds.get(s)) for s in sorted(steps)],
+        validation=[validation[s] for s in sorted(validation)],
+    )
+
+
+def results_spend(paths: Iterable[Path], wall_seconds: float | None = None) -> Phase:
+    """What the results files' attempts spent: every line an attempt (`metrics`' `attempts`), its `usage` and its
+    `timings.total_s`. A file that is not there counts nothing and is not named."""
+    phase = Phase(wall_seconds=wall_seconds)
+    for path in paths:
+        records = read_records(path, missing_ok=True)
+        if not records:
+            continue
+        phase.sources.append(str(path))
+        for r in records:
+            phase.rollouts += 1
+            phase.input_tokens += r.usage.input_tokens
+            phase.cached_input_tokens += r.usage.cached_input_tokens
+            phase.output_tokens += r.usage.output_tokens
+            phase.attempt_seconds += float(r.timings.get("total_s", 0.0))
+    return phase
+
+
+def _row_spend(row: dict[str, Any]) -> Spend:
+    return Spend(
+        rollouts=row.get("rollouts", 0),
+        input_tokens=row.get("input_tokens", 0),
+        output_tokens=row.get("output_tokens", 0),
+        attempt_seconds=row.get("attempt_seconds", 0.0),
+    )
+
+
+def training_spend(train_dir: Path) -> TrainingPhase:
+    """What a training folder's steps spent: the sum of every `kind: "rollouts"` row, wasted parts by reason from their
+    `wasted_{reason}` counts and `wasted_usage`, the informative part the rest; wall seconds the sum of its step rows."""
+    rows = metrics_rows(train_dir)
+    phase = TrainingPhase()
+    step_rows = [r for r in rows if r.get("kind") == "rollouts"]
+    if not step_rows:
+        return phase
+    phase.sources.append(str(Path(train_dir) / "metrics.jsonl"))
+    whole = sum((_row_spend(r) for r in step_rows), Spend())
+    for reason in WASTE_REASONS:
+        part = Spend()
+        for r in step_rows:
+            usage = r.get("wasted_usage", {}).get(reason, {})
+            part = part + Spend(
+                rollouts=r.get(f"wasted_{reason}", 0), **{k: usage.get(k, 0) for k in ("input_tokens", "output_tokens", "attempt_seconds")}
+            )
+        phase.wasted[reason] = part
+    wasted = sum(phase.wasted.values(), Spend())
+    phase.informative = Spend(**{k: getattr(whole, k) - getattr(wasted, k) for k in Spend.model_fields})
+    for k in Spend.model_fields:
+        setattr(phase, k, getattr(whole, k))
+    phase.steps = len({r["step"] for r in step_rows})
+    step_seconds = [r["seconds"] for r in rows if r.get("kind") == "step"]
+    phase.wall_seconds = round(sum(step_seconds), 3) if step_seconds else None
+    return phase
+
+
+def build_ledger(
+    probes: Iterable[Path] = (),
+    train_dir: Path | None = None,
+    evaluations: Iterable[Path] = (),
+    wall_seconds: dict[str, float] | None = None,
+) -> Ledger:
+    """The ledger of a run: `probes` and `evaluations` are results files, `train_dir` a TRL training folder (its
+    validation runs at checkpoints join the evaluation files). `wall_seconds` gives probing's and evaluation's wall
+    time where the caller measured it (evaluation's then gains the checkpoint validations' own, from their rows)."""
+    wall = wall_seconds or {}
+    validation = read_curve(train_dir).validation if train_dir is not None else []
+    evaluation_wall = wall.get("evaluation")
+    if evaluation_wall is not None:
+        evaluation_wall = round(evaluation_wall + sum(v.seconds for v in validation), 3)
+    files = [*evaluations, *(Path(v.file) for v in validation if v.file)]
+    return Ledger(
+        probing=results_spend(probes, wall.get("probing")),
+        training=training_spend(train_dir) if train_dir is not None else TrainingPhase(),
+        evaluation=results_spend(files, evaluation_wall),
+    )
+
+
+def whole_cost_per_dependable_task(
+    records: list[AttemptRecord], m: dict[str, Any], ledger: Ledger, prices: dict[str, dict[str, float]]
+) -> tuple[float | None, str]:
+    """Cost per dependable task including what training and probing spent: (this run's covered attempts' cost, the
+    numerator of `m["cost_per_dependable_task"]`, + probing's and training's tokens at the price of this run's model) /
+    the tasks solved n/n. None, with the reason, where the inference-only figure is undefined or the model has no price."""
+    inference = m.get("cost_per_dependable_task")
+    kk = m.get("observed_k_of_k") or 0
+    if inference is None or kk == 0:
+        return None, "undefined where the inference-only figure is"
+    priced = next((r for r in records if not is_scripted(r)), None)
+    key = price_key(priced, prices) if priced is not None else None
+    if key is None:
+        return None, "no price for this run's model: training and probing tokens cannot be costed"
+    spent = ledger.probing + ledger.training
+    value = (inference * kk + spent.cost(prices[key])) / kk
+    return value, (
+        f"(this run's cost + probing's {ledger.probing.rollouts} and training's {ledger.training.rollouts} rollouts, "
+        f"{spent.input_tokens + spent.output_tokens:,} tokens at {key}'s price) / {kk} tasks solved {m['n']}/{m['n']}"
+    )
+
+
+class LedgerError(ValueError):
+    """A ledger file that cannot be read, in one line naming it."""
+
+
+def read_ledger(path: Path) -> Ledger:
+    """The ledger a `ledger.json` holds (`LedgerError` naming the file where it holds none)."""
+    try:
+        return Ledger.model_validate_json(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise LedgerError(f"{path}: not a ledger ({' '.join(str(e).split())[:300]})") from None
+
+
+def write_ledger(ledger: Ledger, path: Path) -> Path:
+    path = Path(path)
+    path.write_text(ledger.model_dump_json(indent=1), encoding="utf-8")
+    return path

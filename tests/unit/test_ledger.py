@@ -1,0 +1,145 @@
+"""The ledger adds up to the run's totals, the curve reads per step, and the report draws both.
+
+The training folder is written in the TRL engine's format from real `GroupSampler` steps (rollouts scripted, no model:
+the engine's own rows are checked by tests/integrations/test_train.py); probing and evaluation are real results files."""
+
+import asyncio
+import json
+
+import pytest
+
+from groundstate.pipeline.report import render
+from groundstate.pipeline.runner import RunConfig, run
+from groundstate.records import read_records, rewrite_atomically
+from groundstate.state.sqlite import SqliteBackend
+from groundstate.stats.metrics import compute
+from groundstate.train import grpo
+from groundstate.train.grpo import GroupSampler, Rollout
+from groundstate.train.ledger import WASTE_REASONS, Spend, build_ledger, read_curve, read_ledger, whole_cost_per_dependable_task, write_ledger
+
+G = 4
+
+
+def _results(path, pairs, agent, k, tokens):
+    """A real run's results file, each record given `tokens` × (attempt + 1) input and half as many output tokens."""
+    run(pairs, RunConfig(agent=agent, k=k), SqliteBackend(), path)
+    recs = [r.model_copy(update={"usage": {"input_tokens": tokens * (r.attempt + 1), "output_tokens": tokens // 2}}) for r in read_records(path)]
+    rewrite_atomically(path, recs)
+    return read_records(path)
+
+
+@pytest.fixture
+def training(shop, tmp_path, monkeypatch):
+    """Three steps of two tasks × G: shop-refuse always passes (all-pass), shop-multi fails (all-fail), shop-cancel is
+    mixed, and one rollout of the third step is a system error; refills within the bound. Rows as the engine writes."""
+    pool = [(t, shop) for t in shop.tasks]
+    ran, at = [], {"step": 0, "first": 0}
+
+    async def scripted(task, domain, policy, backend, user_spec, limits):
+        n = len(ran)
+        ran.append(task.id)
+        error = "sandbox gone" if at["step"] == 3 and n == at["first"] else None  # the first rollout of the third step
+        reward = None if error else {"shop-refuse": 1.0, "shop-multi": 0.0}.get(task.id, float(n % 2))
+        return Rollout(task.id, reward, error, [1] * 5, [2] * 7, [1] * 3 + [0] * 4, [-0.1] * 7, input_tokens=10 + n, output_tokens=3, seconds=0.5)
+
+    monkeypatch.setattr(grpo, "rollout", scripted)
+    sampler = GroupSampler(pool, None, None, G, refill_ratio=0.5, seed=1)
+    out = tmp_path / "grpo"
+    out.mkdir()
+    by_id = {t.id: (t, d) for t, d in pool}
+    with (out / "metrics.jsonl").open("w") as f:
+        for step, ids in enumerate([("shop-refuse", "shop-cancel"), ("shop-multi", "shop-cancel"), ("shop-cancel", "shop-refuse")], 1):
+            at.update(step=step, first=len(ran))
+            _, stats = asyncio.run(sampler.step([by_id[i] for i in ids]))
+            f.write(json.dumps({"kind": "rollouts", "step": step, "rollout_seconds": 1.0, **stats.to_json()}) + "\n")
+            f.write(json.dumps({"kind": "trainer", "step": step, "loss": 0.1}) + "\n")
+            f.write(json.dumps({"kind": "step", "step": step, "seconds": 2.5}) + "\n")
+    return out, ran
+
+
+def test_the_ledger_adds_up_to_the_runs_totals(shop, tmp_path, training):
+    train_dir, ran = training
+    pairs = [(t, shop) for t in shop.tasks]
+    probes = _results(tmp_path / "probes.jsonl", pairs, "scripted:noisy:0.4", 3, 100)
+    evals = _results(tmp_path / "eval.jsonl", pairs, "scripted:noisy:0.2", 2, 40)
+    ledger = build_ledger([tmp_path / "probes.jsonl", tmp_path / "missing.jsonl"], train_dir, [tmp_path / "eval.jsonl"], {"probing": 7.0})
+
+    # probing and evaluation: what `metrics` reads of the same files
+    for phase, recs in ((ledger.probing, probes), (ledger.evaluation, evals)):
+        m = compute(recs, prices={}, allow_incomplete=True, bootstrap_reps=0)
+        assert phase.rollouts == m["attempts"] == len(recs)
+        assert (phase.input_tokens, phase.output_tokens) == (m["tokens"]["input"], m["tokens"]["output"])
+        assert phase.attempt_seconds == pytest.approx(sum(r.timings["total_s"] for r in recs))
+    assert ledger.probing.sources == [str(tmp_path / "probes.jsonl")] and ledger.probing.wall_seconds == 7.0
+    assert ledger.evaluation.wall_seconds is None  # not measured: never made up
+
+    # training: every rollout the steps ran, refills and dropped groups included
+    t = ledger.training
+    assert t.steps == 3 and t.rollouts == len(ran)
+    assert t.input_tokens == sum(10 + n for n in range(len(ran))) and t.output_tokens == 3 * len(ran)
+    assert t.attempt_seconds == pytest.approx(0.5 * len(ran)) and t.wall_seconds == pytest.approx(7.5)
+    parts = [t.informative, *t.wasted.values()]
+    for key in Spend.model_fields:
+        assert sum(getattr(p, key) for p in parts) == pytest.approx(getattr(t, key)), key
+    rows = [r for r in map(json.loads, (train_dir / "metrics.jsonl").read_text().splitlines()) if r["kind"] == "rollouts"]
+    for reason in WASTE_REASONS:
+        assert t.wasted[reason].rollouts == sum(r[f"wasted_{reason}"] for r in rows) > 0, reason
+        assert t.wasted[reason].input_tokens == sum(r["wasted_usage"][reason]["input_tokens"] for r in rows)
+    assert t.informative.rollouts == len(ran) - sum(r["wasted"] for r in rows) > 0
+
+    # the whole: the sum of the phases
+    total = ledger.total()
+    assert total.rollouts == len(probes) + len(ran) + len(evals)
+    assert total.input_tokens == ledger.probing.input_tokens + t.input_tokens + ledger.evaluation.input_tokens
+    assert read_ledger(write_ledger(ledger, tmp_path / "ledger.json")) == ledger
+
+
+def test_the_curve_has_a_row_per_step_with_shares_and_validation(training):
+    train_dir, _ = training
+    with (train_dir / "metrics.jsonl").open("a") as f:
+        for step, p in ((0, 0.4), (3, 0.6)):
+            f.write(
+                json.dumps({"kind": "validation", "step": step, "pass_at_1": p, "ci_95": [p - 0.1, p + 0.1], "tasks": 5, "k": 2, "seconds": 1.5})
+                + "\n"
+            )
+        f.write('{"kind": "rollouts", "step": 4, "gro')  # a torn last line: skipped
+    curve = read_curve(train_dir)
+    assert [s.step for s in curve.steps] == [1, 2, 3] and all(s.seconds == 2.5 for s in curve.steps)
+    first = curve.steps[0]  # shop-refuse all-pass, shop-cancel mixed: half the first groups gave a signal
+    assert first.informative_share == 0.5 and first.wasted_share == first.wasted / first.rollouts > 0
+    assert curve.steps[2].wasted_system_error == G
+    assert [(v.step, v.pass_at_1) for v in curve.validation] == [(0, 0.4), (3, 0.6)]
+
+
+def test_cost_per_dependable_task_with_training_and_probing(shop, tmp_path, training):
+    train_dir, _ = training
+    pairs = [(t, shop) for t in shop.tasks]
+    probes = tmp_path / "probes.jsonl"
+    _results(probes, pairs, "scripted:noisy:0.4", 3, 100)
+    recs = _results(tmp_path / "eval.jsonl", pairs, "scripted:gold", 2, 40)
+    recs = [r.model_copy(update={"agent": "hf:/m", "model": "/m"}) for r in recs]  # priced like a model
+    prices = {"/m": {"input": 1.0, "output": 2.0}}
+    m = compute(recs, prices=prices, allow_incomplete=True, bootstrap_reps=0)
+    ledger = build_ledger([probes], train_dir)
+    value, note = whole_cost_per_dependable_task(recs, m, ledger, prices)
+    spent = ledger.probing.input_tokens + ledger.training.input_tokens + 2 * (ledger.probing.output_tokens + ledger.training.output_tokens)
+    assert value == pytest.approx(m["cost_per_dependable_task"] + spent / 1e6 / m["observed_k_of_k"])
+    assert f"{m['observed_k_of_k']} tasks solved 2/2" in note
+    assert whole_cost_per_dependable_task(recs, m, ledger, {})[0] is None  # no price: not costed at 0
+
+    page = render(recs, "t", prices=prices, training=train_dir, ledger=ledger)
+    section = page[page.index("id='training'") : page.index("<h2>Failing attempts")]
+    assert section.count("<img") == 3 + 1  # the curve's reward, rollouts and tokens plots, and the ledger's
+    assert "id='curve'" in section and "id='ledger'" in section
+    metrics = page[page.index("id='metrics'") : page.index("</table>", page.index("id='metrics'"))]
+    assert "cost per dependable task (inference alone)" in metrics and "cost per dependable task (with training and probing)" in metrics
+    assert f"{value:.4f}" in metrics
+    assert "id='training'" not in render(recs, "t", prices=prices)  # without a training folder or a ledger: as before
+
+
+def test_validation_at_checkpoints_is_the_trl_engines():
+    from groundstate.train.job import TrainJob, TrainRefused, _check_specs
+
+    assert TrainJob(model="m", train="t").val_checkpoints is False  # opt-in: a second copy of the model per checkpoint
+    with pytest.raises(TrainRefused, match="val_checkpoints is for --engine trl"):
+        _check_specs(TrainJob(model="m", train="t", engine="verl", val_checkpoints=True))
