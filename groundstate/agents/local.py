@@ -393,6 +393,13 @@ class EpisodeAgent:
         usage = Usage(input_tokens=len(context), output_tokens=len(ids))
         return AgentTurn(text=parsed.content or None, tool_calls=parsed.tool_calls, usage=usage, extra={"completion_text": text, "ended": ended})
 
+    def take_over(self, other: EpisodeAgent) -> None:
+        """Go on from where `other` stands (a branch of a shared prefix, `worlds.attempt.play_tree`): a copy of its
+        token-exact record so far, sampled on from this agent's own random stream."""
+        self.prompt_ids, self.completion_ids = list(other.prompt_ids), list(other.completion_ids)
+        self.env_mask, self.logprobs = list(other.env_mask), list(other.logprobs)
+        self.truncated, self._seen, self._ended = other.truncated, other._seen, other._ended
+
     def _extend(self, ids: list[int], mask: list[int], lps: list[float]) -> None:
         self.completion_ids += ids
         self.env_mask += mask

@@ -227,10 +227,14 @@ def report(
     allow_incomplete: bool = typer.Option(
         ReportJob.allow_incomplete, "--allow-incomplete", help="Report runs with missing, duplicated or system-error keys (said in the report)."
     ),
-    training: Path | None = typer.Option(ReportJob.training, "--training", help="A training folder (groundstate train --out): its curve is drawn."),
+    training: Path | None = typer.Option(
+        ReportJob.training, "--training", exists=True, file_okay=False, help="A training folder (groundstate train --out): its curve is drawn."
+    ),
     ledger: Path | None = typer.Option(
         ReportJob.ledger,
         "--ledger",
+        exists=True,
+        dir_okay=False,
         help="A ledger.json (the quickstart writes one): the whole cost, and cost per dependable task with training and probing.",
     ),
 ) -> None:

@@ -60,6 +60,8 @@ def write_run_report(
         if recs and require_complete(recs, "report", job.allow_incomplete, name) and on_incomplete:
             on_incomplete(name)
     out = job.out or results.parent / f"{results.stem}.report.html"
+    if job.training is not None and not (job.training / "metrics.jsonl").is_file():
+        raise ValueError(f"{job.training}: no metrics.jsonl in it (a training folder is what `groundstate train --engine trl --out` wrote)")
     ledger = None
     if job.ledger is not None:
         from groundstate.train.ledger import read_ledger

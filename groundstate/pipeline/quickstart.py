@@ -207,7 +207,10 @@ def _run_quickstart(out: Path, cfg: QuickstartConfig, log: Callable[[str], None]
         validate = None
         if cfg.val_checkpoints:  # the validation tasks, as the before/after evaluation runs them, at step 0 and each checkpoint
             limits = EpisodeLimits(max_turns=6)
-            validate = CheckpointValidator(val_pairs, backend, out / "grpo", k=cfg.eval_k, seed=cfg.seed + 1000, sampling=sampling, limits=limits)
+            validate = CheckpointValidator(
+                val_pairs, backend, out / "grpo", k=cfg.eval_k, seed=cfg.seed + 1000, sampling=sampling, limits=limits,
+                reuse={0: out / "eval" / "base_val.jsonl"},  # step 0 is the base's evaluation above: not run twice
+            )  # fmt: skip
         trained = train_trl(str(base), train_pairs, backend, out / "grpo", tcfg, on_step=on_step, validate=validate)
 
     with stage("eval_trained", f"evaluate the trained checkpoint on validation: {len(val_pairs)} tasks × k={cfg.eval_k}"):
@@ -300,6 +303,9 @@ def training_summary(curve: Curve, ledger: Ledger) -> str:
             + ", ".join(f"{r.replace('_', ' ')} {ledger.training.wasted[r].rollouts}" for r in WASTE_REASONS)
             + ")."
         )
+    failed = [v for v in curve.validation if v.error]
+    if failed:
+        parts.append("Validation failed at " + "; ".join(f"step {v.step} ({v.error})" for v in failed) + "; training went on.")
     val = [v for v in curve.validation if v.pass_at_1 is not None]
     if len(val) > 1:
         parts.append(

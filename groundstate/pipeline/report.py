@@ -122,7 +122,7 @@ def curve_figures(curve: Curve) -> list[Figure]:
     fig, ax = plt.subplots(figsize=(5, 3.2))
     bottom = [s.rollouts - s.wasted for s in steps]
     ax.bar(x, bottom, color="#b9c7e6", label="informative")
-    colors = {"all_pass": "#2e9d5b", "all_fail": "#d64545", "system_error": "#9aa3b2"}
+    colors = {"all_pass": "#2e9d5b", "all_fail": "#d64545", "unjudged": "#d9a441", "system_error": "#9aa3b2"}
     for reason in WASTE_REASONS:
         vals = [getattr(s, f"wasted_{reason}") for s in steps]
         ax.bar(x, vals, bottom=bottom, color=colors[reason], label=f"wasted: {reason.replace('_', ' ')}")
@@ -161,7 +161,7 @@ def curve_figures(curve: Curve) -> list[Figure]:
 def ledger_figure(ledger: Ledger) -> Figure:
     """The whole cost as one picture: rollouts and tokens by phase, training split into informative and wasted by reason."""
     parts = [("probing", ledger.probing, "#9b6bd6"), ("training: informative", ledger.training.informative, "#3a6fd8")]
-    colors = {"all_pass": "#2e9d5b", "all_fail": "#d64545", "system_error": "#9aa3b2"}
+    colors = {"all_pass": "#2e9d5b", "all_fail": "#d64545", "unjudged": "#d9a441", "system_error": "#9aa3b2"}
     parts += [(f"training wasted: {r.replace('_', ' ')}", ledger.training.wasted[r], colors[r]) for r in WASTE_REASONS]
     parts.append(("evaluation", ledger.evaluation, "#e0b400"))
     fig, axes = plt.subplots(1, 2, figsize=(10, 2.4))
@@ -191,6 +191,13 @@ def _training(curve: Curve | None, ledger: Ledger | None) -> list[str]:
         )
         parts.append(
             "<div class='plots' id='curve'>" + "".join(f"<img alt='training curve' src='{_png(f)}'>" for f in curve_figures(curve)) + "</div>"
+        )
+    failed = [v for v in (curve.validation if curve is not None else []) if v.error]
+    if failed:  # a gap in the validation curve is said, never left to be noticed
+        parts.append(
+            "<p class='muted' id='validation-failed'>validation failed at "
+            + "; ".join(f"step {v.step} ({html.escape(v.error or '')})" for v in failed)
+            + ": not drawn, training went on</p>"
         )
     if ledger is not None:
         t = ledger.total()

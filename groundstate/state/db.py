@@ -128,7 +128,8 @@ class PgDb(Db):
 
     @property
     def broken(self) -> bool:
-        return bool(self.raw.broken)
+        """Lost (a server restart), or closed under the attempt (a fork that could not commit or reconnect it)."""
+        return bool(self.raw.broken or self.raw.closed)
 
     def _sql(self, sql: str) -> str:
         return sql.replace("%", "%%").replace("?", "%s")

@@ -177,6 +177,7 @@ class _Clone:
     def __init__(self, dbname: str, conn: psycopg.Connection, template_key: str, sequences: dict[str, int]):
         self.dbname, self.conn, self.template_key, self.sequences = dbname, conn, template_key, sequences
         self.committed = False  # an attempt's writes were committed (a fork): a ROLLBACK no longer restores the template
+        self.forking = threading.Lock()  # one fork of this database at a time (each closes and reopens its connection)
 
 
 class PostgresSandbox(Sandbox):
@@ -495,9 +496,11 @@ class PostgresBackend(Backend):
         sandbox.backend, sandbox.clone = self, clone
         return sandbox
 
-    def _slot(self, template_key: str | None) -> tuple[_Clone | None, _Clone | None]:
+    def _slot(self, template_key: str | None, wait: bool = True) -> tuple[_Clone | None, _Clone | None]:
         """Room for one more sandbox in use, waiting while every slot is held: (an idle clone of `template_key` to reuse,
-        None), or (None, an idle clone of another template to drop first, or None when a slot was free)."""
+        None), or (None, an idle clone of another template to drop first, or None when a slot was free). Without `wait`,
+        `PoolExhausted` instead of waiting (a fork: its caller holds a slot, and callers that each wait for a second
+        one while holding their first would wait for each other forever)."""
         with self._pool:
             while True:
                 clone = next((c for c in self._idle.values() if c.template_key == template_key), None)
@@ -508,6 +511,12 @@ class PostgresBackend(Backend):
                     self._clones += 1
                 elif self._idle:  # make room: drop the least recently used idle clone of another template
                     evict = self._idle.popitem(last=False)[1]
+                elif not wait:
+                    raise PoolExhausted(
+                        f"every one of the {self.max_open} sandbox slots is in use, so a sandbox cannot be forked: open fewer "
+                        "attempts at once, or let more sandboxes be open (`reserve`, or max_open)",
+                        self.max_open,
+                    )
                 else:
                     self._pool.wait()
                     continue
@@ -537,19 +546,36 @@ class PostgresBackend(Backend):
         if not isinstance(sandbox, PostgresSandbox) or sandbox.backend is not self or sandbox.clone is None:
             raise ValueError("a sandbox is forked by the backend that opened it")
         source = sandbox.clone
-        if source.conn.info.transaction_status != TransactionStatus.INTRANS:
-            raise RuntimeError("the sandbox's transaction is not open and clean: fork it between tool calls")
-        _, evict = self._slot(None)
+        with source.forking:
+            if source.conn.info.transaction_status != TransactionStatus.INTRANS:
+                raise RuntimeError("the sandbox's transaction is not open and clean: fork it between tool calls")
+            _, evict = self._slot(None, wait=False)
+            try:
+                clone = self._fork(sandbox, source, evict)
+            except BaseException:
+                self._free_slot()
+                raise
+        self.forked += 1
+        return self._sandbox(sandbox.template, clone)
+
+    def _fork(self, sandbox: PostgresSandbox, source: _Clone, evict: _Clone | None) -> _Clone:
+        """`fork`'s copy, in a slot it holds. A source whose writes could not be committed, or that could not be
+        reconnected, is closed (its tool calls then raise `SandboxLost`: a system error, never a state the agent did
+        not leave); a clone made is dropped again on any failure."""
         dbname = f"{self.sandbox_prefix}{next(self._counter)}"
         conn: psycopg.Connection | None = None
         created = False
+        if evict is not None:
+            self._drop(evict)
+        self._hold_owner_lock()
+        source.committed = True
         try:
-            if evict is not None:
-                self._drop(evict)
-            self._hold_owner_lock()
-            source.committed = True
             source.conn.execute("COMMIT")
-            source.conn.close()
+        except BaseException:
+            source.conn.close()  # the writes are gone with the aborted transaction: the sandbox is lost, not reverted
+            raise
+        source.conn.close()
+        try:
             try:
                 self._admin_execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(dbname), sql.Identifier(source.dbname)))
                 created = True
@@ -566,12 +592,10 @@ class PostgresBackend(Backend):
             if created:
                 with contextlib.suppress(psycopg.Error):  # remembered as an orphan while the server is unreachable
                     self._drop_database(dbname)
-            self._free_slot()
             raise
-        self.forked += 1
         clone = _Clone(dbname, conn, source.template_key, dict(source.sequences))
         clone.committed = True
-        return self._sandbox(sandbox.template, clone)
+        return clone
 
     def _clone(self, template: Template) -> _Clone:
         self._hold_owner_lock()
@@ -683,9 +707,10 @@ class PostgresBackend(Backend):
         return f"{process_sandbox_prefix()}o{self._owner_key:08x}_"
 
     def sandbox_databases(self) -> list[str]:
-        """This backend's sandbox databases that still exist (none after every sandbox is closed and the pool drained)."""
+        """This backend's sandbox databases that still exist, sorted by name (none once every sandbox is closed and the
+        pool drained)."""
         pattern = self.sandbox_prefix.replace("_", "\\_") + "%"
-        rows = self._admin_execute("SELECT datname FROM pg_database WHERE datname LIKE %s", (pattern,))
+        rows = self._admin_execute("SELECT datname FROM pg_database WHERE datname LIKE %s ORDER BY datname", (pattern,))
         return [r[0] for r in rows]
 
     def spec(self) -> tuple[str, str | None]:

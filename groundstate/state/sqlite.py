@@ -174,7 +174,11 @@ class SqliteBackend(Backend):
         if raw.in_transaction:
             raise RuntimeError("the sandbox has a transaction in progress: fork it between tool calls")
         conn = _connect()
-        raw.backup(conn)  # page by page into the new in-memory database: cheaper than serialize + deserialize
+        try:
+            raw.backup(conn)  # page by page into the new in-memory database: cheaper than serialize + deserialize
+        except BaseException:
+            conn.close()
+            raise
         return self._sandbox(sandbox.template, conn)
 
     def _sandbox(self, template: Template, source: bytes | sqlite3.Connection) -> SqliteSandbox:

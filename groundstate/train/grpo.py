@@ -9,30 +9,36 @@ What it is not: there is no learned value function, no reward shaping, no partia
 rewards are all equal (all 1 or all 0) carries no gradient; it is dropped and replaced by a group of a
 further task from the pool, at most `refill_ratio × tasks_per_step` extra groups per step (oversampling
 is bounded); what is still uninformative after that is kept with zero advantage and counted. A rollout
-that ends in a system error is never scored 0: its whole group is dropped (and refilled) the same way.
+that ends in a system error is never scored 0, nor is one nobody scored (a rubric task graded without a judge): its
+whole group is dropped (and refilled) the same way, and if kept, none of its rollouts is trained on (`trained_rewards`).
 
 With an `OnlineSampler` (`groundstate.train.online`) the step's tasks and the refills are drawn by each task's
 expected signal under the current policy's posterior, which every group run updates; without one, refills are
 uniform draws from the pool.
+
+A group is G independent rollouts ("flat") or, with tree rollouts, G branches of one shared prefix (`tree_group`): the
+first turns are sampled once and the environment forked there (`Environment.fork`), so more of the group's tokens fall
+where its outcomes can differ; each branch is still graded as one whole attempt.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import random
 import statistics
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from groundstate.agents import make_user
-from groundstate.agents.local import BatchedPolicy
+from groundstate.agents import ScriptedUser, make_user
+from groundstate.agents.local import BatchedPolicy, EpisodeAgent
 from groundstate.specs import UserSpec, parse_user
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
 from groundstate.train.ledger import WASTE_REASONS
 from groundstate.train.online import OnlineSampler
-from groundstate.types import Domain, EpisodeLimits, ToolCallRecord
-from groundstate.worlds.attempt import play
+from groundstate.types import Agent, Domain, EpisodeLimits, ToolCallRecord, Usage, UserSimulator
+from groundstate.worlds.attempt import Outcome, play, play_tree
 
 
 @dataclass
@@ -69,8 +75,9 @@ class Rollout:
 
 
 def is_informative(group: list[Rollout]) -> bool:
-    """A group teaches something only if no rollout is a system error and the rewards are not all equal."""
-    return all(r.system_error is None for r in group) and len({r.reward for r in group}) > 1
+    """A group teaches something only if every rollout was scored (no system error, no unjudged reward) and the
+    rewards are not all equal (`waste_reason` is None)."""
+    return waste_reason(group) is None
 
 
 async def rollout(
@@ -84,50 +91,93 @@ async def rollout(
     """One rollout through the same attempt path as evaluation (`groundstate.worlds.attempt.play`)."""
     agent = policy.agent()
     out = await play(task, domain, agent, make_user(user_spec, task), limits, backend=backend)
+    return _rollout(task.id, agent, out)
+
+
+def _rollout(task_id: str, agent: EpisodeAgent, out: Outcome, shared: int = 0, prefix: Usage | None = None, seconds: float | None = None) -> Rollout:
+    """The rollout of one played attempt. In a tree group the first `shared` tokens of the agent's completion are the
+    group's shared prefix: they join the prompt (sampled once, they are the context the branches differ from), and
+    `prefix`'s usage, counted once by the group, is taken off this attempt's; `seconds` replaces the attempt's own."""
     v, traj = out.verdict, out.trajectory
+    prompt = agent.prompt_ids + agent.completion_ids[:shared]
+    tokens = (agent.completion_ids[shared:], agent.env_mask[shared:], agent.logprobs[shared:])
     spent = {
-        "input_tokens": traj.usage.input_tokens if traj is not None else 0,
-        "output_tokens": traj.usage.output_tokens if traj is not None else 0,
-        "seconds": out.timings.get("total_s", 0.0),
+        "input_tokens": traj.usage.input_tokens - (prefix.input_tokens if prefix else 0) if traj is not None else 0,
+        "output_tokens": traj.usage.output_tokens - (prefix.output_tokens if prefix else 0) if traj is not None else 0,
+        "seconds": out.timings.get("total_s", 0.0) if seconds is None else seconds,
     }
     if v.system_error is not None or traj is None:  # infrastructure failure: a system error, never a 0
-        error = v.system_error or "no trajectory"
-        return Rollout(task.id, None, error, agent.prompt_ids, agent.completion_ids, agent.env_mask, agent.logprobs, **spent)
+        return Rollout(task_id, None, v.system_error or "no trajectory", prompt, *tokens, **spent)
     reward = None if v.reward is None else float(v.reward)
-    return Rollout(
-        task.id,
-        reward,
-        None,
-        agent.prompt_ids,
-        agent.completion_ids,
-        agent.env_mask,
-        agent.logprobs,
-        traj.tool_calls,
-        traj.finish_reason,
-        agent.truncated,
-        **spent,
-    )
+    return Rollout(task_id, reward, None, prompt, *tokens, traj.tool_calls, traj.finish_reason, agent.truncated, **spent)
+
+
+async def tree_group(
+    task: Task, domain: Domain, policy: BatchedPolicy, backend: Backend, group_size: int, branch_turn: int, limits: EpisodeLimits = EpisodeLimits()
+) -> list[Rollout]:
+    """A group of G rollouts that share their first `branch_turn` agent turns (`worlds.attempt.play_tree`): the prefix is
+    sampled once, the environment forked at its end, and each branch samples its continuation from its own random
+    stream; each is graded as one whole attempt, and its advantage is relative to the group, which shares the branch
+    point. A rollout's prompt is the shared prefix; its completion is its own continuation. The prefix's tokens and
+    seconds are counted once, in the first rollout. An episode that ends before the branch point is a whole rollout,
+    and the group's other G − 1 are flat (`rollout`). Each task's scripted user is forked with the environment."""
+    agent, *shells = [policy.agent() for _ in range(group_size + 1)]  # every random stream fixed before any await
+    made: list[EpisodeAgent] = []
+
+    def branch(prefix_agent: Agent, user: UserSimulator | None) -> tuple[Agent, UserSimulator | None]:
+        b = shells[len(made)]
+        b.take_over(agent)
+        made.append(b)
+        return b, copy.deepcopy(user)
+
+    tree = await play_tree(task, domain, agent, ScriptedUser(task.user.script), branch, group_size, branch_turn, limits, backend=backend)
+    if tree.prefix is None:
+        if len(tree.outcomes) == 1:  # over before the branch point: one whole rollout, the rest of the group flat
+            rest = await asyncio.gather(*(play(task, domain, a, ScriptedUser(task.user.script), limits, backend=backend) for a in shells[1:]))
+            return [_rollout(task.id, agent, tree.outcomes[0]), *(_rollout(task.id, a, o) for a, o in zip(shells[1:], rest, strict=True))]
+        return [_rollout(task.id, agent, o) for o in tree.outcomes]  # failed before it: every rollout its system error
+    shared = len(agent.completion_ids)
+    return [
+        _rollout(task.id, b, o, shared, tree.prefix.usage, o.timings.get("total_s", 0.0) + (tree.prefix_s if i == 0 else 0.0))
+        for i, (b, o) in enumerate(zip(made, tree.outcomes, strict=True))
+    ]
 
 
 USAGE_KEYS = ("input_tokens", "output_tokens", "attempt_seconds")  # what `StepStats.wasted_usage` counts per reason
 
 
 def waste_reason(group: list[Rollout]) -> str | None:
-    """Why a group carries no gradient: "system_error", "all_pass" or "all_fail" (any other uniform reward, e.g. all
-    unscored); None for an informative group."""
+    """Why a group is not trained on (`train.ledger.WASTE_REASONS`): "system_error" (a rollout the infrastructure
+    failed), "unjudged" (a rollout nobody scored: a rubric task graded without a judge, whose reward is neither 1 nor
+    0), "all_pass" or "all_fail" (equal rewards: no gradient); None for an informative group. A group with a system
+    error or an unjudged rollout is dropped whole, like one without signal: its other rewards alone would be a biased
+    sample of the task."""
     if any(r.system_error is not None for r in group):
         return "system_error"
-    if is_informative(group):
+    if any(r.reward is None for r in group):
+        return "unjudged"
+    if len({r.reward for r in group}) > 1:
         return None
     return "all_pass" if group[0].reward == 1.0 else "all_fail"
 
 
+def trained_rewards(groups: list[list[Rollout]]) -> list[float | None]:
+    """The reward each rollout is trained on, in order: its verdict's, except in a group kept after refill ran out
+    that holds a system error or an unjudged rollout, where every reward is None (TRL's unscorable: advantage 0), so
+    that such a group's other rollouts are never trained on alone."""
+    out: list[float | None] = []
+    for g in groups:
+        whole = waste_reason(g) not in ("system_error", "unjudged")
+        out += [r.reward if whole else None for r in g]
+    return out
+
+
 @dataclass
 class StepStats:
-    """One step's groups. The group counts (`all_pass`, `all_fail`, `system_error_groups`) are of the step's first
-    groups, before refill; `rollouts` and the `wasted_*` fields count rollouts (groups × G) of every group the step ran,
+    """One step's groups. The group counts (`all_pass`, `all_fail`, `unjudged_groups`, `system_error_groups`) are of the
+    step's first groups, before refill; `rollouts` and the `wasted_*` fields count rollouts (groups × G) of every group the step ran,
     refills included, and a group without signal is wasted whether it was dropped or kept with zero advantage:
-    `wasted` = `wasted_all_pass` + `wasted_all_fail` + `wasted_system_error`, and `wasted` / `rollouts` is the step's
+    `wasted` = `wasted_all_pass` + `wasted_all_fail` + `wasted_unjudged` + `wasted_system_error`, and `wasted` / `rollouts` is the step's
     waste.
 
     What the step's rollouts spent, over the same rollouts: `input_tokens` and `output_tokens` (the agent's usage, as a
@@ -140,6 +190,7 @@ class StepStats:
     informative: int = 0
     all_pass: int = 0
     all_fail: int = 0
+    unjudged_groups: int = 0
     system_error_groups: int = 0
     refill_groups: int = 0
     kept_uninformative: int = 0
@@ -149,6 +200,7 @@ class StepStats:
     wasted: int = 0
     wasted_all_pass: int = 0
     wasted_all_fail: int = 0
+    wasted_unjudged: int = 0
     wasted_system_error: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -189,6 +241,9 @@ class StepStats:
 class GroupSampler:
     """Runs the groups of one step and refills the uninformative ones from the pool, within a bound.
 
+    `shape` is how a group is played: "flat", G independent rollouts (`rollout`), or "tree", G branches of one shared
+    prefix of `branch_turn` agent turns (`tree_group`; scripted users only).
+
     With `online`, `next_tasks(n)` draws a step's tasks from it, refills are its draws (tasks of the step excluded
     while the pool has others), and every group run, refills included, updates it; without, `next_tasks` draws
     uniformly without replacement and refills are uniform draws from the pool."""
@@ -204,7 +259,16 @@ class GroupSampler:
         user_spec: UserSpec | str = "scripted",
         limits: EpisodeLimits = EpisodeLimits(),
         online: OnlineSampler | None = None,
+        shape: Literal["flat", "tree"] = "flat",
+        branch_turn: int = 1,
     ):
+        if shape not in ("flat", "tree"):
+            raise ValueError(f"shape must be flat or tree, got {shape!r}")
+        if shape == "tree" and parse_user(user_spec).is_llm:
+            raise ValueError("tree rollouts fork each task's scripted user with its environment: an LLM user cannot be forked")
+        if branch_turn < 1:
+            raise ValueError(f"branch_turn must be at least 1, got {branch_turn}")
+        self.shape, self.branch_turn = shape, branch_turn
         self.pool = pool
         self.by_id = {t.id: (t, d) for t, d in pool}
         self.policy, self.backend = policy, backend
@@ -229,8 +293,15 @@ class GroupSampler:
         return [self.by_id[i] for i in self.online.next_tasks(n)]
 
     async def _groups(self, tasks: list[tuple[Task, Domain]]) -> list[list[Rollout]]:
-        flat = await asyncio.gather(*(rollout(t, d, self.policy, self.backend, self.user_spec, self.limits) for t, d in tasks for _ in range(self.G)))
-        groups = [list(flat[i * self.G : (i + 1) * self.G]) for i in range(len(tasks))]
+        if self.shape == "tree":
+            groups = list(
+                await asyncio.gather(*(tree_group(t, d, self.policy, self.backend, self.G, self.branch_turn, self.limits) for t, d in tasks))
+            )
+        else:
+            flat = await asyncio.gather(
+                *(rollout(t, d, self.policy, self.backend, self.user_spec, self.limits) for t, d in tasks for _ in range(self.G))
+            )
+            groups = [list(flat[i * self.G : (i + 1) * self.G]) for i in range(len(tasks))]
         if self.online is not None:
             for g in groups:
                 self.online.observe(g[0].task_id, [None if r.system_error else r.reward for r in g])
@@ -250,12 +321,13 @@ class GroupSampler:
         stats.count(groups)
         first = [r.reward for g in groups for r in g if r.reward is not None]
         stats.sampled_reward = statistics.fmean(first) if first else 0.0
+        silent = {"all_pass": 0, "all_fail": 0, "unjudged": 0, "system_error": 0}
         for g in groups:
-            if any(r.system_error for r in g):
-                stats.system_error_groups += 1
-            elif not is_informative(g):
-                stats.all_pass += g[0].reward == 1.0
-                stats.all_fail += g[0].reward == 0.0
+            reason = waste_reason(g)
+            if reason is not None:
+                silent[reason] += 1
+        stats.all_pass, stats.all_fail = silent["all_pass"], silent["all_fail"]
+        stats.unjudged_groups, stats.system_error_groups = silent["unjudged"], silent["system_error"]
         budget = int(self.refill_ratio * len(tasks))
         bad = [i for i, g in enumerate(groups) if not is_informative(g)]
         step_ids = [t.id for t, _ in tasks]

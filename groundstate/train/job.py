@@ -49,6 +49,8 @@ class TrainJob(BaseModel):
     sampling: Literal["static", "online"] | None = None  # trl: online draws each step's tasks by expected signal (train/online.py)
     forget: float | None = Field(None, gt=0, le=1)  # trl, online: λ, the posteriors' forgetting factor per update
     explore: float | None = Field(None, ge=0, le=1)  # trl, online: ε, the share of tasks drawn uniformly
+    rollouts: Literal["flat", "tree"] | None = None  # trl: tree branches a group's rollouts from one shared prefix (grpo.tree_group)
+    branch_turn: int | None = Field(None, ge=1)  # trl, tree: the agent turns a group's branches share
     save_steps: PositiveInt | None = None
     max_new_tokens: PositiveInt | None = None  # per agent turn
     max_context: PositiveInt | None = None  # prompt plus the whole multi-turn response of one episode
@@ -162,6 +164,8 @@ def _check_specs(job: TrainJob) -> None:
         raise TrainRefused("--dry-run is for --engine verl")
     if job.engine == "verl" and (job.sampling == "online" or job.forget is not None or job.explore is not None):
         raise TrainRefused("sampling, forget and explore are for --engine trl: the verl recipe samples its own tasks (bounded refill)")
+    if job.engine == "verl" and (job.rollouts == "tree" or job.branch_turn is not None):
+        raise TrainRefused("rollouts and branch_turn are for --engine trl: verl's agent loop plays each rollout whole")
     if job.engine == "verl" and job.val_checkpoints:
         raise TrainRefused("val_checkpoints is for --engine trl: verl validates with its own trainer.test_freq")
     try:
@@ -206,6 +210,7 @@ def _train_trl(
 ) -> Trained:
     from groundstate.agents.local import ModelLoadError, check_model_ref
     from groundstate.state import make_backend
+    from groundstate.train.online import SamplerStateError
     from groundstate.train.trl_engine import TrainConfig, train_trl
     from groundstate.worlds.attempt import prepare_domains
 
@@ -216,7 +221,7 @@ def _train_trl(
     cfg = TrainConfig(
         **_sampling(job),
         **_given(refill_ratio=job.refill_ratio, save_steps=job.save_steps, max_context=job.max_context),
-        **_given(sampling=job.sampling, forget=job.forget, explore=job.explore),
+        **_given(sampling=job.sampling, forget=job.forget, explore=job.explore, rollouts=job.rollouts, branch_turn=job.branch_turn),
         seed=job.seed,
         use_vllm=job.use_vllm,
     )
@@ -238,6 +243,8 @@ def _train_trl(
             final = train_trl(job.model, pairs, backend, job.out, cfg, on_step=on_step, probe=probe, validate=validate)
         except ModelLoadError as e:
             raise TrainRefused(f"--model {e}") from None
+        except SamplerStateError as e:
+            raise TrainRefused(f"{e}; nothing was trained") from None
         done = Trained(job, checkpoint=final)
         if val_pairs:
             _validate(done, val_pairs, cfg, backend)
@@ -269,8 +276,10 @@ def _probe(selector: str) -> dict[str, tuple[int, int]] | None:
         return None
     try:
         return probe_counts(rows)
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise TrainRefused(f"{rows}: not a selection's rows ({e}); the online sampler starts from them") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise TrainRefused(f"{rows}: cannot read the selection's rows ({e}); the online sampler starts from them") from None
+    except ValueError as e:
+        raise TrainRefused(f"{e} (the online sampler starts from the selection's rows)") from None
 
 
 def _validate(done: Trained, val_pairs: list[tuple[Task, Domain]], cfg: Any, backend: Any) -> None:

@@ -1,7 +1,7 @@
 """The whole cost of a run of the method, and its training curve, read from the files its stages write.
 
 `Ledger`: rollouts (attempts), tokens and seconds spent on probing, training and evaluation, training split into
-informative and wasted rollouts by reason (all_pass, all_fail, system_error: `grpo.waste_reason`). One reader per
+informative and wasted rollouts by reason (all_pass, all_fail, unjudged, system_error: `grpo.waste_reason`). One reader per
 source, each number by one rule:
 
 - probing and evaluation (`results_spend`): results files, every line an attempt that ran; tokens are the records'
@@ -25,16 +25,18 @@ checkpoint. A resumed run may hold a step twice (it ran twice): the curve shows 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from groundstate.jsontext import dumps
 from groundstate.records import AttemptRecord, read_records
 from groundstate.stats.cost import is_scripted, price_key
 
-WASTE_REASONS = ("all_pass", "all_fail", "system_error")  # why a group carries no gradient (`grpo.waste_reason`)
+WASTE_REASONS = ("all_pass", "all_fail", "unjudged", "system_error")  # why a group carries no gradient (`grpo.waste_reason`)
 PHASES = ("probing", "training", "evaluation")
 
 
@@ -94,13 +96,14 @@ class CurveStep(BaseModel):
 
     step: int
     sampled_reward: float
-    informative_share: float  # of the step's first groups: (groups − all_pass − all_fail − system-error groups) / groups
+    informative_share: float  # of the step's first groups: (groups − all-pass, all-fail, unjudged and system-error groups) / groups
     wasted_share: float  # wasted / rollouts, refills included
     groups: int
     rollouts: int
     wasted: int
     wasted_all_pass: int
     wasted_all_fail: int
+    wasted_unjudged: int = 0  # a rollout nobody scored (a rubric task without a judge); rows before it had none
     wasted_system_error: int
     input_tokens: int
     output_tokens: int
@@ -119,6 +122,7 @@ class CurveValidation(BaseModel):
     k: int = 0
     seconds: float = 0.0
     file: str | None = None
+    error: str | None = None  # the validation failed (pass_at_1 is None): training went on
 
 
 class Curve(BaseModel):
@@ -126,23 +130,52 @@ class Curve(BaseModel):
     validation: list[CurveValidation] = Field(default_factory=list)
 
 
+class MetricsFileError(ValueError):
+    """A `metrics.jsonl` line that is not a row of the curve, in one line naming the file and line."""
+
+
 def metrics_rows(train_dir: Path) -> list[dict[str, Any]]:
-    """Every row of a training folder's `metrics.jsonl` (none where there is no file; a torn last line is skipped)."""
+    """Every row of a training folder's `metrics.jsonl` (none where there is no file). A torn last line (a run stopped
+    mid-write) is skipped; any other line that is not a JSON object with a `kind` and an integer `step` is a
+    `MetricsFileError` naming the file and line."""
     path = Path(train_dir) / "metrics.jsonl"
     if not path.is_file():
         return []
+    lines = path.read_text(encoding="utf-8").split("\n")
     rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue  # a run stopped mid-write: its last line is incomplete
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            if n == len(lines):  # no newline after it: the last write was cut short
+                continue
+            raise MetricsFileError(f"{path}:{n}: not JSON: {e.msg}") from None
+        if not isinstance(row, dict) or not isinstance(row.get("kind"), str) or type(row.get("step")) is not int:
+            raise MetricsFileError(f"{path}:{n}: expected a JSON object with a kind and an integer step")
+        rows.append(row)
     return rows
+
+
+def append_row(path: Path, row: dict[str, Any]) -> None:
+    """Append one row to a `metrics.jsonl` (or `rollouts.jsonl`): whole lines only. A torn last line that a stopped
+    run left is cut off first, so a resumed run's rows never join it (the torn row was never whole, so nothing is lost)."""
+    path = Path(path)
+    line = (dumps(row, default=str) + "\n").encode()
+    with path.open("ab+") as f:
+        end = f.seek(0, os.SEEK_END)
+        if end:
+            f.seek(end - 1)
+            if f.read(1) != b"\n":
+                f.seek(0)
+                f.truncate(f.read().rfind(b"\n") + 1)
+        f.write(line)
 
 
 def _curve_step(row: dict[str, Any], seconds: float | None) -> CurveStep:
     groups = row.get("groups", 0)
-    silent = row.get("all_pass", 0) + row.get("all_fail", 0) + row.get("system_error_groups", 0)
+    silent = sum(row.get(k, 0) for k in ("all_pass", "all_fail", "unjudged_groups", "system_error_groups"))
     rollouts = row.get("rollouts", 0)
     return CurveStep(
         step=row["step"],
@@ -163,20 +196,30 @@ def _curve_step(row: dict[str, Any], seconds: float | None) -> CurveStep:
 def read_curve(train_dir: Path) -> Curve:
     """The curve of a training folder (see the module's docstring): steps in order, the last row of each step."""
     rows = metrics_rows(train_dir)
-    seconds = {r["step"]: r["seconds"] for r in rows if r.get("kind") == "step"}
-    steps = {r["step"]: r for r in rows if r.get("kind") == "rollouts"}
-    validation = {r["step"]: CurveValidation.model_validate(r) for r in rows if r.get("kind") == "validation"}
-    return Curve(
-        steps=[_curve_step(steps[s], seconds.get(s)) for s in sorted(steps)],
-        validation=[validation[s] for s in sorted(validation)],
-    )
+    seconds = {r["step"]: r.get("seconds") for r in rows if r["kind"] == "step"}
+    steps = {r["step"]: r for r in rows if r["kind"] == "rollouts"}
+    try:
+        validation = {r["step"]: CurveValidation.model_validate(r) for r in rows if r["kind"] == "validation"}
+        return Curve(
+            steps=[_curve_step(steps[s], seconds.get(s)) for s in sorted(steps)],
+            validation=[validation[s] for s in sorted(validation)],
+        )
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        raise MetricsFileError(f"{Path(train_dir) / 'metrics.jsonl'}: a row's {where}: {err['msg']}") from None
 
 
 def results_spend(paths: Iterable[Path], wall_seconds: float | None = None) -> Phase:
     """What the results files' attempts spent: every line an attempt (`metrics`' `attempts`), its `usage` and its
-    `timings.total_s`. A file that is not there counts nothing and is not named."""
+    `timings.total_s`. A file that is not there counts nothing and is not named; a file named twice (the same file
+    by another path included) counts once."""
     phase = Phase(wall_seconds=wall_seconds)
+    seen: set[Path] = set()
     for path in paths:
+        if Path(path).resolve() in seen:
+            continue
+        seen.add(Path(path).resolve())
         records = read_records(path, missing_ok=True)
         if not records:
             continue

@@ -37,20 +37,29 @@ from it.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
+import os
+import tempfile
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.dataclasses import dataclass
 from scipy import special, stats
+
+from groundstate.jsontext import dumps
 
 PRIOR = 0.5  # Jeffreys: Beta(½, ½), the prior `stats.difficulty.posterior` starts from
 STATE_VERSION = 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
 class OnlineConfig:
     """The sampler's settings; these defaults are `TrainConfig`'s (`forget`, `explore`) and the module's."""
 
@@ -84,12 +93,22 @@ def expected_signal(a: Any, b: Any, group_size: int) -> Any:
 
 
 def probe_counts(selection_jsonl: Path | str) -> dict[str, tuple[int, int]]:
-    """Per task, (clean runs, successes) of the probe, as a selection's `selection.jsonl` (`groundstate select`) holds them."""
+    """Per task, (clean runs, successes) of the probe, as a selection's `selection.jsonl` (`groundstate select`) holds
+    them; `ValueError` naming the file and line for a row without a task id and counts 0 <= successes <= clean runs."""
     counts = {}
-    for line in Path(selection_jsonl).read_text(encoding="utf-8").splitlines():
-        if line.strip():
+    for n, line in enumerate(Path(selection_jsonl).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
             row = json.loads(line)
-            counts[row["task_id"]] = (int(row["clean_runs"]), int(row["successes"]))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{selection_jsonl}:{n}: not JSON: {e.msg}") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{selection_jsonl}:{n}: expected a JSON object (a selection row)")
+        tid, runs, wins = row.get("task_id"), row.get("clean_runs"), row.get("successes")
+        if not isinstance(tid, str) or type(runs) is not int or type(wins) is not int or not 0 <= wins <= runs:
+            raise ValueError(f"{selection_jsonl}:{n}: expected a task_id and integer counts 0 <= successes <= clean_runs")
+        counts[tid] = (runs, wins)
     return counts
 
 
@@ -134,6 +153,13 @@ class OnlineSampler:
         self.retired = np.zeros(len(self.ids), dtype=bool)
         self.too_hard = np.zeros(len(self.ids), dtype=bool)
         self._flag(np.arange(len(self.ids)))
+        cap = PRIOR + group_size / (1 - self.config.forget) if self.config.forget < 1 else math.inf
+        if cap < math.inf and stats.beta.sf(self.config.master, cap, PRIOR) < self.config.confidence:
+            warnings.warn(
+                f"with groups of {group_size} and forget {self.config.forget:g}, the evidence training gives a task tops out near "
+                f"{cap - PRIOR:.0f} rollouts, too few to retire it as mastered or rest it as too hard: raise forget or the group size",
+                stacklevel=2,
+            )
 
     # the posterior
 
@@ -147,6 +173,8 @@ class OnlineSampler:
         evidence): the evidence so far is multiplied by λ, then each reward r adds r to a and 1 − r to b."""
         i = self.index[task_id]
         clean = [float(r) for r in rewards if r is not None]
+        if not clean:  # no evidence at all (every rollout a system error): nothing to forget, nothing learnt, not seen
+            return
         lam = self.config.forget
         self.a[i] = PRIOR + lam * (self.a[i] - PRIOR) + sum(clean)
         self.b[i] = PRIOR + lam * (self.b[i] - PRIOR) + sum(1.0 - r for r in clean)
@@ -238,24 +266,81 @@ class OnlineSampler:
         }
 
     @classmethod
-    def from_json(cls, state: Mapping[str, Any], task_ids: Sequence[str] | None = None) -> OnlineSampler:
+    def from_json(cls, state: Mapping[str, Any], task_ids: Sequence[str] | None = None, source: str = "online sampler state") -> OnlineSampler:
         """The sampler `to_json` wrote. With `task_ids`, the pool is those tasks: a task the state lacks starts from
-        Jeffreys, a task the pool lacks is left out."""
-        if state.get("version") != STATE_VERSION:
-            raise ValueError(f"online sampler state of version {state.get('version')!r}; this reads version {STATE_VERSION}")
-        tasks = state["tasks"]
-        s = cls(list(task_ids if task_ids is not None else tasks), state["group_size"], config=OnlineConfig(**state["config"]), seed=state["seed"])
-        s.step = int(state["step"])
-        for t, row in tasks.items():
+        Jeffreys, a task the pool lacks is left out. A state that is not one `to_json` could have written (a missing or
+        unknown field, a count that is not a finite positive number, a step before the task was seen) is a
+        `SamplerStateError` naming `source` and the field."""
+        try:
+            st = _State.model_validate(state)
+        except ValidationError as e:
+            err = e.errors()[0]
+            where = ".".join(str(x) for x in err["loc"]) or "(the state)"
+            raise SamplerStateError(f"{source}: {where}: {err['msg']}") from None
+        for t, row in st.tasks.items():
+            if row.last_seen is not None and row.last_seen > st.step:
+                raise SamplerStateError(f"{source}: tasks.{t}.last_seen: {row.last_seen} is after the state's step {st.step}")
+        s = cls(list(task_ids if task_ids is not None else st.tasks), st.group_size, config=st.config, seed=st.seed)
+        s.step = st.step
+        for t, row in st.tasks.items():
             if t in s.index:
                 i = s.index[t]
-                s.a[i], s.b[i] = row["a"], row["b"]
-                s.last_seen[i] = -1 if row["last_seen"] is None else row["last_seen"]
+                s.a[i], s.b[i] = row.a, row.b
+                s.last_seen[i] = -1 if row.last_seen is None else row.last_seen
         s._flag(np.arange(len(s.ids)))
         return s
 
+    @classmethod
+    def load(cls, path: Path | str, task_ids: Sequence[str] | None = None) -> OnlineSampler:
+        """`from_json` of a state file `save` wrote; `SamplerStateError` naming the file for one that cannot be read."""
+        try:
+            state = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            raise SamplerStateError(f"{path}: cannot read the online sampler's state: {e}") from None
+        if not isinstance(state, dict):
+            raise SamplerStateError(f"{path}: expected a JSON object (the online sampler's state), got {type(state).__name__}")
+        return cls.from_json(state, task_ids, source=str(path))
+
     def save(self, path: Path | str) -> None:
-        Path(path).write_text(json.dumps(self.to_json(), indent=1) + "\n", encoding="utf-8")
+        """Write the state whole or not at all (a temporary file renamed over `path`): a crash never leaves half of one."""
+        path = Path(path)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(dumps(self.to_json(), indent=1) + "\n")
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+
+class SamplerStateError(ValueError):
+    """An online sampler state that cannot be resumed from, in one line naming the file and the field."""
+
+
+Count = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class _TaskState(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    a: Count
+    b: Count
+    last_seen: Annotated[int, Field(strict=True, ge=0)] | None
+    retired: bool  # recomputed from a and b on load; kept in the file for whoever reads it
+    too_hard: bool
+
+
+class _State(BaseModel):
+    """What `OnlineSampler.to_json` writes (version 1)."""
+
+    model_config = ConfigDict(extra="forbid")
+    version: Literal[1]
+    step: Annotated[int, Field(strict=True, ge=0)]
+    seed: Annotated[int, Field(strict=True)]
+    group_size: Annotated[int, Field(strict=True, ge=2)]
+    config: OnlineConfig
+    tasks: dict[str, _TaskState]
 
 
 def _weighted(rng: np.random.Generator, idx: np.ndarray, w: np.ndarray, k: int) -> list[int]:

@@ -34,11 +34,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from groundstate.agents.local import PROMPT_FLAGS, BatchedPolicy, SamplingParams, load_pretrained, prompt_flags
-from groundstate.jsontext import dumps
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
-from groundstate.train.grpo import GroupSampler
-from groundstate.train.online import OnlineConfig, OnlineSampler
+from groundstate.train.grpo import GroupSampler, trained_rewards
+from groundstate.train.ledger import append_row, metrics_rows
+from groundstate.train.online import OnlineConfig, OnlineSampler, SamplerStateError
 from groundstate.types import EpisodeLimits
 from groundstate.worlds.domain import Domain
 
@@ -72,9 +72,16 @@ class TrainConfig:
     forget: float = OnlineConfig.forget  # online: λ, the posteriors' forgetting factor per update (1: never forgets)
     explore: float = OnlineConfig.explore  # online: ε, the share of a step's tasks drawn uniformly from the pool
 
+    rollouts: Literal["flat", "tree"] = "flat"  # tree: a group's G rollouts branch from one prefix (`grpo.tree_group`)
+    branch_turn: int = 1  # tree: the agent turns the branches share
+
     def __post_init__(self) -> None:
         if self.sampling not in ("static", "online"):
             raise ValueError(f"sampling must be static or online, got {self.sampling!r}")
+        if self.rollouts not in ("flat", "tree"):
+            raise ValueError(f"rollouts must be flat or tree, got {self.rollouts!r}")
+        if self.branch_turn < 1:
+            raise ValueError(f"branch_turn must be at least 1, got {self.branch_turn}")
         OnlineConfig(forget=self.forget, explore=self.explore)  # checks them
 
 
@@ -84,21 +91,33 @@ ONLINE_STATE = "online_sampler.json"
 def online_sampler(
     cfg: TrainConfig, train: list[tuple[Task, Domain]], out_dir: Path, probe: dict[str, tuple[int, int]] | None
 ) -> OnlineSampler | None:
-    """The run's online sampler (None with static sampling): the state of the latest checkpoint that holds one, else
-    fresh from the probe's counts (`online.probe_counts`) where given."""
+    """The run's online sampler (None with static sampling): in a resumed run, the state saved in the checkpoint TRL
+    resumes from (the latest `checkpoint-N`), else fresh from the probe's counts (`online.probe_counts`) where given.
+    `SamplerStateError` naming the file for a state that cannot be resumed from: damaged, missing from that checkpoint
+    (a run begun with static sampling), or of another group size than this run's."""
     if cfg.sampling != "online":
         return None
     ids = [t.id for t, _ in train]
-    saved = [p for p in out_dir.glob(f"checkpoint-*/{ONLINE_STATE}") if p.parent.name.removeprefix("checkpoint-").isdigit()]
-    if saved:
-        latest = max(saved, key=lambda p: int(p.parent.name.removeprefix("checkpoint-")))
-        return OnlineSampler.from_json(json.loads(latest.read_text(encoding="utf-8")), ids)
-    return OnlineSampler(ids, cfg.group_size, probe, OnlineConfig(forget=cfg.forget, explore=cfg.explore), cfg.seed)
+    latest = _latest_checkpoint(out_dir)
+    if latest is None:
+        return OnlineSampler(ids, cfg.group_size, probe, OnlineConfig(forget=cfg.forget, explore=cfg.explore), cfg.seed)
+    path = latest / ONLINE_STATE
+    if not path.is_file():
+        raise SamplerStateError(
+            f"{path}: missing: the run resumes from {latest.name}, which holds no online sampler state (begun with static sampling?)"
+        )
+    sampler = OnlineSampler.load(path, ids)
+    if cfg.group_size != sampler.G:
+        raise SamplerStateError(f"{path}: group_size: the state is of groups of {sampler.G}, this run's are of {cfg.group_size}")
+    return sampler
 
 
-def _write_jsonl(path: Path, row: dict[str, Any]) -> None:
-    with path.open("a", encoding="utf-8") as f:
-        f.write(dumps(row, default=str) + "\n")
+def _latest_checkpoint(out_dir: Path) -> Path | None:
+    """The checkpoint TRL resumes from: `checkpoint-N` of the largest N (transformers' `get_last_checkpoint`)."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    last = get_last_checkpoint(str(out_dir)) if out_dir.is_dir() else None
+    return Path(last) if last else None
 
 
 def train_trl(
@@ -127,8 +146,9 @@ def train_trl(
     from trl import GRPOConfig, GRPOTrainer
 
     torch.manual_seed(cfg.seed)
-    tok, model = load_pretrained(model_path)  # ModelLoadError before anything is written
     out_dir = Path(out_dir)
+    online = online_sampler(cfg, train, out_dir, probe)  # SamplerStateError before anything is loaded or written
+    tok, model = load_pretrained(model_path)  # ModelLoadError before anything is written
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "train_config.json").write_text(json.dumps({"model": model_path, "tasks": [t.id for t, _ in train], **asdict(cfg)}, indent=1))
     flags = prompt_flags(model_path)
@@ -136,9 +156,17 @@ def train_trl(
         model, tok, SamplingParams(cfg.temperature, cfg.top_p, cfg.top_k, cfg.max_new_tokens, cfg.max_context), seed=cfg.seed, **flags
     )
     by_id = {t.id: (t, d) for t, d in train}
-    online = online_sampler(cfg, train, out_dir, probe)
     sampler = GroupSampler(
-        train, policy, backend, cfg.group_size, cfg.refill_ratio, cfg.seed, limits=EpisodeLimits(max_turns=cfg.max_turns), online=online
+        train,
+        policy,
+        backend,
+        cfg.group_size,
+        cfg.refill_ratio,
+        cfg.seed,
+        limits=EpisodeLimits(max_turns=cfg.max_turns),
+        online=online,
+        shape=cfg.rollouts,
+        branch_turn=cfg.branch_turn,
     )
     rollouts_path, metrics_path = out_dir / "rollouts.jsonl", out_dir / "metrics.jsonl"
     step = {"n": 0}
@@ -160,9 +188,9 @@ def train_trl(
         step["n"] = state.global_step + 1 if state is not None else step["n"] + 1
         flat = [r for g in groups for r in g]
         for r in flat:
-            _write_jsonl(rollouts_path, {"step": step["n"], **r.summary()})
+            append_row(rollouts_path, {"step": step["n"], **r.summary()})
         row = {"step": step["n"], "rollout_seconds": round(time.perf_counter() - t0, 3), **stats.to_json(), **(online.summary() if online else {})}
-        _write_jsonl(metrics_path, {"kind": "rollouts", **row})
+        append_row(metrics_path, {"kind": "rollouts", **row})
         if on_step:
             on_step(row)
         return {
@@ -170,12 +198,13 @@ def train_trl(
             "completion_ids": [r.completion_ids or [tok.eos_token_id] for r in flat],
             "logprobs": [r.logprobs or [0.0] for r in flat],
             "env_mask": [r.env_mask or [0] for r in flat],
-            "gs_reward": [r.reward for r in flat],
+            "gs_reward": trained_rewards(groups),
             "gs_task_id": [r.task_id for r in flat],
         }
 
     def verdict_reward(prompts: list[Any], completions: list[Any], gs_reward: list[float | None], **_: Any) -> list[float | None]:
-        """The final-state verdict of each rollout (None for a system error: excluded, never 0)."""
+        """The final-state verdict of each rollout; None (TRL's unscorable: excluded, never 0) for a system error, an
+        unjudged rollout, and every rollout of a kept group that holds one (`grpo.trained_rewards`)."""
         return gs_reward
 
     logger = _metrics_logger(TrainerCallback, metrics_path, model_path, tok, online, validate)
@@ -221,8 +250,7 @@ def train_trl(
     from transformers.trainer_callback import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)  # metrics go to metrics.jsonl and on_step, not raw dicts on stdout
-    resume = any(out_dir.glob("checkpoint-*"))
-    trainer.train(resume_from_checkpoint=True if resume else None)
+    trainer.train(resume_from_checkpoint=True if _latest_checkpoint(out_dir) is not None else None)
     final = out_dir / "final"
     trainer.save_model(str(final))
     tok.save_pretrained(str(final))
@@ -245,11 +273,16 @@ def _metrics_logger(
     out_dir = metrics_path.parent
 
     def run_validation(model_dir: Path, at: int) -> None:
+        """A validation row for step `at`; a validation that fails is a row with its `error` (the curve has a gap
+        there), never the end of the training run."""
         if validate is None or at in _validated_steps(metrics_path):
             return
         t0 = time.perf_counter()
-        row = validate(model_dir, at)
-        _write_jsonl(metrics_path, {"kind": "validation", "step": at, **row, "seconds": round(time.perf_counter() - t0, 3)})
+        try:
+            row = validate(model_dir, at)
+        except Exception as e:  # noqa: BLE001 - a checkpoint's evaluation failing must not lose the training
+            row = {"pass_at_1": None, "error": f"{type(e).__name__}: {e}"}
+        append_row(metrics_path, {"kind": "validation", "step": at, **row, "seconds": round(time.perf_counter() - t0, 3)})
 
     class MetricsLogger(base):  # type: ignore[misc,valid-type]
         began = 0.0
@@ -262,11 +295,11 @@ def _metrics_logger(
             self.began = time.perf_counter()
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            _write_jsonl(metrics_path, {"kind": "step", "step": state.global_step, "seconds": round(time.perf_counter() - self.began, 3)})
+            append_row(metrics_path, {"kind": "step", "step": state.global_step, "seconds": round(time.perf_counter() - self.began, 3)})
 
         def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
             if logs:
-                _write_jsonl(metrics_path, {"kind": "trainer", "step": state.global_step, **logs})
+                append_row(metrics_path, {"kind": "trainer", "step": state.global_step, **logs})
 
         def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
             ckpt = out_dir / f"checkpoint-{state.global_step}"
@@ -281,10 +314,7 @@ def _metrics_logger(
 
 
 def _validated_steps(metrics_path: Path) -> set[int]:
-    if not metrics_path.is_file():
-        return set()
-    rows = (json.loads(line) for line in metrics_path.read_text(encoding="utf-8").splitlines() if line.strip())
-    return {r["step"] for r in rows if r.get("kind") == "validation"}
+    return {r["step"] for r in metrics_rows(metrics_path.parent) if r["kind"] == "validation"}
 
 
 def _installed(module: str) -> bool:

@@ -25,7 +25,11 @@ VALIDATION_DIR = "validation"  # under the training folder: one results file per
 class CheckpointValidator:
     """`validator(model_dir, step)`: `pairs` × `k` attempts of `hf:model_dir` with these sampling settings and limits
     into `out_dir/validation/step-{step}.jsonl` (resumed if it is there), and the row: `pass_at_1`, `ci_95`, `tasks`
-    (the covered tasks the figure is over), `k`, `attempts`, `input_tokens`, `output_tokens` and `file`."""
+    (the covered tasks the figure is over), `k`, `attempts`, `input_tokens`, `output_tokens` and `file`.
+
+    `reuse` maps a step to a results file that already holds this validation (e.g. the quickstart's evaluation of the
+    base, with the same model, tasks, k, seed, sampling and limits): that file is resumed instead (`run` adds only what
+    it lacks, and refuses one of another run) and named as the row's `file`, so the ledger counts its attempts once."""
 
     pairs: list[tuple[Task, Domain]]
     backend: Backend
@@ -35,13 +39,14 @@ class CheckpointValidator:
     sampling: dict[str, Any] = field(default_factory=dict)
     limits: EpisodeLimits = field(default_factory=EpisodeLimits)
     concurrency: int = 256
+    reuse: dict[int, Path] = field(default_factory=dict)
 
     def __call__(self, model_dir: Path, step: int) -> dict[str, Any]:
         from groundstate.pipeline.runner import RunConfig, run
         from groundstate.records import read_records
         from groundstate.stats.metrics import compute
 
-        path = Path(self.out_dir) / VALIDATION_DIR / f"step-{step}.jsonl"
+        path = Path(self.reuse.get(step) or Path(self.out_dir) / VALIDATION_DIR / f"step-{step}.jsonl")
         cfg = RunConfig(agent=f"hf:{model_dir}", k=self.k, seed=self.seed, sampling=self.sampling, concurrency=self.concurrency, limits=self.limits)
         run(self.pairs, cfg, self.backend, path)
         records = read_records(path)

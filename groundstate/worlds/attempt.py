@@ -18,12 +18,13 @@ stopped.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
 import time
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +34,7 @@ from groundstate.agents.user_audit import UserSimulatorFault
 from groundstate.agents.user_cache import early_stop_fault, provoked_findings
 from groundstate.deadlines import GradingTimeout, bounded
 from groundstate.grading.judge import JudgeError
-from groundstate.state.base import Backend
+from groundstate.state.base import Backend, ForkUnsupported
 from groundstate.state.changes import ChangeSet
 from groundstate.tasks import Task, TaskFileError
 from groundstate.types import (
@@ -51,7 +52,7 @@ from groundstate.types import (
     Verdict,
     system_error,
 )
-from groundstate.worlds.episode import run_episode
+from groundstate.worlds.episode import Episode, run_episode
 
 
 def prepare_domains(domains: Iterable[Domain], backend: Backend) -> None:
@@ -100,6 +101,32 @@ def crashed(e: Exception) -> Verdict:
     """The system-error verdict of an attempt that `e` ended: its kind (`error_kind`), its message and where it arose."""
     verdict = system_error(f"{type(e).__name__}: {e}", error_kind(e))
     verdict.reasons.append(traceback.format_exc(limit=4))
+    return verdict
+
+
+def failed(e: Exception) -> Verdict:
+    """The system-error verdict of an attempt that `e` ended before its grading came back (called in the handler):
+    the golden replay out of its bound, an LLM user that broke its persona (the user's failure), anything else."""
+    if isinstance(e, GradingTimeout):  # the golden replay ran out of its bound (`SqlEnvironment.open`)
+        return system_error(str(e), "time_limit")
+    if isinstance(e, UserSimulatorFault):  # the LLM user broke its persona (`agents.user_audit`): not the agent's failure
+        verdict = system_error(str(e), "user_fault", e.kind)
+        if e.reply is not None:
+            verdict.reasons.append(f"the user's whole reply: {e.reply!r}")
+        return verdict
+    return crashed(e)
+
+
+def _user_notes(verdict: Verdict, user: UserSimulator | None) -> Verdict:
+    """The verdict with what the user's side says about the attempt: a user that walked away from an unfinished task
+    (its failure: a system error), and findings the agent's own messages provoked (graded as they stand)."""
+    early = early_stop_fault(user)
+    if early is not None and verdict.system_error is None:
+        if verdict.state_reward == 0:  # the user walked away from an unfinished task: its failure, not the agent's
+            verdict = system_error(f"{early}; the final state fails, so the task was left undone by the user", "user_fault", early.kind)
+        else:
+            verdict.reasons.append(f"the user ended the conversation when asked for a fact, after the task was done: {early.detail}")
+    verdict.reasons.extend(provoked_findings(user))  # graded as it stands: the agent's own message asked for it
     return verdict
 
 
@@ -165,25 +192,13 @@ async def play(
         timings["grade_s"] = time.perf_counter() - t0
         if keep_changes:
             changes = await env.changes()
-    except GradingTimeout as e:  # the golden replay ran out of its bound (`SqlEnvironment.open`)
-        verdict = system_error(str(e), "time_limit")
-    except UserSimulatorFault as e:  # the LLM user broke its persona (`agents.user_audit`): the user's failure, not the agent's
-        verdict = system_error(str(e), "user_fault", e.kind)
-        if e.reply is not None:
-            verdict.reasons.append(f"the user's whole reply: {e.reply!r}")
     except Exception as e:  # endpoint down, database gone, a bug: never the agent's failure
-        verdict = crashed(e)
+        verdict = failed(e)
     finally:
         if env is not None:
             with contextlib.suppress(Exception):  # a failed release must not hide the attempt's result
                 await env.close()
-    early = early_stop_fault(user)
-    if early is not None and verdict.system_error is None:
-        if verdict.state_reward == 0:  # the user walked away from an unfinished task: its failure, not the agent's
-            verdict = system_error(f"{early}; the final state fails, so the task was left undone by the user", "user_fault", early.kind)
-        else:
-            verdict.reasons.append(f"the user ended the conversation when asked for a fact, after the task was done: {early.detail}")
-    verdict.reasons.extend(provoked_findings(user))  # graded as it stands: the agent's own message asked for it
+    verdict = _user_notes(verdict, user)
     if blame and traj is not None and verdict.system_error is None and verdict.state_reward == 0:
         t0 = time.perf_counter()  # after the attempt's sandbox is released: the replay takes a fresh one
         try:
@@ -193,6 +208,94 @@ async def play(
         timings["blame_s"] = time.perf_counter() - t0
     timings["total_s"] = time.perf_counter() - started
     return Outcome(traj, verdict, timings, changes)
+
+
+@dataclass
+class Tree:
+    """The attempts of `play_tree`: `outcomes`, one per branch, each the outcome of one whole attempt (its trajectory
+    holds the shared prefix and its own continuation; its `total_s` counts its continuation and grading alone), and
+    `prefix`, the shared part as it stood at the branch point with `prefix_s`, the seconds it took (opening included).
+    `prefix` is None where there was no branch point: the attempt ended before it (`outcomes` then holds that one
+    attempt, played to its end and graded) or failed before it (every branch gets its system error)."""
+
+    outcomes: list[Outcome]
+    prefix: Trajectory | None = None
+    prefix_s: float = 0.0
+
+
+Brancher = Callable[[Agent, UserSimulator | None], tuple[Agent, UserSimulator | None]]
+
+
+async def play_tree(
+    task: Task,
+    domain: Domain,
+    agent: Agent,
+    user: UserSimulator | None,
+    branches: Brancher,
+    width: int,
+    branch_turn: int,
+    limits: EpisodeLimits = EpisodeLimits(),
+    *,
+    backend: Backend,
+    judge: Judge | None = None,
+) -> Tree:
+    """Attempts that share a prefix: `agent` and `user` play the task's first `branch_turn` agent turns once; the
+    environment is then forked (`Environment.fork`) into `width` copies and each continues on its own, with the agent
+    and user `branches(agent, user)` makes for it (each called once per branch, after the prefix: copies of the
+    prefix's agent and user in their state at the branch point), and is graded as one whole attempt. Every environment
+    is closed whatever happens.
+
+    A branch's verdict is what `play` gives the same attempt played straight through: the episode's limits count from
+    the attempt's start (`worlds.episode.Episode.branch`), grading and the user's notes are `play`'s. A failure of one
+    branch is its own system error; a failure before the branch point is every branch's. A world that cannot fork
+    raises `ForkUnsupported` (`groundstate.state.base`): a setting to change, not a verdict."""
+    if width < 1 or branch_turn < 1:
+        raise ValueError(f"need width >= 1 and branch_turn >= 1, got {width} and {branch_turn}")
+    started = time.perf_counter()
+    envs: list[Environment] = []
+    try:
+        try:
+            env = await domain.open_environment(task, backend, limits)
+            envs.append(env)
+            episode = Episode(env, agent, user, limits)
+            reason = await episode.run(pause_at=branch_turn)
+            if reason is not None:  # over before the branch point: one whole attempt
+                traj = episode.finish(reason)
+                verdict = await grade_bounded(env, traj, limits, judge)
+                return Tree([Outcome(traj, _user_notes(verdict, user), {"total_s": time.perf_counter() - started})])
+            prefix = episode.traj.fork()
+            for _ in range(width - 1):  # every fork is taken before any branch moves on; the last branch keeps `env`
+                envs.append(await env.fork())
+        except ForkUnsupported:
+            raise
+        except Exception as e:  # noqa: BLE001 - before the branch point: every branch's system error
+            verdict = failed(e)
+            return Tree([Outcome(None, verdict.model_copy(deep=True), {"total_s": time.perf_counter() - started}) for _ in range(width)])
+        prefix_s = time.perf_counter() - started
+        runs = [episode.branch(e, *branches(agent, user)) for e in [*envs[1:], envs[0]]]
+        outcomes = await asyncio.gather(*(_branch(r, limits, judge) for r in runs))
+        return Tree(list(outcomes), prefix, prefix_s)
+    finally:
+        for e in envs:
+            with contextlib.suppress(Exception):  # a failed release must not hide the attempts' results
+                await e.close()
+
+
+async def _branch(run: Episode, limits: EpisodeLimits, judge: Judge | None) -> Outcome:
+    """One branch of `play_tree` to its end, graded and closed (as `play` does after opening)."""
+    t0 = time.perf_counter()
+    traj: Trajectory | None = None
+    try:
+        reason = await run.run()
+        assert reason is not None  # only a pause returns None
+        traj = run.finish(reason)
+        verdict = await grade_bounded(run.env, traj, limits, judge)
+    except Exception as e:  # noqa: BLE001 - never the agent's failure
+        verdict = failed(e)
+    finally:
+        with contextlib.suppress(Exception):
+            await run.env.close()
+    return Outcome(traj, _user_notes(verdict, run.user), {"total_s": time.perf_counter() - t0})
 
 
 async def play_calls(

@@ -97,37 +97,65 @@ async def run_episode(env: Environment, agent: Agent, user: UserSimulator | None
     Raises `EpisodeHang` when a tool or the user simulator hangs, and whatever else the environment raises for
     what is not the agent's doing (see the module docstring).
     """
-    episode = _Episode(env, agent, user, limits)
-    episode.traj.finish_reason = await episode.run()
-    episode.traj.seconds = time.perf_counter() - episode.start
-    return episode.traj
+    episode = Episode(env, agent, user, limits)
+    reason = await episode.run()
+    assert reason is not None  # only a pause returns None
+    return episode.finish(reason)
 
 
-class _Episode:
+class Episode:
     """One running attempt: its trajectory (whose `messages` are the conversation sent to the agent and the user), the
-    limits it runs under, and the tool calls executed so far."""
+    limits it runs under, and the tool calls executed so far.
 
-    def __init__(self, env: Environment, agent: Agent, user: UserSimulator | None, limits: EpisodeLimits):
-        self.env, self.agent, self.user = env, agent, user
+    `run()` plays it to its end (`run_episode`); `run(pause_at=n)` stops it before the agent's turn n + 1 instead, and
+    `branch` continues a paused episode on a fork of its environment (`Environment.fork`), with its own agent and user:
+    the continuation is the same attempt from there on, limits included (its turns, tool calls and clock count from the
+    attempt's start), so a branch's trajectory and verdict are those of one attempt played straight through."""
+
+    def __init__(
+        self,
+        env: Environment,
+        agent: Agent,
+        user: UserSimulator | None,
+        limits: EpisodeLimits,
+        traj: Trajectory | None = None,
+        calls_made: int = 0,
+        elapsed: float = 0.0,
+    ):
+        self.env, self.agent, self.user, self.limits = env, agent, user, limits
         self.max_turns, self.max_tool_calls = limits.turns_for(env.task), limits.tool_calls_for(env.task)
         self.timeout, self.max_result_chars, self.max_tokens = limits.timeout, limits.max_result_chars, limits.max_tokens
         self.tools = env.tool_schemas()
-        self.traj = Trajectory(messages=env.initial_messages())
+        self.traj = traj if traj is not None else Trajectory(messages=env.initial_messages())
         self.messages = self.traj.messages  # the conversation, appended to in place
-        self.start = time.perf_counter()
+        self.start = time.perf_counter() - elapsed
         self.deadline = self.start + self.timeout if self.timeout is not None else None
-        self.calls_made = 0
+        self.calls_made = calls_made
+
+    def branch(self, env: Environment, agent: Agent, user: UserSimulator | None) -> Episode:
+        """A continuation of this paused episode on `env` (a fork of its environment, or the environment itself for
+        one of them), with a copy of its trajectory and its counts: independent of this one and of other branches."""
+        return Episode(env, agent, user, self.limits, self.traj.fork(), self.calls_made, time.perf_counter() - self.start)
+
+    def finish(self, reason: str) -> Trajectory:
+        """The trajectory of the ended episode, with its finish reason and duration."""
+        self.traj.finish_reason = reason
+        self.traj.seconds = time.perf_counter() - self.start
+        return self.traj
 
     def expired(self) -> bool:
         return self.deadline is not None and time.perf_counter() >= self.deadline
 
-    async def run(self) -> str:
-        """Turns until one of them ends the attempt; returns the finish reason (`FINISH_REASONS`)."""
+    async def run(self, pause_at: int | None = None) -> str | None:
+        """Turns until one of them ends the attempt; returns the finish reason (`FINISH_REASONS`). With `pause_at`,
+        returns None instead once `pause_at` agent turns are done and the attempt goes on with the agent's next turn."""
         while True:
             if self.traj.turns >= self.max_turns:
                 return "max_turns"
             if self.expired():
                 return "timeout"
+            if pause_at is not None and self.traj.turns >= pause_at:
+                return None
             turn = await self.act()
             if turn is None:  # the agent ran out of time: its failure, graded on the state reached
                 return "timeout"

@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -71,7 +72,10 @@ def test_reduced_quickstart_writes_every_artefact_and_a_log_of_its_stages_only(t
     curve = read_curve(tmp_path / "grpo")
     assert ledger.training.rollouts == sum(s.rollouts for s in curve.steps) > 0 and len(curve.steps) == 2
     assert [v.step for v in curve.validation] == [0, 1, 2]  # the base and each checkpoint (save_steps = 1 here)
-    evaluated = [tmp_path / "eval" / "base_val.jsonl", tmp_path / "eval" / "trained_val.jsonl", *(v.file for v in curve.validation)]
+    assert all(v.error is None for v in curve.validation)
+    # step 0 is the base's evaluation itself (the same model, tasks and seed), not run a second time nor counted twice
+    assert curve.validation[0].file == str(tmp_path / "eval" / "base_val.jsonl") and not (tmp_path / "grpo" / "validation" / "step-0.jsonl").exists()
+    evaluated = {tmp_path / "eval" / "base_val.jsonl", tmp_path / "eval" / "trained_val.jsonl", *(Path(v.file) for v in curve.validation)}
     assert ledger.evaluation.rollouts == sum(len(read_records(f)) for f in evaluated)
     assert summary["paths"]["ledger"] == str(tmp_path / "ledger.json") and "informative share" in summary["training_summary"]
     assert summary["training_summary"] in " ".join(r.stdout.split()) or summary["training_summary"][:60] in r.stdout

@@ -136,7 +136,7 @@ def test_a_fork_of_a_fork_and_its_release(backend, shop):
     else:
         assert backend.in_use == 0 and backend.forked >= 2
         # a forked sandbox (and the one it was forked from) no longer equals its template: dropped, never pooled
-        assert backend.sandbox_databases() == [c.dbname for c in backend._idle.values()]
+        assert backend.sandbox_databases() == sorted(c.dbname for c in backend._idle.values())
         assert all(not c.committed for c in backend._idle.values())
 
 
@@ -216,6 +216,71 @@ def test_a_fork_in_the_middle_of_a_transaction_is_refused(backend, shop):
     with stranger.open(stranger.prepare(shop)) as other, pytest.raises(ValueError, match="the backend that opened it"):
         backend.fork(other)
     assert backend.in_use == 0
+
+
+def test_a_fork_with_every_slot_held_is_refused_instead_of_waiting_forever(pg_backend, shop):
+    """A fork takes a second slot while its caller holds one: waiting for it could deadlock a full pool (every holder
+    waiting for another's slot), so a full pool refuses the fork and the source goes on."""
+    from groundstate.state.postgres import PoolExhausted
+
+    backend = PostgresBackend(pg_backend.dsn, max_open=1)
+    try:
+        with backend.open(backend.prepare(shop, multi(shop).patch)) as sandbox:
+            sandbox.connection.execute("UPDATE customers SET tier = 'gold' WHERE id = 3")
+            with pytest.raises(PoolExhausted, match="cannot be forked"):
+                backend.fork(sandbox)
+            assert sandbox.connection.scalar("SELECT tier FROM customers WHERE id = 3") == "gold" and backend.in_use == 1
+        assert backend.in_use == 0
+    finally:
+        backend.close()
+
+
+def test_two_forks_of_one_sandbox_at_once_are_both_whole(pg_backend, shop):
+    """Each fork closes and reopens its source's connection: two at once take turns, and both copy its state."""
+    task = multi(shop)
+
+    async def main():
+        env = await SqlEnvironment.open(task, shop, pg_backend)
+        forks = []
+        try:
+            await _play(env, CALLS[:3])
+            forks = list(await asyncio.gather(env.fork(), env.fork()))
+            want = rows(env.sandbox, shop)
+            assert [rows(f.sandbox, shop) for f in forks] == [want, want]
+            await _play(env, CALLS[3:4])  # the source goes on
+        finally:
+            for e in (env, *forks):
+                await e.close()
+
+    asyncio.run(main())
+    assert pg_backend.in_use == 0
+
+
+def test_a_source_whose_writes_cannot_be_committed_is_lost_not_reverted(pg_backend, shop):
+    """A fork commits its source's writes first; where that fails (a deferred constraint of the attempt's own
+    transaction), the writes are gone with it, so the source is closed: its next tool call is `SandboxLost`, a system
+    error, never a tool result from a state the agent did not leave."""
+    from groundstate.types import SandboxLost
+
+    task = multi(shop)
+
+    async def main():
+        env = await SqlEnvironment.open(task, shop, pg_backend)
+        try:
+            await _play(env, CALLS[:3])
+            raw = env.sandbox.connection.raw
+            raw.execute("CREATE TEMP TABLE p (id int PRIMARY KEY)")
+            raw.execute("CREATE TEMP TABLE c (pid int REFERENCES p DEFERRABLE INITIALLY DEFERRED)")
+            raw.execute("INSERT INTO c VALUES (1)")  # violates its reference, checked at COMMIT
+            with pytest.raises(psycopg.Error):
+                await env.fork()
+            with pytest.raises(SandboxLost):
+                await env.call_tool("find_customer", {"email": "c3@example.com"})
+        finally:
+            await env.close()
+
+    asyncio.run(main())
+    assert pg_backend.in_use == 0 and pg_backend.sandbox_databases() == sorted(c.dbname for c in pg_backend._idle.values())
 
 
 def test_what_cannot_fork_says_so_naming_itself():

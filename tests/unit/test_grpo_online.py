@@ -138,3 +138,25 @@ def test_without_an_online_sampler_next_tasks_is_uniform_without_replacement(sho
     assert len(picks) == 7 and all(picks.count(t.id) >= 2 for t in shop.tasks)  # repeats only once the pool is used up
     with pytest.raises(ValueError, match="group size"):
         GroupSampler(pool, None, None, G, online=OnlineSampler([t.id for t in shop.tasks], G + 1))
+
+
+def test_an_unjudged_rollout_drops_its_group_and_a_kept_one_is_never_trained_on(shop, monkeypatch):
+    """A rubric task graded without a judge has reward None and no system error. A group {1, 0, None, 1} is not
+    informative (its scored rollouts alone are a biased sample of the task): it is wasted as `unjudged`, refilled,
+    and where refill ran out kept with every reward None (TRL's unscorable: advantage 0), its 1 and 0 included."""
+    pool = [(t, shop) for t in shop.tasks]
+    scripted_rewards = {"shop-refuse": [1.0, 0.0, None, 1.0], "shop-cancel": [1.0, 0.0, 1.0, 0.0]}
+    seen = {t: 0 for t in scripted_rewards}
+
+    async def scripted(task, domain, policy, backend, user_spec, limits):
+        r = scripted_rewards[task.id][seen[task.id] % G]
+        seen[task.id] += 1
+        return Rollout(task.id, r, None, [1], [2], [1], [-0.1])
+
+    monkeypatch.setattr(grpo, "rollout", scripted)
+    sampler = GroupSampler(pool, None, None, G, refill_ratio=0.0)
+    groups, stats = asyncio.run(sampler.step([pool[1], pool[0]]))  # shop-refuse, shop-cancel
+    assert [grpo.waste_reason(g) for g in groups] == ["unjudged", None]
+    assert (stats.unjudged_groups, stats.kept_uninformative, stats.informative) == (1, 1, 1)
+    assert (stats.wasted, stats.wasted_unjudged, stats.wasted_all_fail) == (G, G, 0)
+    assert grpo.trained_rewards(groups) == [None] * G + [1.0, 0.0, 1.0, 0.0]

@@ -31,7 +31,8 @@ def _results(path, pairs, agent, k, tokens):
 @pytest.fixture
 def training(shop, tmp_path, monkeypatch):
     """Three steps of two tasks × G: shop-refuse always passes (all-pass), shop-multi fails (all-fail), shop-cancel is
-    mixed, and one rollout of the third step is a system error; refills within the bound. Rows as the engine writes."""
+    mixed; the first rollout of the third step is a system error and its sixth is unjudged (a rubric task without a
+    judge: reward None, no error); refills within the bound. Rows as the engine writes."""
     pool = [(t, shop) for t in shop.tasks]
     ran, at = [], {"step": 0, "first": 0}
 
@@ -39,7 +40,8 @@ def training(shop, tmp_path, monkeypatch):
         n = len(ran)
         ran.append(task.id)
         error = "sandbox gone" if at["step"] == 3 and n == at["first"] else None  # the first rollout of the third step
-        reward = None if error else {"shop-refuse": 1.0, "shop-multi": 0.0}.get(task.id, float(n % 2))
+        unjudged = at["step"] == 3 and n == at["first"] + 5
+        reward = None if error or unjudged else {"shop-refuse": 1.0, "shop-multi": 0.0}.get(task.id, float(n % 2))
         return Rollout(task.id, reward, error, [1] * 5, [2] * 7, [1] * 3 + [0] * 4, [-0.1] * 7, input_tokens=10 + n, output_tokens=3, seconds=0.5)
 
     monkeypatch.setattr(grpo, "rollout", scripted)
@@ -143,3 +145,61 @@ def test_validation_at_checkpoints_is_the_trl_engines():
     assert TrainJob(model="m", train="t").val_checkpoints is False  # opt-in: a second copy of the model per checkpoint
     with pytest.raises(TrainRefused, match="val_checkpoints is for --engine trl"):
         _check_specs(TrainJob(model="m", train="t", engine="verl", val_checkpoints=True))
+
+
+def test_a_torn_last_line_is_cut_before_the_next_row_and_any_other_bad_line_is_named(tmp_path):
+    from groundstate.train.ledger import MetricsFileError, append_row, metrics_rows
+
+    path = tmp_path / "metrics.jsonl"
+    append_row(path, {"kind": "step", "step": 1, "seconds": 1.0})
+    with path.open("a") as f:
+        f.write('{"kind": "step", "step": 2, "sec')  # a run killed mid-write
+    assert [r["step"] for r in metrics_rows(tmp_path)] == [1]  # read: the torn tail is skipped
+    append_row(path, {"kind": "step", "step": 2, "seconds": 2.0})  # the resumed run's row stands on its own line
+    assert [r["step"] for r in metrics_rows(tmp_path)] == [1, 2] and path.read_text().count("\n") == 2
+    for bad, why in (("{oops", "not JSON"), ("[1, 2]", "a kind and an integer step"), ('{"kind": "step", "step": "3"}', "integer step")):
+        path.write_text(f'{{"kind": "step", "step": 1}}\n{bad}\n{{"kind": "step", "step": 2}}\n')
+        with pytest.raises(MetricsFileError, match=rf"{path}:2: .*{why}"):
+            metrics_rows(tmp_path)
+
+
+def test_a_checkpoint_validation_that_fails_is_a_row_with_its_error_and_training_goes_on(shop, tmp_path):
+    from types import SimpleNamespace
+
+    from groundstate.train.ledger import metrics_rows
+    from groundstate.train.trl_engine import _metrics_logger
+
+    def broken(model_dir, step):
+        raise RuntimeError("out of memory loading the checkpoint")
+
+    logger = _metrics_logger(object, tmp_path / "metrics.jsonl", str(tmp_path / "base"), None, None, broken)
+    logger.on_train_begin(None, SimpleNamespace(global_step=0), None)  # raises nothing
+    rows = metrics_rows(tmp_path)
+    assert len(rows) == 1 and rows[0]["kind"] == "validation" and rows[0]["pass_at_1"] is None
+    assert rows[0]["error"] == "RuntimeError: out of memory loading the checkpoint"
+    assert read_curve(tmp_path).validation[0].error == rows[0]["error"]
+    logger.on_train_begin(None, SimpleNamespace(global_step=0), None)  # a step already validated is not run again
+    assert len(metrics_rows(tmp_path)) == 1
+    recs = _results(tmp_path / "eval.jsonl", [(t, shop) for t in shop.tasks], "scripted:gold", 1, 10)
+    page = render(recs, "t", training=tmp_path)
+    assert "validation failed at step 0 (RuntimeError: out of memory loading the checkpoint)" in page  # the gap is said
+
+
+def test_the_report_command_draws_a_training_folder_and_refuses_what_is_not_one(shop, tmp_path, training):
+    from typer.testing import CliRunner
+
+    from groundstate.cli import app
+
+    train_dir, _ = training
+    _results(tmp_path / "eval.jsonl", [(t, shop) for t in shop.tasks], "scripted:gold", 1, 10)
+    ledger = write_ledger(build_ledger([], train_dir, [tmp_path / "eval.jsonl"]), tmp_path / "ledger.json")
+    runner = CliRunner()
+    out = tmp_path / "r.html"
+    r = runner.invoke(app, ["report", str(tmp_path / "eval.jsonl"), "--out", str(out), "--training", str(train_dir), "--ledger", str(ledger)])
+    assert r.exit_code == 0, r.output
+    assert "id='curve'" in out.read_text() and "id='ledger'" in out.read_text() and str(out) in r.output
+    r = runner.invoke(app, ["report", str(tmp_path / "eval.jsonl"), "--training", str(tmp_path / "no-such-run")])
+    assert r.exit_code == 2 and "does not exist" in r.output  # a typo is refused, not a report without its curve
+    (tmp_path / "empty").mkdir()
+    r = runner.invoke(app, ["report", str(tmp_path / "eval.jsonl"), "--training", str(tmp_path / "empty")])
+    assert r.exit_code == 1 and "no metrics.jsonl" in r.output

@@ -39,6 +39,7 @@ def test_each_clean_rollout_counts_and_a_system_error_is_not_a_zero():
     assert s.to_json()["tasks"]["t0"]["last_seen"] == 1 and s.to_json()["tasks"]["t1"]["last_seen"] is None
 
 
+@pytest.mark.filterwarnings("ignore:with groups of 4 and forget 0.5")  # said, and meant here: small evidence
 def test_forgetting_shrinks_the_evidence_above_the_prior_at_each_update():
     s = OnlineSampler(IDS, 4, probe={"t0": (4, 4)}, config=OnlineConfig(forget=0.5))
     s.observe("t0", [0.0] * 4)
@@ -192,3 +193,102 @@ def test_on_a_drifting_policy_the_sampler_keeps_a_larger_informative_share_than_
         retired = [i for i, t in enumerate(ids) if s.retired[s.index[t]]]
         assert retired and all(p[i] > 0.8 for i in retired)  # what it retired, the policy has outgrown
     assert np.mean(online) >= np.mean(uniform) + 0.06, (online, uniform)
+
+
+# -- hostile and careless input (#34 review) -----------------------------------------------------------------------
+
+
+def test_a_group_of_system_errors_forgets_nothing_and_is_not_a_visit():
+    """An outage is no evidence: a mastered task's posterior must not decay toward the prior through groups that were
+    all system errors (which would un-retire it), nor count as the visit that ends a rest."""
+    s = OnlineSampler(IDS, 8, probe={"t0": (40, 40)})
+    before = s.posterior("t0")
+    assert s.retired[s.index["t0"]]
+    for _ in range(5):
+        s.open_step()
+        s.observe("t0", [None] * 8)
+    assert s.posterior("t0") == before and s.retired[s.index["t0"]] and s.to_json()["tasks"]["t0"]["last_seen"] is None
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (lambda st: st["tasks"]["t0"].update(a=float("nan")), "tasks.t0.a"),
+        (lambda st: st["tasks"]["t0"].update(b=-1.0), "tasks.t0.b"),
+        (lambda st: st["tasks"]["t0"].update(last_seen="x"), "tasks.t0.last_seen"),
+        (lambda st: st["tasks"]["t0"].update(last_seen=99), "tasks.t0.last_seen"),
+        (lambda st: st["tasks"]["t0"].pop("b"), "tasks.t0.b"),
+        (lambda st: st["config"].update(sharpnes=2.0), "config"),
+        (lambda st: st["config"].update(forget=2.0), "config"),
+        (lambda st: st.update(group_size=1), "group_size"),
+        (lambda st: st.update(step=-1), "step"),
+        (lambda st: st.update(version=2), "version"),
+        (lambda st: st.pop("tasks"), "tasks"),
+    ],
+)
+def test_a_damaged_state_is_refused_naming_the_file_and_field(tmp_path, change, field):
+    from groundstate.train.online import SamplerStateError
+
+    s = OnlineSampler(IDS, 8)
+    s.next_tasks(3)
+    s.observe("t0", [1.0] * 8)
+    state = s.to_json()
+    change(state)
+    path = tmp_path / "online_sampler.json"
+    path.write_text(json.dumps(state))
+    with pytest.raises(SamplerStateError, match=rf"{path}: {field}"):
+        OnlineSampler.load(path, IDS)
+
+
+def test_a_torn_or_foreign_state_file_is_refused_naming_it(tmp_path):
+    from groundstate.train.online import SamplerStateError
+
+    path = tmp_path / "online_sampler.json"
+    s = OnlineSampler(IDS, 8)
+    s.save(path)
+    assert OnlineSampler.load(path, IDS).to_json() == s.to_json()
+    path.write_text(path.read_text()[:40])  # a crash mid-write of an older version's plain write
+    with pytest.raises(SamplerStateError, match=f"{path}: cannot read"):
+        OnlineSampler.load(path)
+    path.write_text("[1, 2]")
+    with pytest.raises(SamplerStateError, match="expected a JSON object"):
+        OnlineSampler.load(path)
+    assert [p.name for p in tmp_path.iterdir()] == ["online_sampler.json"]  # save leaves no temporary file behind
+
+
+def test_the_engine_resumes_the_sampler_from_the_checkpoint_trl_resumes_from(tmp_path):
+    """TRL resumes from the latest checkpoint-N: the sampler must come from that one, or the run is refused — never
+    from an older checkpoint's state while the model resumes from a newer one, and never of another group size."""
+    from groundstate.train.online import SamplerStateError
+    from groundstate.train.trl_engine import ONLINE_STATE, TrainConfig, online_sampler
+
+    pairs = [(type("T", (), {"id": t})(), None) for t in IDS]
+    cfg = TrainConfig(group_size=8, sampling="online")
+    fresh = online_sampler(cfg, pairs, tmp_path, {"t0": (4, 4)})
+    assert fresh is not None and fresh.posterior("t0") == (4.5, 0.5)
+    (tmp_path / "checkpoint-2").mkdir()
+    fresh.step = 2
+    fresh.save(tmp_path / "checkpoint-2" / ONLINE_STATE)
+    assert online_sampler(cfg, pairs, tmp_path, None).to_json() == fresh.to_json()
+    (tmp_path / "checkpoint-10").mkdir()  # newer, and without a state
+    with pytest.raises(SamplerStateError, match=r"checkpoint-10/online_sampler.json: missing"):
+        online_sampler(cfg, pairs, tmp_path, None)
+    fresh.save(tmp_path / "checkpoint-10" / ONLINE_STATE)
+    with pytest.raises(SamplerStateError, match="group_size: the state is of groups of 8, this run's are of 4"):
+        online_sampler(TrainConfig(group_size=4, sampling="online"), pairs, tmp_path, None)
+
+
+@pytest.mark.parametrize(
+    "line",
+    ['{"task_id": "t0", "clean_runs": 2, "successes": 3}', '{"task_id": "t0", "clean_runs": "4", "successes": 1}', "[1]", "{not json"],
+)
+def test_bad_probe_rows_are_refused_naming_file_and_line(tmp_path, line):
+    path = tmp_path / "selection.jsonl"
+    path.write_text('{"task_id": "t1", "clean_runs": 4, "successes": 1}\n' + line + "\n")
+    with pytest.raises(ValueError, match=rf"{path}:2: "):
+        probe_counts(path)
+
+
+def test_a_setting_under_which_training_can_never_retire_a_task_is_said():
+    with pytest.warns(UserWarning, match="too few to retire"):
+        OnlineSampler(IDS, 2)  # G / (1 - λ) = 10 rollouts at most: P(p > 0.9) stays below 0.9

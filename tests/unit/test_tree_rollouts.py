@@ -1,0 +1,156 @@
+"""Tree rollouts (#34 item 2): a GRPO group whose G rollouts share a prefix sampled once and branch on forks of its
+environment. Each branch is graded as its whole attempt, its prompt is the shared prefix and its completion its own
+continuation, the prefix is counted once, and the same seed gives the same group whatever ran beside it. The model is
+real (a tiny random Qwen2); its first turn is forced to a tool call so that there is a branch point."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from groundstate.agents.local import PROMPT_FLAGS, BatchedPolicy, SamplingParams  # noqa: E402
+from groundstate.agents.scripted import ScriptedUser  # noqa: E402
+from groundstate.agents.toolcall_format import render_tool_call  # noqa: E402
+from groundstate.state.sqlite import SqliteBackend  # noqa: E402
+from groundstate.train.grpo import GroupSampler, StepStats, tree_group  # noqa: E402
+from groundstate.train.tiny import domain_corpus, save_tiny  # noqa: E402
+from groundstate.types import EpisodeLimits  # noqa: E402
+from groundstate.worlds.attempt import play  # noqa: E402
+from groundstate.worlds.domain import Domain  # noqa: E402
+
+SHOP = Path(__file__).parents[1] / "fixtures" / "shop"
+G = 4
+LIMITS = EpisodeLimits(max_turns=3)
+
+
+class FirstTurnCalls(BatchedPolicy):
+    """Real sampling, except that an episode's first turn is the gold call of shop-cancel (a write)."""
+
+    def _generate_batch(self, batch, generators=None):
+        eos = self.tok.eos_token_id
+        sampled = super()._generate_batch(batch, generators)
+        out = []
+        for ids, res in zip(batch, sampled, strict=True):
+            if "<tool_response>" in self.tok.decode(ids):
+                out.append(res)
+            else:
+                seq = self.codec.encode(render_tool_call("cancel_order", {"order_id": 1})) + [eos]
+                out.append((seq, [-0.25] * len(seq), True))
+        return out
+
+
+@pytest.fixture(scope="module")
+def shop():
+    return Domain(SHOP)
+
+
+@pytest.fixture(scope="module")
+def model_dir(shop, tmp_path_factory):
+    d = tmp_path_factory.mktemp("tiny")
+    save_tiny(d, domain_corpus(shop, repeat=1), vocab_size=400, hidden=32, layers=1, heads=2, kv_heads=1, ffn=64)
+    (d / PROMPT_FLAGS).write_text(json.dumps({"tools_in_prompt": False, "system_in_prompt": False}))
+    return d
+
+
+def _policy(model_dir, seed=0):
+    return FirstTurnCalls.from_pretrained(str(model_dir), SamplingParams(temperature=1.0, max_new_tokens=12, max_context=256), seed=seed)
+
+
+def test_a_tree_group_shares_its_prefix_and_grades_each_branch_as_its_whole_attempt(shop, model_dir):
+    task = shop.task("shop-cancel")
+    backend = SqliteBackend()
+    group = asyncio.run(tree_group(task, shop, _policy(model_dir), backend, G, 1, LIMITS))
+    assert len(group) == G and backend.in_use == 0
+    prompts = {tuple(r.prompt_ids) for r in group}
+    assert len(prompts) == 1  # one shared prefix: the prompt and the first turn's call
+    flat_prompt = _policy(model_dir).codec.prompt_ids([{"role": "user", "content": task.instruction}], [])
+    assert len(next(iter(prompts))) > len(flat_prompt)
+    for r in group:  # every branch made the prefix's call, then its own continuation, and the call's write passes
+        assert r.tool_calls[0].name == "cancel_order" and r.system_error is None and r.reward == 1.0
+        assert len(r.completion_ids) == len(r.env_mask) == len(r.logprobs) and r.env_mask[0] == 0  # starts with the tool's answer
+    assert len({tuple(r.completion_ids) for r in group}) > 1  # branches sample their own continuations
+    # the prefix's tokens and time are counted once, in the first rollout
+    assert group[0].output_tokens > max(r.output_tokens for r in group[1:]) - 1 and group[0].seconds > 0
+
+
+def test_each_branch_is_what_play_gives_its_attempt_straight_through(shop, model_dir):
+    """Replaying a branch's own decisions as one attempt from the start gives the branch's verdict and tool calls."""
+    task = shop.task("shop-cancel")
+    group = asyncio.run(tree_group(task, shop, _policy(model_dir), SqliteBackend(), G, 1, LIMITS))
+
+    class Replay(FirstTurnCalls):
+        """Forced to one branch's continuation: its sampled segments, in order."""
+
+        def __init__(self, *a, segments, **kw):
+            super().__init__(*a, **kw)
+            self.segments = list(segments)
+
+        def _generate_batch(self, batch, generators=None):
+            return [self.segments.pop(0) for _ in batch]
+
+    ref = _policy(model_dir)
+    eos = ref.tok.eos_token_id
+    first = ref.codec.encode(render_tool_call("cancel_order", {"order_id": 1})) + [eos]
+    for r in group:
+        segments, cur = [first], []  # what the policy sampled: the prefix's call, then each run of the branch's own tokens
+        for tok, m in zip(r.completion_ids, r.env_mask, strict=True):
+            if m:
+                cur.append(tok)
+            elif cur:
+                segments.append(cur)
+                cur = []
+        if cur:
+            segments.append(cur)
+        replay = Replay.from_pretrained(
+            str(model_dir), SamplingParams(max_new_tokens=12, max_context=256), segments=[(s, [0.0] * len(s), s[-1] == eos) for s in segments]
+        )
+        out = asyncio.run(play(task, shop, replay.agent(), ScriptedUser(task.user.script), LIMITS, backend=SqliteBackend()))
+        assert out.verdict.reward == r.reward and [c.name for c in out.trajectory.tool_calls] == [c.name for c in r.tool_calls]
+        assert out.trajectory.finish_reason == r.finish_reason and replay.segments == []
+
+
+def test_the_same_seed_gives_the_same_tree_group_whatever_runs_beside_it(shop, model_dir):
+    task = shop.task("shop-cancel")
+
+    async def alone():
+        return await tree_group(task, shop, _policy(model_dir, seed=7), SqliteBackend(), G, 1, LIMITS)
+
+    async def beside():  # another policy's groups decode in the same passes... of their own policy: and ours first
+        p = _policy(model_dir, seed=7)
+        mine, _ = await asyncio.gather(
+            tree_group(task, shop, p, SqliteBackend(), G, 1, LIMITS), tree_group(shop.task("shop-refuse"), shop, p, SqliteBackend(), G, 1, LIMITS)
+        )
+        return mine
+
+    a, b = asyncio.run(alone()), asyncio.run(beside())
+    assert [(r.prompt_ids, r.completion_ids, r.reward) for r in a] == [(r.prompt_ids, r.completion_ids, r.reward) for r in b]
+
+
+def test_an_episode_over_before_the_branch_point_makes_a_flat_group(shop, model_dir):
+    """Branch after 3 turns with max_turns 3: no branch point; the group is G whole attempts."""
+    task = shop.task("shop-cancel")
+    backend = SqliteBackend()
+    group = asyncio.run(tree_group(task, shop, _policy(model_dir), backend, G, 3, LIMITS))
+    assert len(group) == G and backend.in_use == 0
+    assert all(r.system_error is None and r.tool_calls[0].name == "cancel_order" for r in group)
+    flat_prompt = _policy(model_dir).codec.prompt_ids([{"role": "user", "content": task.instruction}], [])
+    assert {tuple(r.prompt_ids) for r in group} == {tuple(flat_prompt)}  # nothing shared: each prompt is the task's own
+    assert all(r.finish_reason in ("user_done", "max_turns") for r in group)
+
+
+def test_the_group_sampler_runs_tree_groups_and_counts_them(shop, model_dir):
+    pool = [(t, shop) for t in shop.tasks]
+    sampler = GroupSampler(pool, _policy(model_dir), SqliteBackend(), G, refill_ratio=0.0, limits=LIMITS, shape="tree", branch_turn=1)
+    groups, stats = asyncio.run(sampler.step([pool[0], pool[1]]))
+    assert isinstance(stats, StepStats) and stats.rollouts == 2 * G and len(groups) == 2
+    assert all(len({tuple(r.prompt_ids) for r in g}) == 1 for g in groups)
+    with pytest.raises(ValueError, match="LLM user cannot be forked"):
+        GroupSampler(pool, None, None, G, user_spec="openai:m@http://127.0.0.1:1/v1", shape="tree")
+    with pytest.raises(ValueError, match="shape must be flat or tree"):
+        GroupSampler(pool, None, None, G, shape="bush")
