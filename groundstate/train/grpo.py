@@ -34,6 +34,7 @@ from groundstate.agents import ScriptedUser, make_user
 from groundstate.agents.local import BatchedPolicy, EpisodeAgent
 from groundstate.specs import UserSpec, parse_user
 from groundstate.state.base import Backend
+from groundstate.state.postgres import PostgresBackend
 from groundstate.tasks import Task
 from groundstate.train.ledger import WASTE_REASONS
 from groundstate.train.online import OnlineSampler
@@ -294,6 +295,8 @@ class GroupSampler:
 
     async def _groups(self, tasks: list[tuple[Task, Domain]]) -> list[list[Rollout]]:
         if self.shape == "tree":
+            if isinstance(self.backend, PostgresBackend):  # every branch holds a sandbox at once, and a fork never waits for one
+                await asyncio.to_thread(self.backend.reserve, len(tasks) * (self.G + 1))  # (+1: each open's golden replay)
             groups = list(
                 await asyncio.gather(*(tree_group(t, d, self.policy, self.backend, self.G, self.branch_turn, self.limits) for t, d in tasks))
             )

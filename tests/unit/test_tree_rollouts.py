@@ -154,3 +154,19 @@ def test_the_group_sampler_runs_tree_groups_and_counts_them(shop, model_dir):
         GroupSampler(pool, None, None, G, user_spec="openai:m@http://127.0.0.1:1/v1", shape="tree")
     with pytest.raises(ValueError, match="shape must be flat or tree"):
         GroupSampler(pool, None, None, G, shape="bush")
+
+
+def test_tree_groups_on_postgres_make_room_for_every_branch(shop, model_dir, pg_backend):
+    """Each branch holds a sandbox while the group runs and a fork never waits for a slot: the sampler makes room for
+    every branch of the step's groups first, so a pool smaller than that trains instead of failing its groups."""
+    from groundstate.state.postgres import PostgresBackend
+
+    backend = PostgresBackend(pg_backend.dsn, max_open=2)
+    try:
+        pool = [(t, shop) for t in shop.tasks]
+        sampler = GroupSampler(pool, _policy(model_dir), backend, G, refill_ratio=0.0, limits=LIMITS, shape="tree", branch_turn=1)
+        groups, stats = asyncio.run(sampler.step([pool[0], pool[1]]))
+        assert stats.system_error_groups == 0 and all(r.system_error is None for g in groups for r in g)
+        assert backend.max_open >= 2 * (G + 1) and backend.in_use == 0
+    finally:
+        backend.close()
