@@ -97,20 +97,22 @@ async def rollout(
 
 def _rollout(task_id: str, agent: EpisodeAgent, out: Outcome, shared: int = 0, prefix: Usage | None = None, seconds: float | None = None) -> Rollout:
     """The rollout of one played attempt. In a tree group the first `shared` tokens of the agent's completion are the
-    group's shared prefix: they join the prompt (sampled once, they are the context the branches differ from), and
-    `prefix`'s usage, counted once by the group, is taken off this attempt's; `seconds` replaces the attempt's own."""
+    group's shared prefix: they stay in the completion, masked (`env_mask` 0: sampled once, they are the context the
+    branches differ from, and no branch is trained on them), so a rollout's prompt is its task's and its sequence no
+    longer than one attempt's. `prefix`, the prefix's usage, is taken off this attempt's (the group counts it once);
+    `seconds` replaces the attempt's own."""
     v, traj = out.verdict, out.trajectory
-    prompt = agent.prompt_ids + agent.completion_ids[:shared]
-    tokens = (agent.completion_ids[shared:], agent.env_mask[shared:], agent.logprobs[shared:])
+    mask = [0] * min(shared, len(agent.env_mask)) + agent.env_mask[shared:]
+    tokens = (agent.completion_ids, mask, agent.logprobs)
     spent = {
         "input_tokens": traj.usage.input_tokens - (prefix.input_tokens if prefix else 0) if traj is not None else 0,
         "output_tokens": traj.usage.output_tokens - (prefix.output_tokens if prefix else 0) if traj is not None else 0,
         "seconds": out.timings.get("total_s", 0.0) if seconds is None else seconds,
     }
     if v.system_error is not None or traj is None:  # infrastructure failure: a system error, never a 0
-        return Rollout(task_id, None, v.system_error or "no trajectory", prompt, *tokens, **spent)
+        return Rollout(task_id, None, v.system_error or "no trajectory", agent.prompt_ids, *tokens, **spent)
     reward = None if v.reward is None else float(v.reward)
-    return Rollout(task_id, reward, None, prompt, *tokens, traj.tool_calls, traj.finish_reason, agent.truncated, **spent)
+    return Rollout(task_id, reward, None, agent.prompt_ids, *tokens, traj.tool_calls, traj.finish_reason, agent.truncated, **spent)
 
 
 async def tree_group(
@@ -119,16 +121,18 @@ async def tree_group(
     """A group of G rollouts that share their first `branch_turn` agent turns (`worlds.attempt.play_tree`): the prefix is
     sampled once, the environment forked at its end, and each branch samples its continuation from its own random
     stream; each is graded as one whole attempt, and its advantage is relative to the group, which shares the branch
-    point. A rollout's prompt is the shared prefix; its completion is its own continuation. The prefix's tokens and
-    seconds are counted once, in the first rollout. An episode that ends before the branch point is a whole rollout,
-    and the group's other G − 1 are flat (`rollout`). Each task's scripted user is forked with the environment."""
+    point. The shared turns are masked in every rollout (`_rollout`): a tree group trains the decisions after its
+    branch point, never the turns before it (flat groups train those). The prefix's tokens and seconds are counted
+    once, in the first rollout. An episode that ends before the branch point is a whole rollout, and the group's other
+    G − 1 are flat; an attempt that fails before it is the whole group's system error. Each task's scripted user is
+    forked with the environment (SQL domains only: `check_tree_pool`)."""
     agent, *shells = [policy.agent() for _ in range(group_size + 1)]  # every random stream fixed before any await
     made: list[EpisodeAgent] = []
 
     def branch(prefix_agent: Agent, user: UserSimulator | None) -> tuple[Agent, UserSimulator | None]:
         b = shells[len(made)]
+        made.append(b)  # first: a branch that fails to build still has its place
         b.take_over(agent)
-        made.append(b)
         return b, copy.deepcopy(user)
 
     tree = await play_tree(task, domain, agent, ScriptedUser(task.user.script), branch, group_size, branch_turn, limits, backend=backend)
@@ -136,12 +140,24 @@ async def tree_group(
         if len(tree.outcomes) == 1:  # over before the branch point: one whole rollout, the rest of the group flat
             rest = await asyncio.gather(*(play(task, domain, a, ScriptedUser(task.user.script), limits, backend=backend) for a in shells[1:]))
             return [_rollout(task.id, agent, tree.outcomes[0]), *(_rollout(task.id, a, o) for a, o in zip(shells[1:], rest, strict=True))]
-        return [_rollout(task.id, agent, o) for o in tree.outcomes]  # failed before it: every rollout its system error
+        # failed before it: every rollout its system error; the one attempt's time counted once
+        return [_rollout(task.id, agent, o, seconds=None if i == 0 else 0.0) for i, o in enumerate(tree.outcomes)]
     shared = len(agent.completion_ids)
     return [
-        _rollout(task.id, b, o, shared, tree.prefix.usage, o.timings.get("total_s", 0.0) + (tree.prefix_s if i == 0 else 0.0))
+        _rollout(task.id, b, o, shared, None if i == 0 else tree.prefix.usage, o.timings.get("total_s", 0.0) + (tree.prefix_s if i == 0 else 0.0))
         for i, (b, o) in enumerate(zip(made, tree.outcomes, strict=True))
     ]
+
+
+def check_tree_pool(pool: list[tuple[Task, Domain]]) -> None:
+    """`ValueError` naming them unless every task of `pool` is of a world that forks (a SQL domain): tree rollouts fork
+    the environment at each group's branch point (`Environment.fork`)."""
+    from groundstate.worlds.domain import Domain as SqlDomain
+
+    cannot = sorted({t.id for t, d in pool if not isinstance(d, SqlDomain)})
+    if cannot:
+        more = f" and {len(cannot) - 3} more" if len(cannot) > 3 else ""
+        raise ValueError(f"tree rollouts fork each group's environment, and these tasks' worlds cannot fork: {', '.join(cannot[:3])}{more}")
 
 
 USAGE_KEYS = ("input_tokens", "output_tokens", "attempt_seconds")  # what `StepStats.wasted_usage` counts per reason
@@ -269,6 +285,8 @@ class GroupSampler:
             raise ValueError("tree rollouts fork each task's scripted user with its environment: an LLM user cannot be forked")
         if branch_turn < 1:
             raise ValueError(f"branch_turn must be at least 1, got {branch_turn}")
+        if shape == "tree":
+            check_tree_pool(pool)
         self.shape, self.branch_turn = shape, branch_turn
         self.pool = pool
         self.by_id = {t.id: (t, d) for t, d in pool}
@@ -296,7 +314,7 @@ class GroupSampler:
     async def _groups(self, tasks: list[tuple[Task, Domain]]) -> list[list[Rollout]]:
         if self.shape == "tree":
             if isinstance(self.backend, PostgresBackend):  # every branch holds a sandbox at once, and a fork never waits for one
-                await asyncio.to_thread(self.backend.reserve, len(tasks) * (self.G + 1))  # (+1: each open's golden replay)
+                await asyncio.to_thread(self.backend.reserve, len(tasks) * self.G)  # (an open's golden replay is done first)
             groups = list(
                 await asyncio.gather(*(tree_group(t, d, self.policy, self.backend, self.G, self.branch_turn, self.limits) for t, d in tasks))
             )

@@ -166,6 +166,12 @@ def _check_specs(job: TrainJob) -> None:
         raise TrainRefused("sampling, forget and explore are for --engine trl: the verl recipe samples its own tasks (bounded refill)")
     if job.engine == "verl" and (job.rollouts == "tree" or job.branch_turn is not None):
         raise TrainRefused("rollouts and branch_turn are for --engine trl: verl's agent loop plays each rollout whole")
+    if job.branch_turn is not None and job.rollouts != "tree":
+        raise TrainRefused("branch_turn is for rollouts: tree (where a group's rollouts branch)")
+    if job.rollouts == "tree" and job.max_turns is not None and (job.branch_turn or 1) >= job.max_turns:
+        raise TrainRefused(
+            f"branch_turn {job.branch_turn or 1} leaves no turn to branch in under max_turns {job.max_turns}: every group would be flat"
+        )
     if job.engine == "verl" and job.val_checkpoints:
         raise TrainRefused("val_checkpoints is for --engine trl: verl validates with its own trainer.test_freq")
     try:
@@ -226,6 +232,13 @@ def _train_trl(
         use_vllm=job.use_vllm,
     )
     probe = _probe(job.train) if cfg.sampling == "online" else None
+    if cfg.rollouts == "tree":
+        from groundstate.train.grpo import check_tree_pool
+
+        try:
+            check_tree_pool(pairs)
+        except ValueError as e:
+            raise TrainRefused(f"rollouts: tree: {e}") from None
     val_pairs = _tasks(job.val, job) if job.val else []
     try:
         backend = make_backend(job.backend, job.pg_dsn)

@@ -269,11 +269,10 @@ async def play_tree(
         except ForkUnsupported:
             raise
         except Exception as e:  # noqa: BLE001 - before the branch point: every branch's system error
-            verdict = failed(e)
+            verdict = _user_notes(failed(e), user)
             return Tree([Outcome(None, verdict.model_copy(deep=True), {"total_s": time.perf_counter() - started}) for _ in range(width)])
         prefix_s = time.perf_counter() - started
-        runs = [episode.branch(e, *branches(agent, user)) for e in [*envs[1:], envs[0]]]
-        outcomes = await asyncio.gather(*(_branch(r, limits, judge) for r in runs))
+        outcomes = await asyncio.gather(*(_branch(episode, e, branches, agent, user, limits, judge) for e in [*envs[1:], envs[0]]))
         return Tree(list(outcomes), prefix, prefix_s)
     finally:
         for e in envs:
@@ -281,21 +280,27 @@ async def play_tree(
                 await e.close()
 
 
-async def _branch(run: Episode, limits: EpisodeLimits, judge: Judge | None) -> Outcome:
-    """One branch of `play_tree` to its end, graded and closed (as `play` does after opening)."""
+async def _branch(
+    paused: Episode, env: Environment, branches: Brancher, agent: Agent, user: UserSimulator | None, limits: EpisodeLimits, judge: Judge | None
+) -> Outcome:
+    """One branch of `play_tree` on `env`: built (`branches`), played to its end, graded and closed, as `play` does
+    after opening; a branch that cannot be built is its own system error."""
     t0 = time.perf_counter()
     traj: Trajectory | None = None
+    own_user = user
     try:
+        own_agent, own_user = branches(agent, user)
+        run = paused.branch(env, own_agent, own_user)
         reason = await run.run()
         assert reason is not None  # only a pause returns None
         traj = run.finish(reason)
-        verdict = await grade_bounded(run.env, traj, limits, judge)
+        verdict = await grade_bounded(env, traj, limits, judge)
     except Exception as e:  # noqa: BLE001 - never the agent's failure
         verdict = failed(e)
     finally:
         with contextlib.suppress(Exception):
-            await run.env.close()
-    return Outcome(traj, _user_notes(verdict, run.user), {"total_s": time.perf_counter() - t0})
+            await env.close()
+    return Outcome(traj, _user_notes(verdict, own_user), {"total_s": time.perf_counter() - t0})
 
 
 async def play_calls(

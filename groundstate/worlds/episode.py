@@ -131,11 +131,14 @@ class Episode:
         self.start = time.perf_counter() - elapsed
         self.deadline = self.start + self.timeout if self.timeout is not None else None
         self.calls_made = calls_made
+        self.paused: float | None = None  # when `run(pause_at=...)` paused it
 
     def branch(self, env: Environment, agent: Agent, user: UserSimulator | None) -> Episode:
         """A continuation of this paused episode on `env` (a fork of its environment, or the environment itself for
-        one of them), with a copy of its trajectory and its counts: independent of this one and of other branches."""
-        return Episode(env, agent, user, self.limits, self.traj.fork(), self.calls_made, time.perf_counter() - self.start)
+        one of them), with a copy of its trajectory and its counts: independent of this one and of other branches. Its
+        clock goes on from the pause: the time spent forking between the pause and the branch is not the attempt's."""
+        assert self.paused is not None, "branch a paused episode"
+        return Episode(env, agent, user, self.limits, self.traj.fork(), self.calls_made, self.paused - self.start)
 
     def finish(self, reason: str) -> Trajectory:
         """The trajectory of the ended episode, with its finish reason and duration."""
@@ -155,6 +158,7 @@ class Episode:
             if self.expired():
                 return "timeout"
             if pause_at is not None and self.traj.turns >= pause_at:
+                self.paused = time.perf_counter()
                 return None
             turn = await self.act()
             if turn is None:  # the agent ran out of time: its failure, graded on the state reached
