@@ -10,16 +10,14 @@ same validation tasks as the base (k = 8, the same evaluation seed):
 
 - static: today's default, a fixed pool drawn uniformly, zero-variance groups refilled within the bound;
 - online: each step's tasks and refills by expected signal under the online posteriors (`train/online.py`);
-- tree: online, and each group's G rollouts branch from one shared first turn (`grpo.tree_group`);
-- shared: online, with each task reading its template's recent groups (share 16 rollouts) and its own evidence fading
-  by 0.9 a step unseen (`OnlineConfig.share`, `stale`): a task not drawn lately follows what its template shows.
+- tree: online, and each group's G rollouts branch from one shared first turn (`grpo.tree_group`).
 
 For each: the share of rollouts wasted (groups without signal, by the ledger's rule: `train.ledger.training_spend`),
 rollouts per informative group (every rollout run, over the informative groups obtained), the tokens the policy
 sampled per informative group, the training's wall seconds, and the validation pass@1 lift over the base with its
 paired 95% bootstrap interval (`stats.compare`). Means over the seeds go into benchmarks/results.json as
 `training_{wasted_share,rollouts_per_informative_group,output_tokens_per_informative_group,lift_pts,lift_ci_low,
-lift_ci_high,seconds}_{static,online,tree}`; every run's own figures into QUICKSTART_DIR/training-bench/summary-VARIANTS.json.
+lift_ci_high,seconds}_{static,online,tree}`; every run's own figures into QUICKSTART_DIR/training-bench/summary.json.
 """
 
 from __future__ import annotations
@@ -46,12 +44,7 @@ from groundstate.train.trl_engine import TrainConfig, train_trl  # noqa: E402
 from groundstate.types import EpisodeLimits  # noqa: E402
 from groundstate.worlds.selectors import select_tasks  # noqa: E402
 
-VARIANTS = {
-    "static": {"sampling": "static"},
-    "online": {"sampling": "online"},
-    "tree": {"sampling": "online", "rollouts": "tree"},
-    "shared": {"sampling": "online", "share": 16.0, "stale": 0.9},  # online, a template's recent groups shared by its tasks
-}
+VARIANTS = {"static": {"sampling": "static"}, "online": {"sampling": "online"}, "tree": {"sampling": "online", "rollouts": "tree"}}
 SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_tokens": 64}  # the quickstart's
 EVAL_SEED = 1000  # the quickstart's evaluation seed (its seed 0 + 1000): the base's run is paired with the same streams
 
@@ -114,7 +107,7 @@ def main() -> None:
     ap.add_argument("quickstart", type=Path, help="a folder `groundstate quickstart --out DIR` wrote")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--steps", type=int, default=50)
-    ap.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=["static", "online", "tree"])
+    ap.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
     ap.add_argument("--no-write", action="store_true", help="print only; leave results.json alone")
     args = ap.parse_args()
     qs = args.quickstart
@@ -164,10 +157,9 @@ def main() -> None:
         )
     means["meta_training_seeds"] = len(args.seeds)
     means["meta_training_steps"] = args.steps
-    summary = bench / f"summary-{'-'.join(args.variants)}.json"
-    summary.write_text(dumps({"runs": runs, "means": means}, indent=1) + "\n")
+    (bench / "summary.json").write_text(dumps({"runs": runs, "means": means}, indent=1) + "\n")
     print("\n".join(lines))
-    print(f"every run's figures: {summary}")
+    print(f"every run's figures: {bench / 'summary.json'}")
     if not args.no_write:
         print(f"means merged into {merge(means)}")
 

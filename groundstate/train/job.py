@@ -49,8 +49,6 @@ class TrainJob(BaseModel):
     sampling: Literal["static", "online"] | None = None  # trl: online draws each step's tasks by expected signal (train/online.py)
     forget: float | None = Field(None, gt=0, le=1)  # trl, online: λ, the posteriors' forgetting factor per update
     explore: float | None = Field(None, ge=0, le=1)  # trl, online: ε, the share of tasks drawn uniformly
-    share: float | None = Field(None, ge=0)  # trl, online: the weight of the prior a task takes from its template
-    stale: float | None = Field(None, gt=0, le=1)  # trl, online: how a task's own evidence fades per step unseen
     rollouts: Literal["flat", "tree"] | None = None  # trl: tree branches a group's rollouts from one shared prefix (grpo.tree_group)
     branch_turn: int | None = Field(None, ge=1)  # trl, tree: the agent turns a group's branches share
     save_steps: PositiveInt | None = None
@@ -164,8 +162,8 @@ def _check_specs(job: TrainJob) -> None:
 
     if job.dry_run and job.engine != "verl":
         raise TrainRefused("--dry-run is for --engine verl")
-    if job.engine == "verl" and (job.sampling == "online" or any(v is not None for v in (job.forget, job.explore, job.share, job.stale))):
-        raise TrainRefused("sampling, forget, explore, share and stale are for --engine trl: the verl recipe samples its own tasks (bounded refill)")
+    if job.engine == "verl" and (job.sampling == "online" or job.forget is not None or job.explore is not None):
+        raise TrainRefused("sampling, forget and explore are for --engine trl: the verl recipe samples its own tasks (bounded refill)")
     if job.engine == "verl" and (job.rollouts == "tree" or job.branch_turn is not None):
         raise TrainRefused("rollouts and branch_turn are for --engine trl: verl's agent loop plays each rollout whole")
     if job.branch_turn is not None and job.rollouts != "tree":
@@ -229,8 +227,7 @@ def _train_trl(
     cfg = TrainConfig(
         **_sampling(job),
         **_given(refill_ratio=job.refill_ratio, save_steps=job.save_steps, max_context=job.max_context),
-        **_given(sampling=job.sampling, forget=job.forget, explore=job.explore, share=job.share, stale=job.stale),
-        **_given(rollouts=job.rollouts, branch_turn=job.branch_turn),
+        **_given(sampling=job.sampling, forget=job.forget, explore=job.explore, rollouts=job.rollouts, branch_turn=job.branch_turn),
         seed=job.seed,
         use_vllm=job.use_vllm,
     )

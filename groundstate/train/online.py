@@ -70,8 +70,6 @@ class OnlineConfig:
     confidence: float = 0.9
     revisit: int = 20  # steps after its last observation at which a resting task is due again
     sharpness: float = 3.0  # κ: tasks are drawn with probability ∝ expected signal ** κ
-    stale: float = 1.0  # ρ: a task's own evidence counts ρ^(steps since it was last observed) when read (1: never stale)
-    share: float = 0.0  # s: the weight, in rollouts, of the prior a task takes from its family's recent groups (0: none)
 
     def __post_init__(self) -> None:
         if not 0 < self.forget <= 1:
@@ -84,10 +82,6 @@ class OnlineConfig:
             raise ValueError(f"sharpness must be at least 0, got {self.sharpness}")
         if self.revisit < 1:
             raise ValueError(f"revisit must be at least 1 step, got {self.revisit}")
-        if not 0 < self.stale <= 1:
-            raise ValueError(f"stale must be in (0, 1], got {self.stale}")
-        if self.share < 0:
-            raise ValueError(f"share must be at least 0, got {self.share}")
 
 
 def expected_signal(a: Any, b: Any, group_size: int) -> Any:
@@ -132,7 +126,6 @@ class OnlineSampler:
         probe: Mapping[str, tuple[int, int]] | None = None,
         config: OnlineConfig | None = None,
         seed: int = 0,
-        families: Mapping[str, str] | None = None,
     ):
         if not task_ids:
             raise ValueError("the online sampler needs at least one task")
@@ -157,14 +150,6 @@ class OnlineSampler:
                 self.a[self.index[tid]] += c
                 self.b[self.index[tid]] += n - c
         self.last_seen = np.full(len(self.ids), -1)  # -1: never observed in training (the probe is step 0)
-        # each task's family (its template: tasks whose pass rates move together), its own where none is given
-        self.family = [str((families or {}).get(t) or f"task:{t}") for t in self.ids]
-        names = sorted(set(self.family))
-        self._fam = np.array([names.index(f) for f in self.family])
-        self.fam_names = names
-        self.fa, self.fb = np.zeros(len(names)), np.zeros(len(names))  # each family's evidence (rollouts, forgotten alike)
-        np.add.at(self.fa, self._fam, self.a - PRIOR)
-        np.add.at(self.fb, self._fam, self.b - PRIOR)
         self.retired = np.zeros(len(self.ids), dtype=bool)
         self.too_hard = np.zeros(len(self.ids), dtype=bool)
         self._flag(np.arange(len(self.ids)))
@@ -180,23 +165,8 @@ class OnlineSampler:
 
     def _flag(self, idx: Any) -> None:
         cfg = self.config
-        a, b = self.effective()
-        self.retired[idx] = stats.beta.sf(cfg.master, a[idx], b[idx]) >= cfg.confidence
-        self.too_hard[idx] = stats.beta.cdf(cfg.too_hard, a[idx], b[idx]) >= cfg.confidence
-
-    def effective(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every task's posterior as the draw reads it, in `ids` order: Jeffreys, plus `share` rollouts at its family's
-        recent pass rate, plus its own evidence aged by `stale` per step since it was last observed (the probe is step
-        0). With the defaults (share 0, stale 1) it is the task's own posterior (`posterior`)."""
-        cfg = self.config
-        a, b = self.a - PRIOR, self.b - PRIOR
-        if cfg.stale < 1:
-            w = cfg.stale ** (self.step - np.maximum(self.last_seen, 0))
-            a, b = a * w, b * w
-        if cfg.share > 0:
-            mu = (self.fa + PRIOR) / (self.fa + self.fb + 2 * PRIOR)
-            a, b = a + cfg.share * mu[self._fam], b + cfg.share * (1 - mu[self._fam])
-        return PRIOR + a, PRIOR + b
+        self.retired[idx] = stats.beta.sf(cfg.master, self.a[idx], self.b[idx]) >= cfg.confidence
+        self.too_hard[idx] = stats.beta.cdf(cfg.too_hard, self.a[idx], self.b[idx]) >= cfg.confidence
 
     def observe(self, task_id: str, rewards: Iterable[float | None]) -> None:
         """Update the task's posterior from one group's rewards (None: a system error or an unscored rollout, not
@@ -205,21 +175,19 @@ class OnlineSampler:
         clean = [float(r) for r in rewards if r is not None]
         if not clean:  # no evidence at all (every rollout a system error): nothing to forget, nothing learnt, not seen
             return
-        lam, f = self.config.forget, self._fam[i]
+        lam = self.config.forget
         self.a[i] = PRIOR + lam * (self.a[i] - PRIOR) + sum(clean)
         self.b[i] = PRIOR + lam * (self.b[i] - PRIOR) + sum(1.0 - r for r in clean)
-        self.fa[f] = lam * self.fa[f] + sum(clean)
-        self.fb[f] = lam * self.fb[f] + sum(1.0 - r for r in clean)
         self.last_seen[i] = self.step
-        self._flag(np.flatnonzero(self._fam == f))
+        self._flag(i)
 
     def posterior(self, task_id: str) -> tuple[float, float]:
         i = self.index[task_id]
         return float(self.a[i]), float(self.b[i])
 
     def signal(self) -> np.ndarray:
-        """Every task's expected signal under its effective posterior (`effective`), in `ids` order."""
-        return expected_signal(*self.effective(), self.G)
+        """Every task's expected signal, in `ids` order."""
+        return expected_signal(self.a, self.b, self.G)
 
     # the draw
 
@@ -232,8 +200,6 @@ class OnlineSampler:
         self.step += 1
         self._draws = 0
         self.explored = 0
-        if self.config.stale < 1:  # evidence ages with the steps: the flags move with it
-            self._flag(np.arange(len(self.ids)))
 
     def next_tasks(self, n: int) -> list[str]:
         """Open the next step and draw its n tasks (see the module's docstring)."""
@@ -294,11 +260,9 @@ class OnlineSampler:
                     "last_seen": None if self.last_seen[i] < 0 else int(self.last_seen[i]),
                     "retired": bool(self.retired[i]),
                     "too_hard": bool(self.too_hard[i]),
-                    "family": self.family[i],
                 }
                 for i, t in enumerate(self.ids)
             },
-            "families": {f: {"a": float(self.fa[j]), "b": float(self.fb[j])} for j, f in enumerate(self.fam_names)},
         }
 
     @classmethod
@@ -316,13 +280,8 @@ class OnlineSampler:
         for t, row in st.tasks.items():
             if row.last_seen is not None and row.last_seen > st.step:
                 raise SamplerStateError(f"{source}: tasks.{t}.last_seen: {row.last_seen} is after the state's step {st.step}")
-        ids = list(task_ids if task_ids is not None else st.tasks)
-        families = {t: row.family for t, row in st.tasks.items() if row.family is not None}
-        s = cls(ids, st.group_size, config=st.config, seed=st.seed, families=families)
+        s = cls(list(task_ids if task_ids is not None else st.tasks), st.group_size, config=st.config, seed=st.seed)
         s.step = st.step
-        for j, f in enumerate(s.fam_names):
-            if f in st.families:
-                s.fa[j], s.fb[j] = st.families[f].a, st.families[f].b
         for t, row in st.tasks.items():
             if t in s.index:
                 i = s.index[t]
@@ -370,13 +329,6 @@ class _TaskState(BaseModel):
     last_seen: Annotated[int, Field(strict=True, ge=0)] | None
     retired: bool  # recomputed from a and b on load; kept in the file for whoever reads it
     too_hard: bool
-    family: str | None = None  # states written before families were shared have none
-
-
-class _FamilyState(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    a: Annotated[float, Field(ge=0, allow_inf_nan=False)]
-    b: Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
 class _State(BaseModel):
@@ -389,7 +341,6 @@ class _State(BaseModel):
     group_size: Annotated[int, Field(strict=True, ge=2)]
     config: OnlineConfig
     tasks: dict[str, _TaskState]
-    families: dict[str, _FamilyState] = Field(default_factory=dict)
 
 
 def _weighted(rng: np.random.Generator, idx: np.ndarray, w: np.ndarray, k: int) -> list[int]:

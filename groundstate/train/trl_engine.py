@@ -71,8 +71,6 @@ class TrainConfig:
     sampling: Literal["static", "online"] = "static"  # online: each step's tasks and refills by expected signal (`online.py`)
     forget: float = OnlineConfig.forget  # online: λ, the posteriors' forgetting factor per update (1: never forgets)
     explore: float = OnlineConfig.explore  # online: ε, the share of a step's tasks drawn uniformly from the pool
-    share: float = OnlineConfig.share  # online: s, the weight (rollouts) of the prior a task takes from its template's recent groups
-    stale: float = OnlineConfig.stale  # online: ρ, a task's own evidence counts ρ^(steps since it was last observed)
 
     rollouts: Literal["flat", "tree"] = "flat"  # tree: a group's G rollouts branch from one prefix (`grpo.tree_group`)
     branch_turn: int = 1  # tree: the agent turns the branches share
@@ -84,10 +82,7 @@ class TrainConfig:
             raise ValueError(f"rollouts must be flat or tree, got {self.rollouts!r}")
         if self.branch_turn < 1:
             raise ValueError(f"branch_turn must be at least 1, got {self.branch_turn}")
-        self.online_config()  # checks them
-
-    def online_config(self) -> OnlineConfig:
-        return OnlineConfig(forget=self.forget, explore=self.explore, share=self.share, stale=self.stale)
+        OnlineConfig(forget=self.forget, explore=self.explore)  # checks them
 
 
 ONLINE_STATE = "online_sampler.json"
@@ -105,8 +100,7 @@ def online_sampler(
     ids = [t.id for t, _ in train]
     latest = _latest_checkpoint(out_dir)
     if latest is None:
-        families = {t.id: t.template for t, _ in train if t.template}  # a template's tasks move together
-        return OnlineSampler(ids, cfg.group_size, probe, cfg.online_config(), cfg.seed, families=families)
+        return OnlineSampler(ids, cfg.group_size, probe, OnlineConfig(forget=cfg.forget, explore=cfg.explore), cfg.seed)
     path = latest / ONLINE_STATE
     if not path.is_file():
         raise SamplerStateError(

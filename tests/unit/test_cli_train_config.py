@@ -109,7 +109,7 @@ def test_online_sampling_is_a_trl_field_and_starts_from_a_selections_probe(workd
         with pytest.raises(TrainRefused, match=f"job.yaml: {says}"):
             load_train_job(workdir / config(workdir / "job.yaml", model="m", train="t", **bad), {})
     r = invoke("--config", config(workdir / "job.yaml", model="model", train="train.yaml", sampling="online", **TOPOLOGY))
-    assert r.exit_code == 2 and "sampling, forget, explore, share and stale are for --engine trl" in r.output, r.output
+    assert r.exit_code == 2 and "sampling, forget and explore are for --engine trl" in r.output, r.output
     # a selection's train.yaml has its probe's counts beside it; any other selector starts from Jeffreys
     (workdir / "sel").mkdir()
     (workdir / "sel" / "train.yaml").write_text("- a\n")

@@ -146,7 +146,7 @@ def test_the_state_is_json_and_a_sampler_resumes_from_it(tmp_path):
     _play(s, 10, 3, outcome)
     s.save(tmp_path / "state.json")
     state = json.loads((tmp_path / "state.json").read_text())
-    assert set(state["tasks"]["t3"]) == {"a", "b", "last_seen", "retired", "too_hard", "family"} and state["tasks"]["t3"]["family"] == "task:t3"
+    assert set(state["tasks"]["t3"]) == {"a", "b", "last_seen", "retired", "too_hard"}
     assert state["step"] == 10 and state["config"]["forget"] == 0.7
     resumed = OnlineSampler.from_json(state)
     assert resumed.to_json() == s.to_json()
@@ -262,7 +262,7 @@ def test_the_engine_resumes_the_sampler_from_the_checkpoint_trl_resumes_from(tmp
     from groundstate.train.online import SamplerStateError
     from groundstate.train.trl_engine import ONLINE_STATE, TrainConfig, online_sampler
 
-    pairs = [(type("T", (), {"id": t, "template": None})(), None) for t in IDS]
+    pairs = [(type("T", (), {"id": t})(), None) for t in IDS]
     cfg = TrainConfig(group_size=8, sampling="online")
     fresh = online_sampler(cfg, pairs, tmp_path, {"t0": (4, 4)})
     assert fresh is not None and fresh.posterior("t0") == (4.5, 0.5)
@@ -292,37 +292,3 @@ def test_bad_probe_rows_are_refused_naming_file_and_line(tmp_path, line):
 def test_a_setting_under_which_training_can_never_retire_a_task_is_said():
     with pytest.warns(UserWarning, match="too few to retire"):
         OnlineSampler(IDS, 2)  # G / (1 - λ) = 10 rollouts at most: P(p > 0.9) stays below 0.9
-
-
-def test_a_family_shares_its_recent_pass_rate_and_stale_evidence_fades():
-    """Tasks of one template move together as the policy learns. With `share`, a task the sampler has not drawn for a
-    while reads its family's recent groups instead of its stale probe, so a template the policy has mastered stops
-    being drawn before each of its tasks has been tried again; with the defaults a task reads only its own evidence."""
-    ids = [f"easy{i}" for i in range(10)] + [f"hard{i}" for i in range(10)]
-    families = {t: t.rstrip("0123456789") for t in ids}
-    probe = dict.fromkeys(ids, (4, 1))  # the probe: every task about 25% (a policy before training)
-    cfg = OnlineConfig(explore=0.0, stale=0.7, share=16.0)
-    s = OnlineSampler(ids, 8, probe=probe, config=cfg, families=families)
-    plain = OnlineSampler(ids, 8, probe=probe, config=OnlineConfig(explore=0.0))
-    for sampler in (s, plain):
-        for _ in range(6):  # the policy has since mastered the easy template: three of its tasks pass every time
-            sampler.open_step()
-            for t in ("easy0", "easy1", "easy2"):
-                sampler.observe(t, [1.0] * 8)
-    signal = dict(zip(s.ids, s.signal(), strict=True))
-    assert signal["easy9"] < 0.6 < signal["hard9"]  # an untried easy task reads its family: little signal left there
-    base = dict(zip(plain.ids, plain.signal(), strict=True))
-    assert base["easy9"] == base["hard9"]  # without sharing, both still read the stale probe alike
-    picks = s.next_tasks(6)
-    assert sum(t.startswith("hard") for t in picks) >= 5, picks
-    # the state keeps the families and their evidence, and resumes to the same draws
-    again = OnlineSampler.from_json(json.loads(json.dumps(s.to_json())))
-    assert again.to_json() == s.to_json() and again.next_tasks(4) == s.next_tasks(4)
-
-
-def test_with_the_defaults_the_effective_posterior_is_the_tasks_own():
-    s = OnlineSampler(IDS, 8, probe={"t0": (4, 3)}, families=dict.fromkeys(IDS, "one"))
-    s.open_step()
-    s.observe("t1", [1.0] * 8)
-    a, b = s.effective()
-    assert [(float(x), float(y)) for x, y in zip(a, b, strict=True)] == [s.posterior(t) for t in IDS]
