@@ -523,16 +523,7 @@ def write_fork_markdown(sizes: list[str], command: str, finished: str, load: str
     for label, value, key in fork_rows(sizes):
         lines.append(f"| **{label}** | | |" if not value else f"| {label} | {value} | `{key}` |")
     lines += ["", FORK_END, ""]
-    section = "\n".join(lines)
-    text = RESULTS_MD.read_text() if RESULTS_MD.exists() else "# Measured results\n"
-    if FORK_START in text:
-        head = text[: text.index(FORK_START)]
-        tail = text[text.index(FORK_END) + len(FORK_END) :].lstrip("\n") if FORK_END in text else ""
-        text = head + section + tail
-    else:
-        end = text.index(SECTION_END) + len(SECTION_END) if SECTION_END in text else len(text)
-        text = text[:end].rstrip("\n") + "\n\n" + section + text[end:].lstrip("\n")
-    RESULTS_MD.write_text(text)
+    write_section("\n".join(lines), FORK_START, FORK_END, after=SECTION_END)
 
 
 def machine() -> dict[str, str]:
@@ -693,15 +684,7 @@ def write_markdown(sizes: list[str], meta: dict[str, Any]) -> None:
     ]
     lines += [f"- {e}" for e in extra + NOTES]
     lines += ["", SECTION_END, ""]
-    section = "\n".join(lines)
-    text = RESULTS_MD.read_text() if RESULTS_MD.exists() else "# Measured results\n"
-    if SECTION_START in text:
-        head = text[: text.index(SECTION_START)]
-        tail = text[text.index(SECTION_END) + len(SECTION_END) :].lstrip("\n") if SECTION_END in text else ""
-        text = head + section + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    RESULTS_MD.write_text(text)
+    write_section("\n".join(lines), SECTION_START, SECTION_END)
 
 
 def print_table(sizes: list[str]) -> None:
@@ -725,6 +708,20 @@ def print_table(sizes: list[str]) -> None:
     for row in targets():
         tt.add_row(*row)
     c.print(tt)
+
+
+def write_section(section: str, start: str, end: str, after: str | None = None) -> None:
+    """Put `section` (which begins with the marker `start` and ends with `end`) into RESULTS.md in place of the one
+    between those markers; where there is none yet, after the marker `after` (if present), else at the end."""
+    text = RESULTS_MD.read_text() if RESULTS_MD.exists() else "# Measured results\n"
+    if start in text:
+        head = text[: text.index(start)]
+        tail = text[text.index(end) + len(end) :].lstrip("\n") if end in text else ""
+        text = head + section + tail
+    else:
+        at = text.index(after) + len(after) if after is not None and after in text else len(text)
+        text = text[:at].rstrip("\n") + "\n\n" + section + text[at:].lstrip("\n")
+    RESULTS_MD.write_text(text)
 
 
 def main() -> None:

@@ -40,6 +40,23 @@ def shop() -> Domain:
 
 
 @pytest.fixture(scope="session")
+def tiny_shop_model(shop, tmp_path_factory) -> Path:
+    """A tiny random Qwen2 folder with a tokenizer trained on the shop fixture's text, prompts without tools or system
+    message (what forced-decision policies over the shop fixture run on; needs torch and transformers)."""
+    import json
+
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from groundstate.agents.local import PROMPT_FLAGS
+    from groundstate.train.tiny import domain_corpus, save_tiny
+
+    d = tmp_path_factory.mktemp("tiny-shop")
+    save_tiny(d, domain_corpus(shop, repeat=1), vocab_size=400, hidden=32, layers=1, heads=2, kv_heads=1, ffn=64)
+    (d / PROMPT_FLAGS).write_text(json.dumps({"tools_in_prompt": False, "system_in_prompt": False}))
+    return d
+
+
+@pytest.fixture(scope="session")
 def pg_backend():
     if not PG_AVAILABLE:
         if os.environ.get("CI"):

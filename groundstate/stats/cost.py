@@ -109,7 +109,12 @@ def record_cost(r: AttemptRecord, prices: dict[str, dict[str, float]]) -> float 
     key = price_key(r, prices)
     if key is None:
         return None
-    p = prices[key]
-    u = r.usage
-    fresh = max(0, u.input_tokens - u.cached_input_tokens)
-    return (fresh * p.get("input", 0) + u.cached_input_tokens * p.get("cached_input", p.get("input", 0)) + u.output_tokens * p.get("output", 0)) / 1e6
+    return tokens_cost(r.usage.input_tokens, r.usage.cached_input_tokens, r.usage.output_tokens, prices[key])
+
+
+def tokens_cost(input_tokens: int, cached_input_tokens: int, output_tokens: int, price: dict[str, float]) -> float:
+    """USD of these tokens at `price` (USD per million `input`, `cached_input` — `input`'s where unset — and `output`
+    tokens); cached input tokens are part of the input tokens and priced at the cached rate."""
+    fresh = max(0, input_tokens - cached_input_tokens)
+    cached = price.get("cached_input", price.get("input", 0))
+    return (fresh * price.get("input", 0) + cached_input_tokens * cached + output_tokens * price.get("output", 0)) / 1e6

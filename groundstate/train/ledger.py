@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from groundstate.jsontext import dumps
 from groundstate.records import AttemptRecord, read_records
-from groundstate.stats.cost import is_scripted, price_key
+from groundstate.stats.cost import is_scripted, price_key, tokens_cost
 
 WASTE_REASONS = ("all_pass", "all_fail", "unjudged", "system_error")  # why a group carries no gradient (`grpo.waste_reason`)
 PHASES = ("probing", "training", "evaluation")
@@ -54,10 +54,8 @@ class Spend(BaseModel):
         return Spend(**{k: getattr(self, k) + getattr(other, k) for k in Spend.model_fields})
 
     def cost(self, price: dict[str, float]) -> float:
-        """USD at `price` (USD per million `input`, `cached_input`, `output` tokens), as `stats.cost.record_cost`."""
-        fresh = max(0, self.input_tokens - self.cached_input_tokens)
-        cached = price.get("cached_input", price.get("input", 0))
-        return (fresh * price.get("input", 0) + self.cached_input_tokens * cached + self.output_tokens * price.get("output", 0)) / 1e6
+        """USD at `price` (USD per million `input`, `cached_input`, `output` tokens), as a record is costed."""
+        return tokens_cost(self.input_tokens, self.cached_input_tokens, self.output_tokens, price)
 
 
 class Phase(Spend):

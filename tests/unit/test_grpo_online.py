@@ -6,7 +6,6 @@ plays the shop fixture through the evaluator's episode loop and grader."""
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 import pytest
@@ -14,15 +13,13 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from groundstate.agents.local import PROMPT_FLAGS, BatchedPolicy, SamplingParams  # noqa: E402
+from groundstate.agents.local import BatchedPolicy, SamplingParams  # noqa: E402
 from groundstate.agents.toolcall_format import render_tool_call  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
 from groundstate.train import grpo  # noqa: E402
 from groundstate.train.grpo import GroupSampler, Rollout, StepStats  # noqa: E402
 from groundstate.train.online import OnlineConfig, OnlineSampler  # noqa: E402
-from groundstate.train.tiny import domain_corpus, save_tiny  # noqa: E402
 from groundstate.types import EpisodeLimits  # noqa: E402
-from groundstate.worlds.domain import Domain  # noqa: E402
 
 SHOP = Path(__file__).parents[1] / "fixtures" / "shop"
 G = 4
@@ -64,16 +61,8 @@ class Spy(GroupSampler):
 
 
 @pytest.fixture(scope="module")
-def shop():
-    return Domain(SHOP)
-
-
-@pytest.fixture(scope="module")
-def policy(shop, tmp_path_factory):
-    d = tmp_path_factory.mktemp("tiny")
-    save_tiny(d, domain_corpus(shop, repeat=1), vocab_size=400, hidden=32, layers=1, heads=2, kv_heads=1, ffn=64)
-    (d / PROMPT_FLAGS).write_text(json.dumps({"tools_in_prompt": False, "system_in_prompt": False}))
-    return HalfCancelPolicy.from_pretrained(str(d), SamplingParams(max_new_tokens=24, max_context=256))
+def policy(tiny_shop_model):
+    return HalfCancelPolicy.from_pretrained(str(tiny_shop_model), SamplingParams(max_new_tokens=24, max_context=256))
 
 
 def test_real_groups_update_the_posterior_and_refills_come_from_the_online_sampler(shop, policy):

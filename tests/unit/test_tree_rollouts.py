@@ -6,7 +6,6 @@ real (a tiny random Qwen2); its first turn is forced to a tool call so that ther
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 import pytest
@@ -14,15 +13,13 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from groundstate.agents.local import PROMPT_FLAGS, BatchedPolicy, SamplingParams  # noqa: E402
+from groundstate.agents.local import BatchedPolicy, SamplingParams  # noqa: E402
 from groundstate.agents.scripted import ScriptedUser  # noqa: E402
 from groundstate.agents.toolcall_format import render_tool_call  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
 from groundstate.train.grpo import GroupSampler, StepStats, tree_group  # noqa: E402
-from groundstate.train.tiny import domain_corpus, save_tiny  # noqa: E402
 from groundstate.types import EpisodeLimits  # noqa: E402
 from groundstate.worlds.attempt import play  # noqa: E402
-from groundstate.worlds.domain import Domain  # noqa: E402
 
 SHOP = Path(__file__).parents[1] / "fixtures" / "shop"
 G = 4
@@ -46,16 +43,8 @@ class FirstTurnCalls(BatchedPolicy):
 
 
 @pytest.fixture(scope="module")
-def shop():
-    return Domain(SHOP)
-
-
-@pytest.fixture(scope="module")
-def model_dir(shop, tmp_path_factory):
-    d = tmp_path_factory.mktemp("tiny")
-    save_tiny(d, domain_corpus(shop, repeat=1), vocab_size=400, hidden=32, layers=1, heads=2, kv_heads=1, ffn=64)
-    (d / PROMPT_FLAGS).write_text(json.dumps({"tools_in_prompt": False, "system_in_prompt": False}))
-    return d
+def model_dir(tiny_shop_model):
+    return tiny_shop_model
 
 
 def _policy(model_dir, seed=0):
@@ -123,7 +112,7 @@ def test_the_same_seed_gives_the_same_tree_group_whatever_runs_beside_it(shop, m
     async def alone():
         return await tree_group(task, shop, _policy(model_dir, seed=7), SqliteBackend(), G, 1, LIMITS)
 
-    async def beside():  # another policy's groups decode in the same passes... of their own policy: and ours first
+    async def beside():  # another task's group decodes in the same batched passes as ours
         p = _policy(model_dir, seed=7)
         mine, _ = await asyncio.gather(
             tree_group(task, shop, p, SqliteBackend(), G, 1, LIMITS), tree_group(shop.task("shop-refuse"), shop, p, SqliteBackend(), G, 1, LIMITS)
