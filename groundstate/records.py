@@ -124,6 +124,7 @@ class AttemptRecord(BaseModel):
     split: str | None = None
     family: str | None = None
     template: str | None = None
+    source_id: str | None = None  # the attempted task's id in the benchmark it comes from (τ²'s), where it has one
     reward: Annotated[int, Field(strict=True)] | None  # 1 or 0; None for a system error or an unjudged attempt
     system_error: str | None = None
     unjudged: Annotated[bool, Field(strict=True)] = False
@@ -257,6 +258,8 @@ class AttemptRecord(BaseModel):
         if self._line is not None:
             return self._line + "\n"
         data = self.model_dump()
+        if data.get("source_id") is None:  # written only for tasks from another benchmark, as records always were
+            del data["source_id"]
         line = dumps(data, ensure_ascii=False, default=str) + "\n"
         try:
             line.encode("utf-8")

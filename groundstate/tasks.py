@@ -72,6 +72,8 @@ class Task(_Strict):
     template: str | None = None
     split: Literal["pool", "bench"] | None = None
     limits: Limits = Field(default_factory=Limits)
+    source_id: str | None = None  # the task's own id in the benchmark it comes from, unchanged (τ²'s), where that is another
+
 
     def fingerprint(self) -> str:
         """Hash of what defines the task's outcome (domain, patch, gold), independent of id and wording."""

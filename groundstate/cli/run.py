@@ -27,7 +27,7 @@ Agent = typer.Option(..., "--agent", help="scripted:gold, scripted:noop, scripte
 Tasks = typer.Option(
     None,
     "--tasks",
-    help="pool, bench, all, a domain name or folder, a YAML list of ids, or a glob; comma-separated (default: bench for run, pool for probe).",
+    help="pool, bench, all, a domain name or folder, a YAML list of ids, a glob, tau2:DOMAIN[:SPLIT] (τ²-bench) or thinkingbox:DIR; comma-separated (default: bench for run, pool for probe).",
 )
 K = opts.count(None, "--k", hi=MAX_ATTEMPTS, help="Attempts per task (default: 1 for run, 8 for probe).")
 User = typer.Option(str(EvaluateConfig.user), "--user", help="scripted or openai:MODEL\\[@URL].")

@@ -173,6 +173,7 @@ def make_record(
             "trajectory": traj.to_json() if traj is not None else None,
             "timings": {k: round(v, 6) for k, v in timings.items()},
             "rubrics": len(task.rubrics),
+            **({"source_id": task.source_id} if task.source_id is not None else {}),
             **({"user_replies": user_replies} if user_replies is not None else {}),
         }
     )

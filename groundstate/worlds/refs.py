@@ -6,6 +6,7 @@ domain's content hash where the receiver must prove it loaded the same definitio
 
 - a bundled domain: its name (each node has its own install);
 - any other domain folder: its absolute path (it must exist on every node);
+- a τ² domain: `tau2-ref:` + its name (τ² must be installed on every node);
 - ThinkingBox cases: `thinkingbox-ref:` + JSON of how they were loaded (dataset directory, test list, agent,
   servers file, `--tb-no-sources`), all absolute paths.
 """
@@ -18,6 +19,7 @@ import threading
 from groundstate.tasks import Task
 from groundstate.types import Domain
 from groundstate.worlds.domain import load_domain
+from groundstate.worlds.tau2.domain import TAU2_REF
 from groundstate.worlds.thinkingbox.domain import TB_REF
 
 
@@ -30,6 +32,14 @@ class TaskResolver:
         self._tb: dict[str, dict[str, tuple[Task, Domain]]] = {}
 
     def resolve(self, ref: str, task_id: str) -> tuple[Task, Domain]:
+        if ref.startswith(TAU2_REF):
+            from groundstate.worlds.tau2 import tau2_domain
+
+            domain = tau2_domain(ref[len(TAU2_REF) :])
+            task = next((t for t in domain.tasks if t.id == task_id), None)
+            if task is None:
+                raise KeyError(f"task {task_id!r} is not a task of τ² domain {domain.tau2_domain}")
+            return task, domain
         if ref.startswith(TB_REF):
             with self._lock:
                 cases = self._tb.get(ref)

@@ -2,6 +2,7 @@
 
 `thinkingbox:DATASET_DIR[::TEST_LIST]` selects ThinkingBox-format test cases (see docs/THINKINGBOX.md); their
 servers come from `tb_servers` (`--tb-servers servers.yaml`), which only running them needs.
+`tau2:DOMAIN[:SPLIT]` selects τ²-bench tasks (see docs/TAU2.md; τ² must be installed: `make tau2-env`).
 Several selectors may be joined with commas; the result keeps a stable order without duplicates. A task id
 that two selected sources define differently (another domain, another definition) is refused, naming both.
 """
@@ -54,6 +55,10 @@ def select_tasks(
 
 
 def _resolve(part: str, universe) -> list[tuple[Task, Domain]]:
+    if part.startswith("tau2:"):
+        from groundstate.worlds.tau2 import load_tau2, parse_selector
+
+        return load_tau2(*parse_selector(part))  # type: ignore[return-value]
     if part.startswith("thinkingbox:"):
         from groundstate.worlds.thinkingbox import load_thinkingbox, parse_selector
 

