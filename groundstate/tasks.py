@@ -74,7 +74,6 @@ class Task(_Strict):
     limits: Limits = Field(default_factory=Limits)
     source_id: str | None = None  # the task's own id in the benchmark it comes from, unchanged (τ²'s), where that is another
 
-
     def fingerprint(self) -> str:
         """Hash of what defines the task's outcome (domain, patch, gold), independent of id and wording."""
         body = json.dumps({"d": self.domain, "p": self.patch, "g": [c.model_dump() for c in self.gold]}, sort_keys=True, default=str)

@@ -149,7 +149,7 @@ async def _lint(task: Task, domain: Domain, backend: Backend) -> TaskLint:
 
     async def bounded(m: Mutant) -> Outcome:
         async with slots:
-            return await attempt(ScriptedAgent(m.calls))
+            return await attempt(ScriptedAgent(m.calls, final_text=task.gold_reply or "Done."))  # the calls judged, not the words
 
     cases = mutants([c.model_dump() for c in task.gold], domain.tools)
     for m, outcome in zip(cases, await asyncio.gather(*(bounded(m) for m in cases)), strict=True):

@@ -135,14 +135,17 @@ def read_id_list(path: Path | str) -> list[str]:
     return ids
 
 
+SOURCE_PREFIXES = ("thinkingbox:", "tau2:")  # task sources of other benchmarks, resolved by `select_tasks`
+
+
 def _split_domain_paths(domain_paths: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(domain folders, `thinkingbox:DIR[::LIST]` sources) of `select --domain` values."""
-    tb = [d for d in domain_paths if d.strip().startswith("thinkingbox:")]
+    """(domain folders, other benchmarks' sources: `thinkingbox:DIR[::LIST]`, `tau2:DOMAIN[:SPLIT]`) of `select --domain` values."""
+    tb = [d for d in domain_paths if d.strip().startswith(SOURCE_PREFIXES)]
     return [d for d in domain_paths if d not in tb], tb
 
 
 def task_universe(domain_paths: Sequence[str] = ()) -> dict[str, Task]:
-    """Every task of the bundled domains and of the given domain folders or `thinkingbox:` datasets (an id found
+    """Every task of the bundled domains and of the given domain folders, `thinkingbox:` datasets or `tau2:` domains (an id found
     in a given path wins), so that probed tasks can be checked against the benchmark by content, not only by id."""
     from groundstate.worlds.domain import bundled_domains, iter_tasks
     from groundstate.worlds.selectors import select_tasks

@@ -53,7 +53,7 @@ DomainPath = typer.Option(
     None,
     "--domain",
     "-d",
-    help="A domain name or folder, or thinkingbox:DIR\\[::LIST], besides the bundled domains, whose task definitions "
+    help="A domain name or folder, thinkingbox:DIR\\[::LIST] or tau2:DOMAIN, besides the bundled domains, whose task definitions "
     "to load for content checks (repeatable).",
 )
 RequireContentCheck = typer.Option(

@@ -309,13 +309,15 @@ async def play_calls(
     calls: list[dict[str, Any]],
     *,
     backend: Backend,
-    final_text: str = "Done.",
+    final_text: str | None = None,
     judge: Judge | None = None,
     keep_changes: bool = False,
 ) -> Outcome:
-    """`play` of a scripted agent that makes `calls` (`{tool, args}`) in order and then says `final_text`, facing the
-    task's scripted user: how lint's mutants, the hacks, the alternatives and certificates play a list of calls."""
-    agent = ScriptedAgent(calls, final_text=final_text)
+    """`play` of a scripted agent that makes `calls` (`{tool, args}`) in order and then says `final_text` (by default
+    the task's gold reply, else "Done.": a variation of the calls is then judged by what the calls did, never by the
+    words, which some worlds check — τ²'s `communicate_info`), facing the task's scripted user: how lint's mutants, the
+    hacks, the alternatives and certificates play a list of calls."""
+    agent = ScriptedAgent(calls, final_text=final_text if final_text is not None else task.gold_reply or "Done.")
     return await play(task, domain, agent, ScriptedUser(task.user.script), backend=backend, judge=judge, keep_changes=keep_changes)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from groundstate.deadlines import within
 from groundstate.tasks import Task
 from groundstate.types import EpisodeHang, EpisodeLimits, Judge, ToolResult, Trajectory, Verdict
-from groundstate.worlds.tau2.conversation import history, opening, to_chat
+from groundstate.worlds.tau2.conversation import history, opening, tau2_messages, to_chat
 from groundstate.worlds.tau2.grading import Attempt, GoldState, grade_attempt
 
 
@@ -82,6 +82,11 @@ class Tau2Environment:
     async def grade(self, trajectory: Trajectory | None, judge: Judge | None = None) -> Verdict:
         attempt = Attempt(self.task, self.tau2_task, self.env, self.log, len(self.initial_messages()), self.gold)
         return await grade_attempt(attempt, trajectory, judge)
+
+    def conversation(self, trajectory: Trajectory) -> list[Any]:
+        """The attempt's conversation in τ²'s message types, as τ²'s orchestrator would have recorded it (what τ²'s
+        evaluators read: `conversation.tau2_messages`)."""
+        return tau2_messages(self.tau2_task, self.task, self.log, len(self.initial_messages()), trajectory)
 
     async def changes(self) -> None:
         """None: τ²'s databases are compared by τ²'s hashes (the verdict's diff names what differs)."""

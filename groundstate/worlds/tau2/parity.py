@@ -1,11 +1,12 @@
-"""The parity harness: one list of calls played through groundstate and through τ²'s own orchestrator and evaluator.
+"""Parity with τ²'s own harness: one list of calls played through groundstate and through τ²'s orchestrator and evaluator.
 
 `variants` gives, for one task, gold, no-op and single-call perturbations of gold (lint's mutants: a write call dropped,
 duplicated, one argument changed; and two calls swapped). `ours` plays the calls with groundstate's scripted agent on
 the task's `Tau2Environment` and returns the verdict and the conversation as τ² would have recorded it; `theirs` plays
 the same calls with a scripted agent inside τ²'s `Orchestrator` on τ²'s environment (its user opens with the task's
 opening and stops at the agent's first text, as τ²'s agents never stop by themselves) and returns `evaluate_simulation`'s
-reward (evaluation type ALL, τ²'s default) and τ²'s own messages. Used by the tests and by `benchmarks/tau2_parity.py`.
+reward (evaluation type ALL, τ²'s default) and τ²'s own messages. `tests/integrations/tau2_env` holds every verdict to
+it, and `benchmarks/tau2_bench.py` prints the whole sweep with the speed of both.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from groundstate.tasks import Task
 from groundstate.tools.mutate import mutants
 from groundstate.worlds.episode import run_episode
 from groundstate.worlds.tau2.domain import Tau2Domain
-from groundstate.worlds.tau2.grading import tau2_messages
 
 Call = dict[str, Any]
 
@@ -50,7 +50,7 @@ async def ours(task: Task, domain: Tau2Domain, variant: Variant) -> tuple[Any, l
     try:
         traj = await run_episode(env, ScriptedAgent(variant.calls, final_text=variant.text), ScriptedUser([]))
         verdict = await env.grade(traj)
-        return verdict, tau2_messages(env, traj)
+        return verdict, env.conversation(traj)
     finally:
         await env.close()
 
