@@ -165,6 +165,14 @@ class AttemptRecord(BaseModel):
             data = {**data, "user_faults": [f for f in faults if f in FAULT_KINDS]}
         return data
 
+    @model_serializer(mode="wrap")
+    def _source_id_only_where_there_is_one(self, handler: Any) -> dict[str, Any]:
+        """`source_id` is written only for tasks from another benchmark: every other record reads as records always did."""
+        data = handler(self)
+        if data.get("source_id") is None:
+            data.pop("source_id", None)
+        return data
+
     @field_validator("usage", mode="before")
     @classmethod
     def _null_usage_means_no_tokens(cls, v: Any) -> Any:  # a record of an attempt that never reached the agent
@@ -258,8 +266,6 @@ class AttemptRecord(BaseModel):
         if self._line is not None:
             return self._line + "\n"
         data = self.model_dump()
-        if data.get("source_id") is None:  # written only for tasks from another benchmark, as records always were
-            del data["source_id"]
         line = dumps(data, ensure_ascii=False, default=str) + "\n"
         try:
             line.encode("utf-8")

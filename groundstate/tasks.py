@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import pydantic
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 
 class TaskFileError(ValueError):
@@ -73,6 +73,15 @@ class Task(_Strict):
     split: Literal["pool", "bench"] | None = None
     limits: Limits = Field(default_factory=Limits)
     source_id: str | None = None  # the task's own id in the benchmark it comes from, unchanged (τ²'s), where that is another
+
+    @model_serializer(mode="wrap")
+    def _source_id_only_where_there_is_one(self, handler: Any) -> dict[str, Any]:
+        """`source_id` is dumped only for a task from another benchmark: every other task's dump (and every version hash
+        made of one: `worlds.attempt.task_fingerprint`) is what it was before the field existed."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("source_id") is None:
+            data.pop("source_id", None)
+        return data
 
     def fingerprint(self) -> str:
         """Hash of what defines the task's outcome (domain, patch, gold), independent of id and wording."""
