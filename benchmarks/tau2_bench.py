@@ -1,6 +1,6 @@
 """τ²-bench through groundstate: verdict parity with τ²'s own harness on every task and variant, and the speed of both.
 
-    .venv-tau2/bin/python benchmarks/tau2_bench.py [--domains airline retail mock] [--no-write]
+    .venv/bin/python benchmarks/tau2_bench.py [--domains airline retail mock] [--no-write]
 
 For every task of the chosen domains, gold, no-op and every single-call perturbation of gold (`worlds.tau2.parity`)
 are played through groundstate (a scripted agent on `Tau2Environment`, our verdict) and through τ²'s own

@@ -2,7 +2,7 @@
 
 `thinkingbox:DATASET_DIR[::TEST_LIST]` selects ThinkingBox-format test cases (see docs/THINKINGBOX.md); their
 servers come from `tb_servers` (`--tb-servers servers.yaml`), which only running them needs.
-`tau2:DOMAIN[:SPLIT]` selects τ²-bench tasks (see docs/TAU2.md; τ² must be installed: `make tau2-env`).
+`tau2:DOMAIN[:SPLIT]` selects τ²-bench tasks (see docs/TAU2.md; τ² must be installed: `make tau2`).
 Several selectors may be joined with commas; the result keeps a stable order without duplicates. A task id
 that two selected sources define differently (another domain, another definition) is refused, naming both.
 """

