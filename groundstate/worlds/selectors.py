@@ -81,6 +81,10 @@ def _resolve(part: str, universe) -> list[tuple[Task, Domain]]:
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
             raise TaskFileError(path, "a task list must be a YAML list of task ids", field="tasks")
         by_id = {t.id: (t, d) for t, d in universe()}
+        if any(i.startswith("tau2-") and i not in by_id for i in ids):  # τ² ids (a selection of τ² tasks)
+            from groundstate.worlds.tau2 import tau2_tasks_named
+
+            by_id.update(tau2_tasks_named([i for i in ids if i not in by_id]))
         missing = [i for i in ids if i not in by_id]
         if missing:
             raise TaskFileError(path, f"unknown task ids: {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}", field="tasks")

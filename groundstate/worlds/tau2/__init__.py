@@ -13,7 +13,18 @@ from groundstate.tasks import Task
 from groundstate.worlds.tau2.domain import DOMAINS, SPLITS, TAU2_REF, Tau2Domain
 from groundstate.worlds.tau2.runtime import SUPPORTED, Tau2Unavailable
 
-__all__ = ["DOMAINS", "SELECTOR_PREFIX", "SUPPORTED", "TAU2_REF", "Tau2Domain", "Tau2Unavailable", "load_tau2", "parse_selector", "tau2_domain"]
+__all__ = [
+    "DOMAINS",
+    "SELECTOR_PREFIX",
+    "SUPPORTED",
+    "TAU2_REF",
+    "Tau2Domain",
+    "Tau2Unavailable",
+    "load_tau2",
+    "parse_selector",
+    "tau2_domain",
+    "tau2_tasks_named",
+]
 
 SELECTOR_PREFIX = "tau2:"
 USAGE = f"use tau2:DOMAIN[:SPLIT] with DOMAIN one of {', '.join(DOMAINS)} or all, SPLIT train or test"
@@ -37,6 +48,14 @@ def parse_selector(selector: str) -> tuple[list[str], str | None]:
 def tau2_domain(domain: str) -> Tau2Domain:
     """The one `Tau2Domain` of a τ² domain in this process (its environment and gold states are built once)."""
     return Tau2Domain(domain)
+
+
+def tau2_tasks_named(ids: list[str]) -> dict[str, tuple[Task, Tau2Domain]]:
+    """The τ² tasks among `ids` (`tau2-DOMAIN-...`), by id: how a list of task ids (a selection's train.yaml) finds τ²'s
+    tasks, whose domains are loaded only when an id names one."""
+    wanted = {d for d in DOMAINS for i in ids if i.startswith(f"tau2-{d}-")}
+    found = {t.id: (t, d) for name in sorted(wanted) for t, d in load_tau2([name])}
+    return {i: found[i] for i in ids if i in found}
 
 
 def load_tau2(domains: list[str], split: str | None = None) -> list[tuple[Task, Tau2Domain]]:
