@@ -140,3 +140,34 @@ def test_another_process_finds_the_task_by_reference():
     assert found == task and again.content_hash == domain.content_hash
     with pytest.raises(KeyError):
         TaskResolver().resolve(domain.ref(), "tau2-mock-nope")
+
+
+def test_taus_own_limits_apply_ten_failed_calls_end_its_run():
+    """τ²'s orchestrator ends a run at its 10th failed tool call (TOO_MANY_ERRORS, scored 0) even where the agent goes on
+    to do everything right: the verdict follows it, and τ²'s own harness agrees."""
+    from groundstate.worlds.tau2.parity import Variant, theirs
+
+    task, domain = next((t, d) for t, d in load_tau2(["retail"]) if t.id == "tau2-retail-1")
+    gold = [c.model_dump() for c in task.gold]
+    bad = [{"tool": "get_order_details", "args": {"order_id": f"#W{i}"}} for i in range(10)]  # unknown orders: τ² errors
+    for calls, expected in ((bad[:9] + gold, 1), (bad + gold, 0)):
+        verdict, _, _ = play(task, domain, calls, task.gold_reply or "Done.")
+        reward, _ = theirs(task, domain, Variant(calls, task.gold_reply or "Done."))
+        assert verdict.reward == int(reward) == expected, (len(calls), verdict.reasons)
+    assert "10 failed tool calls" in verdict.reasons[0]
+
+
+def test_a_log_the_trajectory_does_not_hold_is_a_grader_error_never_a_verdict():
+    task, domain = next((t, d) for t, d in load_tau2(["airline"]) if t.id == "tau2-airline-3")
+
+    async def go():
+        env = await domain.open_environment(task, None)
+        try:
+            traj = await run_episode(env, ScriptedAgent([c.model_dump() for c in task.gold], final_text="Done."), ScriptedUser([]))
+            env.log.append(env.log[0])  # a call the trajectory never made
+            return await env.grade(traj)
+        finally:
+            await env.close()
+
+    verdict = asyncio.run(go())
+    assert verdict.reward is None and verdict.error_kind == "grader" and "not in the trajectory" in verdict.system_error
