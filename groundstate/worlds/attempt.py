@@ -190,7 +190,9 @@ async def play(
         t0 = time.perf_counter()
         verdict = await grade_bounded(env, traj, limits, judge, observer)
         timings["grade_s"] = time.perf_counter() - t0
-        if keep_changes:
+        # past the grading bound the grader's thread may still be reading the sandbox: a second reader on its connection
+        # (SQLite's is shared by both threads) can deadlock the two, so the state is not read again
+        if keep_changes and verdict.error_kind != "time_limit":
             changes = await env.changes()
     except Exception as e:  # endpoint down, database gone, a bug: never the agent's failure
         verdict = failed(e)
