@@ -49,12 +49,13 @@ def test_selectors_name_domains_and_taus_own_splits():
 
 
 def test_run_gold_and_noop_from_the_command_line(tmp_path):
-    """`groundstate run` on τ² tasks, read back by `metrics`: gold passes every retail test task; doing nothing passes
-    the 19 airline and 7 retail tasks whose right answer changes and says nothing checkable (τ²'s own count)."""
-    cli("run", "--agent", "scripted:gold", "--tasks", "tau2:retail:test", "--out", "gold.jsonl", cwd=tmp_path)
+    """The README's command, `groundstate run --agent scripted:gold --tasks tau2:retail`, read back by `metrics`: gold
+    passes all 114 retail tasks; doing nothing passes the 19 airline and 7 retail tasks whose right answer changes and
+    says nothing checkable (τ²'s own count)."""
+    cli("run", "--agent", "scripted:gold", "--tasks", "tau2:retail", "--out", "gold.jsonl", cwd=tmp_path)
     cli("run", "--agent", "scripted:noop", "--tasks", "tau2:airline,tau2:retail", "--out", "noop.jsonl", cwd=tmp_path)
     gold = json.loads(cli("metrics", "gold.jsonl", "--json", cwd=tmp_path).stdout)
-    assert (gold["tasks"], gold["pass_at_1"], gold["system_errors"]) == (40, 1.0, 0)
+    assert (gold["tasks"], gold["pass_at_1"], gold["system_errors"]) == (114, 1.0, 0)
     noop = read_records(tmp_path / "noop.jsonl")
     passed = {r.domain: 0 for r in noop}
     for r in noop:
