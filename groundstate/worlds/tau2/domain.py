@@ -65,8 +65,7 @@ class Tau2Domain:
         registry = tau2().registry
         self.tau2_domain = domain
         self.name = f"tau2-{domain}"
-        self._constructor = registry.get_env_constructor(domain)
-        self._pristine = self._constructor()
+        self._pristine = registry.get_env_constructor(domain)()
         self.tools = Tau2ToolCatalog(self._pristine)
         self.equivalences = Equivalences()  # τ² compares database hashes: no columns or values are read alike
         self.tau2_tasks: dict[str, Any] = {}  # our task id -> τ²'s Task
@@ -179,7 +178,7 @@ def to_task(domain: str, t2: Any, split: str | None) -> Task:
             x for x in (instructions.known_info, instructions.unknown_info and f"You do not know: {instructions.unknown_info}") if x
         )
     crit = t2.evaluation_criteria
-    actions = [a for a in (crit.actions or [])] if crit else []
+    actions = list(crit.actions or []) if crit else []
     gold = [ToolCall(tool=a.name, args=dict(a.arguments)) for a in actions if a.requestor == "assistant"]
     info = list(crit.communicate_info or []) if crit else []
     rubrics = list(crit.nl_assertions or []) if crit and RewardType.NL_ASSERTION in crit.reward_basis else []

@@ -3,7 +3,9 @@
 `variants` gives, for one task, gold, no-op and single-call perturbations of gold (lint's mutants: a write call dropped,
 duplicated, one argument changed; and two calls swapped). `ours` plays the calls with groundstate's scripted agent on
 the task's `Tau2Environment` and returns the verdict and the conversation as τ² would have recorded it; `theirs` plays
-the same calls with a scripted agent inside τ²'s `Orchestrator` on τ²'s environment (its user opens with the task's
+the same calls with a scripted agent inside τ²'s `Orchestrator` on τ²'s environment (a copy of one τ²'s constructor built,
+as ours are: the verdict's standard is independent of that copy, since `evaluate_simulation` rebuilds both the
+replayed and the gold environment with τ²'s own constructor) (its user opens with the task's
 opening and stops at the agent's first text, as τ²'s agents never stop by themselves) and returns `evaluate_simulation`'s
 reward (evaluation type ALL, τ²'s default) and τ²'s own messages. `tests/integrations/tau2_env` holds every verdict to
 it, and `benchmarks/tau2_bench.py` prints the whole sweep with the speed of both.
@@ -59,7 +61,6 @@ def theirs(task: Task, domain: Tau2Domain, variant: Variant) -> tuple[float, lis
     """(reward, messages) of the same variant played by τ²'s own orchestrator and scored by τ²'s own evaluator."""
     from tau2.agent.base import LocalAgent
     from tau2.data_model.message import AssistantMessage, ToolCall, UserMessage
-    from tau2.data_model.simulation import SimulationRun  # noqa: F401 - the type evaluate_simulation reads
     from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
     from tau2.orchestrator.orchestrator import Orchestrator
     from tau2.user.base import BaseUser, UserState
