@@ -50,6 +50,17 @@ class UserSpec(_Strict):
     persona: str | None = None  # who the simulated user is (for an LLM user)
     context: str | None = None  # facts the user knows and reveals when asked
     script: list[str] = Field(default_factory=list)  # scripted replies, in order
+    # the user's own gold calls, on the user's side (a world whose users have tools: τ²'s telecom phone); the scripted
+    # user makes them in its first reply, where the world gives it those tools (`types.UserTools`)
+    actions: list[ToolCall] = Field(default_factory=list)
+
+    @model_serializer(mode="wrap")
+    def _actions_only_where_there_are_some(self, handler: Any) -> dict[str, Any]:
+        """`actions` is dumped only where the user has some: every other task's dump (and version hash) is unchanged."""
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("actions"):
+            data.pop("actions", None)
+        return data
 
 
 class Limits(_Strict):

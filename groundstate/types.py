@@ -78,9 +78,24 @@ class Agent(Protocol):
     async def act(self, conversation: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AgentTurn: ...
 
 
+class UserTools(Protocol):
+    """The tools a world gives the user on the user's own side, for one attempt (τ²'s telecom: the customer's phone).
+    The agent never sees them or their results; what they change is part of the final state."""
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """The user's tools, in the OpenAI `tools` format."""
+        ...
+
+    async def act(self, calls: list[ToolCallRequest]) -> list[ToolCallRecord]:
+        """Run one user message's calls, in order, as that world runs a message's calls; each answered, never raising
+        for what the user asked (a bad call is an error result). Raises `EpisodeHang` for a call that does not return."""
+        ...
+
+
 class UserSimulator(Protocol):
-    async def reply(self, conversation: list[dict[str, Any]]) -> str | None:
-        """The user's next message, or None when the user ends the conversation."""
+    async def reply(self, conversation: list[dict[str, Any]], tools: UserTools | None = None) -> str | None:
+        """The user's next message, or None when the user ends the conversation. `tools`: the user's own tools where the
+        world has them (`Environment.user_tools`); a user may call them before it answers."""
         ...
 
 
@@ -137,6 +152,7 @@ class Trajectory(BaseModel):
     model_config = ConfigDict(extra="forbid")
     messages: list[dict[str, Any]]
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    user_tool_calls: list[ToolCallRecord] = Field(default_factory=list)  # the user's own calls (`UserTools`), in order
     finish_reason: str = ""
     turns: Annotated[int, Field(strict=True, ge=0)] = 0
     usage: Usage = Field(default_factory=Usage, exclude=True)
@@ -167,12 +183,11 @@ class Trajectory(BaseModel):
 
     @model_serializer
     def to_json(self) -> dict[str, Any]:
-        return {
-            "messages": self.messages,
-            "tool_calls": [c.to_json() for c in self.tool_calls],
-            "finish_reason": self.finish_reason,
-            "turns": self.turns,
-        }
+        """`user_tool_calls` only where the user made some: every other record reads as records always did."""
+        out = {"messages": self.messages, "tool_calls": [c.to_json() for c in self.tool_calls]}
+        if self.user_tool_calls:
+            out["user_tool_calls"] = [c.to_json() for c in self.user_tool_calls]
+        return {**out, "finish_reason": self.finish_reason, "turns": self.turns}
 
 
 # What failed, when an attempt is a system error: never the agent's doing, so never a 0. `endpoint`: a model endpoint
@@ -351,6 +366,10 @@ class Environment(Protocol):
         ...
 
     async def call_tool(self, name: str, arguments: Any) -> ToolResult: ...
+
+    def user_tools(self) -> UserTools | None:
+        """The user's own tools in this attempt (`UserTools`), or None where the world gives the user none (most)."""
+        ...
 
     async def grade(self, trajectory: Trajectory, judge: Judge | None = None) -> Verdict: ...
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from groundstate.agents.scripted import ScriptedAgent, ScriptedUser, attempt_seed, make_scripted_agent
+from groundstate.agents.scripted import ScriptedAgent, ScriptedUser, attempt_seed, make_scripted_agent, scripted_user
 from groundstate.agents.user_audit import AuditedUser, UserAudit
 from groundstate.agents.user_cache import CachedUser, UserCache
 from groundstate.records import UserReplies
@@ -93,7 +93,7 @@ def make_user(
             raise ValueError(
                 "a user cache and user sampling settings are for an LLM user (openai:MODEL[@URL]); the scripted user replays its task's script"
             )
-        return ScriptedUser(task.user.script)
+        return scripted_user(task)
     from groundstate.agents.openai_compat import make_openai_user, user_view
 
     user = make_openai_user(spec.endpoint, task, sampling)

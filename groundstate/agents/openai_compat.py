@@ -36,7 +36,7 @@ from groundstate.agents.toolcall_format import TOOL_CALL_FORMATS, parse_content
 from groundstate.agents.user_audit import UserSimulatorFault, refuse_overlong
 from groundstate.specs import Endpoint, parse_endpoint
 from groundstate.tasks import Task
-from groundstate.types import AgentTurn, ToolCallRequest, Usage
+from groundstate.types import AgentTurn, ToolCallRequest, Usage, UserTools
 
 T = TypeVar("T")
 
@@ -548,7 +548,7 @@ class OpenAIUser:
     def client(self) -> AsyncOpenAI:
         return self._client or shared_async_client(self.base_url, self.timeout)
 
-    async def reply(self, conversation: list[dict[str, Any]]) -> str | None:
+    async def reply(self, conversation: list[dict[str, Any]], tools: UserTools | None = None) -> str | None:
         kwargs: dict[str, Any] = {"model": self.model, "messages": user_view(conversation, self.system_prompt), **self.sampling}
         budget = self.sampling.get("max_tokens")
         # in extra_body: the `openai` releases this install allows (>= 1.40) predate the keyword

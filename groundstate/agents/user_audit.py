@@ -59,7 +59,7 @@ from typing import Any
 
 from groundstate.agents.base import delivered_turns
 from groundstate.tasks import Task
-from groundstate.types import MAX_REPLY_CHARS, FaultKind, UserSimulator
+from groundstate.types import MAX_REPLY_CHARS, FaultKind, UserSimulator, UserTools
 
 FAULT_PREFIX = "user-simulator fault"
 
@@ -522,9 +522,9 @@ class AuditedUser:
     def __init__(self, inner: UserSimulator, audit: UserAudit):
         self.inner, self.audit = inner, audit
 
-    async def reply(self, conversation: list[dict[str, Any]]) -> str | None:
+    async def reply(self, conversation: list[dict[str, Any]], tools: UserTools | None = None) -> str | None:
         try:
-            reply = await self.inner.reply(conversation)
+            reply = await self.inner.reply(conversation, tools)
             refuse_overlong(reply)  # first: the audit reads no flood
         except UserSimulatorFault as e:
             if self.audit.excuses(conversation, e):

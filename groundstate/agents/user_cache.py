@@ -50,7 +50,7 @@ from groundstate.agents.base import valid_text
 from groundstate.agents.user_audit import AuditedUser, Fault, UserAudit, UserSimulatorFault, refuse_overlong
 from groundstate.records import UserReplies, refuse_read_only
 from groundstate.tasks import Task
-from groundstate.types import MAX_REPLY_CHARS, UserSimulator
+from groundstate.types import MAX_REPLY_CHARS, UserSimulator, UserTools
 
 log = logging.getLogger(__name__)
 
@@ -249,7 +249,7 @@ class CachedUser:
         self.sampling, self.attempt, self.view, self.audit = dict(sampling), attempt, view, audit
         self.count = count if count is not None else UserReplies()
 
-    async def reply(self, conversation: list[dict[str, Any]]) -> str | None:
+    async def reply(self, conversation: list[dict[str, Any]], tools: UserTools | None = None) -> str | None:
         key = reply_key(self.task, self.user_model, self.sampling, self.attempt, self.view(conversation))
         try:
             stored = self.cache.get(key)
@@ -271,7 +271,7 @@ class CachedUser:
             self.count.cached += 1
             return stored[0]
         try:
-            reply = await self.inner.reply(conversation)
+            reply = await self.inner.reply(conversation, tools)
             refuse_overlong(reply)  # never stored, never audited
         except UserSimulatorFault as e:
             if self.audit is None or not self.audit.excuses(conversation, e):

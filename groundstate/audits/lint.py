@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from groundstate.agents.scripted import ScriptedAgent, ScriptedUser, make_scripted_agent
+from groundstate.agents.scripted import ScriptedAgent, make_scripted_agent, scripted_agent, scripted_user
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
 from groundstate.tools.mutate import Mutant, mutants
@@ -131,7 +131,7 @@ REFUSED = "the tool refused the mutated call, so it wrote nothing"
 
 async def _lint(task: Task, domain: Domain, backend: Backend) -> TaskLint:
     async def attempt(agent: ScriptedAgent) -> Outcome:
-        return await play(task, domain, agent, ScriptedUser(task.user.script), backend=backend, keep_changes=True)
+        return await play(task, domain, agent, scripted_user(task), backend=backend, keep_changes=True)
 
     out = TaskLint(task.id, domain.name, gold_pass=False, noop_fail=False)
     gold = await attempt(make_scripted_agent("scripted:gold", task, domain))
@@ -149,7 +149,7 @@ async def _lint(task: Task, domain: Domain, backend: Backend) -> TaskLint:
 
     async def bounded(m: Mutant) -> Outcome:
         async with slots:
-            return await attempt(ScriptedAgent(m.calls, final_text=task.gold_reply or "Done."))  # the calls judged, not the words
+            return await attempt(scripted_agent(m.calls, task))  # the calls judged, not the words
 
     cases = mutants([c.model_dump() for c in task.gold], domain.tools)
     for m, outcome in zip(cases, await asyncio.gather(*(bounded(m) for m in cases)), strict=True):

@@ -29,7 +29,7 @@ from groundstate.records import AttemptRecord
 from groundstate.specs import JudgeSpec
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
-from groundstate.types import AgentTurn, Domain, EpisodeLimits, Judge, ToolCallRequest, Verdict
+from groundstate.types import AgentTurn, Domain, EpisodeLimits, Judge, ToolCallRequest, UserTools, Verdict
 from groundstate.worlds.attempt import play, task_fingerprint
 from groundstate.worlds.episode import LIMIT_NAMES, NOT_EXECUTED
 
@@ -98,7 +98,7 @@ class ReplayUser:
         users = [m.get("content") or "" for m in messages if m.get("role") == "user"]
         self.replies = users[1:]
 
-    async def reply(self, conversation: list[dict[str, Any]]) -> str | None:
+    async def reply(self, conversation: list[dict[str, Any]], tools: UserTools | None = None) -> str | None:
         return self.replies.pop(0) if self.replies else None
 
 

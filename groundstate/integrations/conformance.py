@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from groundstate.agents.scripted import ScriptedAgent, ScriptedUser
+from groundstate.agents.scripted import ScriptedAgent, scripted_user
 from groundstate.agents.toolcall_format import render_tool_call
 from groundstate.integrations.loop import run_sync
 from groundstate.state.base import Backend
@@ -139,7 +139,7 @@ class _Paths:
 
     def run(self, calls: Calls) -> Played:
         async def attempt() -> Played:
-            user = ScriptedUser(self.task.user.script)
+            user = scripted_user(self.task)
             out = await play(self.task, self.domain, ScriptedAgent(calls), user, backend=self.backend, observer=self.judged)
             self.reference = out.trajectory
             return self.judged.played(out.verdict.to_json())

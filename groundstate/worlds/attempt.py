@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from groundstate.agents.openai_compat import EndpointError
-from groundstate.agents.scripted import ScriptedAgent, ScriptedUser
+from groundstate.agents.scripted import scripted_agent, scripted_user
 from groundstate.agents.user_audit import UserSimulatorFault
 from groundstate.agents.user_cache import early_stop_fault, provoked_findings
 from groundstate.deadlines import GradingTimeout, bounded
@@ -317,10 +317,10 @@ async def play_calls(
 ) -> Outcome:
     """`play` of a scripted agent that makes `calls` (`{tool, args}`) in order and then says `final_text` (by default
     the task's gold reply, else "Done.": a variation of the calls is then judged by what the calls did, never by the
-    words, which some worlds check — τ²'s `communicate_info`), facing the task's scripted user: how lint's mutants, the
+    words, which some worlds check — τ²'s `communicate_info`), facing the task's scripted user (`agents.scripted.scripted_agent`): how lint's mutants, the
     hacks, the alternatives and certificates play a list of calls."""
-    agent = ScriptedAgent(calls, final_text=final_text if final_text is not None else task.gold_reply or "Done.")
-    return await play(task, domain, agent, ScriptedUser(task.user.script), backend=backend, judge=judge, keep_changes=keep_changes)
+    agent = scripted_agent(calls, task, final_text)
+    return await play(task, domain, agent, scripted_user(task), backend=backend, judge=judge, keep_changes=keep_changes)
 
 
 def task_fingerprint(task: Task, domain: Domain) -> str:

@@ -92,6 +92,10 @@ class SqlEnvironment:
         with self.sandbox.in_use():
             return self.grader.grade(self.task, self.sandbox, trajectory, judge)
 
+    def user_tools(self) -> None:
+        """None: the user of this world has no tools of its own."""
+        return None
+
     async def changes(self) -> ChangeSet:
         if self.offload:
             return await asyncio.to_thread(self._changes)

@@ -2,7 +2,9 @@
 
 The conversation starts from the environment's `initial_messages()` (the domain's policy as the system message,
 the task's instruction as the first user message). The agent's tool calls go to the environment's `call_tool`;
-a text message without tool calls goes to the user, who replies or ends the conversation. The result is a
+a text message without tool calls goes to the user, who replies or ends the conversation (where the world gives
+the user tools of its own, `Environment.user_tools`, the user may call them first: the trajectory records those calls
+in `user_tool_calls`, and the agent never sees them). The result is a
 `Trajectory`. The limits (one `EpisodeLimits`) end an episode with a finish reason, never an exception, and the
 state reached is graded:
 
@@ -51,6 +53,7 @@ from groundstate.types import (
     ToolCallRequest,
     Trajectory,
     UserSimulator,
+    UserTools,
 )
 
 NOT_EXECUTED = "call not executed"  # the end of the tool message that answers a call a limit stopped (regrade skips those calls)
@@ -132,6 +135,8 @@ class Episode:
         self.deadline = self.start + self.timeout if self.timeout is not None else None
         self.calls_made = calls_made
         self.paused: float | None = None  # when `run(pause_at=...)` paused it
+        own = env.user_tools()
+        self.user_tools = RecordedUserTools(own, self.traj) if own is not None else None
 
     def branch(self, env: Environment, agent: Agent, user: UserSimulator | None) -> Episode:
         """A continuation of this paused episode on `env` (a fork of its environment, or the environment itself for
@@ -250,12 +255,27 @@ class Episode:
         if self.user is not None:
             timeout = self.timeout
             reply = await within(
-                self.user.reply(self.messages),
+                self.user.reply(self.messages, self.user_tools),
                 timeout,
                 lambda: EpisodeHang(f"the user simulator did not return within the attempt time limit ({timeout:g} s)"),
             )
         refuse_overlong(reply)  # any simulator's: a flood is a system error, never sent to the agent or recorded
         return reply
+
+
+class RecordedUserTools:
+    """A world's `UserTools` whose calls the trajectory records (`Trajectory.user_tool_calls`), in the order made."""
+
+    def __init__(self, tools: UserTools, traj: Trajectory):
+        self.tools, self.traj = tools, traj
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return self.tools.schemas()
+
+    async def act(self, calls: list[ToolCallRequest]) -> list[ToolCallRecord]:
+        records = await self.tools.act(calls)
+        self.traj.user_tool_calls.extend(records)
+        return records
 
 
 def _reply_ends(flooded: bool, done: bool, over_tokens: bool) -> str | None:

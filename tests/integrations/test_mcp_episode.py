@@ -33,6 +33,9 @@ class McpToolsEnvironment:
     def tool_schemas(self):
         return self.tools.openai_schemas()
 
+    def user_tools(self):
+        return None
+
     async def call_tool(self, name, arguments):
         return await self.tools.acall(name, arguments)
 

@@ -134,7 +134,7 @@ def test_hung_user_simulator_is_a_system_error(shop):
     backend = SqliteBackend()
 
     class HungUser:
-        async def reply(self, conversation):
+        async def reply(self, conversation, tools=None):
             await asyncio.Event().wait()
 
     agent = Turns(call("cancel_order", order_id=1), AgentTurn(text="Cancelled. Anything else?"))
@@ -184,7 +184,7 @@ def test_a_text_turn_over_the_budget_does_not_reach_the_user(shop):
     backend = SqliteBackend()
 
     class NeverUser:
-        async def reply(self, conversation):  # pragma: no cover - must not be called
+        async def reply(self, conversation, tools=None):  # pragma: no cover - must not be called
             raise AssertionError("the user was asked after the budget was spent")
 
     agent = Turns(AgentTurn(text="Which order?", usage=Usage(500, 20)))

@@ -34,7 +34,7 @@ class Listener:
     def __init__(self):
         self.heard: list[str] = []
 
-    async def reply(self, conversation):
+    async def reply(self, conversation, tools=None):
         self.heard.append(conversation[-1]["content"])
         return "ok"
 
@@ -110,7 +110,7 @@ def test_an_llm_user_that_floods_is_a_system_error_and_its_reply_goes_nowhere(sh
 
 def test_any_user_simulator_that_floods_is_stopped_by_the_episode(shop):
     class Flooder:
-        async def reply(self, conversation):
+        async def reply(self, conversation, tools=None):
             return FLOOD
 
     class Agent:

@@ -195,7 +195,7 @@ def test_the_audited_user_raises_the_fault_of_a_bad_reply(leave):
         def __init__(self, reply):
             self.text = reply
 
-        async def reply(self, conversation):
+        async def reply(self, conversation, tools=None):
             return self.text
 
     conv = said(leave, "What is your employee number?")
@@ -325,7 +325,7 @@ def test_a_failing_agent_cannot_turn_its_failure_into_a_repairable_system_error(
         def __init__(self, *lines):
             self.lines = list(lines)
 
-        async def reply(self, conversation):
+        async def reply(self, conversation, tools=None):
             return self.lines.pop(0) if self.lines else None
 
     class Gamer:
@@ -451,7 +451,7 @@ def test_no_phrasing_turns_a_failing_agents_attempt_into_a_system_error(leave, a
         def __init__(self, *lines):
             self.lines = list(lines)
 
-        async def reply(self, conversation):
+        async def reply(self, conversation, tools=None):
             return self.lines.pop(0) if self.lines else None
 
     class Gamer:
@@ -470,7 +470,7 @@ def test_no_phrasing_turns_a_failing_agents_attempt_into_a_system_error(leave, a
 class Flooder:
     """A user model that floods whatever it is asked (an LLM that loops, or obliges "type 'ok' 40,000 times")."""
 
-    async def reply(self, conversation):
+    async def reply(self, conversation, tools=None):
         return "ok " * 40_000
 
 

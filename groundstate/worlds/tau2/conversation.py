@@ -57,19 +57,39 @@ def tau2_messages(t2: Any, task: Task, log: list[tuple[Any, Any]], start: int, t
     """The attempt's conversation as τ²'s orchestrator would have recorded it: the opening (`opening`); then, from the
     trajectory's message `start` on (what followed the environment's initial messages), each agent message with the calls τ² executed (from the environment's log, in order),
     each followed by its tool message, and each user message. Calls that never reached τ² (malformed, stopped by a
-    limit) are not in it: they changed nothing. Raises `ConversationMismatch` when a logged call is left over."""
+    limit) are not in it: they changed nothing. The user's own calls (`env.Tau2UserTools`, made while it wrote its next
+    message) come before that message, or last where the user then ended the conversation: one τ² user message per
+    batch, each followed by its tool messages. Raises `ConversationMismatch` when a logged call is left over."""
     from tau2.data_model.message import AssistantMessage, UserMessage
 
     out: list[Any] = opening(t2, task)
     i = 0
+
+    def users_calls() -> None:
+        nonlocal i
+        while i < len(log) and log[i][0].requestor == "user":
+            batch = log[i][0].id.rsplit("_", 1)[0]
+            j = i
+            while j < len(log) and log[j][0].requestor == "user" and log[j][0].id.rsplit("_", 1)[0] == batch:
+                j += 1
+            out.append(UserMessage(role="user", tool_calls=[c for c, _ in log[i:j]]))
+            out.extend(r for _, r in log[i:j])
+            i = j
+
     for m in trajectory.messages[start:]:
         role = m.get("role")
         if role == "user":
+            users_calls()
             out.append(UserMessage(role="user", content=m.get("content") or ""))
         elif role == "assistant":
             calls, results = [], []
             for c in m.get("tool_calls") or []:
-                if i < len(log) and log[i][0].name == c.get("function", {}).get("name") and log[i][0].arguments == _arguments(c):
+                if (
+                    i < len(log)
+                    and log[i][0].requestor == "assistant"
+                    and log[i][0].name == c.get("function", {}).get("name")
+                    and log[i][0].arguments == _arguments(c)
+                ):
                     calls.append(log[i][0])
                     results.append(log[i][1])
                     i += 1
@@ -78,6 +98,7 @@ def tau2_messages(t2: Any, task: Task, log: list[tuple[Any, Any]], start: int, t
                 continue
             out.append(AssistantMessage(role="assistant", content=text, tool_calls=calls or None))
             out += results
+    users_calls()
     if i != len(log):
         raise ConversationMismatch(f"{len(log) - i} executed τ² call(s) are not in the trajectory (first: {log[i][0].name})")
     return out

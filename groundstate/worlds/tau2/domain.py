@@ -6,9 +6,11 @@ A τ² task becomes a `groundstate.tasks.Task` by these rules (docs/TAU2.md says
   (every results record carries it);
 - instruction: the user's `reason_for_call` (τ²'s user simulator writes its own opening from it); the user's persona is
   τ²'s persona and task instructions, its context τ²'s known and unknown information;
-- gold: τ²'s expected assistant actions, in order; the gold reply names every `communicate_info` item;
+- gold: τ²'s expected assistant actions, in order; the gold reply names every `communicate_info` item; τ²'s expected
+  user actions (telecom: the customer's own phone) are the user's gold calls (`UserSpec.actions`), in order;
 - rubrics: τ²'s natural-language assertions, only where τ² scores them (`NL_ASSERTION` in its reward basis);
-- split: τ²'s `train` is our `pool`, its `test` our `bench` (a domain without those splits has none).
+- split: τ²'s `train` is our `pool`, its `test` our `bench` (a domain without those splits has none); τ²'s other task
+  lists (`base`, its default, and telecom's `small` and `full`) are kept by name (`Tau2Domain.lists`).
 
 The verdict is τ²'s (`groundstate.worlds.tau2.grading`); each attempt runs on its own copy of τ²'s environment
 (`groundstate.worlds.tau2.env`).
@@ -35,8 +37,9 @@ if TYPE_CHECKING:
     from groundstate.worlds.tau2.env import Tau2Environment
 
 TAU2_REF = "tau2-ref:"
-DOMAINS = ("airline", "retail", "mock")  # telecom's user-side tools (the user's phone) are not run yet: docs/TAU2.md
+DOMAINS = ("airline", "retail", "telecom", "mock")
 SPLITS = {"train": "pool", "test": "bench"}
+DEFAULT_LIST = "base"  # the tasks τ² runs when no list is named (telecom's 114 of its 2,285)
 _ID_CHARS = re.compile(r"[^A-Za-z0-9_.:\-]")
 
 
@@ -56,8 +59,9 @@ class Tau2ToolCatalog:
 
 
 class Tau2Domain:
-    """One τ² domain (`airline`, `retail`, `mock`): its tasks, a pristine environment every attempt copies, and each
-    task's gold state (computed once, as the golden change sets of SQL domains are)."""
+    """One τ² domain (`airline`, `retail`, `telecom`, `mock`): all its tasks, τ²'s named lists of them (`lists`), a
+    pristine environment every attempt copies, and each task's gold state (computed once, as the golden change sets of
+    SQL domains are)."""
 
     def __init__(self, domain: str):
         if domain not in DOMAINS:
@@ -70,8 +74,10 @@ class Tau2Domain:
         self.equivalences = Equivalences()  # τ² compares database hashes: no columns or values are read alike
         self.tau2_tasks: dict[str, Any] = {}  # our task id -> τ²'s Task
         self.tasks: list[Task] = []
-        splits = _splits(registry, domain)
-        for t2 in registry.get_tasks_loader(domain)():
+        loader = registry.get_task_splits_loader(domain)  # None for a domain without split lists (mock)
+        self.lists: dict[str, list[str]] = dict(loader()) if loader is not None else {}  # τ²'s list name -> τ² task ids
+        splits = {tid: ours for name, ours in SPLITS.items() for tid in self.lists.get(name, [])}
+        for t2 in registry.get_tasks_loader(domain)(None):  # every task τ² has, whatever its lists
             task = to_task(domain, t2, splits.get(t2.id))
             if task.id in self.tau2_tasks:
                 raise ValueError(f"τ² {domain} tasks {t2.id!r} and {self.tau2_tasks[task.id].id!r} map to one task id {task.id!r}")
@@ -79,6 +85,18 @@ class Tau2Domain:
             self.tasks.append(task)
         self._gold: dict[str, GoldState] = {}
         self._lock = threading.Lock()
+
+    def listed(self, name: str | None) -> list[Task]:
+        """The tasks of τ²'s list `name` (`train`, `test`, telecom's `small`, `full`), in τ²'s order; with None, τ²'s
+        default list (`base`: what τ²'s own run takes), or every task where the domain has no lists (mock)."""
+        key = name or (DEFAULT_LIST if DEFAULT_LIST in self.lists else None)
+        if key is None:
+            return list(self.tasks)
+        if key not in self.lists:
+            have = ", ".join(sorted(self.lists)) or "none"
+            raise ValueError(f"τ² domain {self.tau2_domain} has no task list {key!r} (its lists: {have})")
+        wanted = set(self.lists[key])
+        return [t for t in self.tasks if t.source_id in wanted]
 
     def tau2_task(self, task: Task) -> Any:
         t2 = self.tau2_tasks.get(task.id)
@@ -148,17 +166,6 @@ def _data_dir(domain: str) -> Path:
     return Path(tau2.__file__).parent / "data" / "tau2" / "domains" / domain
 
 
-def _splits(registry: Any, domain: str) -> dict[str, str]:
-    """τ² task id -> our split, from τ²'s own `train`/`test` lists (a task in neither has none)."""
-    loader = registry.get_task_splits_loader(domain)  # None for a domain without split lists (mock)
-    splits = loader() if loader is not None else {}
-    out: dict[str, str] = {}
-    for name, ours in SPLITS.items():
-        for tid in splits.get(name, []):
-            out[tid] = ours
-    return out
-
-
 def task_id(domain: str, tau2_id: str) -> str:
     return f"tau2-{domain}-{_ID_CHARS.sub('_', tau2_id)}"
 
@@ -180,13 +187,14 @@ def to_task(domain: str, t2: Any, split: str | None) -> Task:
     crit = t2.evaluation_criteria
     actions = list(crit.actions or []) if crit else []
     gold = [ToolCall(tool=a.name, args=dict(a.arguments)) for a in actions if a.requestor == "assistant"]
+    by_user = [ToolCall(tool=a.name, args=dict(a.arguments)) for a in actions if a.requestor == "user"]
     info = list(crit.communicate_info or []) if crit else []
     rubrics = list(crit.nl_assertions or []) if crit and RewardType.NL_ASSERTION in crit.reward_basis else []
     return Task(
         id=task_id(domain, t2.id),
         domain=f"tau2-{domain}",
         instruction=opening.strip() or f"(τ² task {t2.id} gives the user no reason for the call)",
-        user=UserSpec(persona=persona or None, context=context or None),
+        user=UserSpec(persona=persona or None, context=context or None, actions=by_user),
         gold=gold,
         rubrics=rubrics,
         gold_reply=" ".join(info) if info else None,

@@ -5,6 +5,13 @@ error texts); every executed call is logged as the τ² `ToolCall` and `ToolMess
 τ²'s evaluators the conversation as τ² would have recorded it (`grading.tau2_messages`). A call whose arguments are
 not a JSON object never reaches τ² (τ²'s `ToolCall` cannot hold one): it is an error result and changes nothing.
 
+Where τ²'s domain gives the user tools of its own (telecom: the customer's phone), `user_tools()` runs them for the
+user (`Tau2UserTools`): one user message's calls in order, logged as τ² logs them (requestor `user`). τ²'s orchestrator
+syncs the two sides after every step (`Environment.sync_tools`: the phone reads the line's state, a paid bill reaches
+the billing database); here after every agent call and after each user message's calls, which is every step that
+changes a side (agent tools never read the phone, so a turn of several agent calls synced between them reads the
+same).
+
 Tools run in a worker thread, bounded by the attempt's time limit: a τ² tool that does not return (retail's
 `calculate` evaluates what the agent wrote) ends the attempt with `EpisodeHang`, a system error, and its thread runs on.
 """
@@ -18,7 +25,7 @@ from typing import Any
 
 from groundstate.deadlines import within
 from groundstate.tasks import Task
-from groundstate.types import EpisodeHang, EpisodeLimits, Judge, ToolResult, Trajectory, Verdict
+from groundstate.types import EpisodeHang, EpisodeLimits, Judge, ToolCallRecord, ToolCallRequest, ToolResult, Trajectory, Verdict
 from groundstate.worlds.tau2.conversation import history, opening, tau2_messages, to_chat
 from groundstate.worlds.tau2.grading import Attempt, GoldState, grade_attempt
 
@@ -72,12 +79,25 @@ class Tau2Environment:
         call = ToolCall(id=f"gs_{len(self.log) + 1}", name=name, arguments=arguments, requestor="assistant")
         timeout = self.limits.timeout
         message = await within(
-            asyncio.to_thread(self.env.get_response, call),
+            asyncio.to_thread(self._respond, [call]),
             timeout,
             lambda: EpisodeHang(f"τ² tool {name} did not return within the attempt time limit ({timeout:g} s)"),
         )
-        self.log.append((call, message))
-        return ToolResult(not message.error, message.content or "", write=self.writes.get(name, False))
+        return ToolResult(not message[0].error, message[0].content or "", write=self.writes.get(name, False))
+
+    def _respond(self, calls: list[Any]) -> list[Any]:
+        """One message's calls answered by τ²'s environment, in order, each logged; then the sides synced (one step)."""
+        out = []
+        for call in calls:
+            message = self.env.get_response(call)
+            self.log.append((call, message))
+            out.append(message)
+        self.env.sync_tools()
+        return out
+
+    def user_tools(self) -> Tau2UserTools | None:
+        """The user's own tools where τ²'s domain has them (telecom's phone), else None."""
+        return Tau2UserTools(self) if self.env.user_tools is not None else None
 
     async def grade(self, trajectory: Trajectory | None, judge: Judge | None = None) -> Verdict:
         attempt = Attempt(self.task, self.tau2_task, self.env, self.log, len(self.initial_messages()), self.gold)
@@ -107,3 +127,45 @@ class Tau2Environment:
 
     async def close(self) -> None:
         self.env = None
+
+
+class Tau2UserTools:
+    """The user's own τ² tools in one attempt (a `groundstate.types.UserTools`): τ²'s user-side tools, answered by the
+    attempt's τ² environment as its orchestrator answers a user message's calls (logged with requestor `user`, one batch
+    per message: `conversation.tau2_messages` rebuilds the message from the calls' ids)."""
+
+    def __init__(self, owner: Tau2Environment):
+        self.owner = owner
+        self.kit = owner.env.user_tools
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [t.openai_schema for t in self.owner.env.get_user_tools()]
+
+    async def act(self, calls: list[ToolCallRequest]) -> list[ToolCallRecord]:
+        from tau2.data_model.message import ToolCall
+
+        owner = self.owner
+        batch = 1 + len({c.id.split("_")[1] for c, _ in owner.log if c.requestor == "user"})
+        sent, refused = [], {}
+        for i, c in enumerate(calls):
+            if c.parse_error or not isinstance(c.arguments, dict):
+                refused[i] = f"error: {c.parse_error or f'the arguments of {c.name} must be a JSON object'}"
+            else:
+                sent.append(ToolCall(id=f"user_{batch}_{i + 1}", name=c.name, arguments=c.arguments, requestor="user"))
+        timeout = owner.limits.timeout
+        answers = iter(
+            await within(
+                asyncio.to_thread(owner._respond, sent),
+                timeout,
+                lambda: EpisodeHang(f"τ² user tools did not return within the attempt time limit ({timeout:g} s)"),
+            )
+        )
+        out = []
+        for i, c in enumerate(calls):
+            if i in refused:
+                out.append(ToolCallRecord(name=c.name, arguments=c.arguments, ok=False, result=refused[i], write=False))
+                continue
+            m = next(answers)
+            write = self.kit.tool_type(c.name).value not in ("read", "think") if self.kit.has_tool(c.name) else False
+            out.append(ToolCallRecord(name=c.name, arguments=c.arguments, ok=not m.error, result=m.content or "", write=write))
+        return out

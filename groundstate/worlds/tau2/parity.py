@@ -1,12 +1,14 @@
 """Parity with τ²'s own harness: one list of calls played through groundstate and through τ²'s orchestrator and evaluator.
 
 `variants` gives, for one task, gold, no-op and single-call perturbations of gold (lint's mutants: a write call dropped,
-duplicated, one argument changed; and two calls swapped). `ours` plays the calls with groundstate's scripted agent on
+duplicated, one argument changed; and two calls swapped; where the user has calls of its own, telecom's, the user's
+last call dropped). `ours` plays the calls with groundstate's scripted agent on
 the task's `Tau2Environment` and returns the verdict and the conversation as τ² would have recorded it; `theirs` plays
 the same calls with a scripted agent inside τ²'s `Orchestrator` on τ²'s environment (a copy of one τ²'s constructor built,
 as ours are: the verdict's standard is independent of that copy, since `evaluate_simulation` rebuilds both the
 replayed and the gold environment with τ²'s own constructor) (its user opens with the task's
-opening and stops at the agent's first text, as τ²'s agents never stop by themselves) and returns `evaluate_simulation`'s
+opening and stops at the agent's first text, as τ²'s agents never stop by themselves, having first made its own calls
+in one message where the variant gives it some, as groundstate's scripted user does) and returns `evaluate_simulation`'s
 reward (evaluation type ALL, τ²'s default) and τ²'s own messages. `tests/integrations/tau2_env` holds every verdict to
 it, and `benchmarks/tau2_bench.py` prints the whole sweep with the speed of both.
 """
@@ -16,7 +18,7 @@ from __future__ import annotations
 import copy
 from typing import Any, NamedTuple
 
-from groundstate.agents.scripted import ScriptedAgent, ScriptedUser, make_scripted_agent
+from groundstate.agents.scripted import NOOP_TEXT, ScriptedAgent, ScriptedUser
 from groundstate.tasks import Task
 from groundstate.tools.mutate import mutants
 from groundstate.worlds.episode import run_episode
@@ -25,24 +27,30 @@ from groundstate.worlds.tau2.domain import Tau2Domain
 Call = dict[str, Any]
 
 
-PERTURBATIONS = ("drop", "duplicate", "change", "swap")
+PERTURBATIONS = ("drop", "duplicate", "change", "swap", "user_drop")
 
 
 class Variant(NamedTuple):
     calls: list[Call]
     text: str  # the agent's last message
+    user_calls: list[Call] = []  # the user's own calls, made in its first reply after the agent's text
 
 
 def variants(task: Task, domain: Tau2Domain) -> dict[str, Variant]:
-    """gold (the gold reply last), noop (scripted:noop: no call, its own words), and with gold's reply the first drop,
-    duplicate and change mutant and the first swap of gold, where gold has them."""
+    """gold (the gold reply last, the user's gold calls after it), noop (scripted:noop: no call, its own words, and no
+    call of the user's: nothing was asked of it), and with gold's reply and the user's gold calls the first drop,
+    duplicate and change mutant and the first swap of gold, where gold has them; where the user has gold calls,
+    gold with the user's last call dropped."""
     gold = [c.model_dump() for c in task.gold]
+    mine = [c.model_dump() for c in task.user.actions]
     reply = task.gold_reply or "Done."
-    out = {"gold": Variant(gold, reply), "noop": Variant([], make_scripted_agent("scripted:noop", task, domain).final_text)}
+    out = {"gold": Variant(gold, reply, mine), "noop": Variant([], NOOP_TEXT)}
     for m in mutants(gold, domain.tools):
-        out.setdefault(m.kind, Variant(m.calls, reply))
+        out.setdefault(m.kind, Variant(m.calls, reply, mine))
     if len(gold) >= 2 and gold[0] != gold[1]:
-        out["swap"] = Variant([gold[1], gold[0], *gold[2:]], reply)
+        out["swap"] = Variant([gold[1], gold[0], *gold[2:]], reply, mine)
+    if mine:
+        out["user_drop"] = Variant(gold, reply, mine[:-1])
     return out
 
 
@@ -50,7 +58,8 @@ async def ours(task: Task, domain: Tau2Domain, variant: Variant) -> tuple[Any, l
     """(verdict, τ² messages) of the variant played through groundstate."""
     env = await domain.open_environment(task, None)  # type: ignore[arg-type]
     try:
-        traj = await run_episode(env, ScriptedAgent(variant.calls, final_text=variant.text), ScriptedUser([]))
+        agent = ScriptedAgent(variant.calls, final_text=variant.text, hand_over=bool(variant.user_calls))
+        traj = await run_episode(env, agent, ScriptedUser([], variant.user_calls))
         verdict = await env.grade(traj)
         return verdict, env.conversation(traj)
     finally:
@@ -90,7 +99,15 @@ def theirs(task: Task, domain: Tau2Domain, variant: Variant) -> tuple[float, lis
         def generate_next_message(self, message, state):
             first = not state.messages
             state.messages.append(message)
-            return UserMessage(role="user", content=task.instruction if first else "###STOP###"), state
+            if first:
+                return UserMessage(role="user", content=task.instruction), state
+            if variant.user_calls and message.role == "assistant":  # its own calls, in one message, then the stop
+                made = [
+                    ToolCall(id=f"user_1_{i + 1}", name=c["tool"], arguments=copy.deepcopy(c["args"]), requestor="user")
+                    for i, c in enumerate(variant.user_calls)
+                ]
+                return UserMessage(role="user", tool_calls=made), state
+            return UserMessage(role="user", content="###STOP###"), state
 
         @classmethod
         def is_stop(cls, message):

@@ -242,6 +242,10 @@ class TbEnvironment:
 
         return await grade_case(self.task, self.case, await self.effects(), trajectory, judge, self.init_results)
 
+    def user_tools(self) -> None:
+        """None: the user of this world has no tools of its own."""
+        return None
+
     async def changes(self) -> None:
         """None: the servers own their state; only their effects (hashes) are seen."""
         return None

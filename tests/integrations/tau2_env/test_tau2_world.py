@@ -30,7 +30,21 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 def test_selectors_name_domains_and_taus_own_splits():
     sizes = {
         s: len(select_tasks(s))
-        for s in ("tau2:airline", "tau2:airline:train", "tau2:airline:test", "tau2:retail:train", "tau2:retail:test", "tau2:mock", "tau2:all")
+        for s in (
+            "tau2:airline",
+            "tau2:airline:train",
+            "tau2:airline:test",
+            "tau2:retail:train",
+            "tau2:retail:test",
+            "tau2:telecom",
+            "tau2:telecom:train",
+            "tau2:telecom:test",
+            "tau2:telecom:small",
+            "tau2:telecom:full",
+            "tau2:mock",
+            "tau2:all",
+            "tau2:all:test",
+        )
     }
     assert sizes == {
         "tau2:airline": 50,
@@ -38,9 +52,17 @@ def test_selectors_name_domains_and_taus_own_splits():
         "tau2:airline:test": 20,
         "tau2:retail:train": 74,
         "tau2:retail:test": 40,
+        "tau2:telecom": 114,  # τ²'s default list (`base`) of its 2,285
+        "tau2:telecom:train": 74,
+        "tau2:telecom:test": 40,
+        "tau2:telecom:small": 20,
+        "tau2:telecom:full": 2285,
         "tau2:mock": 9,
-        "tau2:all": 173,
+        "tau2:all": 287,
+        "tau2:all:test": 100,  # mock has no lists: left out
     }
+    with pytest.raises(ValueError, match="no task list 'small'"):
+        select_tasks("tau2:airline:small")
     train = {t.split for t, _ in select_tasks("tau2:retail:train")}
     test = {t.split for t, _ in select_tasks("tau2:retail:test")}
     assert (train, test) == ({"pool"}, {"bench"})
