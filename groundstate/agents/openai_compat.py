@@ -45,6 +45,13 @@ STOP_TOKEN = "###STOP###"
 # and a user that loops stops long before `types.MAX_REPLY_CHARS`. Not MAX_REPLY_CHARS // 3: the official API refuses a
 # budget past a model's output limit (16,384 tokens for gpt-4o-mini), and vLLM one past the context left.
 USER_MAX_TOKENS = 4096
+# the rounds of its own tool calls an LLM user may make before it answers, in one turn (τ²'s telecom users check or
+# change one or two settings of their phone at a time)
+MAX_USER_TOOL_ROUNDS = 10
+USER_TOOLS_RULE = (
+    "- You have tools of your own (your device). Use them when the agent asks you to check or do something on it, "
+    "and base everything you say about your device on their results; never make up what they would show."
+)
 
 # sampling keys sent as top-level request fields, and the server-specific ones (vLLM, SGLang) that the
 # official client only forwards through `extra_body`
@@ -544,20 +551,48 @@ class OpenAIUser:
         self.timeout = timeout if timeout is not None else env_timeout(300.0)
         self._client = client
         self.endpoint = describe_endpoint(model, base_url)
+        self.exchanges: list[tuple[int, list[dict[str, Any]]]] = []  # (where in its view, its tool calls and their results)
 
     def client(self) -> AsyncOpenAI:
         return self._client or shared_async_client(self.base_url, self.timeout)
 
     async def reply(self, conversation: list[dict[str, Any]], tools: UserTools | None = None) -> str | None:
-        kwargs: dict[str, Any] = {"model": self.model, "messages": user_view(conversation, self.system_prompt), **self.sampling}
+        """With `tools` (the user's own, `Environment.user_tools`), the model is offered them: each round of calls it
+        makes is run and answered before it is asked again, at most `MAX_USER_TOOL_ROUNDS` rounds per reply (one more is
+        a fault: `overlong_reply`, the reply never came); its exchanges stay in its view on later turns, where they
+        happened."""
+        view = user_view(conversation, self.system_prompt)
+        schemas = tools.schemas() if tools is not None else []
+        if schemas:
+            view[0] = {"role": "system", "content": self.system_prompt + "\n" + USER_TOOLS_RULE}
+            for at, exchange in self.exchanges:  # earlier turns' calls, before the reply they preceded
+                view[at:at] = exchange
+        at, exchange = len(view), []
+        kwargs: dict[str, Any] = {"model": self.model, **self.sampling, **({"tools": schemas} if schemas else {})}
         budget = self.sampling.get("max_tokens")
         # in extra_body: the `openai` releases this install allows (>= 1.40) predate the keyword
         extra = {**self.extra_body, **({} if budget is not None else {"max_completion_tokens": USER_MAX_TOKENS})}
         if extra:
             kwargs["extra_body"] = extra
         client = self.client()
-        response = await with_retries(lambda: client.chat.completions.create(**kwargs), self.retry, self.endpoint, "user simulator completion")
-        message, finish_reason = first_message(response, self.endpoint)
+        for _ in range(MAX_USER_TOOL_ROUNDS + 1):
+            request = {**kwargs, "messages": view + exchange}
+            response = await with_retries(
+                lambda r=request: client.chat.completions.create(**r), self.retry, self.endpoint, "user simulator completion"
+            )
+            message, finish_reason = first_message(response, self.endpoint)
+            calls = [parse_tool_call(c, i) for i, c in enumerate(message.tool_calls or [])] if tools is not None and schemas else []
+            if not calls:
+                break
+            records = await tools.act(calls)  # type: ignore[union-attr]
+            exchange.append({"role": "assistant", "content": message.content or "", "tool_calls": [c.to_message() for c in calls]})
+            exchange += [{"role": "tool", "tool_call_id": c.id, "content": r.result} for c, r in zip(calls, records, strict=True)]
+        else:
+            raise UserSimulatorFault(
+                "overlong_reply", f"the user model made tool calls {MAX_USER_TOOL_ROUNDS + 1} times in one turn without answering"
+            )
+        if exchange:
+            self.exchanges.append((at, exchange))
         text, _ = split_reasoning(message.content)
         text = (text or "").strip()
         if STOP_TOKEN in text:

@@ -250,6 +250,11 @@ class CachedUser:
         self.count = count if count is not None else UserReplies()
 
     async def reply(self, conversation: list[dict[str, Any]], tools: UserTools | None = None) -> str | None:
+        """The stored reply for this conversation, or the model's (stored). A user with tools of its own (`tools`) is
+        never served from the cache nor stored: its calls change the final state, and a stored reply would be served
+        without them; it is audited all the same."""
+        if tools is not None:
+            return await self._uncached(conversation, tools)
         key = reply_key(self.task, self.user_model, self.sampling, self.attempt, self.view(conversation))
         try:
             stored = self.cache.get(key)
@@ -291,6 +296,21 @@ class CachedUser:
         else:  # another run stored a reply for this key first: that one is served, as a replay
             self.count.cached += 1
         return stored
+
+    async def _uncached(self, conversation: list[dict[str, Any]], tools: UserTools) -> str | None:
+        try:
+            reply = await self.inner.reply(conversation, tools)
+            refuse_overlong(reply)
+        except UserSimulatorFault as e:
+            if self.audit is None or not self.audit.excuses(conversation, e):
+                raise
+            self.count.generated += 1
+            return None  # a flood the agent provoked ends the conversation
+        reply = valid_text(reply) if reply is not None else None
+        if self.audit is not None:
+            self.audit.check(conversation, reply)
+        self.count.generated += 1
+        return reply
 
 
 def provoked_findings(user: UserSimulator | None) -> list[str]:

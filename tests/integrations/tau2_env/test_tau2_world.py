@@ -72,17 +72,20 @@ def test_selectors_name_domains_and_taus_own_splits():
 
 def test_run_gold_and_noop_from_the_command_line(tmp_path):
     """The README's command, `groundstate run --agent scripted:gold --tasks tau2:retail`, read back by `metrics`: gold
-    passes all 114 retail tasks; doing nothing passes the 19 airline and 7 retail tasks whose right answer changes and
-    says nothing checkable (τ²'s own count)."""
-    cli("run", "--agent", "scripted:gold", "--tasks", "tau2:retail", "--out", "gold.jsonl", cwd=tmp_path)
-    cli("run", "--agent", "scripted:noop", "--tasks", "tau2:airline,tau2:retail", "--out", "noop.jsonl", cwd=tmp_path)
+    passes all 114 retail and all 114 telecom tasks; doing nothing passes the 19 airline and 7 retail tasks whose right
+    answer changes and says nothing checkable (τ²'s own count), and no telecom task."""
+    cli("run", "--agent", "scripted:gold", "--tasks", "tau2:retail,tau2:telecom", "--out", "gold.jsonl", cwd=tmp_path)
+    cli("run", "--agent", "scripted:noop", "--tasks", "tau2:airline,tau2:retail,tau2:telecom", "--out", "noop.jsonl", cwd=tmp_path)
     gold = json.loads(cli("metrics", "gold.jsonl", "--json", cwd=tmp_path).stdout)
-    assert (gold["tasks"], gold["pass_at_1"], gold["system_errors"]) == (114, 1.0, 0)
+    assert (gold["tasks"], gold["pass_at_1"], gold["system_errors"]) == (228, 1.0, 0)
+    # telecom's user made its own gold calls on its phone, recorded apart from the agent's
+    made = {r.task_id: r.trajectory.user_tool_calls for r in read_records(tmp_path / "gold.jsonl") if r.domain == "tau2-telecom"}
+    assert sum(bool(calls) for calls in made.values()) == 110 and all(c.ok for calls in made.values() for c in calls)
     noop = read_records(tmp_path / "noop.jsonl")
     passed = {r.domain: 0 for r in noop}
     for r in noop:
         passed[r.domain] += r.reward
-    assert passed == {"tau2-airline": 19, "tau2-retail": 7}
+    assert passed == {"tau2-airline": 19, "tau2-retail": 7, "tau2-telecom": 0}
     assert all(r.source_id == r.task_id.rsplit("-", 1)[1] for r in noop)  # τ²'s id, unchanged
 
 
@@ -192,3 +195,34 @@ def test_a_log_the_trajectory_does_not_hold_is_a_grader_error_never_a_verdict():
 
     verdict = asyncio.run(go())
     assert verdict.reward is None and verdict.error_kind == "grader" and "not in the trajectory" in verdict.system_error
+
+
+def test_the_users_own_calls_hostile_ones_included_are_graded_as_taus_are():
+    """Telecom's user acts on its own phone: its calls are recorded apart, never shown to the agent, and graded as τ²'s
+    own harness grades the same calls: a tool the phone does not have is an error that changes nothing, and ten failed
+    calls end τ²'s run whoever made them."""
+    from groundstate.types import ToolCallRequest
+    from groundstate.worlds.tau2.parity import Variant, theirs
+
+    task, domain = next((t, d) for t, d in load_tau2(["telecom"], "small") if t.user.actions)
+    gold, mine = [c.model_dump() for c in task.gold], [c.model_dump() for c in task.user.actions]
+    unknown = {"tool": "format_the_disk", "args": {}}
+
+    async def go(user_calls):
+        env = await domain.open_environment(task, None)
+        try:
+            agent = ScriptedAgent(gold, final_text="Please do this on your phone.", hand_over=True)
+            traj = await run_episode(env, agent, ScriptedUser([], user_calls))
+            refused = await env.user_tools().act([ToolCallRequest("x", "toggle_roaming", ["on"])])  # not an object
+            return await env.grade(traj), traj, refused, len(env.log)
+        finally:
+            await env.close()
+
+    for user_calls, expected in ((mine + [unknown], 1), ([unknown] * 10 + mine, 0)):
+        verdict, traj, refused, logged = asyncio.run(go(user_calls))
+        reward, _ = theirs(task, domain, Variant(gold, "Please do this on your phone.", user_calls))
+        assert verdict.reward == int(reward) == expected, (len(user_calls), verdict.reasons)
+        assert [c.name for c in traj.user_tool_calls] == [c["tool"] for c in user_calls]
+        assert not any("format_the_disk" in json.dumps(m) for m in traj.messages)  # the agent never saw them
+        assert not refused[0].ok and "JSON object" in refused[0].result and logged == len(gold) + len(user_calls)
+    assert "10 failed tool calls" in verdict.reasons[0]
