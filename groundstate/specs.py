@@ -25,7 +25,7 @@ UserKind = Literal["scripted", "openai"]
 JudgeKind = Literal["openai", "none"]
 
 AGENT_SPECS = "scripted:gold|noop|noisy:P, openai:MODEL[@URL] or hf:PATH"
-USER_SPECS = "scripted or openai:MODEL[@URL]"
+USER_SPECS = "scripted, scripted:gold or openai:MODEL[@URL]"
 
 # a URL given without its scheme: it would silently become part of the model name, and the requests go to the official API
 _SCHEMELESS_URL = re.compile(r"(localhost|[\w.-]+:\d+|\d+\.\d+\.\d+\.\d+)([:/]|$)")
@@ -63,7 +63,8 @@ class AgentSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class UserSpec:
-    """A parsed user spec: the task's script, or an LLM user at `endpoint`."""
+    """A parsed user spec: the task's script (`scripted`; `scripted:gold` also makes the user's own gold calls, where a
+    world gives its users tools: τ²'s telecom), or an LLM user at `endpoint`."""
 
     kind: UserKind
     text: str
@@ -76,6 +77,12 @@ class UserSpec:
     def is_llm(self) -> bool:
         """An LLM user (audited, cacheable, sampled) rather than the task's script."""
         return self.kind == "openai"
+
+    @property
+    def gold(self) -> bool:
+        """The gold user (`scripted:gold`): it makes the task's own user calls (`tasks.UserSpec.actions`) the first time
+        the agent hands it the turn, whatever the agent said; the plain scripted user never acts on its own side."""
+        return self.text == "scripted:gold"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,10 +152,10 @@ def _parse_script(spec: str, script: str) -> tuple[Script, float | None]:
 
 
 def parse_user(spec: str | UserSpec) -> UserSpec:
-    """A user spec: `scripted` (or `scripted:task`) or `openai:MODEL[@URL]`."""
+    """A user spec: `scripted` (or `scripted:task`), `scripted:gold` or `openai:MODEL[@URL]`."""
     if isinstance(spec, UserSpec):
         return spec
-    if spec in ("scripted", "scripted:task"):
+    if spec in ("scripted", "scripted:task", "scripted:gold"):
         return UserSpec(kind="scripted", text=spec)
     if spec.startswith("openai:"):
         return UserSpec(kind="openai", text=spec, endpoint=parse_endpoint(spec))

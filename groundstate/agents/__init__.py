@@ -86,14 +86,15 @@ def make_user(
     audit (`user_audit`: a fault raises `UserSimulatorFault`, a system error) unless `audit` is False, and with a `cache`
     (`user_cache.UserCache`) replays the replies stored for this task, attempt and conversation, counting in `replies`
     how each reply was made. The scripted user
-    replays its task's script: nothing to sample, audit or cache (a cache or sampling for it is a `ValueError`)."""
+    replays its task's script (`scripted:gold` also makes the user's own gold calls, `scripted.scripted_user`): nothing
+    to sample, audit or cache (a cache or sampling for it is a `ValueError`)."""
     spec = parse_user(spec)
     if not spec.is_llm:
         if cache is not None or sampling:
             raise ValueError(
                 "a user cache and user sampling settings are for an LLM user (openai:MODEL[@URL]); the scripted user replays its task's script"
             )
-        return scripted_user(task)
+        return scripted_user(task) if spec.gold else ScriptedUser(task.user.script)
     from groundstate.agents.openai_compat import make_openai_user, user_view
 
     user = make_openai_user(spec.endpoint, task, sampling)

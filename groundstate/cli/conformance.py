@@ -13,7 +13,9 @@ from groundstate.cli.common import console, fail, open_backend, out, progress, s
 
 
 def conformance_command(
-    tasks: str = typer.Option("all", "--tasks", help="Tasks to check (any --tasks selector of SQL domains; default: every bundled task)."),
+    tasks: str = typer.Option(
+        "all", "--tasks", help="Tasks to check (any --tasks selector of SQL domains or of τ²: tau2:...; default: every bundled task)."
+    ),
     adapters: str | None = typer.Option(None, "--adapters", help="Comma-separated: trl, gymnasium, openenv, or none (default: every one installed)."),
     fork: bool = typer.Option(False, "--fork", help="Also play each trajectory's second half on a fork taken at its middle call."),
     backend: str = opts.Backend,

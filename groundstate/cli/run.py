@@ -30,7 +30,9 @@ Tasks = typer.Option(
     help="pool, bench, all, a domain name or folder, a YAML list of ids, a glob, tau2:DOMAIN[:SPLIT] (τ²-bench) or thinkingbox:DIR; comma-separated (default: bench for run, pool for probe).",
 )
 K = opts.count(None, "--k", hi=MAX_ATTEMPTS, help="Attempts per task (default: 1 for run, 8 for probe).")
-User = typer.Option(str(EvaluateConfig.user), "--user", help="scripted or openai:MODEL\\[@URL].")
+User = typer.Option(
+    str(EvaluateConfig.user), "--user", help="scripted, scripted:gold (also the user's own gold calls: τ² telecom) or openai:MODEL\\[@URL]."
+)
 UserTemperature = opts.number(
     None, "--user-temperature", lo=0.0, help="Sampling temperature of an openai: user (default 0); part of the run's identity."
 )

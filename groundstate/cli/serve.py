@@ -48,7 +48,9 @@ Token = typer.Option(
 )
 Backend = typer.Option(None, "--backend", help=f"sqlite (embedded default) or postgres. Default: {ServeConfig.backend}.")
 User = typer.Option(
-    None, "--user", help=f"openenv: the user side, scripted (the task's script) or openai:MODEL\\[@URL]. Default: {OpenEnvServe.user}."
+    None,
+    "--user",
+    help=f"openenv: the user side, scripted (the task's script), scripted:gold (and the user's own gold calls) or openai:MODEL\\[@URL]. Default: {OpenEnvServe.user}.",
 )
 AllowRemote = typer.Option(
     False, "--allow-remote", help="Allow a non-loopback address (neither protocol encrypts, openenv has no authentication: put a proxy in front)."

@@ -27,14 +27,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from groundstate.agents.scripted import ScriptedAgent, scripted_user
+from groundstate.agents.scripted import scripted_agent, scripted_user
 from groundstate.agents.toolcall_format import render_tool_call
 from groundstate.integrations.loop import run_sync
 from groundstate.state.base import Backend
 from groundstate.state.changes import ChangeSet
 from groundstate.tasks import Task
 from groundstate.tools.mutate import mutants
-from groundstate.types import EpisodeLimits, Trajectory, Verdict
+from groundstate.types import EpisodeLimits, ToolCallRequest, Trajectory, Verdict
 from groundstate.worlds.attempt import play, prepare_domains
 from groundstate.worlds.domain import Domain
 
@@ -42,6 +42,11 @@ ADAPTERS = ("trl", "gymnasium", "openenv")
 _FRAMEWORK = {"trl": "trl", "gymnasium": "gymnasium", "openenv": "openenv"}  # the package each adapter's framework is
 # adapters that refuse tasks with reply rubrics, and why: their framework gives the environment no final reply to judge
 NO_REPLY = {"trl": "TRL's environment_factory gives the environment no final reply to judge"}
+# adapters that serve SQL domains only, and why (τ²'s tasks are compared through the others)
+# every path's user: the task's script, and the user's own gold calls where the task has some (τ²'s telecom), made when
+# the scripted agent hands over after its calls
+GOLD_USER = "scripted:gold"
+SQL_ONLY = {"trl": "TRL's environment_factory makes each tool a typed method of a SQL domain's tool catalog"}
 
 
 @dataclass
@@ -128,19 +133,20 @@ class _Paths:
         if "gymnasium" in adapters:
             from groundstate.integrations.gymnasium import TextEnv
 
-            gym_env = TextEnv([(task, domain)], backend=backend, observer=self.judged)
+            gym_env = TextEnv([(task, domain)], backend=backend, user=GOLD_USER, observer=self.judged)
             self.drivers["gymnasium"] = lambda calls: self._gymnasium(gym_env, calls)
         if "openenv" in adapters:
             from groundstate.integrations.openenv import environment_factory as openenv_factory
 
             # the whole verdict, compared
-            session = openenv_factory([(task, domain)], backend, reveal_verdict=True, observer=self.judged)()
+            session = openenv_factory([(task, domain)], backend, user=GOLD_USER, reveal_verdict=True, observer=self.judged)()
             self.drivers["openenv"] = lambda calls: run_sync(self._openenv(session, calls))
 
     def run(self, calls: Calls) -> Played:
         async def attempt() -> Played:
             user = scripted_user(self.task)
-            out = await play(self.task, self.domain, ScriptedAgent(calls), user, backend=self.backend, observer=self.judged)
+            agent = scripted_agent(calls, self.task, "Done.")  # what every adapter's driver says last
+            out = await play(self.task, self.domain, agent, user, backend=self.backend, observer=self.judged)
             self.reference = out.trajectory
             return self.judged.played(out.verdict.to_json())
 
@@ -148,10 +154,12 @@ class _Paths:
 
     def forked(self) -> Played:
         """The calls the last `run` executed, replayed up to the middle one on a fresh environment, the rest on its fork
-        (the original closed first: the fork stands alone), graded as `play` grades (no judge)."""
+        (the original closed first: the fork stands alone), then the user's own calls (one message, as the scripted
+        user makes them), graded as `play` grades (no judge)."""
         trajectory = self.reference
         assert trajectory is not None, "forked() replays the trajectory run() played"
         executed = [(c.name, c.arguments) for c in trajectory.tool_calls]
+        users = [ToolCallRequest(f"user_{i + 1}", c.name, c.arguments) for i, c in enumerate(trajectory.user_tool_calls)]
         branch = len(executed) // 2
 
         async def attempt() -> Played:
@@ -165,6 +173,9 @@ class _Paths:
             try:
                 for name, arguments in executed[branch:]:
                     await fork.call_tool(name, arguments)
+                own = fork.user_tools()
+                if users and own is not None:
+                    await own.act(users)
                 changes = await fork.changes()
                 verdict = await fork.grade(trajectory.fork())
             finally:
@@ -222,23 +233,31 @@ def conformance(
     """Play every trajectory of every task through `groundstate run`'s path and each adapter (every one for None, none
     for []), and with `fork` also forked at its middle call; report mismatches.
 
-    SQL domains only. A task with reply rubrics is compared through the adapters that can see a final reply (its
-    verdict is unjudged on every path); those that cannot (`NO_REPLY`) refuse it, counted in `refused`."""
+    SQL domains and τ²'s (`worlds.tau2`; the fork replays the user's own calls too). A task with reply rubrics is
+    compared through the adapters that can see a final reply (its verdict is unjudged on every path); those that cannot
+    (`NO_REPLY`) refuse it, as those that serve SQL domains only (`SQL_ONLY`) refuse τ²'s, counted in `refused`."""
     wanted = list(ADAPTERS if adapters is None else adapters)
     unknown = [a for a in wanted if a not in ADAPTERS]
     if unknown:
         raise ValueError(f"unknown adapter(s) {', '.join(unknown)}: choose from {', '.join(ADAPTERS)}")
     skipped = {a: f"{_FRAMEWORK[a]} is not installed" for a in wanted if importlib.util.find_spec(_FRAMEWORK[a]) is None}
     active = [a for a in wanted if a not in skipped]
+    from groundstate.worlds.tau2 import Tau2Domain
+
     for task, domain in tasks:
-        if not isinstance(domain, Domain):
-            raise ValueError(f"task {task.id}: conformance covers SQL domains; {type(domain).__name__} is not one")
+        if not isinstance(domain, (Domain, Tau2Domain)):
+            raise ValueError(f"task {task.id}: conformance covers SQL domains and τ²'s; {type(domain).__name__} is neither")
     prepare_domains([d for _, d in tasks], backend)
     report = ConformanceReport(active, skipped, checked={a: 0 for a in active})
     for task, domain in tasks:
-        here = [a for a in active if not (task.rubrics and a in NO_REPLY)]
-        for adapter in set(active) - set(here):
-            report.refused.setdefault(adapter, {"tasks": 0, "reason": NO_REPLY[adapter]})["tasks"] += 1
+        why = {a: NO_REPLY[a] for a in active if task.rubrics and a in NO_REPLY}
+        why |= {a: SQL_ONLY[a] for a in active if not isinstance(domain, Domain) and a in SQL_ONLY}
+        here = [a for a in active if a not in why]
+        for adapter in sorted(why):
+            entry = report.refused.setdefault(adapter, {"tasks": 0, "reason": why[adapter]})
+            entry["tasks"] += 1
+            if why[adapter] not in entry["reason"]:
+                entry["reason"] += f"; {why[adapter]}"
         paths = _Paths(task, domain, backend, here)
         report.tasks += 1
         for name, calls in trajectories(task, domain):

@@ -111,6 +111,13 @@ def evaluate(
             raise CannotStart(f"--{role} {spec}: {found.problem}")
         if found.warning and on_warning:
             on_warning(f"--{role} {spec}: {found.warning}")
+    acting = sum(bool(t.user.actions) for t, _ in tasks)
+    if acting and not (run_cfg.user.is_llm or run_cfg.user.gold) and on_warning:
+        on_warning(
+            f"{acting} of these tasks need the user to act on its own side (τ²'s telecom: its phone), which the scripted "
+            "user never does: --user scripted:gold makes the user's gold calls when the agent hands it the turn (for "
+            "scripted agents: it would pass an agent that only says it is done), --user openai:MODEL[@URL] lets an LLM user act"
+        )
     if on_ready:
         on_ready()
     if cfg.ray:

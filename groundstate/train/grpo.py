@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from groundstate.agents import make_user
 from groundstate.agents.local import BatchedPolicy, EpisodeAgent
-from groundstate.agents.scripted import scripted_user
+from groundstate.agents.scripted import ScriptedUser
 from groundstate.specs import UserSpec, parse_user
 from groundstate.state.base import Backend
 from groundstate.state.postgres import PostgresBackend
@@ -136,10 +136,10 @@ async def tree_group(
         b.take_over(agent)
         return b, copy.deepcopy(user)
 
-    tree = await play_tree(task, domain, agent, scripted_user(task), branch, group_size, branch_turn, limits, backend=backend)
+    tree = await play_tree(task, domain, agent, ScriptedUser(task.user.script), branch, group_size, branch_turn, limits, backend=backend)
     if tree.prefix is None:
         if len(tree.outcomes) == 1:  # over before the branch point: one whole rollout, the rest of the group flat
-            rest = await asyncio.gather(*(play(task, domain, a, scripted_user(task), limits, backend=backend) for a in shells[1:]))
+            rest = await asyncio.gather(*(play(task, domain, a, ScriptedUser(task.user.script), limits, backend=backend) for a in shells[1:]))
             return [_rollout(task.id, agent, tree.outcomes[0]), *(_rollout(task.id, a, o) for a, o in zip(shells[1:], rest, strict=True))]
         # failed before it: every rollout its system error; the one attempt's time counted once
         return [_rollout(task.id, agent, o, seconds=None if i == 0 else 0.0) for i, o in enumerate(tree.outcomes)]
