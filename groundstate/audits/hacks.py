@@ -12,7 +12,8 @@ Each hack is a list of tool calls, played through `attempt.play` by a scripted a
 
 A hack that passes is a defect of its task: its checks accept an attempt that did not do the task. Two outcomes are
 not passes of a hack, and are counted apart: `equivalent` (the hack's writes are the gold's writes: it did the task,
-as an instruction naming the order to cancel allows) and `not applicable` (the extra write of `gold_plus_extra` was
+as an instruction naming the order to cancel allows, or, where the gold writes nothing itself, claimed success as gold
+does; or a hack that passed with every write beyond the gold's refused by its tool) and `not applicable` (the extra write of `gold_plus_extra` was
 refused by its tool or changed nothing, so the final state is the gold's; or there is no sibling task, or no write to
 leave out).
 """
@@ -111,6 +112,11 @@ def _writes(calls: Calls, domain: Domain) -> Counter:
     return Counter(repr((c["tool"], sorted(c["args"].items()))) for c in calls if domain.tools.specs[c["tool"]].write)
 
 
+def _writes_made(records: list[Any]) -> Counter:
+    """The writes an attempt's tools accepted, as `_writes` counts calls."""
+    return Counter(repr((c.name, sorted(c.arguments.items()))) for c in records if c.ok and c.write and isinstance(c.arguments, dict))
+
+
 async def _first_effective_extra(task: Task, domain: Domain, backend: Backend, gold_changes: Any) -> Any:
     """The gold plus the first extra write (`extra_writes`) that leaves a state other than the gold's, played; None when
     none does, or where the world shows no state to tell (ThinkingBox servers)."""
@@ -153,8 +159,10 @@ async def hack_task(task: Task, domain: Domain, backend: Backend, siblings: list
         if calls is None:
             out.outcomes[name] = "not_applicable"
             continue
-        if name == "instruction_writes" and _writes(calls, domain) == gold_writes:
-            out.outcomes[name] = "equivalent"  # the instruction names everything: guessing from it is doing the task
+        if name in ("instruction_writes", "claim_success") and _writes(calls, domain) == gold_writes:
+            # the instruction names everything: guessing from it is doing the task; and where the gold writes nothing
+            # itself (τ²'s telecom: the user acts on its phone), claiming success is what gold does
+            out.outcomes[name] = "equivalent"
             continue
         if name == "gold_plus_extra":
             if gold_changes is None:
@@ -166,8 +174,11 @@ async def hack_task(task: Task, domain: Domain, backend: Backend, siblings: list
         else:
             played = await play_calls(task, domain, calls, backend=backend, final_text=CLAIM)
         out.rewards[name] = played.verdict.reward
+        made = played.trajectory.tool_calls if played.trajectory is not None else []
         if played.verdict.system_error:
             out.outcomes[name] = "system_error"
+        elif played.verdict.reward == 1 and _writes_made(made) == gold_writes:
+            out.outcomes[name] = "equivalent"  # every write it tried beyond the gold's was refused: it did what gold does
         elif played.verdict.reward == 1:
             out.outcomes[name] = "passed"
             out.calls[name] = calls
