@@ -18,6 +18,7 @@ The verdict is τ²'s (`groundstate.worlds.tau2.grading`); each attempt runs on 
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import functools
 import hashlib
@@ -29,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from groundstate.state.base import Backend
 from groundstate.tasks import Limits, Task, ToolCall, UserSpec
-from groundstate.types import EpisodeLimits, Equivalences, Trajectory
-from groundstate.worlds.tau2.grading import GoldState, replay_gold
+from groundstate.types import Blame, EpisodeLimits, Equivalences, Trajectory
+from groundstate.worlds.tau2.grading import GoldState, blame, replay_gold
 from groundstate.worlds.tau2.runtime import installed_version, tau2
 
 if TYPE_CHECKING:
@@ -142,9 +143,11 @@ class Tau2Domain:
     def prepare(self, backend: Backend) -> None:
         """Nothing to build: τ²'s environments hold their databases in memory (the backend is not used)."""
 
-    async def blame(self, task: Task, backend: Backend, trajectory: Trajectory, limits: EpisodeLimits = EpisodeLimits()) -> None:
-        """None: τ²'s verdict names the records and fields that differ (the diff), not the call that went wrong."""
-        return None
+    async def blame(self, task: Task, backend: Backend, trajectory: Trajectory, limits: EpisodeLimits = EpisodeLimits()) -> Blame:
+        """The call after which the failed attempt's database could no longer reach the gold state (`grading.blame`),
+        replayed on a fresh copy of this domain's environment, off the event loop."""
+        writes = {n: s.write for n, s in self.tools.specs.items()}
+        return await asyncio.to_thread(blame, self.fresh_env(), self.tau2_task(task), self.gold_state(task), trajectory.tool_calls, writes)
 
     async def open_environment(self, task: Task, backend: Backend, limits: EpisodeLimits = EpisodeLimits()) -> Tau2Environment:
         from groundstate.worlds.tau2.env import Tau2Environment

@@ -30,7 +30,7 @@ from typing import Any
 
 from groundstate.grading.grader import with_rubrics
 from groundstate.tasks import Task
-from groundstate.types import Judge, Trajectory, Verdict, system_error
+from groundstate.types import Blame, Judge, ToolCallRecord, Trajectory, Verdict, system_error
 from groundstate.worlds.tau2.conversation import ConversationMismatch, history, tau2_cutoff, tau2_messages
 
 STOPS = ("agent_done", "user_done")  # τ²'s AGENT_STOP and USER_STOP: the terminations τ² evaluates
@@ -187,3 +187,50 @@ async def grade_attempt(env: Attempt, trajectory: Trajectory | None, judge: Judg
     if judge is None:
         return with_rubrics(env.task, trajectory, verdict)
     return await asyncio.to_thread(with_rubrics, env.task, trajectory, verdict, judge)
+
+
+def blame(env: Any, t2: Any, gold: GoldState, calls: list[ToolCallRecord], writes: dict[str, bool]) -> Blame:
+    """Where a failed τ² attempt went wrong, as `grading.blame` finds it for SQL worlds: the agent's executed calls
+    replayed in order on `env` (a fresh environment of the domain, set to the task's initial state here), and after
+    each write τ² accepted, the fields it changed compared with the gold state's: a field set to a value the gold state
+    does not have (a record the gold state lacks, or lacks no more) is a divergence, and that call is to blame. Without
+    one: `never_acted` or `stopped_early`, naming the first write τ² refused. `unavailable` where τ² does not compare
+    this task's database (telecom: assertions and actions), or where it equals the gold state (the reasons name the
+    action or communication that failed)."""
+    from tau2.data_model.message import ToolCall
+    from tau2.data_model.tasks import RewardType
+
+    crit = t2.evaluation_criteria
+    if crit is None or RewardType.DB not in crit.reward_basis:
+        return Blame(kind="unavailable", reason="τ² does not compare this task's database (its checks are assertions and actions)")
+    init = t2.initial_state
+    env.set_state(
+        initialization_data=init.initialization_data if init else None,
+        initialization_actions=init.initialization_actions if init else None,
+        message_history=history(t2),
+    )
+    env.sync_tools()
+    before = env.tools.db.model_dump(mode="json")
+    wrote, missed = False, None
+    for i, call in enumerate(calls):
+        if not isinstance(call.arguments, dict):
+            continue  # never reached τ²: it changed nothing
+        answer = env.get_response(ToolCall(id=f"blame_{i}", name=call.name, arguments=call.arguments, requestor="assistant"))
+        env.sync_tools()
+        if answer.error:
+            if missed is None and writes.get(call.name, False):
+                missed = i
+            continue
+        if not writes.get(call.name, False):
+            continue
+        wrote = True
+        now = env.tools.db.model_dump(mode="json")
+        wrong = {(d["table"], d["key"], d["field"]): d for d in keyed_diff(now, gold.db)}
+        moved = [wrong[k] for d in keyed_diff(now, before) if (k := (d["table"], d["key"], d["field"])) in wrong]
+        if moved:
+            return Blame(kind="diverged", call=i, tool=call.name, rows=moved[:5])
+        before = now
+    if wrote and env.get_db_hash() == gold.db_hash:
+        return Blame(kind="unavailable", reason="the database equals the gold state: the failure is another of τ²'s checks (its reasons)")
+    kind = "stopped_early" if wrote else "never_acted"
+    return Blame(kind=kind, call=missed, tool=calls[missed].name if missed is not None else None)

@@ -233,3 +233,27 @@ def test_the_users_own_calls_hostile_ones_included_are_graded_as_taus_are():
         assert not any("format_the_disk" in json.dumps(m) for m in traj.messages)  # the agent never saw them
         assert not refused[0].ok and "JSON object" in refused[0].result and logged == len(gold) + len(user_calls)
     assert "10 failed tool calls" in verdict.reasons[0]
+
+
+def test_blame_names_the_call_that_went_wrong():
+    """A duplicated write that creates a record the gold state lacks is blamed on that call (diverged); a dropped write
+    leaves it short (never_acted where it was the only one); where τ² compares no database (telecom) blame is unavailable, saying why."""
+    task, domain = next((t, d) for t, d in load_tau2(["airline"]) if t.id == "tau2-airline-2")
+    gold = [c.model_dump() for c in task.gold]
+    at = next(i for i, c in enumerate(gold) if c["tool"] == "send_certificate")
+
+    def blamed(calls):
+        verdict, traj, _ = play(task, domain, calls, task.gold_reply or "Done.")
+        assert verdict.reward == 0
+        return asyncio.run(domain.blame(task, None, traj)).to_json()
+
+    twice = blamed(gold[: at + 1] + [gold[at]] + gold[at + 1 :])
+    assert (twice["kind"], twice["call"], twice["tool"]) == ("diverged", at + 1, "send_certificate")
+    assert twice["rows"][0]["table"] == "users" and twice["rows"][0]["golden"] is None  # a certificate gold never sends
+    assert blamed(gold[:at] + gold[at + 1 :])["kind"] == "never_acted"  # its one write, left out
+    telecom, tdomain = load_tau2(["telecom"], "small")[0]
+    verdict, traj, _ = play(telecom, tdomain, [])
+    assert asyncio.run(tdomain.blame(telecom, None, traj)).to_json() == {
+        "kind": "unavailable",
+        "reason": "τ² does not compare this task's database (its checks are assertions and actions)",
+    }
