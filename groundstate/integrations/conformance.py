@@ -242,10 +242,10 @@ def conformance(
         raise ValueError(f"unknown adapter(s) {', '.join(unknown)}: choose from {', '.join(ADAPTERS)}")
     skipped = {a: f"{_FRAMEWORK[a]} is not installed" for a in wanted if importlib.util.find_spec(_FRAMEWORK[a]) is None}
     active = [a for a in wanted if a not in skipped]
-    from groundstate.worlds.tau2 import Tau2Domain
+    from groundstate.worlds.tau2 import RemoteTau2Domain, Tau2Domain
 
     for task, domain in tasks:
-        if not isinstance(domain, (Domain, Tau2Domain)):
+        if not isinstance(domain, (Domain, Tau2Domain, RemoteTau2Domain)):
             raise ValueError(f"task {task.id}: conformance covers SQL domains and τ²'s; {type(domain).__name__} is neither")
     prepare_domains([d for _, d in tasks], backend)
     report = ConformanceReport(active, skipped, checked={a: 0 for a in active})

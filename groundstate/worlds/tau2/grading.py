@@ -180,13 +180,24 @@ async def grade_attempt(env: Attempt, trajectory: Trajectory | None, judge: Judg
     task's rubrics. A harness disagreement (`ConversationMismatch`) is a grader system error."""
     if trajectory is None:
         return system_error("a τ² attempt is graded on its conversation: no trajectory was given", "grader")
+    verdict = await asyncio.to_thread(tau2_verdict, env, trajectory)
+    return await rubrics(env.task, trajectory, verdict, judge)
+
+
+def tau2_verdict(env: Attempt, trajectory: Trajectory) -> Verdict:
+    """`evaluate`, with a harness disagreement (`ConversationMismatch`) as a grader system error: the verdict before
+    rubrics (what τ²'s own interpreter computes when τ² runs in one: `worlds.tau2.remote`)."""
     try:
-        verdict = await asyncio.to_thread(evaluate, env, trajectory)
+        return evaluate(env, trajectory)
     except ConversationMismatch as e:
         return system_error(f"τ² conversation could not be rebuilt: {e}", "grader")
+
+
+async def rubrics(task: Task, trajectory: Trajectory, verdict: Verdict, judge: Judge | None) -> Verdict:
+    """The task's rubrics on τ²'s verdict (`grading.with_rubrics`: judged only when the rest passed)."""
     if judge is None:
-        return with_rubrics(env.task, trajectory, verdict)
-    return await asyncio.to_thread(with_rubrics, env.task, trajectory, verdict, judge)
+        return with_rubrics(task, trajectory, verdict)
+    return await asyncio.to_thread(with_rubrics, task, trajectory, verdict, judge)
 
 
 def blame(env: Any, t2: Any, gold: GoldState, calls: list[ToolCallRecord], writes: dict[str, bool]) -> Blame:

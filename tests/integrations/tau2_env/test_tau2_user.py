@@ -21,7 +21,7 @@ ASK = "Please toggle the setting on your phone and run a speed test."
 
 
 def telecom_task():
-    return next((t, d) for t, d in load_tau2(["telecom"], "small") if len(t.user.actions) >= 2)
+    return next((t, d) for t, d in load_tau2(["telecom"], "small", local=True) if len(t.user.actions) >= 2)
 
 
 def attempt(task, domain, user):

@@ -109,7 +109,7 @@ def play(task, domain, calls, text="Done."):
 
 
 def test_a_failed_state_names_the_record_and_field_that_differ():
-    task, domain = next((t, d) for t, d in load_tau2(["retail"]) if t.id == "tau2-retail-0")
+    task, domain = next((t, d) for t, d in load_tau2(["retail"], local=True) if t.id == "tau2-retail-0")
     gold = [c.model_dump() for c in task.gold]
     write = next(i for i, c in enumerate(gold) if domain.tools.specs[c["tool"]].write)
     verdict, _, _ = play(task, domain, gold[:write] + gold[write + 1 :], task.gold_reply or "Done.")
@@ -119,7 +119,7 @@ def test_a_failed_state_names_the_record_and_field_that_differ():
 
 
 def test_hostile_calls_are_the_agents_errors_and_change_nothing():
-    task, domain = next((t, d) for t, d in load_tau2(["airline"]) if t.id == "tau2-airline-0")
+    task, domain = next((t, d) for t, d in load_tau2(["airline"], local=True) if t.id == "tau2-airline-0")
     calls = [
         {"tool": "no_such_tool", "args": {}},  # τ²'s own error, executed and recorded by τ²'s rules
         {"tool": "get_user_details", "args": {"user_id": ["not", "a", "string"]}},
@@ -143,7 +143,7 @@ def test_hostile_calls_are_the_agents_errors_and_change_nothing():
 
 
 def test_a_continuation_from_a_fork_gets_the_straight_verdict():
-    task, domain = next((t, d) for t, d in load_tau2(["retail"]) if t.id == "tau2-retail-1")
+    task, domain = next((t, d) for t, d in load_tau2(["retail"], local=True) if t.id == "tau2-retail-1")
     gold = [c.model_dump() for c in task.gold]
     straight, _, _ = play(task, domain, gold, task.gold_reply or "Done.")
 
@@ -166,7 +166,7 @@ def test_a_continuation_from_a_fork_gets_the_straight_verdict():
 
 
 def test_another_process_finds_the_task_by_reference():
-    task, domain = load_tau2(["mock"])[0]
+    task, domain = load_tau2(["mock"], local=True)[0]
     found, again = TaskResolver().resolve(domain.ref(), task.id)
     assert found == task and again.content_hash == domain.content_hash
     with pytest.raises(KeyError):
@@ -178,7 +178,7 @@ def test_taus_own_limits_apply_ten_failed_calls_end_its_run():
     to do everything right: the verdict follows it, and τ²'s own harness agrees."""
     from groundstate.worlds.tau2.parity import Variant, theirs
 
-    task, domain = next((t, d) for t, d in load_tau2(["retail"]) if t.id == "tau2-retail-1")
+    task, domain = next((t, d) for t, d in load_tau2(["retail"], local=True) if t.id == "tau2-retail-1")
     gold = [c.model_dump() for c in task.gold]
     bad = [{"tool": "get_order_details", "args": {"order_id": f"#W{i}"}} for i in range(10)]  # unknown orders: τ² errors
     for calls, expected in ((bad[:9] + gold, 1), (bad + gold, 0)):
@@ -189,7 +189,7 @@ def test_taus_own_limits_apply_ten_failed_calls_end_its_run():
 
 
 def test_a_log_the_trajectory_does_not_hold_is_a_grader_error_never_a_verdict():
-    task, domain = next((t, d) for t, d in load_tau2(["airline"]) if t.id == "tau2-airline-3")
+    task, domain = next((t, d) for t, d in load_tau2(["airline"], local=True) if t.id == "tau2-airline-3")
 
     async def go():
         env = await domain.open_environment(task, None)
@@ -211,7 +211,7 @@ def test_the_users_own_calls_hostile_ones_included_are_graded_as_taus_are():
     from groundstate.types import ToolCallRequest
     from groundstate.worlds.tau2.parity import Variant, theirs
 
-    task, domain = next((t, d) for t, d in load_tau2(["telecom"], "small") if t.user.actions)
+    task, domain = next((t, d) for t, d in load_tau2(["telecom"], "small", local=True) if t.user.actions)
     gold, mine = [c.model_dump() for c in task.gold], [c.model_dump() for c in task.user.actions]
     unknown = {"tool": "format_the_disk", "args": {}}
 
@@ -238,7 +238,7 @@ def test_the_users_own_calls_hostile_ones_included_are_graded_as_taus_are():
 def test_blame_names_the_call_that_went_wrong():
     """A duplicated write that creates a record the gold state lacks is blamed on that call (diverged); a dropped write
     leaves it short (never_acted where it was the only one); where τ² compares no database (telecom) blame is unavailable, saying why."""
-    task, domain = next((t, d) for t, d in load_tau2(["airline"]) if t.id == "tau2-airline-2")
+    task, domain = next((t, d) for t, d in load_tau2(["airline"], local=True) if t.id == "tau2-airline-2")
     gold = [c.model_dump() for c in task.gold]
     at = next(i for i, c in enumerate(gold) if c["tool"] == "send_certificate")
 
@@ -251,7 +251,7 @@ def test_blame_names_the_call_that_went_wrong():
     assert (twice["kind"], twice["call"], twice["tool"]) == ("diverged", at + 1, "send_certificate")
     assert twice["rows"][0]["table"] == "users" and twice["rows"][0]["golden"] is None  # a certificate gold never sends
     assert blamed(gold[:at] + gold[at + 1 :])["kind"] == "never_acted"  # its one write, left out
-    telecom, tdomain = load_tau2(["telecom"], "small")[0]
+    telecom, tdomain = load_tau2(["telecom"], "small", local=True)[0]
     verdict, traj, _ = play(telecom, tdomain, [])
     assert asyncio.run(tdomain.blame(telecom, None, traj)).to_json() == {
         "kind": "unavailable",
