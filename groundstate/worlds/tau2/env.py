@@ -12,8 +12,9 @@ the billing database); here after every agent call and after each user message's
 changes a side (agent tools never read the phone, so a turn of several agent calls synced between them reads the
 same).
 
-Tools run in a worker thread, bounded by the attempt's time limit: a τ² tool that does not return (retail's
-`calculate` evaluates what the agent wrote) ends the attempt with `EpisodeHang`, a system error, and its thread runs on.
+Tools run in a worker thread, bounded by the attempt's time limit: a τ² tool that does not return ends the attempt
+with `EpisodeHang`, a system error, and its thread runs on. One that holds Python's lock (retail's `calculate` on
+`9**9**9**9`) stops the whole process: which is why τ² runs in a process of its own (`remote`), killed for it.
 """
 
 from __future__ import annotations
