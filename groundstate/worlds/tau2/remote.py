@@ -81,7 +81,7 @@ class Tau2Bridge:
             proc = self.proc
             assert proc is not None and proc.stdin is not None and proc.stdout is not None
             try:
-                proc.stdin.write(json.dumps({"op": op, "args": args}, ensure_ascii=False) + "\n")
+                proc.stdin.write(json.dumps({"op": op, "args": args}) + "\n")  # ASCII: a lone surrogate travels escaped
                 proc.stdin.flush()
                 line = _readline(proc, (timeout if timeout is not None else BOUND_S) + GRACE_S)
             except (OSError, TimeoutError) as e:

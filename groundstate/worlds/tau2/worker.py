@@ -112,7 +112,7 @@ async def serve(lines: Any, out: Any) -> None:
             answer = {"error": "task", "message": str(e.args[0]) if e.args else "no such task"}
         except Exception as e:  # noqa: BLE001 - every failure is answered, naming itself; the worker goes on
             answer = {"error": "failed", "message": f"{type(e).__name__}: {e}"}
-        out.write(json.dumps(answer, ensure_ascii=False, default=str) + "\n")
+        out.write(json.dumps(answer, default=str) + "\n")  # ASCII: a lone surrogate travels escaped
         out.flush()
 
 

@@ -92,3 +92,20 @@ def test_a_hang_a_dead_worker_and_an_unknown_task():
             await e.close()
 
     asyncio.run(go())
+
+
+def test_text_that_is_not_valid_unicode_crosses_to_the_worker_and_back():
+    """A lone surrogate (what a model may emit, kept as text by the episode) travels escaped, both ways."""
+    domain = RemoteTau2Domain("mock", PYTHON)
+    task = domain.tasks[0]
+
+    async def go():
+        env = await domain.open_environment(task, None)
+        try:
+            result = await env.call_tool("get_users", {"note": "\ud800"})  # a tool the mock lacks an argument for
+            return result, await env.call_tool("get_users", {})
+        finally:
+            await env.close()
+
+    odd, fine = asyncio.run(go())
+    assert not odd.ok and fine.ok  # τ² refused the odd call; the worker lives on
