@@ -54,9 +54,13 @@ class _ToolSpec:
 class Tau2ToolCatalog:
     """The `ToolCatalog` surface of a τ² domain's tools: a tool may write unless τ² declares it read or think only."""
 
-    def __init__(self, env: Any):
-        kit = env.tools
-        self.specs = {t.name: _ToolSpec(t.name, kit.tool_type(t.name).value not in ("read", "think")) for t in env.get_tools()}
+    def __init__(self, writes: dict[str, bool]):
+        self.specs = {name: _ToolSpec(name, write) for name, write in writes.items()}
+
+    @classmethod
+    def of(cls, env: Any) -> Tau2ToolCatalog:
+        """The catalog of a τ² environment's tools."""
+        return cls({t.name: env.tools.tool_type(t.name).value not in ("read", "think") for t in env.get_tools()})
 
 
 class Tau2Domain:
@@ -71,7 +75,7 @@ class Tau2Domain:
         self.tau2_domain = domain
         self.name = f"tau2-{domain}"
         self._pristine = registry.get_env_constructor(domain)()
-        self.tools = Tau2ToolCatalog(self._pristine)
+        self.tools = Tau2ToolCatalog.of(self._pristine)
         self.equivalences = Equivalences()  # τ² compares database hashes: no columns or values are read alike
         self.tau2_tasks: dict[str, Any] = {}  # our task id -> τ²'s Task
         self.tasks: list[Task] = []
@@ -90,14 +94,7 @@ class Tau2Domain:
     def listed(self, name: str | None) -> list[Task]:
         """The tasks of τ²'s list `name` (`train`, `test`, telecom's `small`, `full`), in τ²'s order; with None, τ²'s
         default list (`base`: what τ²'s own run takes), or every task where the domain has no lists (mock)."""
-        key = name or (DEFAULT_LIST if DEFAULT_LIST in self.lists else None)
-        if key is None:
-            return list(self.tasks)
-        if key not in self.lists:
-            have = ", ".join(sorted(self.lists)) or "none"
-            raise ValueError(f"τ² domain {self.tau2_domain} has no task list {key!r} (its lists: {have})")
-        wanted = set(self.lists[key])
-        return [t for t in self.tasks if t.source_id in wanted]
+        return listed(self.tau2_domain, self.tasks, self.lists, name)
 
     def tau2_task(self, task: Task) -> Any:
         t2 = self.tau2_tasks.get(task.id)
@@ -161,6 +158,18 @@ class Tau2Domain:
             writes={n: s.write for n, s in self.tools.specs.items()},
             gold=functools.partial(self.gold_state, task),
         )
+
+
+def listed(domain: str, tasks: list[Task], lists: dict[str, list[str]], name: str | None) -> list[Task]:
+    """The tasks of τ²'s list `name` of a domain (`Tau2Domain.listed`), in τ²'s order."""
+    key = name or (DEFAULT_LIST if DEFAULT_LIST in lists else None)
+    if key is None:
+        return list(tasks)
+    if key not in lists:
+        have = ", ".join(sorted(lists)) or "none"
+        raise ValueError(f"τ² domain {domain} has no task list {key!r} (its lists: {have})")
+    wanted = set(lists[key])
+    return [t for t in tasks if t.source_id in wanted]
 
 
 def _data_dir(domain: str) -> Path:

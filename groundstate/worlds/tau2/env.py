@@ -27,8 +27,8 @@ from typing import Any
 from groundstate.deadlines import within
 from groundstate.tasks import Task
 from groundstate.types import EpisodeHang, EpisodeLimits, Judge, ToolCallRecord, ToolCallRequest, ToolResult, Trajectory, Verdict
-from groundstate.worlds.tau2.conversation import history, opening, tau2_messages, to_chat
-from groundstate.worlds.tau2.grading import Attempt, GoldState, grade_attempt
+from groundstate.worlds.tau2.conversation import opening, tau2_messages, to_chat
+from groundstate.worlds.tau2.grading import Attempt, GoldState, grade_attempt, start
 
 
 class Tau2Environment:
@@ -56,13 +56,7 @@ class Tau2Environment:
     def open(cls, task: Task, tau2_task: Any, env: Any, limits: EpisodeLimits = EpisodeLimits(), **domain: Any) -> Tau2Environment:
         """`env` (a fresh τ² environment) set to the task's initial state as τ²'s orchestrator sets it (data, actions,
         history); `domain`: the keywords of the constructor."""
-        init = tau2_task.initial_state
-        env.set_state(
-            initialization_data=init.initialization_data if init else None,
-            initialization_actions=init.initialization_actions if init else None,
-            message_history=history(tau2_task),
-        )
-        env.sync_tools()
+        start(env, tau2_task)
         return cls(task, tau2_task, env, limits, **domain)
 
     def initial_messages(self) -> list[dict[str, Any]]:

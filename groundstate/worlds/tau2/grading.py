@@ -48,6 +48,18 @@ class GoldState:
     errors: list[str] = field(default_factory=list)  # gold actions τ² itself could not run (it logs and goes on)
 
 
+def start(env: Any, t2: Any) -> None:
+    """`env` (a fresh τ² environment) set to the task's initial state as τ²'s orchestrator sets it: data, actions and
+    history, then the sides synced."""
+    init = t2.initial_state
+    env.set_state(
+        initialization_data=init.initialization_data if init else None,
+        initialization_actions=init.initialization_actions if init else None,
+        message_history=history(t2),
+    )
+    env.sync_tools()
+
+
 def replay_gold(env: Any, t2: Any) -> GoldState:
     """The gold state as τ²'s `EnvironmentEvaluator` computes it: the task's initial state, then its gold actions (an
     action τ² cannot run is skipped, as τ² skips it after a warning)."""
@@ -214,13 +226,7 @@ def blame(env: Any, t2: Any, gold: GoldState, calls: list[ToolCallRecord], write
     crit = t2.evaluation_criteria
     if crit is None or RewardType.DB not in crit.reward_basis:
         return Blame(kind="unavailable", reason="τ² does not compare this task's database (its checks are assertions and actions)")
-    init = t2.initial_state
-    env.set_state(
-        initialization_data=init.initialization_data if init else None,
-        initialization_actions=init.initialization_actions if init else None,
-        message_history=history(t2),
-    )
-    env.sync_tools()
+    start(env, t2)
     before = env.tools.db.model_dump(mode="json")
     wrote, missed = False, None
     for i, call in enumerate(calls):

@@ -20,7 +20,6 @@ import json
 import os
 import subprocess
 import threading
-from dataclasses import dataclass, field
 from typing import Any
 
 from groundstate.state.base import Backend
@@ -38,7 +37,7 @@ from groundstate.types import (
     Trajectory,
     Verdict,
 )
-from groundstate.worlds.tau2.domain import DEFAULT_LIST, TAU2_REF
+from groundstate.worlds.tau2.domain import TAU2_REF, Tau2ToolCatalog, listed
 from groundstate.worlds.tau2.grading import rubrics
 from groundstate.worlds.tau2.runtime import Tau2Unavailable
 
@@ -127,18 +126,6 @@ def bridge(python: str) -> Tau2Bridge:
     return Tau2Bridge(python)
 
 
-@dataclass
-class _Spec:
-    name: str
-    write: bool
-    params: dict[str, Any] = field(default_factory=dict)
-
-
-class _Catalog:
-    def __init__(self, writes: dict[str, bool]):
-        self.specs = {n: _Spec(n, w) for n, w in writes.items()}
-
-
 class RemoteTau2Domain:
     """A τ² domain running in τ²'s own interpreter (see the module docstring): the `Domain` surface `Tau2Domain` has."""
 
@@ -148,21 +135,14 @@ class RemoteTau2Domain:
         found = self.bridge.request("domain", {"domain": domain})  # its first load: importing τ² takes seconds
         self.tasks = [Task.model_validate(t) for t in found["tasks"]]
         self.lists: dict[str, list[str]] = found["lists"]
-        self.tools = _Catalog(found["writes"])
+        self.tools = Tau2ToolCatalog(found["writes"])
         self.content_hash: str = found["content_hash"]
         self._system_prompt: str = found["system_prompt"]
         self.equivalences = Equivalences()
 
     def listed(self, name: str | None) -> list[Task]:
         """As `Tau2Domain.listed`."""
-        key = name or (DEFAULT_LIST if DEFAULT_LIST in self.lists else None)
-        if key is None:
-            return list(self.tasks)
-        if key not in self.lists:
-            have = ", ".join(sorted(self.lists)) or "none"
-            raise ValueError(f"τ² domain {self.tau2_domain} has no task list {key!r} (its lists: {have})")
-        wanted = set(self.lists[key])
-        return [t for t in self.tasks if t.source_id in wanted]
+        return listed(self.tau2_domain, self.tasks, self.lists, name)
 
     def system_prompt(self) -> str:
         return self._system_prompt
