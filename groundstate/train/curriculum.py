@@ -67,6 +67,8 @@ class SignalSampler(Sampler[int]):
         self.online = OnlineSampler(list(self.rows), group_size, probe, config, seed)
         self.G, self.tasks_per_step, self.steps = group_size, tasks_per_step, steps
         self._pending: dict[str, list[float | None]] = {}
+        self._step_ids: list[str] = []  # `draw`'s current step
+        self._open: dict[str, int] = {}  # `draw`: groups drawn and not yet closed, per task
         self.recorded = 0  # groups recorded
 
     def __len__(self) -> int:
@@ -81,6 +83,19 @@ class SignalSampler(Sampler[int]):
         """Open the next step and draw its tasks (each once; the trainer runs G rollouts of each)."""
         return self.online.next_tasks(self.tasks_per_step)
 
+    def draw(self) -> str:
+        """One task, for a trainer that fetches one prompt at a time (verl under group filtering does, refills
+        included): every `tasks_per_step` draws make a step, and a task drawn in the current step or whose group is
+        still open is not drawn again while the pool has others."""
+        if len(self._step_ids) % self.tasks_per_step == 0:
+            self.online.open_step()
+            self._step_ids = []
+        busy = set(self._step_ids) | {t for t, n in self._open.items() if n > 0}
+        (task_id,) = self.online.draw(1, exclude=busy)
+        self._step_ids.append(task_id)
+        self._open[task_id] = self._open.get(task_id, 0) + 1
+        return task_id
+
     def record(self, task_id: str, reward: float | None) -> None:
         """One rollout's reward (None: a system error or an unjudged rollout). The G-th reward of a task closes its
         group, which updates the task's posterior. NaN is None (Gymnasium's reward where there is no verdict). `KeyError`
@@ -93,6 +108,7 @@ class SignalSampler(Sampler[int]):
         group.append(None if reward is None or math.isnan(reward) else float(reward))
         if len(group) == self.G:
             del self._pending[task_id]
+            self._open[task_id] = max(0, self._open.get(task_id, 0) - 1)
             self.online.observe(task_id, group)
             self.recorded += 1
 

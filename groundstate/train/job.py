@@ -46,9 +46,9 @@ class TrainJob(BaseModel):
     top_k: int | None = Field(None, ge=0)  # 0: off
     beta: float | None = Field(None, ge=0)  # KL coefficient (0: KL-free)
     refill_ratio: float | None = Field(None, ge=0)  # extra groups, × tasks_per_step, to replace zero-variance ones (verl: > 0 turns refill on)
-    sampling: Literal["static", "online"] | None = None  # trl: online draws each step's tasks by expected signal (train/online.py)
-    forget: float | None = Field(None, gt=0, le=1)  # trl, online: λ, the posteriors' forgetting factor per update
-    explore: float | None = Field(None, ge=0, le=1)  # trl, online: ε, the share of tasks drawn uniformly
+    sampling: Literal["static", "online"] | None = None  # online draws each step's tasks by expected signal (train/online.py)
+    forget: float | None = Field(None, gt=0, le=1)  # online: λ, the posteriors' forgetting factor per update
+    explore: float | None = Field(None, ge=0, le=1)  # online: ε, the share of tasks drawn uniformly
     rollouts: Literal["flat", "tree"] | None = None  # trl: tree branches a group's rollouts from one shared prefix (grpo.tree_group)
     branch_turn: int | None = Field(None, ge=1)  # trl, tree: the agent turns a group's branches share
     save_steps: PositiveInt | None = None
@@ -162,8 +162,8 @@ def _check_specs(job: TrainJob) -> None:
 
     if job.dry_run and job.engine != "verl":
         raise TrainRefused("--dry-run is for --engine verl")
-    if job.engine == "verl" and (job.sampling == "online" or job.forget is not None or job.explore is not None):
-        raise TrainRefused("sampling, forget and explore are for --engine trl: the verl recipe samples its own tasks (bounded refill)")
+    if job.engine == "verl" and job.sampling != "online" and (job.forget is not None or job.explore is not None):
+        raise TrainRefused("forget and explore are for sampling: online")
     if job.engine == "verl" and (job.rollouts == "tree" or job.branch_turn is not None):
         raise TrainRefused("rollouts and branch_turn are for --engine trl: verl's agent loop plays each rollout whole")
     if job.branch_turn is not None and job.rollouts != "tree":
@@ -279,6 +279,12 @@ def _checkpoint_validator(job: TrainJob, val_pairs: list[tuple[Task, Domain]], c
     return CheckpointValidator(val_pairs, backend, job.out, k=cfg.val_k, seed=cfg.seed, sampling=sampling)
 
 
+def _probe_file(selector: str) -> str | None:
+    """The selection's selection.jsonl where the training tasks are its train.yaml (absolute: verl reads it on the Ray
+    head), its counts checked here; None for any other selector."""
+    return str((Path(selector).parent / "selection.jsonl").resolve()) if _probe(selector) is not None else None
+
+
 def _probe(selector: str) -> dict[str, tuple[int, int]] | None:
     """The probe's counts per task where the training tasks are a selection's train.yaml: its selection.jsonl, beside
     it, holds them (`groundstate select`); None for any other selector (the online sampler then starts from Jeffreys)."""
@@ -354,6 +360,8 @@ def _train_verl(job: TrainJob, pairs: list[tuple[Task, Domain]], log: Callable[[
         seed=job.seed,
         train_tasks=len(pairs),
         experiment=out.name,
+        **_given(sampling=job.sampling, forget=job.forget, explore=job.explore),
+        probe=_probe_file(job.train) if job.sampling == "online" else None,
         extra=dict(job.verl_set),
     )
     if recipe.response_length < 1:

@@ -176,3 +176,21 @@ def test_trls_grpo_trainer_draws_its_batches_from_the_sampler_and_its_episodes_t
         assert sampler.online.posterior(t.id) == twin.posterior(t.id)
     # the rollouts TRL played were the sampler's draws, in its order, G of each
     assert [t for t, _ in episodes[::2]] == drawn and [t for t, _ in episodes[1::2]] == drawn
+
+
+def test_one_draw_at_a_time_makes_steps_of_distinct_tasks_and_skips_tasks_whose_group_is_open():
+    """verl fetches one prompt at a time: `draw` gives the online sampler's tasks one by one, a step every
+    `tasks_per_step` draws, never a task of the current step or one whose group has not closed while others are free."""
+    s = SignalSampler(IDS, group_size=2, tasks_per_step=3, steps=1, seed=5)
+    first = [s.draw() for _ in range(3)]
+    assert len(set(first)) == 3 and s.online.step == 1
+    nxt = s.draw()  # a new step, and the three groups drawn are all still open
+    assert s.online.step == 2 and nxt not in first
+    for t in first:
+        s.record(t, 1.0)
+        s.record(t, 0.0)
+    assert s.pending() == {} and s.recorded == 3
+    tiny = SignalSampler(["a", "b"], group_size=2, tasks_per_step=1, steps=1)
+    a = tiny.draw()
+    assert tiny.draw() != a  # a's group is open: the other task
+    assert tiny.draw() in ("a", "b")  # both open: the pool has no other, so one repeats

@@ -108,8 +108,12 @@ def test_online_sampling_is_a_trl_field_and_starts_from_a_selections_probe(workd
     ):
         with pytest.raises(TrainRefused, match=f"job.yaml: {says}"):
             load_train_job(workdir / config(workdir / "job.yaml", model="m", train="t", **bad), {})
-    r = invoke("--config", config(workdir / "job.yaml", model="model", train="train.yaml", sampling="online", **TOPOLOGY))
-    assert r.exit_code == 2 and "sampling, forget and explore are for --engine trl" in r.output, r.output
+    r = invoke("--config", config(workdir / "job.yaml", model="model", train="train.yaml", forget=0.9, **TOPOLOGY))
+    assert r.exit_code == 2 and "forget and explore are for sampling: online" in r.output, r.output
+    # verl: the training rows become the online sampler's draws (train/verl/online.py)
+    doc = resolved(invoke("--config", config(workdir / "job.yaml", model="model", train="train.yaml", sampling="online", **TOPOLOGY)))
+    assert doc["data"]["custom_cls"] == {"path": "pkg://groundstate.train.verl.online", "name": "OnlineTaskDataset"}
+    assert doc["data"]["dataloader_num_workers"] == 0 and doc["data"]["groundstate_online"].endswith("online_sampler.json")
     # a selection's train.yaml has its probe's counts beside it; any other selector starts from Jeffreys
     (workdir / "sel").mkdir()
     (workdir / "sel" / "train.yaml").write_text("- a\n")

@@ -16,7 +16,9 @@ recipe) the sync trainer replaces the group with a fresh prompt — the same rul
 GRPO (`grpo.GroupSampler`: a system error drops its group and refills it).
 
 Register the loop with a file passed as `actor_rollout_ref.rollout.agent.agent_loop_config_path`
-(the recipe writes it); its extra keys (backend, pg_dsn, user, judge, max_turns, ...) reach `__init__`.
+(the recipe writes it); its extra keys (backend, pg_dsn, user, judge, max_turns, ...) reach `__init__`. With
+`online_sampler` (the recipe's `sampling="online"`), every rollout's reward also goes to the run's online sampler
+(`train.verl.online`), None for a system error.
 """
 
 from __future__ import annotations
@@ -159,6 +161,7 @@ class GroundstateAgentLoop(AgentLoopBase):
         max_new_tokens: int = 512,
         tools_in_prompt: bool | None = None,
         system_in_prompt: bool | None = None,
+        online_sampler: str | None = None,
         **kwargs: Any,
     ):
         kwargs.pop("tools", None)  # verl's own tool list: a groundstate domain brings its tools
@@ -167,6 +170,7 @@ class GroundstateAgentLoop(AgentLoopBase):
         self.user_spec, self.judge_spec = parse_user(user), None if judge is None else parse_judge(judge)
         self.limits = EpisodeLimits(max_turns=max_turns, max_tool_calls=max_tool_calls)
         self.max_new_tokens = max_new_tokens
+        self.online_sampler = online_sampler  # the run's sampler actor (`train.verl.online`): every reward goes to it
         flags = prompt_flags(str(self.config.actor_rollout_ref.model.path))
         if tools_in_prompt is not None:
             flags["tools_in_prompt"] = tools_in_prompt
@@ -192,6 +196,11 @@ class GroundstateAgentLoop(AgentLoopBase):
         agent = EpisodeAgent(policy)  # type: ignore[arg-type] - ServerPolicy has the members EpisodeAgent uses
         outcome = await play(task, domain, agent, make_user(self.user_spec, task), self.limits, backend=backend, judge=shared_judge(self.judge_spec))
         verdict = outcome.verdict
+        if self.online_sampler is not None:
+            from groundstate.train.verl.online import record
+
+            clean = verdict.system_error is None and verdict.reward is not None
+            record(self.online_sampler, task.id, float(verdict.reward) if clean else None)
         if verdict.system_error is not None or verdict.reward is None:
             # never a 0: verl fails the group and the sync trainer refills it (see the module docstring)
             reason = verdict.system_error or "the verdict has no reward (a rubric task without a judge: set the loop's judge)"

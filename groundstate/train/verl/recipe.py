@@ -16,7 +16,12 @@ Refill, compared with groundstate's own GRPO: verl's sync trainer evicts k zero-
 fetches 2k fresh prompts, with no upper bound on the number of refills per step (its
 `max_num_gen_batches` is ignored by the v1 trainer); only how many prompt batches are in flight at
 once is bounded (`max_inflight_gen_batches`). A pool of tasks that are all always solved or never
-solved therefore keeps sampling: select the pool for learning signal first (`groundstate select`).
+solved therefore keeps sampling: select the pool for learning signal first (`groundstate select`), or sample online.
+
+`sampling="online"`: every prompt verl fetches for training, refills included, is a draw of the online sampler, by
+expected signal under the current policy's posteriors, which every rollout's reward updates (`train.verl.online`: a
+dataset class of ours, `data.custom_cls`, and a Ray actor the agent loop reports to). `probe` names the selection's
+`selection.jsonl` whose counts start the posteriors.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from groundstate.train.verl import AGENT_NAME
+from groundstate.train.online import OnlineConfig
+from groundstate.train.verl import AGENT_NAME, ONLINE_SETTINGS_FILE, ONLINE_SETTINGS_KEY
 
 AGENT_LOOP_TARGET = "groundstate.train.verl.agent_loop.GroundstateAgentLoop"
 RUN_INFO = "groundstate_verl.json"  # written beside the checkpoints: the base model, for `groundstate merge`
@@ -73,6 +79,10 @@ class VerlRecipe:
     seed: int = 0
     train_tasks: int | None = None  # size of the training pool, where known (checked against tasks_per_step)
     experiment: str = "grpo"
+    sampling: str = "static"  # online: each prompt verl fetches is the online sampler's draw (`train.verl.online`)
+    forget: float = OnlineConfig.forget  # online: λ, the posteriors' forgetting factor per update
+    explore: float = OnlineConfig.explore  # online: ε, the share of draws made uniformly from the pool
+    probe: str | None = None  # online: a selection's selection.jsonl, whose counts start the posteriors (else Jeffreys)
     extra: dict[str, Any] = field(default_factory=dict)  # further overrides, `a.b.c: value`
 
     @property
@@ -86,6 +96,17 @@ class VerlRecipe:
     @property
     def checkpoint_dir(self) -> Path:
         return Path(self.out_dir) / "checkpoints"
+
+    @property
+    def online_settings(self) -> Path:
+        return Path(self.out_dir) / ONLINE_SETTINGS_FILE
+
+    @property
+    def online_actor(self) -> str:
+        """The Ray name of the run's sampler actor: one per output folder, so two runs on one cluster never share it."""
+        import hashlib
+
+        return "groundstate-online-" + hashlib.sha256(str(Path(self.out_dir).resolve()).encode()).hexdigest()[:16]
 
 
 class RecipeError(ValueError):
@@ -182,6 +203,15 @@ def _size_errors(r: VerlRecipe) -> list[str]:
     bad: list[str] = []
     if r.train_tasks is not None and r.train_tasks < r.tasks_per_step:
         bad.append(f"the training pool has {r.train_tasks} tasks, fewer than --tasks-per-step {r.tasks_per_step}: no full step can be drawn")
+    if r.sampling not in ("static", "online"):
+        bad.append(f"sampling must be static or online, got {r.sampling!r}")
+    if r.sampling == "online" and r.val_file is not None and Path(r.val_file).resolve() == Path(r.train_file).resolve():
+        bad.append("online sampling draws the training file's rows: give validation a file of its own")
+    if r.sampling == "online":
+        try:
+            OnlineConfig(forget=r.forget, explore=r.explore)
+        except ValueError as e:
+            bad.append(str(e))
     if r.max_new_tokens > r.response_length:
         bad.append(f"--max-new-tokens {r.max_new_tokens} exceeds the response length {r.response_length} of a whole episode")
     return bad
@@ -279,8 +309,25 @@ def agent_loop_entries(r: VerlRecipe) -> list[dict[str, Any]]:
             "judge": r.judge,
             "max_turns": r.max_turns,
             "max_new_tokens": r.max_new_tokens,
+            **({"online_sampler": r.online_actor} if r.sampling == "online" else {}),
         }
     ]
+
+
+ADDED_KEYS = {f"data.{ONLINE_SETTINGS_KEY}"}  # keys verl's config does not have: Hydra adds them (`+key=value`)
+
+
+def online_settings(r: VerlRecipe) -> dict[str, Any]:
+    """What the run's sampler actor starts from (`train.verl.online.sampler_actor`)."""
+    return {
+        "actor": r.online_actor,
+        "group_size": r.group_size,
+        "tasks_per_step": r.tasks_per_step,
+        "seed": r.seed,
+        "forget": r.forget,
+        "explore": r.explore,
+        "probe": r.probe,
+    }
 
 
 def render(r: VerlRecipe) -> dict[str, Any]:
@@ -356,6 +403,14 @@ def render(r: VerlRecipe) -> dict[str, Any]:
             "v1": {"trainer_mode": "sync", "sampler": {"sync_refill_failed_groups": True}},
         },
     }
+    if r.sampling == "online":  # the training rows are the sampler's draws, fetched where its actor is reachable
+        cfg["data"].update(
+            {
+                "custom_cls": {"path": "pkg://groundstate.train.verl.online", "name": "OnlineTaskDataset"},
+                "dataloader_num_workers": 0,
+                ONLINE_SETTINGS_KEY: str(r.online_settings),
+            }
+        )
     for dotted, value in r.extra.items():
         node = cfg
         *parents, leaf = dotted.split(".")
@@ -396,7 +451,7 @@ def _value(v: Any) -> str:
 
 def overrides(cfg: dict[str, Any]) -> list[str]:
     """Hydra command-line overrides (`key=value`) for a nested config."""
-    return [f"{k}={_value(v)}" for k, v in flatten(cfg).items()]
+    return [f"{'+' if k in ADDED_KEYS else ''}{k}={_value(v)}" for k, v in flatten(cfg).items()]
 
 
 def command(cfg: dict[str, Any], python: str | None = None) -> list[str]:
@@ -417,6 +472,10 @@ def write_run_files(r: VerlRecipe, cfg: dict[str, Any]) -> dict[str, Path]:
     out = Path(r.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     r.agent_loop_config.write_text(yaml.safe_dump(agent_loop_entries(r), sort_keys=False))
+    files = {"agent_loop": r.agent_loop_config}
+    if r.sampling == "online":
+        r.online_settings.write_text(json.dumps(online_settings(r), indent=1))
+        files["online_sampler"] = r.online_settings
     (out / "verl_config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     (out / RUN_INFO).write_text(json.dumps({"model": r.model, "recipe": asdict(r)}, indent=1, default=str))
-    return {"agent_loop": r.agent_loop_config, "config": out / "verl_config.yaml", "run_info": out / RUN_INFO}
+    return {**files, "config": out / "verl_config.yaml", "run_info": out / RUN_INFO}
