@@ -330,3 +330,24 @@ def test_a_dead_owners_forks_are_reaped_like_its_sandboxes(pg_backend, shop):
         time.sleep(0.05)
     assert sorted(set(names) & set(pg_backend.cleanup_stale())) == names
     assert dead.sandbox_databases() == []
+
+
+def test_a_large_worlds_pages_are_large_and_its_forks_are_whole():
+    """A world of 20,000 seed rows or more gets 64 KiB pages (`sqlite.page_size`), so that a fork's page-by-page copy
+    costs about what an open's one copy does; its forks keep them, and a fork's state is the original's."""
+    from pathlib import Path
+
+    from groundstate.state.sqlite import LARGE_PAGE, LARGE_WORLD_ROWS, page_size
+    from groundstate.worlds.domain import Domain
+
+    assert page_size(LARGE_WORLD_ROWS - 1) == 4096 and page_size(LARGE_WORLD_ROWS) == LARGE_PAGE
+    shop = Domain(Path(__file__).parents[1] / "fixtures" / "shop")
+    for scale, expect in ((1, 4096), (100, LARGE_PAGE)):  # 400 and 40,000 seed rows
+        backend = SqliteBackend(scale=scale)
+        sb = backend.open(backend.prepare(shop, multi(shop).patch))
+        shop.tools.call(sb.connection, "set_tier", {"customer_id": 3, "tier": "gold"})
+        fork = backend.fork(sb)
+        assert [s.connection.raw.execute("PRAGMA page_size").fetchone()[0] for s in (sb, fork)] == [expect, expect]
+        assert rows(fork, shop) == rows(sb, shop) and len(sb.changes()) == 1
+        fork.close()
+        sb.close()
