@@ -18,8 +18,6 @@ from groundstate.state.db import Db
 from groundstate.tasks import TaskFileError
 
 LARGE_WORLD_ROWS = 20_000  # from this many seed rows on, a world's database uses LARGE_PAGE-byte pages
-
-
 LARGE_PAGE = 65_536
 
 
