@@ -196,7 +196,7 @@ class GroundstateAgentLoop(AgentLoopBase):
         agent = EpisodeAgent(policy)  # type: ignore[arg-type] - ServerPolicy has the members EpisodeAgent uses
         outcome = await play(task, domain, agent, make_user(self.user_spec, task), self.limits, backend=backend, judge=shared_judge(self.judge_spec))
         verdict = outcome.verdict
-        if self.online_sampler is not None:
+        if self.online_sampler is not None and extra.get("split", "train") == "train":  # validation rows teach it nothing
             from groundstate.train.verl.online import record
 
             clean = verdict.system_error is None and verdict.reward is not None

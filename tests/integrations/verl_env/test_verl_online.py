@@ -98,8 +98,9 @@ def test_verls_loader_fetches_the_samplers_draws_and_the_loop_teaches_it(run, tm
         {"actor_rollout_ref": {"rollout": {"prompt_length": 4096, "response_length": 4096}, "model": {"path": str(model_dir)}}, "data": {}}
     )
     row = RLHFDataset(data_files=[recipe.train_file], tokenizer=tok, config=data)[[t.id for t, _ in pairs].index(task.id)]
+    val_row = {**row, "extra_info": {**row["extra_info"], "split": "val"}}  # the same task as a validation row
     rewards = []
-    for calls in ([c.model_dump() for c in task.gold], []):  # the gold, then a no-op: one pass and one failure
+    for calls, r in (([c.model_dump() for c in task.gold], row), ([], row), ([], val_row)):  # a pass, a failure, validation
         loop = hydra.utils.instantiate(
             config=entry,
             trainer_config=DictConfigWrap(cfg),
@@ -111,12 +112,13 @@ def test_verls_loader_fetches_the_samplers_draws_and_the_loop_teaches_it(run, tm
             data_config=DictConfigWrap(cfg.data),
             tools=ToolListWrap([]),
         )
-        rewards.append(asyncio.run(loop.run(dict(SAMPLING), **row)).reward_score)
+        rewards.append(asyncio.run(loop.run(dict(SAMPLING), **r)).reward_score)
     gs_loop.close_shared_backends()
-    assert rewards == [1.0, 0.0]
+    assert rewards == [1.0, 0.0, 0.0]
     actor = ray.get_actor(recipe.online_actor)
     state = ray.get(actor.state.remote())["tasks"][task.id]
-    assert ray.get(actor.pending.remote()) == {} and (state["a"], state["b"]) == (1.5, 1.5)  # Jeffreys + one pass, one failure
+    # Jeffreys + one pass and one failure; the validation rollout is not evidence (it would have opened a group)
+    assert ray.get(actor.pending.remote()) == {} and (state["a"], state["b"]) == (1.5, 1.5)
 
 
 def test_a_broken_settings_file_is_named_and_a_lost_actor_never_fails_a_rollout(tmp_path, caplog):
