@@ -121,5 +121,15 @@ class SignalSampler(Sampler[int]):
         return {t: len(g) for t, g in self._pending.items()}
 
     def state(self) -> dict[str, Any]:
-        """The online sampler's state (`OnlineSampler.to_json`), to save beside a checkpoint."""
+        """The online sampler's state (`OnlineSampler.to_json`), to save beside a checkpoint; `resume` reads it back.
+        Groups begun and not closed are not in it (`pending`): a resumed run plays them again."""
         return self.online.to_json()
+
+    @classmethod
+    def resume(cls, state: Mapping[str, Any], task_ids: Sequence[str], tasks_per_step: int, steps: int) -> SignalSampler:
+        """The sampler `state()` described, over the dataset rows `task_ids` (a task the state lacks starts from
+        Jeffreys), drawing `steps` more steps; `SamplerStateError` naming the field for a state that cannot be resumed."""
+        online = OnlineSampler.from_json(state, list(dict.fromkeys(task_ids)))
+        sampler = cls(task_ids, online.G, tasks_per_step, steps, config=online.config, seed=online.seed)
+        sampler.online = online
+        return sampler

@@ -13,6 +13,7 @@ from groundstate.types import Verdict, system_error
 from groundstate.worlds.domain import load_domain
 
 IDS = [f"t{i}" for i in range(12)]
+pytestmark = pytest.mark.filterwarnings("ignore:with groups of 2 and forget")  # said, and meant: small groups, quick tests
 
 
 def test_each_step_yields_its_tasks_rows_g_times_in_a_row_as_the_online_sampler_draws_them():
@@ -194,3 +195,16 @@ def test_one_draw_at_a_time_makes_steps_of_distinct_tasks_and_skips_tasks_whose_
     a = tiny.draw()
     assert tiny.draw() != a  # a's group is open: the other task
     assert tiny.draw() in ("a", "b")  # both open: the pool has no other, so one repeats
+
+
+def test_a_resumed_sampler_draws_what_the_original_would_have():
+    a = SignalSampler(IDS, group_size=2, tasks_per_step=3, steps=4, seed=2)
+    for t in a.next_step():
+        a.record(t, 1.0)
+        a.record(t, 0.0)
+    b = SignalSampler.resume(a.state(), IDS, tasks_per_step=3, steps=3)
+    assert [b.next_step() for _ in range(3)] == [a.next_step() for _ in range(3)]
+    from groundstate.train.online import SamplerStateError
+
+    with pytest.raises(SamplerStateError, match="group_size"):
+        SignalSampler.resume({**a.state(), "group_size": 1}, IDS, 3, 3)
