@@ -8,10 +8,12 @@ whose `selection.jsonl` holds the probe's counts the online sampler starts from)
 the same budget (steps × tasks per step × G, refill bounded alike), then its final checkpoint is evaluated on the
 same validation tasks as the base (k = 8, the same evaluation seed):
 
-- static: today's default, a fixed pool drawn uniformly, zero-variance groups refilled within the bound;
+- static: a fixed pool drawn uniformly, zero-variance groups refilled within the bound, 8 tasks × groups of 8 (the
+  quickstart's setting until static_g16 measured better);
 - online: each step's tasks and refills by expected signal under the online posteriors (`train/online.py`);
 - tree: online, and each group's G rollouts branch from one shared first turn (`grpo.tree_group`);
-- static_g16, online_g16: static and online with the step's rollouts in 4 groups of 16 instead of 8 groups of 8;
+- static_g16, online_g16: static and online with the step's rollouts in 4 groups of 16 instead of 8 groups of 8
+  (static_g16 is the quickstart's setting now);
 - online_noprobe: online with every pool task's posterior started from Jeffreys, not from the probe's counts.
 
 For each: the share of rollouts wasted (groups without signal, by the ledger's rule: `train.ledger.training_spend`),
