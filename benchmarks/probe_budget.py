@@ -57,7 +57,7 @@ def main() -> None:
             f"probe_budget_extra_n{n}": len(mine - whole),
             f"probe_budget_rollouts_n{n}": rollouts,
         }
-        share = (total - (4 - n) * len(tasks)) if n < 4 else total  # the whole run had the shorter probe instead
+        share = total - (len(records) - rollouts)  # the whole run, had it probed n times instead
         print(f"| {n} | {rollouts} | {rollouts / share:.1%} | {len(mine)} | {len(mine & whole)} | {len(mine - whole)} |")
     print(f"(the whole probe, n = 4, keeps {len(whole)} of {len(tasks)} tasks)")
     if not args.no_write:

@@ -280,8 +280,8 @@ def _checkpoint_validator(job: TrainJob, val_pairs: list[tuple[Task, Domain]], c
 
 
 def _probe_file(selector: str) -> str | None:
-    """The selection's selection.jsonl where the training tasks are its train.yaml (absolute: verl reads it on the Ray
-    head), its counts checked here; None for any other selector."""
+    """The selection's selection.jsonl where the training tasks are its train.yaml (absolute: verl's trainer process
+    reads it, wherever it runs), its counts checked here; None for any other selector."""
     return str((Path(selector).parent / "selection.jsonl").resolve()) if _probe(selector) is not None else None
 
 

@@ -16,6 +16,15 @@ IDS = [f"t{i}" for i in range(12)]
 pytestmark = pytest.mark.filterwarnings("ignore:with groups of 2 and forget")  # said, and meant: small groups, quick tests
 
 
+def test_a_repeated_block_is_each_steps_draw_as_trls_repeat_count_wants_it():
+    s = SignalSampler(IDS, group_size=2, tasks_per_step=3, steps=2, seed=4, repeat=3)
+    got = list(s)
+    assert len(got) == len(s) == 2 * 3 * 2 * 3 and s.online.step == 2  # two draws, each block thrice
+    for step in range(2):
+        blocks = [got[step * 18 + i * 6 : step * 18 + (i + 1) * 6] for i in range(3)]
+        assert blocks[0] == blocks[1] == blocks[2]
+
+
 def test_each_step_yields_its_tasks_rows_g_times_in_a_row_as_the_online_sampler_draws_them():
     s = SignalSampler(IDS, group_size=4, tasks_per_step=3, steps=5, seed=7)
     twin = OnlineSampler(IDS, 4, seed=7)
@@ -41,8 +50,9 @@ def test_the_gth_reward_closes_a_group_and_no_verdict_is_never_a_zero():
     assert s2.online.posterior(task.id) == (1.5, 0.5)  # the system error is no evidence either way
     with pytest.raises(KeyError, match="not one this sampler draws"):
         s.record("elsewhere", 1.0)
-    with pytest.raises(ValueError, match="got 2"):
-        s.record("t1", 2)
+    for bad in (2, -0.5, "1", True):
+        with pytest.raises(ValueError, match="a reward is 1, 0, something between or None"):
+            s.record("t1", bad)
 
 
 def test_a_gymnasium_loop_of_ones_own_steers_to_the_tasks_whose_groups_are_mixed():
@@ -193,8 +203,25 @@ def test_one_draw_at_a_time_makes_steps_of_distinct_tasks_and_skips_tasks_whose_
     assert s.pending() == {} and s.recorded == 3
     tiny = SignalSampler(["a", "b"], group_size=2, tasks_per_step=1, steps=1)
     a = tiny.draw()
-    assert tiny.draw() != a  # a's group is open: the other task
-    assert tiny.draw() in ("a", "b")  # both open: the pool has no other, so one repeats
+    b = tiny.draw()
+    assert b != a  # a's group, drawn the step before, is open: the other task
+    tiny.draw()  # both open: the pool has no other, so one repeats
+    assert sum(len(v) for v in tiny._open.values()) == 3
+
+
+def test_a_group_whose_reward_never_comes_back_holds_its_task_back_for_one_step_only():
+    """verl loses a rollout's reward when the episode fails before it is graded: the group never closes, and its task
+    must not be kept out of every later draw."""
+    s = SignalSampler(IDS[:3], group_size=2, tasks_per_step=1, steps=1, config=OnlineConfig(explore=0.0), seed=1)
+    lost = s.draw()
+    s.record(lost, 1.0)  # one reward of two: the other never comes
+    drawn = []
+    for _ in range(30):
+        t = s.draw()
+        drawn.append(t)
+        s.record(t, 1.0)
+        s.record(t, 0.0)
+    assert lost in drawn[1:]  # blocked for the step after, drawn again later
 
 
 def test_a_resumed_sampler_draws_what_the_original_would_have():

@@ -17,8 +17,8 @@ GRPO (`grpo.GroupSampler`: a system error drops its group and refills it).
 
 Register the loop with a file passed as `actor_rollout_ref.rollout.agent.agent_loop_config_path`
 (the recipe writes it); its extra keys (backend, pg_dsn, user, judge, max_turns, ...) reach `__init__`. With
-`online_sampler` (the recipe's `sampling="online"`), every rollout's reward also goes to the run's online sampler
-(`train.verl.online`), None for a system error.
+`online_sampler` (the recipe's `sampling="online"`), the reward of every rollout of a row the sampler drew also goes
+to the run's online sampler (`train.verl.online`), None for a system error or an episode that failed before grading.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ from groundstate.specs import JudgeSpec, parse_judge, parse_user
 from groundstate.state import make_backend
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
-from groundstate.train.verl import AGENT_NAME
+from groundstate.train.verl import AGENT_NAME, ONLINE_DRAW
+from groundstate.train.verl.online import record
 from groundstate.types import Domain, EpisodeLimits
 from groundstate.worlds.attempt import play
 from groundstate.worlds.refs import TaskResolver
@@ -182,6 +183,18 @@ class GroundstateAgentLoop(AgentLoopBase):
         extra = dict(kwargs.get("extra_info") or {})
         if "task_id" not in extra or "domain" not in extra:
             raise ValueError(f"a {AGENT_NAME!r} row needs extra_info.task_id and extra_info.domain; got keys {sorted(extra)}")
+        drawn = self.online_sampler is not None and extra.get(ONLINE_DRAW) is True
+        try:
+            out = await self._play(sampling_params, extra)
+        except BaseException:  # the episode failed before it was graded: no evidence, and the group must still close
+            if drawn:
+                record(self.online_sampler, str(extra["task_id"]), None)
+            raise
+        if drawn:
+            record(self.online_sampler, str(extra["task_id"]), out.reward_score)
+        return out
+
+    async def _play(self, sampling_params: dict[str, Any], extra: dict[str, Any]) -> AgentLoopOutput:
         task, domain = resolve_task(str(extra["domain"]), str(extra["task_id"]))
         backend = await asyncio.to_thread(shared_backend, self.backend_kind, self.pg_dsn)  # the first call may connect to PostgreSQL
         policy = ServerPolicy(
@@ -196,11 +209,6 @@ class GroundstateAgentLoop(AgentLoopBase):
         agent = EpisodeAgent(policy)  # type: ignore[arg-type] - ServerPolicy has the members EpisodeAgent uses
         outcome = await play(task, domain, agent, make_user(self.user_spec, task), self.limits, backend=backend, judge=shared_judge(self.judge_spec))
         verdict = outcome.verdict
-        if self.online_sampler is not None and extra.get("split", "train") == "train":  # validation rows teach it nothing
-            from groundstate.train.verl.online import record
-
-            clean = verdict.system_error is None and verdict.reward is not None
-            record(self.online_sampler, task.id, float(verdict.reward) if clean else None)
         if verdict.system_error is not None or verdict.reward is None:
             # never a 0: verl fails the group and the sync trainer refills it (see the module docstring)
             reason = verdict.system_error or "the verdict has no reward (a rubric task without a judge: set the loop's judge)"

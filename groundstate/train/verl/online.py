@@ -9,10 +9,11 @@ create_rl_sampler`) and has no setting for another; what a recipe can replace is
   `settings["actor"]` its name), started by the training dataset in verl's trainer process;
 - `OnlineTaskDataset`, the training dataset: `__getitem__` ignores the index verl's sampler chose and returns the row
   of the task the actor draws next (`SignalSampler.draw`: one at a time, as verl fetches prompts under group filtering,
-  refills included; a step every `tasks_per_step` draws). The validation dataset (`data.val_files`) reads rows as
-  verl's own does;
-- the agent loop (`online_sampler` in its settings: the actor's name) records each rollout's reward with the actor,
-  None for a system error or an unjudged rollout (not evidence, never a 0); every G rewards of a task close a group.
+  refills included; a step every `tasks_per_step` draws), marked as a draw (`extra_info.online_draw`). The
+  validation dataset (`data.val_files`) reads rows as verl's own does;
+- the agent loop (`online_sampler` in its settings: the actor's name) records the reward of each rollout of a marked
+  row with the actor — None for a system error, an unjudged rollout or an episode that failed before it was graded
+  (not evidence, never a 0); every G rewards of a task close a group. Rows not drawn (validation) are not evidence.
 
 verl still refills zero-variance groups itself (`algorithm.filter_groups`), without an upper bound; with online
 sampling its refills are the sampler's draws too. Limits: the posteriors live in the actor, so a resumed run starts them
@@ -24,6 +25,8 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +34,7 @@ from verl.utils.dataset.rl_dataset import RLHFDataset
 
 from groundstate.train.curriculum import SignalSampler
 from groundstate.train.online import OnlineConfig, probe_counts
-from groundstate.train.verl import ONLINE_SETTINGS_KEY
+from groundstate.train.verl import ONLINE_DRAW, ONLINE_SETTINGS_KEY
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +77,12 @@ class OnlineTaskDataset(RLHFDataset):
         path = config.get(ONLINE_SETTINGS_KEY)
         if path is None or files != train:
             return
-        ids = [str(row["extra_info"]["task_id"]) for row in self.dataframe]
+        ids = []
+        for i, row in enumerate(self.dataframe):
+            extra = row.get("extra_info")
+            if not isinstance(extra, dict) or not isinstance(extra.get("task_id"), str):
+                raise ValueError(f"{', '.join(files)}: row {i}: extra_info.task_id is missing (rows of `groundstate train --engine verl`)")
+            ids.append(extra["task_id"])
         self.rows: dict[str, int] = {}
         for i, t in enumerate(ids):
             self.rows.setdefault(t, i)  # a task in several rows: its first (and the pool in row order)
@@ -85,25 +93,29 @@ class OnlineTaskDataset(RLHFDataset):
             return super().__getitem__(item)
         import ray
 
-        return super().__getitem__(self.rows[ray.get(self.actor.draw.remote())])
+        row = super().__getitem__(self.rows[ray.get(self.actor.draw.remote())])
+        row["extra_info"] = {**row["extra_info"], ONLINE_DRAW: True}  # the agent loop reports this row's rewards
+        return row
 
 
 def record(actor_name: str, task_id: str, reward: float | None) -> None:
-    """Hand one rollout's reward to the run's sampler actor (the agent loop's side; the call is not awaited). An actor
-    that cannot be reached costs the sampler this evidence, never the rollout: a warning, and training goes on."""
+    """Hand one rollout's reward to the run's sampler actor, looked up by name each time (one lookup per episode; a
+    handle kept would outlive its actor). The call is not awaited. An actor that cannot be found costs the sampler the
+    evidence, never the rollout: one warning, and the lookup is tried again `RETRY_S` later, not at every rollout."""
     import ray
 
+    if time.monotonic() < _missing.get(actor_name, -math.inf) + RETRY_S:
+        return
     try:
-        _actor(actor_name, ray).record.remote(task_id, reward)
+        handle = ray.get_actor(actor_name)
     except Exception as e:  # noqa: BLE001 - the rollout is the policy's; the sampler's bookkeeping must not fail it
-        _actors.pop(actor_name, None)
-        log.warning("online sampler %s: cannot record task %s's reward: %s", actor_name, task_id, e)
+        if actor_name not in _missing:
+            log.warning("online sampler %s: cannot be reached, rewards are not recorded (%s)", actor_name, e)
+        _missing[actor_name] = time.monotonic()
+        return
+    _missing.pop(actor_name, None)
+    handle.record.remote(task_id, reward)
 
 
-_actors: dict[str, Any] = {}
-
-
-def _actor(name: str, ray: Any) -> Any:
-    if name not in _actors:
-        _actors[name] = ray.get_actor(name)
-    return _actors[name]
+RETRY_S = 60.0
+_missing: dict[str, float] = {}  # actor name -> when it was last looked for in vain

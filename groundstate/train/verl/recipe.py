@@ -212,6 +212,9 @@ def _size_errors(r: VerlRecipe) -> list[str]:
             OnlineConfig(forget=r.forget, explore=r.explore)
         except ValueError as e:
             bad.append(str(e))
+        fixed = sorted(k for k in r.extra if k in ("actor_rollout_ref.rollout.n", "data.train_batch_size", f"data.{ONLINE_SETTINGS_KEY}"))
+        if fixed:
+            bad.append(f"--verl-set {', '.join(fixed)}: online sampling counts groups and steps by --group-size and --tasks-per-step: set those")
     if r.max_new_tokens > r.response_length:
         bad.append(f"--max-new-tokens {r.max_new_tokens} exceeds the response length {r.response_length} of a whole episode")
     return bad

@@ -67,13 +67,20 @@ def test_the_online_recipe_composes_and_validates_in_verl(run):
     assert cfg.data.dataloader_num_workers == 0 and cfg.data.groundstate_online == str(recipe.online_settings)
     with pytest.raises(Exception, match="online sampling draws the training file"):
         check(VerlRecipe(model="m", train_file="t.parquet", val_file="t.parquet", out_dir="o", sampling="online"))
+    with pytest.raises(Exception, match=r"--verl-set actor_rollout_ref.rollout.n: online sampling counts groups"):
+        check(VerlRecipe(model="m", train_file="t.parquet", out_dir="o", sampling="online", extra={"actor_rollout_ref.rollout.n": 4}))
+
+
+def data_config(recipe, tmp_path):
+    data = composed(recipe).data
+    with open_dict(data):  # nothing of the user's home: the cache under the test's folder
+        data.cache_dir, data.filter_overlong_prompts_workers = str(tmp_path / "cache"), 1
+    return data
 
 
 def test_verls_loader_fetches_the_samplers_draws_and_the_loop_teaches_it(run, tmp_path):
     recipe, files, pairs, tok, model_dir = run
-    data = composed(recipe).data
-    with open_dict(data):  # nothing of the user's home: the cache under the test's folder
-        data.cache_dir, data.filter_overlong_prompts_workers = str(tmp_path / "cache"), 1
+    data = data_config(recipe, tmp_path)
     train = create_rl_dataset(data.train_files, data, tok, None, is_train=True)  # verl's own factory, as its trainer calls it
     assert isinstance(train, OnlineTaskDataset) and train.actor is not None
     val = create_rl_dataset(data.val_files, data, tok, None, is_train=False)
@@ -89,16 +96,18 @@ def test_verls_loader_fetches_the_samplers_draws_and_the_loop_teaches_it(run, tm
         if len(fetched) == 4:
             break
     expect = [twin.draw() for _ in range(6)]
-    assert fetched == expect[:4], (fetched, expect)  # whatever index verl's random sampler chose
-    # the agent loop, built from the recipe's agent-loop file as verl builds it, plays G rollouts of the first task
-    task, _ = next(p for p in pairs if p[0].id == fetched[0])
+    assert fetched == expect[:4]  # whatever index verl's random sampler chose
+    # one more draw, as verl's loader would fetch it: the agent loop, built from the recipe's agent-loop file as verl
+    # builds it, plays its G rollouts
+    row = train[0]
+    assert row["extra_info"]["task_id"] == expect[4] and row["extra_info"]["online_draw"] is True
+    task, _ = next(p for p in pairs if p[0].id == expect[4])
     (entry,) = [e for e in OmegaConf.load(files["agent_loop"]) if e.name == "groundstate"]
     assert entry.online_sampler == recipe.online_actor
     cfg = OmegaConf.create(
         {"actor_rollout_ref": {"rollout": {"prompt_length": 4096, "response_length": 4096}, "model": {"path": str(model_dir)}}, "data": {}}
     )
-    row = RLHFDataset(data_files=[recipe.train_file], tokenizer=tok, config=data)[[t.id for t, _ in pairs].index(task.id)]
-    val_row = {**row, "extra_info": {**row["extra_info"], "split": "val"}}  # the same task as a validation row
+    val_row = {**row, "extra_info": {k: v for k, v in row["extra_info"].items() if k != "online_draw"}}  # not a draw
     rewards = []
     for calls, r in (([c.model_dump() for c in task.gold], row), ([], row), ([], val_row)):  # a pass, a failure, validation
         loop = hydra.utils.instantiate(
@@ -117,7 +126,7 @@ def test_verls_loader_fetches_the_samplers_draws_and_the_loop_teaches_it(run, tm
     assert rewards == [1.0, 0.0, 0.0]
     actor = ray.get_actor(recipe.online_actor)
     state = ray.get(actor.state.remote())["tasks"][task.id]
-    # Jeffreys + one pass and one failure; the validation rollout is not evidence (it would have opened a group)
+    # Jeffreys + one pass and one failure; the row not drawn is not evidence (it would have opened a group)
     assert ray.get(actor.pending.remote()) == {} and (state["a"], state["b"]) == (1.5, 1.5)
 
 
@@ -132,5 +141,41 @@ def test_a_broken_settings_file_is_named_and_a_lost_actor_never_fails_a_rollout(
     with pytest.raises(ValueError, match="online_sampler.json: cannot read"):
         load_settings(bad)
     with ray_session(num_cpus=1):
-        record("groundstate-online-nobody", "t", 1.0)  # no such actor: said, not raised
-    assert "cannot record task t's reward" in caplog.text
+        for _ in range(3):
+            record("groundstate-online-nobody", "t", 1.0)  # no such actor: said once, not raised
+    assert caplog.text.count("groundstate-online-nobody: cannot be reached") == 1
+
+
+def test_an_episode_that_fails_before_grading_still_closes_its_group(run, tmp_path):
+    """A rollout whose episode raises before it is graded (an unknown domain here) reports None, so its group closes
+    as no evidence instead of staying open and holding its task back."""
+    recipe, files, pairs, tok, model_dir = run
+    (entry,) = [e for e in OmegaConf.load(files["agent_loop"]) if e.name == "groundstate"]
+    cfg = OmegaConf.create(
+        {"actor_rollout_ref": {"rollout": {"prompt_length": 4096, "response_length": 4096}, "model": {"path": str(model_dir)}}, "data": {}}
+    )
+    loop = hydra.utils.instantiate(
+        config=entry,
+        trainer_config=DictConfigWrap(cfg),
+        server_manager=StandInServer(ChatCodec(tok), []),
+        tokenizer=tok,
+        processor=None,
+        hf_model_type="qwen2",
+        dataset_cls=RLHFDataset,
+        data_config=DictConfigWrap(cfg.data),
+        tools=ToolListWrap([]),
+    )
+    data = data_config(recipe, tmp_path)
+    train = create_rl_dataset(data.train_files, data, tok, None, is_train=True)  # the run's dataset holds its actor
+    task = pairs[5][0]
+    actor = ray.get_actor(recipe.online_actor)
+    before = ray.get(actor.state.remote())["tasks"][task.id]
+    row = {"raw_prompt": [], "extra_info": {"task_id": task.id, "domain": "no-such-domain", "online_draw": True}}
+    for i in range(G):
+        with pytest.raises(Exception):  # noqa: B017 - whatever the resolver raises: the episode cannot be played
+            asyncio.run(loop.run(dict(SAMPLING), **row))
+        ray.get(actor.state.remote())  # the actor has taken the reward (calls from one caller arrive in order)
+        assert ray.get(actor.pending.remote()).get(task.id) == (i + 1 if i + 1 < G else None)
+    after = ray.get(actor.state.remote())["tasks"][task.id]
+    assert ray.get(actor.pending.remote()).get(task.id) is None and (after["a"], after["b"]) == (before["a"], before["b"])
+    assert train.actor is not None
