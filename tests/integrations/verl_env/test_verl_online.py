@@ -71,6 +71,25 @@ def test_the_online_recipe_composes_and_validates_in_verl(run):
         check(VerlRecipe(model="m", train_file="t.parquet", out_dir="o", sampling="online", extra={"actor_rollout_ref.rollout.n": 4}))
 
 
+def built_loop(entry, tok, model_dir, calls):
+    """The agent loop of the recipe's agent-loop file `entry`, built as verl's AgentLoopWorker builds it, against a
+    stand-in server that plays `calls`."""
+    cfg = OmegaConf.create(
+        {"actor_rollout_ref": {"rollout": {"prompt_length": 4096, "response_length": 4096}, "model": {"path": str(model_dir)}}, "data": {}}
+    )
+    return hydra.utils.instantiate(
+        config=entry,
+        trainer_config=DictConfigWrap(cfg),
+        server_manager=StandInServer(ChatCodec(tok), calls),
+        tokenizer=tok,
+        processor=None,
+        hf_model_type="qwen2",
+        dataset_cls=RLHFDataset,
+        data_config=DictConfigWrap(cfg.data),
+        tools=ToolListWrap([]),
+    )
+
+
 def data_config(recipe, tmp_path):
     data = composed(recipe).data
     with open_dict(data):  # nothing of the user's home: the cache under the test's folder
@@ -104,23 +123,10 @@ def test_verls_loader_fetches_the_samplers_draws_and_the_loop_teaches_it(run, tm
     task, _ = next(p for p in pairs if p[0].id == expect[4])
     (entry,) = [e for e in OmegaConf.load(files["agent_loop"]) if e.name == "groundstate"]
     assert entry.online_sampler == recipe.online_actor
-    cfg = OmegaConf.create(
-        {"actor_rollout_ref": {"rollout": {"prompt_length": 4096, "response_length": 4096}, "model": {"path": str(model_dir)}}, "data": {}}
-    )
     val_row = {**row, "extra_info": {k: v for k, v in row["extra_info"].items() if k != "online_draw"}}  # not a draw
     rewards = []
     for calls, r in (([c.model_dump() for c in task.gold], row), ([], row), ([], val_row)):  # a pass, a failure, validation
-        loop = hydra.utils.instantiate(
-            config=entry,
-            trainer_config=DictConfigWrap(cfg),
-            server_manager=StandInServer(ChatCodec(tok), calls),
-            tokenizer=tok,
-            processor=None,
-            hf_model_type="qwen2",
-            dataset_cls=RLHFDataset,
-            data_config=DictConfigWrap(cfg.data),
-            tools=ToolListWrap([]),
-        )
+        loop = built_loop(entry, tok, model_dir, calls)
         rewards.append(asyncio.run(loop.run(dict(SAMPLING), **r)).reward_score)
     gs_loop.close_shared_backends()
     assert rewards == [1.0, 0.0, 0.0]
@@ -151,20 +157,7 @@ def test_an_episode_that_fails_before_grading_still_closes_its_group(run, tmp_pa
     as no evidence instead of staying open and holding its task back."""
     recipe, files, pairs, tok, model_dir = run
     (entry,) = [e for e in OmegaConf.load(files["agent_loop"]) if e.name == "groundstate"]
-    cfg = OmegaConf.create(
-        {"actor_rollout_ref": {"rollout": {"prompt_length": 4096, "response_length": 4096}, "model": {"path": str(model_dir)}}, "data": {}}
-    )
-    loop = hydra.utils.instantiate(
-        config=entry,
-        trainer_config=DictConfigWrap(cfg),
-        server_manager=StandInServer(ChatCodec(tok), []),
-        tokenizer=tok,
-        processor=None,
-        hf_model_type="qwen2",
-        dataset_cls=RLHFDataset,
-        data_config=DictConfigWrap(cfg.data),
-        tools=ToolListWrap([]),
-    )
+    loop = built_loop(entry, tok, model_dir, [])
     data = data_config(recipe, tmp_path)
     train = create_rl_dataset(data.train_files, data, tok, None, is_train=True)  # the run's dataset holds its actor
     task = pairs[5][0]
