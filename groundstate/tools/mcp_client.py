@@ -91,17 +91,21 @@ class McpToolset:
         mode: str = "auto",
         read_timeout_seconds: float | None = None,
         startup_timeout: float | None = DEFAULT_STARTUP_TIMEOUT_S,
+        fork: bool = False,
     ) -> AsyncIterator[McpToolset]:
         """Spawn `command args…` in a session of its own and talk MCP over its stdin/stdout
         (`groundstate.tools.stdio_transport`): start-up is bounded by `startup_timeout`, each request by
         `read_timeout_seconds`; on exit the server's whole process group is stopped, whatever it spawned included.
+        With `fork`, a Python server is forked from a zygote that imported its dependencies once
+        (`groundstate.tools.fork_pool`; the zygote's own start-up also within `startup_timeout`).
 
         The child gets the SDK's minimal environment (PATH, HOME, …) plus `env`; its stderr goes to `errlog`.
         """
         params = StdioServerParameters(command=command, args=list(args), env=env, cwd=cwd)
         noise = StdoutNoise()
+        transport = stdio_transport(params, errlog, noise, fork=fork, startup_timeout=startup_timeout or DEFAULT_STARTUP_TIMEOUT_S)
         async with cls.connect(
-            stdio_transport(params, errlog, noise), mode=mode, read_timeout_seconds=read_timeout_seconds, startup_timeout=startup_timeout, noise=noise
+            transport, mode=mode, read_timeout_seconds=read_timeout_seconds, startup_timeout=startup_timeout, noise=noise
         ) as toolset:
             yield toolset
 

@@ -31,12 +31,15 @@ from anyio.abc import Process
 from mcp import StdioServerParameters
 from mcp.shared.message import SessionMessage
 
+from groundstate.tools.fork_pool import ZygoteError, zygote_for
+
 __all__ = ["INHERITED_ENV", "StdoutNoise", "server_environment", "stdio_transport", "terminate_group"]
 
 log = logging.getLogger(__name__)
 
 EXIT_GRACE_S = 2.0  # for the server to exit on its own once its stdin is closed
 KILL_GRACE_S = 2.0  # between SIGTERM and SIGKILL to the process group
+DEFAULT_ZYGOTE_TIMEOUT_S = 30.0  # a zygote's imports, once per command (the benchmark's servers take 3-4 s)
 NOISE_SAMPLE_CHARS = 200
 # what a server inherits of this process's environment (as the SDK's stdio client passes it): what a program needs to
 # run, never this process's secrets (API keys, DSNs); the server's spec adds its own
@@ -64,23 +67,35 @@ class StdoutNoise:
 
 @asynccontextmanager
 async def stdio_transport(
-    params: StdioServerParameters, errlog: TextIO | None = None, noise: StdoutNoise | None = None
+    params: StdioServerParameters,
+    errlog: TextIO | None = None,
+    noise: StdoutNoise | None = None,
+    *,
+    fork: bool = False,
+    startup_timeout: float = DEFAULT_ZYGOTE_TIMEOUT_S,
 ) -> AsyncIterator[tuple[anyio.abc.ObjectReceiveStream, anyio.abc.ObjectSendStream]]:
-    """Start `params.command` in a new session and yield the (read, write) message streams `mcp.Client` takes."""
+    """Start `params.command` in a new session and yield the (read, write) message streams `mcp.Client` takes.
+
+    With `fork`, the server is forked from its command's zygote (`groundstate.tools.fork_pool`: its imports paid
+    once per command, within `startup_timeout`), or started as a process where the command cannot fork; either way
+    it is a fresh server leading its own session, stopped in the same way."""
     noise = noise if noise is not None else StdoutNoise()
     errlog = errlog if errlog is not None else sys.stderr
-    process = await anyio.open_process(
-        [params.command, *params.args], env=server_environment(params.env), cwd=params.cwd, stderr=errlog, start_new_session=True
-    )
+    server = await _forked(params, errlog, startup_timeout) if fork else None
+    if server is None:
+        server = _Spawned(
+            await anyio.open_process(
+                [params.command, *params.args], env=server_environment(params.env), cwd=params.cwd, stderr=errlog, start_new_session=True
+            )
+        )
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
 
     async def read_stdout() -> None:
-        assert process.stdout is not None
         buffer = b""
         try:
             async with read_writer:
-                async for chunk in process.stdout:
+                async for chunk in server.stdout:
                     *lines, buffer = (buffer + chunk).split(b"\n")
                     for raw in lines:
                         line = raw.decode("utf-8", errors="replace").strip()
@@ -96,12 +111,11 @@ async def stdio_transport(
             pass  # our own shutdown, or the session went away: the process is stopped below either way
 
     async def write_stdin() -> None:
-        assert process.stdin is not None
         try:
             async with write_reader:
                 async for message in write_reader:
                     data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
-                    await process.stdin.send(data.encode())
+                    await server.stdin.send(data.encode())
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             await read_writer.aclose()  # the server stopped reading: let pending requests see the connection end
 
@@ -112,12 +126,88 @@ async def stdio_transport(
             yield read_stream, write_stream
         finally:
             with anyio.CancelScope(shield=True):  # a cancelled caller must not leave a live process group
-                await _stop(process)
+                await _stop(server)
                 for stream in (read_stream, write_stream, read_writer, write_reader):
                     await stream.aclose()
                 if noise.lines:
                     _report(noise, errlog)
             tg.cancel_scope.cancel()
+
+
+class _Spawned:
+    """A server started as a process of ours: its pipes, and the event loop reaps it."""
+
+    def __init__(self, process: Process):
+        assert process.stdin is not None and process.stdout is not None
+        self.process, self.pid = process, process.pid
+        self.stdin: anyio.abc.ByteSendStream = process.stdin
+        self.stdout: anyio.abc.ByteReceiveStream = process.stdout
+
+    async def close_input(self) -> None:
+        await self.stdin.aclose()
+
+    def exited(self) -> bool:
+        return self.process.returncode is not None
+
+    async def release(self) -> None:
+        await self.stdout.aclose()
+        with anyio.move_on_after(KILL_GRACE_S):
+            await self.process.wait()
+
+
+class _Half(anyio.abc.ByteSendStream):
+    """The sending half of a socket stream: closing it ends the server's stdin (EOF), not its stdout."""
+
+    def __init__(self, stream: anyio.abc.SocketStream):
+        self.stream = stream
+
+    async def send(self, item: bytes) -> None:
+        await self.stream.send(item)
+
+    async def send_eof(self) -> None:
+        await self.stream.send_eof()
+
+    async def aclose(self) -> None:
+        with suppress(OSError, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            await self.stream.send_eof()
+
+
+class _Forked:
+    """A server forked by a zygote: one socket is its stdin and stdout; the zygote's kernel reaps it."""
+
+    def __init__(self, pid: int, stream: anyio.abc.SocketStream):
+        self.pid, self.stream = pid, stream
+        self.stdin = _Half(stream)
+        self.stdout: anyio.abc.ByteReceiveStream = stream
+
+    async def close_input(self) -> None:
+        await self.stdin.aclose()
+
+    def exited(self) -> bool:
+        try:
+            with open(f"/proc/{self.pid}/stat", "rb") as f:
+                return f.read().rpartition(b")")[2].split()[0] == b"Z"  # a zombie has exited
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return not _group_alive(self.pid)
+
+    async def release(self) -> None:
+        await self.stream.aclose()
+
+
+async def _forked(params: StdioServerParameters, errlog: TextIO, timeout: float) -> _Forked | None:
+    """A server forked from `params`' zygote, or None when that command does not fork (then it starts as a process)."""
+    zygote = await anyio.to_thread.run_sync(zygote_for, params, server_environment(params.env), timeout)
+    if zygote is None:
+        return None
+    errlog.flush()
+    try:
+        pid, sock = await anyio.to_thread.run_sync(zygote.fork, errlog.fileno())
+    except ZygoteError as e:  # closed meanwhile (the pool keeps a few) or died: this attempt starts a process
+        log.warning("MCP server %s: its zygote failed (%s); this attempt starts a fresh process", params.command, e)
+        return None
+    return _Forked(pid, await anyio.abc.UNIXSocketStream.from_socket(sock))
 
 
 def server_environment(own: dict[str, str] | None = None) -> dict[str, str]:
@@ -127,18 +217,15 @@ def server_environment(own: dict[str, str] | None = None) -> dict[str, str]:
     return inherited | (own or {})
 
 
-async def _stop(process: Process) -> None:
+async def _stop(server: _Spawned | _Forked) -> None:
     """Close stdin, give the server `EXIT_GRACE_S` to exit, then terminate its whole process group — always, so that
-    whatever it spawned dies with it even when it exited cleanly — and reap it."""
-    assert process.stdin is not None and process.stdout is not None
-    await process.stdin.aclose()
+    whatever it spawned dies with it even when it exited cleanly — and release it."""
+    await server.close_input()
     with anyio.move_on_after(EXIT_GRACE_S):
-        while process.returncode is None:
+        while not server.exited():
             await anyio.sleep(0.01)
-    await terminate_group(process.pid, KILL_GRACE_S)
-    await process.stdout.aclose()
-    with anyio.move_on_after(KILL_GRACE_S):
-        await process.wait()
+    await terminate_group(server.pid, KILL_GRACE_S)
+    await server.release()
 
 
 async def terminate_group(pgid: int, grace: float) -> None:

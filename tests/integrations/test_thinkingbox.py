@@ -20,6 +20,7 @@ from tb_standin import FRAMEWORK, GROUP1, HELPERS, SCENARIO, SERVER, tb_pairs, t
 from groundstate.agents.scripted import ScriptedAgent, ScriptedUser, make_scripted_agent
 from groundstate.state import make_backend
 from groundstate.tasks import TaskFileError
+from groundstate.tools.fork_pool import zygote_pids
 from groundstate.types import EpisodeLimits
 from groundstate.worlds.attempt import play
 from groundstate.worlds.selectors import select_tasks
@@ -32,11 +33,13 @@ def _alive(pid: int) -> bool:
 
 
 def _server_children() -> list[psutil.Process]:
-    """Running stand-in server processes below this test process (unreaped ones are caught by `_alive`)."""
+    """Running stand-in server processes below this test process (unreaped ones are caught by `_alive`); the
+    zygotes that fork them are kept between attempts and are not servers."""
     out = []
+    zygotes = zygote_pids()
     for p in psutil.Process().children(recursive=True):
         try:
-            if str(SERVER) in " ".join(p.cmdline()):
+            if p.pid not in zygotes and str(SERVER) in " ".join(p.cmdline()):
                 out.append(p)
         except psutil.Error:
             continue

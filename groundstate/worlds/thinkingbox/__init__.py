@@ -2,7 +2,8 @@
 
 `load_thinkingbox(DATASET_DIR, TEST_LIST)` hydrates test cases into `(Task, TbDomain)` pairs; configure the
 domains with a `servers.yaml` (`configure_servers`) and every groundstate tool — runner, lint, metrics,
-selection, GRPO — runs them through `groundstate.worlds.attempt.play`, one server process per attempt.
+selection, GRPO — runs them through `groundstate.worlds.attempt.play`, a fresh server per attempt (forked from a
+zygote that paid the server's imports once, `groundstate.tools.fork_pool`).
 See docs/THINKINGBOX.md.
 """
 

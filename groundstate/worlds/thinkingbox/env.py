@@ -11,7 +11,8 @@ whatever it spawned included (`groundstate.tools.stdio_transport`).
 
 Processes are never shared between attempts: the benchmark servers keep their database in module globals
 and `__reserved__init` applies the data patch on top of what is there, so re-initialising does not reset
-them. Anything that goes wrong with a server — it does not start, `__reserved__init` reports an error, it
+them. Each attempt's server is a fresh process, forked from a zygote that paid the server's imports once
+where the servers file allows (`start: fork`, the default; `groundstate.worlds.thinkingbox.servers`). Anything that goes wrong with a server — it does not start, `__reserved__init` reports an error, it
 dies mid-episode, a request times out — raises `TbServerError` (or the SDK's `McpToolsetError`), which
 `groundstate.worlds.attempt.play` records as a system error, never as the agent's failure.
 """
@@ -191,6 +192,7 @@ class TbEnvironment:
                         errlog=log,
                         read_timeout_seconds=spec.call_timeout,
                         startup_timeout=spec.startup_timeout,
+                        fork=spec.fork,
                     )
                 )
             except Exception as e:  # noqa: BLE001 - any failure to start is the server's, reported with its stderr

@@ -7,12 +7,19 @@
         env: {TYPESENSE_API_KEY: Fake}
         startup_timeout: 30       # optional, seconds: spawn + MCP initialize + tools/list (default 30)
         call_timeout: 300         # optional, seconds: each tool call, the reserved ones included (default 300)
+        start: fork               # optional: fork (default) or process
 
 `{python}` in a command stands for the interpreter running groundstate; a server installed in its own
 environment names that environment's interpreter instead. Commands run in the folder of the servers file,
 so relative paths in them are relative to it. Other keys of the file (e.g. `use_internal_servers`) are ignored.
 A server that does not finish start-up within `startup_timeout`, or leaves a call unanswered for `call_timeout`,
 ends the attempt as a system error; every process the server started is stopped with it.
+
+Every attempt gets a fresh server. With `start: fork` (the default) a Python server (`{python} -m MODULE …` or
+`{python} PATH.py …`) is forked from a zygote that imported its dependencies once (`groundstate.tools.fork_pool`):
+the server's own code and module state start anew in each child, without paying for its imports again. A server
+of another shape, or one whose imports start threads or open sockets, starts as a process, with one warning line;
+`start: process` asks for that always.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ class ServerSpec:
     cwd: str | None = None
     startup_timeout: float = DEFAULT_STARTUP_TIMEOUT_S
     call_timeout: float = DEFAULT_CALL_TIMEOUT_S
+    fork: bool = True  # `start: fork`: forked from a zygote where the command allows
 
 
 def _spec(path: Path, name: str, raw: Any) -> ServerSpec:
@@ -57,8 +65,16 @@ def _spec(path: Path, name: str, raw: Any) -> ServerSpec:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
             raise TaskFileError(path, f"must be a positive number of seconds, got {value!r}", field=f"{where}.{key}")
         bounds[key] = float(value)
+    start = raw.get("start", "fork")
+    if start not in ("fork", "process"):
+        raise TaskFileError(path, f"must be fork or process, got {start!r}", field=f"{where}.start")
     return ServerSpec(
-        name, tuple(c.replace("{python}", sys.executable) for c in command), {k: str(v) for k, v in env.items()}, str(path.parent), **bounds
+        name,
+        tuple(c.replace("{python}", sys.executable) for c in command),
+        {k: str(v) for k, v in env.items()},
+        str(path.parent),
+        **bounds,
+        fork=start == "fork",
     )
 
 
