@@ -375,6 +375,12 @@ class Environment(Protocol):
 
     async def changes(self) -> ChangeSet | None: ...
 
+    async def state_digest(self) -> str | None:
+        """A digest of the world's state now, between tool calls: equal states give equal digests, a state changed in
+        any way a grader could see gives another. None where the world cannot show one (lint then judges by the verdict
+        and the tools' read-only marks alone)."""
+        ...
+
     async def fork(self) -> Environment:
         """A new environment of the same task in exactly this one's state, independent of it from then on and closed
         on its own: for a SQL world a copy of the sandbox with its change log, so that the fork's `changes()` and

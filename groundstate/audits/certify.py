@@ -89,7 +89,9 @@ class Certificate:
     noop_fail: bool
     mutants_counted: Count
     mutants_killed: Count
-    mutants_equivalent: Count
+    mutants_equivalent: Count  # same state as gold's but for masked columns
+    mutants_refused: Count  # the tool refused the mutated call
+    mutants_noop: Count  # the mutated call changed nothing (the world's state digest)
     alternatives_tried: Count
     alternatives_accepted: Count
     alternatives_invalid: Count
@@ -246,7 +248,9 @@ def certify_task(task: Task, domain: Domain, backends: list[Backend], siblings: 
         noop_fail=lint.noop_fail,
         mutants_counted=lint.counted,
         mutants_killed=lint.killed,
-        mutants_equivalent=len(lint.mutants) - lint.counted,
+        mutants_equivalent=lint.count("equivalent"),
+        mutants_refused=lint.count("refused"),
+        mutants_noop=lint.count("no-op"),
         alternatives_tried=len(alts.results),
         alternatives_accepted=alts.count("accepted"),
         alternatives_invalid=alts.count("invalid"),
@@ -276,6 +280,8 @@ def summary(certs: list[Certificate]) -> dict[str, Any]:
         "mutants": sum(c.mutants_counted for c in certs),
         "mutants_killed": sum(c.mutants_killed for c in certs),
         "mutants_equivalent": sum(c.mutants_equivalent for c in certs),
+        "mutants_refused": sum(c.mutants_refused for c in certs),
+        "mutants_noop": sum(c.mutants_noop for c in certs),
         "alternatives_tried": sum(c.alternatives_tried for c in certs),
         "alternatives_accepted": sum(c.alternatives_accepted for c in certs),
         "alternatives_invalid": sum(c.alternatives_invalid for c in certs),

@@ -10,9 +10,12 @@ says why). Where the environment shows its final state (SQL sandboxes: `Environm
 mutant whose change set differs from gold's only in masked columns (volatile or free text), or whose mutated
 call the tool refused (atomic calls write nothing when refused), is equivalent, and one whose change set is
 gold's is a survivor. Where the state is seen only through the verdict (ThinkingBox tasks served by MCP server
-processes), a passing mutant is a survivor only when its mutated call succeeded and the call can change state
-as far as the server's tool list says (`readOnlyHint`). A task's mutants run `MUTANT_CONCURRENCY` at a time:
-each attempt owns its environment.
+processes), a passing mutant whose mutated call the server refused is *refused*; one whose mutated call changed
+nothing — the world's state digest (`Environment.state_digest`) the same before and after it, replayed on a fresh
+environment — is a *no-op*; neither is counted. Where the world gives no digest, a call the server's tool list
+marks read-only (`readOnlyHint`) cannot change state and is not counted either. Only a mutant whose call changed
+the state and still passed is a survivor. A task's mutants run `MUTANT_CONCURRENCY` at a time: each attempt owns
+its environment.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from groundstate.agents.scripted import ScriptedAgent, make_scripted_agent, scripted_agent, scripted_user
 from groundstate.state.base import Backend
@@ -34,11 +37,16 @@ from groundstate.worlds.attempt import Outcome, play, prepare_domains
 
 MUTANT_CONCURRENCY = 4
 
+# killed and survived are counted; equivalent (same state as gold's but for masked columns), refused (the tool
+# refused the mutated call) and no-op (the mutated call changed nothing) are not
+MutantOutcome = Literal["killed", "survived", "equivalent", "refused", "no-op"]
+COUNTED: frozenset[str] = frozenset({"killed", "survived"})
+
 
 @dataclass
 class MutantResult:
     description: str
-    outcome: str  # killed | survived | equivalent
+    outcome: MutantOutcome
     reason: str
 
 
@@ -58,7 +66,10 @@ class TaskLint:
 
     @property
     def counted(self) -> int:
-        return sum(m.outcome != "equivalent" for m in self.mutants)
+        return sum(m.outcome in COUNTED for m in self.mutants)
+
+    def count(self, outcome: MutantOutcome) -> int:
+        return sum(m.outcome == outcome for m in self.mutants)
 
 
 @dataclass
@@ -76,7 +87,9 @@ class LintReport:
             "noop_fail": sum(t.noop_fail for t in self.tasks),
             "mutants": counted,
             "mutants_killed": killed,
-            "mutants_equivalent": sum(len(t.mutants) - t.counted for t in self.tasks),
+            "mutants_equivalent": sum(t.count("equivalent") for t in self.tasks),
+            "mutants_refused": sum(t.count("refused") for t in self.tasks),
+            "mutants_noop": sum(t.count("no-op") for t in self.tasks),
             "mutant_kill_rate": killed / counted if counted else 1.0,
             "problems": [f"{t.task_id}: {p}" for t in self.tasks for p in t.problems],
             "survivors": [
@@ -92,8 +105,9 @@ class LintReport:
         return {**self.summary(), "per_task": [asdict(t) for t in self.tasks]}
 
 
-def _classify(mutant: Mutant, outcome: Outcome, gold: Outcome) -> MutantResult | str:
-    """A mutant's outcome (see the module docstring), or the problem that kept it from being graded."""
+def _classify(mutant: Mutant, outcome: Outcome, gold: Outcome, changed: bool | None = None) -> MutantResult | str:
+    """A mutant's outcome (see the module docstring), or the problem that kept it from being graded. `changed`: whether
+    the mutated call changed the world's state digest (None: not known, or the world gives no digest)."""
     v, traj = outcome.verdict, outcome.trajectory
     if v.system_error:
         return f"system error on mutant {mutant.description}: {v.system_error}"
@@ -107,26 +121,45 @@ def _classify(mutant: Mutant, outcome: Outcome, gold: Outcome) -> MutantResult |
         if mutant.kind == "drop":
             return MutantResult(mutant.description, "survived", DROP_SURVIVES)
         if call is not None and not call.ok:
-            return MutantResult(mutant.description, "equivalent", REFUSED)
+            return MutantResult(mutant.description, "refused", REFUSED)
         if mutant.kind == "duplicate":
             return MutantResult(mutant.description, "survived", "the repeated call succeeded without a visible effect (idempotent write)")
         return MutantResult(mutant.description, "survived", CHANGE_SURVIVES)
-    # the state is seen only through the verdict: what the calls themselves say decides
+    # the state is seen only through the verdict: what the calls themselves say, and the state digest around them, decide
     if call is not None and not call.ok:
-        return MutantResult(mutant.description, "equivalent", REFUSED)
+        return MutantResult(mutant.description, "refused", REFUSED)
+    if changed is False:
+        return MutantResult(mutant.description, "no-op", NOOP)
     gold_calls = gold.trajectory.tool_calls if gold.trajectory is not None else []
-    if not (gold_calls[mutant.index].write if mutant.kind == "drop" else call is None or call.write):
-        return MutantResult(mutant.description, "equivalent", "the server marks the tool read-only: it cannot change the state")
+    if changed is None and not (gold_calls[mutant.index].write if mutant.kind == "drop" else call is None or call.write):
+        return MutantResult(mutant.description, "no-op", "the server marks the tool read-only: it cannot change the state")
     if mutant.kind == "drop":
         return MutantResult(mutant.description, "survived", DROP_SURVIVES)
     if mutant.kind == "duplicate":
-        return MutantResult(mutant.description, "survived", "the repeated call succeeded without a visible effect (idempotent write, or a read)")
+        return MutantResult(mutant.description, "survived", "the repeated call changed the state, yet the checks pass")
     return MutantResult(mutant.description, "survived", CHANGE_SURVIVES)
+
+
+async def _changed_state(task: Task, domain: Domain, backend: Backend, calls: list[dict[str, Any]], index: int) -> bool | None:
+    """Whether `calls[index]`, replayed after `calls[:index]` on a fresh environment, changes the world's state digest;
+    None where the world gives no digest."""
+    env = await domain.open_environment(task, backend)
+    try:
+        for call in calls[:index]:
+            await env.call_tool(call["tool"], call["args"])
+        before = await env.state_digest()
+        if before is None:
+            return None
+        await env.call_tool(calls[index]["tool"], calls[index]["args"])
+        return await env.state_digest() != before
+    finally:
+        await env.close()
 
 
 DROP_SURVIVES = "dropping the call leaves the same final state: the gold call has no visible effect"
 CHANGE_SURVIVES = "the changed argument does not reach the final state"
 REFUSED = "the tool refused the mutated call, so it wrote nothing"
+NOOP = "the mutated call changed nothing: the world's state digest is the same before and after it"
 
 
 async def _lint(task: Task, domain: Domain, backend: Backend) -> TaskLint:
@@ -151,10 +184,23 @@ async def _lint(task: Task, domain: Domain, backend: Backend) -> TaskLint:
         async with slots:
             return await attempt(scripted_agent(m.calls, task))  # the calls judged, not the words
 
-    cases = mutants([c.model_dump() for c in task.gold], domain.tools)
-    for m, outcome in zip(cases, await asyncio.gather(*(bounded(m) for m in cases)), strict=True):
+    async def probe(m: Mutant, outcome: Outcome) -> bool | None:
+        """For a mutant that passed where the state shows only through the verdict: did its mutated call change it?"""
+        v, traj = outcome.verdict, outcome.trajectory
+        if v.system_error or v.state_reward != 1 or outcome.changes is not None:
+            return None
+        if m.kind != "drop" and not (traj is not None and m.index < len(traj.tool_calls) and traj.tool_calls[m.index].ok):
+            return None  # refused (or never made): nothing to replay
+        async with slots:
+            return await _changed_state(task, domain, backend, gold_calls if m.kind == "drop" else m.calls, m.index)
+
+    gold_calls = [c.model_dump() for c in task.gold]
+    cases = mutants(gold_calls, domain.tools)
+    outcomes = await asyncio.gather(*(bounded(m) for m in cases))
+    changed = await asyncio.gather(*(probe(m, o) for m, o in zip(cases, outcomes, strict=True)))
+    for m, outcome, moved in zip(cases, outcomes, changed, strict=True):
         out.rewards[m.description] = outcome.verdict.state_reward
-        result = _classify(m, outcome, gold)
+        result = _classify(m, outcome, gold, moved)
         if isinstance(result, str):
             out.problems.append(result)
         else:

@@ -61,7 +61,7 @@ def _print_lint(report: LintReport) -> None:
     summary = report.summary()
     table = Table(title=f"tasks lint · {report.backend}")
     table.add_column("task", no_wrap=True)  # whole: two tasks must never look the same
-    for col in ("gold", "no-op", "mutants killed", "equivalent", "problems"):
+    for col in ("gold", "no-op", "mutants killed", "not counted", "problems"):
         table.add_column(col)
     for t in report.tasks:
         table.add_row(
@@ -69,7 +69,7 @@ def _print_lint(report: LintReport) -> None:
             "pass" if t.gold_pass else "[red]FAIL[/red]",
             "fail" if t.noop_fail else "[red]PASS[/red]",
             f"{t.killed}/{t.counted}",
-            str(len(t.mutants) - t.counted),
+            _uncounted(t.count("equivalent"), t.count("refused"), t.count("no-op")) or "0",
             f"[red]{len(t.problems)}[/red]" if t.problems else "",
         )
     out.print(table)
@@ -81,9 +81,18 @@ def _print_lint(report: LintReport) -> None:
     n = summary["tasks"]
     out.print(
         f"{n} tasks on {report.backend}: gold pass {summary['gold_pass']}/{n}, no-op fail {summary['noop_fail']}/{n}, "
-        f"mutants killed {summary['mutants_killed']}/{summary['mutants']} ({summary['mutant_kill_rate']:.1%}), "
-        f"{summary['mutants_equivalent']} equivalent"
+        f"mutants killed {summary['mutants_killed']}/{summary['mutants']} ({summary['mutant_kill_rate']:.1%})"
+        + (
+            f", not counted: {uncounted}"
+            if (uncounted := _uncounted(summary["mutants_equivalent"], summary["mutants_refused"], summary["mutants_noop"]))
+            else ""
+        )
     )
+
+
+def _uncounted(equivalent: int, refused: int, noop: int) -> str:
+    """The mutants lint does not count, by kind ("2 refused, 1 no-op"); empty when there are none."""
+    return ", ".join(f"{n} {what}" for n, what in ((equivalent, "equivalent"), (refused, "refused"), (noop, "no-op")) if n)
 
 
 Reuse = typer.Option(

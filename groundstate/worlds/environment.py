@@ -11,6 +11,8 @@ connection died (a server restart) raises `SandboxLost`: the agent is never show
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -104,6 +106,10 @@ class SqlEnvironment:
     def _changes(self) -> ChangeSet:
         with self.sandbox.in_use():
             return self.sandbox.changes()
+
+    async def state_digest(self) -> str:
+        """The hash of the change set so far (the rows the attempt changed, as `changes()` gives them)."""
+        return hashlib.sha256(json.dumps((await self.changes()).to_json(), sort_keys=True, default=str).encode()).hexdigest()
 
     async def fork(self) -> SqlEnvironment:
         """A new environment of the same task on a fork of this one's sandbox (`Backend.fork`: its rows, change log and

@@ -471,10 +471,33 @@ def test_cli_needs_servers_and_lints_thinkingbox_tasks(tb, tmp_path):
     t = report["per_task"][0]
     assert t["gold_pass"] and t["noop_fail"] and not t["problems"]
     outcomes = {m["description"]: m["outcome"] for m in t["mutants"]}
-    assert outcomes["drop gold[0] get_account"] == "equivalent"  # a read-only tool: nothing to see in the state
+    assert outcomes["drop gold[0] get_account"] == "no-op"  # a read: the state digest is the same before and after it
     assert outcomes["drop gold[1] transfer"] == "killed" and outcomes["duplicate gold[1] transfer"] == "killed"
     assert outcomes["change gold[1] transfer.amount: 30 -> 31"] == "killed"
     assert report["mutants_killed"] == report["mutants"]
+
+
+def test_lint_labels_refused_and_noop_mutants_of_bridged_tasks_never_survivors(tb, tmp_path):
+    """#37 item 4: with no tool marked read-only (as the benchmark servers mark none), a mutant whose call the server
+    refused with `{"error": ...}` text is *refused*, one whose call left the servers' state digest as it was (a read, or
+    a repeated read) is a *no-op*; neither counts, and the checks kill every mutant that changed the state. Before:
+    all of them were survivors and the kill rate understated the checks."""
+    from groundstate.audits.lint import lint_task
+
+    spec = yaml.safe_load(tb["servers_ok"].read_text())
+    spec["servers"]["standin_bank"]["env"]["TB_STANDIN_UNMARKED"] = "1"
+    (tmp_path / "servers_unmarked.yaml").write_text(yaml.safe_dump(spec))
+    ((task, domain),) = tb_pairs({**tb, "servers_unmarked": tmp_path / "servers_unmarked.yaml"}, "transfer", "unmarked")
+    report = lint_task(task, domain, make_backend("sqlite"))
+    assert report.gold_pass and report.noop_fail and not report.problems, report.problems
+    outcomes = {m.description: m.outcome for m in report.mutants}
+    assert outcomes["drop gold[0] get_account"] == "no-op" and outcomes["duplicate gold[0] get_account"] == "no-op"
+    assert [o for d, o in outcomes.items() if d.startswith("change gold[0] get_account.account_id")] == ["refused"]
+    assert [o for d, o in outcomes.items() if d.startswith("change gold[1] transfer.from_id")] == ["killed"]  # refused, and fails
+    assert outcomes["drop gold[1] transfer"] == outcomes["duplicate gold[1] transfer"] == "killed"
+    assert "survived" not in outcomes.values() and report.killed == report.counted > 0
+    reasons = {m.description: m.reason for m in report.mutants}
+    assert "state digest is the same" in reasons["drop gold[0] get_account"]
 
 
 def test_custom_python_checks_run_in_the_thinkingbox_worker_when_it_is_importable(tb, monkeypatch):

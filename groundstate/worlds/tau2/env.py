@@ -107,6 +107,10 @@ class Tau2Environment:
         """None: τ²'s databases are compared by τ²'s hashes (the verdict's diff names what differs)."""
         return None
 
+    async def state_digest(self) -> str:
+        """τ²'s own hashes of the agent's and the user's databases."""
+        return await asyncio.to_thread(lambda: f"{self.env.get_db_hash()}|{self.env.get_user_db_hash()}")
+
     async def fork(self) -> Tau2Environment:
         """A deep copy of the live τ² environment and of its call log, independent from here on."""
         return Tau2Environment(

@@ -202,6 +202,10 @@ class RemoteTau2Environment:
     async def changes(self) -> None:
         return None
 
+    async def state_digest(self) -> None:
+        """None: the τ² process behind this bridge answers no digest request."""
+        return None
+
     async def fork(self) -> RemoteTau2Environment:
         handle = await self._ask("fork")
         opened = {"env": handle, "initial_messages": self._initial, "tool_schemas": self._tools, "user_tool_schemas": self._user_tools}

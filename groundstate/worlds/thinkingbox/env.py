@@ -80,10 +80,23 @@ def parse_reserved(server: str, tool: str, result: ToolResult) -> dict[str, Any]
     return body
 
 
+def refused(result: ToolResult) -> ToolResult:
+    """`result`, marked not ok where the server refused the call: the benchmark servers answer a call they refuse with
+    the text of a JSON object that has an `error` key (`{"error": "...", "tool": ...}`), not with an MCP error."""
+    if not result.ok or not result.content.lstrip().startswith("{"):
+        return result
+    try:
+        body = json.loads(result.content)
+    except json.JSONDecodeError:
+        return result
+    return ToolResult(False, result.content, result.write) if isinstance(body, dict) and "error" in body else result
+
+
 class ScenarioToolset:
     """The tools the agent may use: the scenario's, each routed to its server; reserved tools never appear.
 
-    A call the agent got wrong is an error result; a server that died or timed out raises `TbServerError`
+    A call the agent got wrong is an error result (also a call the server refused with an `{"error": ...}` object:
+    `refused`); a server that died or timed out raises `TbServerError`
     with the tail of its stderr (`logs`), for the attempt to end as a system error.
     """
 
@@ -118,7 +131,7 @@ class ScenarioToolset:
             return ToolResult(False, f"error: unknown tool {name!r}; available tools: {', '.join(self.routes)}")
         server, client = route
         try:
-            return await client.acall(name, arguments)
+            return refused(await client.acall(name, arguments))
         except McpToolsetError as e:
             log = self.logs.get(server)
             raise TbServerError(f"server {server!r} failed during {name}: {e}\nstderr: {(_tail(log) if log else '') or '(empty)'}") from None
@@ -251,6 +264,11 @@ class TbEnvironment:
     async def changes(self) -> None:
         """None: the servers own their state; only their effects (hashes) are seen."""
         return None
+
+    async def state_digest(self) -> str:
+        """Every server's `result_db_hash` (from `__reserved__geteffects`): the servers' own digest of their database."""
+        effects = await self.effects()
+        return json.dumps({name: eff.get("result_db_hash") for name, eff in sorted(effects.items())}, sort_keys=True, default=str)
 
     async def fork(self) -> TbEnvironment:
         """Refused: the case's state lives in its MCP server processes, which offer no copy of a live state."""
