@@ -149,8 +149,20 @@ def become_server(stdio: int, stderr: int) -> None:
     os.dup2(stderr, 2)
     for fd in {stdio, stderr} - {0, 1, 2}:
         os.close(fd)
+    _reopen_stdio()
     if "random" in sys.modules:
         sys.modules["random"].seed()
+
+
+def _reopen_stdio() -> None:
+    """New `sys.stdin`, `sys.stdout` and `sys.stderr` over descriptors 0-2, made as a starting interpreter makes them
+    (the zygote's were made over other files: a buffer that found /dev/null seekable would `tell()` on the socket)."""
+    for name, fd, mode in (("stdin", 0, "r"), ("stdout", 1, "w"), ("stderr", 2, "w")):
+        old = getattr(sys, name)
+        buffering = 1 if getattr(old, "line_buffering", False) else -1
+        new = open(fd, mode, buffering, encoding=old.encoding, errors=old.errors, closefd=False)  # noqa: SIM115 - the process's own
+        setattr(sys, name, new)
+        setattr(sys, f"__{name}__", new)
 
 
 def main(argv: list[str]) -> int:

@@ -122,7 +122,10 @@ PACKAGE = {
 
 
         if __name__ == "__main__":
-            mcp.run(transport="stdio")
+            from io import TextIOWrapper
+
+            KEPT = TextIOWrapper(sys.stdout.buffer, encoding="utf-8")  # what fastmcp's stdio server does first: a buffer made
+            mcp.run(transport="stdio")  # over the zygote's /dev/null thought stdout seekable and failed here (ESPIPE)
         """
     ),
 }
