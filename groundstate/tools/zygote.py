@@ -7,7 +7,8 @@ Run by the server's own interpreter, in the server's environment and folder (`gr
 it), with the standard library only: the server's environment need not have groundstate. Contract:
 
 - **Preload**: the zygote reads the server's source and imports what its module level imports (the `import`
-  statements of its body, also inside `if`, `try` and `with`; its package first, as `python -m` does), never
+  statements of its body, also inside `if`, `try` and `with`; its package first, as `python -m` does; for `from
+  a import b` also `a.b`, the attribute or the submodule, so that a package's lazy attributes load), never
   running the server's own code. A dependency that fails to import is skipped: the server meets it for real.
 - **Safety**: forking is safe only when the zygote is one thread with no socket open besides its control socket
   after the preload; otherwise it answers `{"ready": false, "why": ...}` and exits, and the pool starts fresh
@@ -39,23 +40,23 @@ import traceback
 REQUEST = b"f"
 
 
-def _import_names(tree: ast.Module, package: str) -> list[str]:
-    """The modules `tree`'s module level imports, in order (`from a import b` also names `a.b`: b may be a submodule)."""
-    names: list[str] = []
+def _imports(tree: ast.Module, package: str) -> list[tuple[str, tuple[str, ...]]]:
+    """What `tree`'s module level imports, in order: (module, names taken from it) — `import a.b` is ("a.b", ()),
+    `from a import b, c` is ("a", ("b", "c")), a relative module resolved against `package`."""
+    found: list[tuple[str, tuple[str, ...]]] = []
     blocks = (ast.If, ast.Try, ast.With, *((ast.TryStar,) if hasattr(ast, "TryStar") else ()))
 
     def visit(body: list[ast.stmt]) -> None:
         for node in body:
             if isinstance(node, ast.Import):
-                names.extend(alias.name for alias in node.names)
+                found.extend((alias.name, ()) for alias in node.names)
             elif isinstance(node, ast.ImportFrom):
                 try:
                     base = importlib.util.resolve_name("." * node.level + (node.module or ""), package) if node.level else node.module
                 except ImportError:
                     continue  # a relative import outside a package: the server meets it for real
                 if base:
-                    names.append(base)
-                    names.extend(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
+                    found.append((base, tuple(alias.name for alias in node.names if alias.name != "*")))
             elif isinstance(node, blocks):
                 for field in ("body", "orelse", "finalbody"):
                     visit(getattr(node, field, []) or [])
@@ -63,7 +64,7 @@ def _import_names(tree: ast.Module, package: str) -> list[str]:
                     visit(handler.body)
 
     visit(tree.body)
-    return names
+    return found
 
 
 def _server_source(mode: str, target: str) -> tuple[str, str, str]:
@@ -89,11 +90,21 @@ def preload(mode: str, target: str) -> None:
         tree = ast.parse(source, filename)
     except (OSError, SyntaxError, ImportError, ValueError):
         return  # the server fails for real in its child, where its error reaches the attempt's log
-    for name in ([package] if package else []) + _import_names(tree, package):
-        if name in sys.modules:
-            continue
+    for module, names in ([(package, ())] if package else []) + _imports(tree, package):
         with contextlib.suppress(Exception, SystemExit):  # a dependency that cannot load now fails in the child, for real
-            importlib.import_module(name)
+            _import_from(module, names)
+
+
+def _import_from(module: str, names: tuple[str, ...]) -> None:
+    """Do what `import module` or `from module import names` does: import the module, then take each name from it (a
+    package's lazy attributes load their modules then) or, where it has none, import the submodule of that name."""
+    found = importlib.import_module(module)
+    for name in names:
+        try:
+            getattr(found, name)
+        except AttributeError:
+            with contextlib.suppress(Exception, SystemExit):
+                importlib.import_module(f"{module}.{name}")
 
 
 def unsafe(control: socket.socket) -> str | None:

@@ -233,21 +233,33 @@ def test_zygote_reads_imports_without_running_the_server():
             """
         )
     )
-    names = zygote._import_names(tree, "pkg")
-    assert names == [
-        "json",
-        "os.path",
-        "pkg",
-        "pkg.store",
-        "pkg.db",
-        "pkg.db.Table",
-        "typing",
-        "typing.Any",
-        "fastmcp",
-        "mcp",
-        "collections",
-        "collections.OrderedDict",
+    assert zygote._imports(tree, "pkg") == [
+        ("json", ()),
+        ("os.path", ()),
+        ("pkg", ("store",)),
+        ("pkg.db", ("Table",)),
+        ("typing", ("Any",)),
+        ("fastmcp", ()),
+        ("mcp", ()),
+        ("collections", ("OrderedDict",)),
     ]
+
+
+def test_a_from_import_takes_the_name_as_the_import_statement_does(tmp_path, monkeypatch):
+    """`from lazy import Thing`: a package whose attribute loads a module on first access (fastmcp's `FastMCP` does,
+    half a second of imports) is preloaded with that module; a name that is a submodule is imported as one."""
+    (tmp_path / "lazy").mkdir()
+    (tmp_path / "lazy" / "__init__.py").write_text(
+        "def __getattr__(name):\n    if name != 'Thing':\n        raise AttributeError(name)\n"
+        "    import importlib\n    return importlib.import_module('lazy.heavy').Thing\n"
+    )
+    (tmp_path / "lazy" / "heavy.py").write_text("class Thing:\n    pass\n")
+    (tmp_path / "lazy" / "sub.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    zygote._import_from("lazy", ("Thing", "sub", "missing"))
+    assert {"lazy.heavy", "lazy.sub"} <= set(sys.modules)
+    for name in ("lazy", "lazy.heavy", "lazy.sub"):
+        sys.modules.pop(name, None)
 
 
 def test_a_zygote_that_dies_is_replaced_and_the_attempt_still_gets_a_fresh_server(tb):
