@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 from results_file import merge  # noqa: E402 - beside this script
 
 SHOP = ROOT / "tests" / "fixtures" / "shop"
+CPU: dict[str, float] = {}  # "<protocol>_server" / "<protocol>_client": CPU seconds over the timed sessions
 RESULTS_MD = ROOT / "benchmarks" / "RESULTS.md"
 SECTION_START, SECTION_END = "<!-- protocols:start -->", "<!-- protocols:end -->"
 CALL = {"type": "call_tool", "tool_name": "cancel_order", "arguments": {"order_id": 1}}
@@ -117,6 +118,14 @@ def in_process(n: int) -> tuple[dict[str, list[float]], list[Any], float]:
     return asyncio.run(sessions(n, open_session, close, step))
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far."""
+    import psutil
+
+    t = psutil.Process(pid).cpu_times()
+    return t.user + t.system
+
+
 def served(n: int) -> tuple[dict[str, list[float]], list[Any], float, float, float]:
     from openenv.core.generic_client import GenericEnvClient
 
@@ -168,7 +177,9 @@ def served(n: int) -> tuple[dict[str, list[float]], list[Any], float, float, flo
         async def close(client: Any) -> None:
             await client.close()
 
+        server0, client0 = cpu_s(proc.pid), time.process_time()
         times, rewards, wall = asyncio.run(sessions(n, open_session, close, step))
+        CPU["openenv_server"], CPU["openenv_client"] = cpu_s(proc.pid) - server0, time.process_time() - client0
         return times, rewards, wall, idle_rss, peak[0]
     finally:
         proc.terminate()
@@ -244,7 +255,9 @@ def mcp_http(n: int) -> tuple[dict[str, list[float]], int, float, float, float]:
             await asyncio.gather(*(one() for _ in range(n)))
             return time.perf_counter() - started
 
+        server0, client0 = cpu_s(proc.pid), time.process_time()
         wall = asyncio.run(run_all())
+        CPU["mcp_http_server"], CPU["mcp_http_client"] = cpu_s(proc.pid) - server0, time.process_time() - client0
         deadline = time.monotonic() + 120
         while True:  # the verdicts of sessions that ended, as the server logged them
             err.flush()
@@ -290,6 +303,10 @@ def main() -> None:
     summarise(f"mcp_http_sessions_{n}", mtimes, R)
     R[f"mcp_http_sessions_{n}_per_s"] = round(n / mwall, 1)
     R["mcp_http_session_mib"] = round((mpeak - midle) / n, 3)
+    R["mcp_http_vs_openenv_sessions_ratio"] = round(R[f"mcp_http_sessions_{n}_per_s"] / R[f"openenv_sessions_{n}_per_s"], 3)
+    R["openenv_vs_inprocess_sessions_ratio"] = round(R[f"openenv_sessions_{n}_per_s"] / R[f"inprocess_sessions_{n}_per_s"], 3)
+    for key, seconds in CPU.items():  # where the time goes: the server's work and the client's, per session
+        R[f"{key}_cpu_ms_per_session"] = round(seconds / n * 1000, 2)
     R["protocols_sessions"] = n
     R["protocols_wall_s"] = round(time.perf_counter() - started, 1)
     R["protocols_finished"] = datetime.now(UTC).isoformat(timespec="seconds")
@@ -331,6 +348,9 @@ def write_markdown(R: dict[str, Any], n: int) -> None:
             lines.append(row(f"{title}: {what}, p99", f"{prefix}_{op}_p99_ms"))
         lines.append(row(f"{title}: sessions per second (first connect to last close)", f"{prefix}_per_s", "/s"))
     lines.append(row("OpenEnv server: memory per open session (RSS growth / sessions)", "openenv_session_mib", " MiB"))
+    lines.append(row("OpenEnv server: its CPU per session", "openenv_server_cpu_ms_per_session"))
+    lines.append(row("OpenEnv client (`GenericEnvClient`, this process): its CPU per session", "openenv_client_cpu_ms_per_session"))
+    lines.append(row("OpenEnv server / in process: sessions per second", "openenv_vs_inprocess_sessions_ratio", "×"))
     prefix = f"mcp_http_sessions_{n}"
     for op, what in (
         ("reset", "connect + initialize + tools/list"),
@@ -341,6 +361,9 @@ def write_markdown(R: dict[str, Any], n: int) -> None:
         lines.append(row(f"MCP over HTTP: {what}, p99", f"{prefix}_{op}_p99_ms"))
     lines.append(row("MCP over HTTP: sessions per second (first connect to last close)", f"{prefix}_per_s", "/s"))
     lines.append(row("MCP over HTTP: memory per session holding its sandbox (RSS growth / sessions)", "mcp_http_session_mib", " MiB"))
+    lines.append(row("MCP over HTTP: the server's CPU per session", "mcp_http_server_cpu_ms_per_session"))
+    lines.append(row("MCP over HTTP: the client's (the MCP SDK's, this process) CPU per session", "mcp_http_client_cpu_ms_per_session"))
+    lines.append(row("MCP over HTTP / OpenEnv server: sessions per second", "mcp_http_vs_openenv_sessions_ratio", "×"))
     for op in ("reset", "step", "grade"):
         lines.append(row(f"server / in-process, {op} p50", f"openenv_vs_inprocess_{op}_p50_ratio", "×"))
     lines += [
