@@ -314,15 +314,15 @@ async def _gold(task: Task, domain: Domain, backend: Backend) -> _Gold | str:
     return _Gold(calls, records, touched, out.changes, created)
 
 
-async def audit(task: Task, domain: Domain, backend: Backend) -> TaskAlternatives:
-    """Every variation of one task's gold, played and classified (see the module docstring)."""
+async def audit(task: Task, domain: Domain, backend: Backend, concurrency: int = CONCURRENCY) -> TaskAlternatives:
+    """Every variation of one task's gold, played and classified (see the module docstring), `concurrency` at a time."""
     report = TaskAlternatives(task.id)
     gold = await _gold(task, domain, backend)
     if isinstance(gold, str):
         report.problems.append(gold)
         return report
     report.shows_state = gold.changes is not None
-    slots = asyncio.Semaphore(CONCURRENCY)
+    slots = asyncio.Semaphore(concurrency)
 
     async def bounded(v: Variation) -> Outcome:
         async with slots:

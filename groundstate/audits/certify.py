@@ -38,7 +38,7 @@ from pydantic import Field, model_validator
 
 from groundstate.audits.alternatives import TaskAlternatives, audit
 from groundstate.audits.hacks import TaskHacks, hack_task
-from groundstate.audits.lint import MUTANT_CONCURRENCY, TaskLint, lint_task
+from groundstate.audits.lint import TaskLint, lint_task, within_task
 from groundstate.state.base import Backend
 from groundstate.tasks import Task, TaskFileError, read_data_file
 from groundstate.types import Domain, Judge
@@ -211,7 +211,7 @@ def certify_task(task: Task, domain: Domain, backends: list[Backend], siblings: 
         run = _Run(
             backend.name,
             lint_task(task, domain, backend),
-            asyncio.run(audit(task, domain, backend)),
+            asyncio.run(audit(task, domain, backend, within_task(backend))),
             asyncio.run(hack_task(task, domain, backend, siblings)),
         )
         runs.append(run)
@@ -363,7 +363,7 @@ def certify(
     for backend in backends:
         prepare_domains((d for _, d in pairs), backend)
         if backend.max_open is not None:
-            workers = min(workers, max(1, (backend.max_open - 1) // MUTANT_CONCURRENCY))
+            workers = min(workers, max(1, (backend.max_open - 1) // within_task(backend)))
     siblings: dict[str, list[Task]] = {}
     for t, d in pairs:
         siblings.setdefault(d.name, []).append(t)

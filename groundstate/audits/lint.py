@@ -14,8 +14,8 @@ processes), a passing mutant whose mutated call the server refused is *refused*;
 nothing — the world's state digest (`Environment.state_digest`) the same before and after it, replayed on a fresh
 environment — is a *no-op*; neither is counted. Where the world gives no digest, a call the server's tool list
 marks read-only (`readOnlyHint`) cannot change state and is not counted either. Only a mutant whose call changed
-the state and still passed is a survivor. A task's mutants run `MUTANT_CONCURRENCY` at a time: each attempt owns
-its environment.
+the state and still passed is a survivor. A task's mutants run `within_task(backend)` at a time (each attempt owns its
+environment): `MUTANT_CONCURRENCY` on SQLite, one on a server backend, where the tasks run in parallel instead.
 """
 
 from __future__ import annotations
@@ -36,6 +36,14 @@ from groundstate.types import Domain
 from groundstate.worlds.attempt import Outcome, play, prepare_domains
 
 MUTANT_CONCURRENCY = 4
+
+
+def within_task(backend: Backend) -> int:
+    """How many attempts of one task an audit plays at once on `backend`: `MUTANT_CONCURRENCY`, but one on a server
+    backend, whose every attempt of a task in flight at once needs a clone of its own (a CREATE DATABASE, tens of
+    milliseconds, against a few for a pooled clone reused); there the tasks run in parallel instead."""
+    return MUTANT_CONCURRENCY if backend.name == "sqlite" else 1
+
 
 # killed and survived are counted; equivalent (same state as gold's but for masked columns), refused (the tool
 # refused the mutated call) and no-op (the mutated call changed nothing) are not
@@ -162,7 +170,7 @@ REFUSED = "the tool refused the mutated call, so it wrote nothing"
 NOOP = "the mutated call changed nothing: the world's state digest is the same before and after it"
 
 
-async def _lint(task: Task, domain: Domain, backend: Backend) -> TaskLint:
+async def _lint(task: Task, domain: Domain, backend: Backend, concurrency: int) -> TaskLint:
     async def attempt(agent: ScriptedAgent) -> Outcome:
         return await play(task, domain, agent, scripted_user(task), backend=backend, keep_changes=True)
 
@@ -178,7 +186,7 @@ async def _lint(task: Task, domain: Domain, backend: Backend) -> TaskLint:
     out.noop_fail = noop.state_reward == 0
     if not out.noop_fail:
         out.problems.append("no-op passes: " + (noop.system_error or "the gold solution changes nothing the checks can see"))
-    slots = asyncio.Semaphore(MUTANT_CONCURRENCY)
+    slots = asyncio.Semaphore(concurrency)
 
     async def bounded(m: Mutant) -> Outcome:
         async with slots:
@@ -208,9 +216,10 @@ async def _lint(task: Task, domain: Domain, backend: Backend) -> TaskLint:
     return out
 
 
-def lint_task(task: Task, domain: Domain, backend: Backend) -> TaskLint:
-    """Lint one task: gold, no-op and every mutant, each a production attempt (`attempt.play`)."""
-    return asyncio.run(_lint(task, domain, backend))
+def lint_task(task: Task, domain: Domain, backend: Backend, concurrency: int | None = None) -> TaskLint:
+    """Lint one task: gold, no-op and every mutant, each a production attempt (`attempt.play`), `concurrency` at a time
+    (default: `within_task(backend)`)."""
+    return asyncio.run(_lint(task, domain, backend, concurrency or within_task(backend)))
 
 
 def lint(
@@ -225,7 +234,7 @@ def lint(
     mutants (one slot kept for golden replays)."""
     prepare_domains((d for _, d in tasks), backend)  # a schema the server rejects is one error naming the file, not a problem per task
     if backend.max_open is not None:
-        workers = min(workers, max(1, (backend.max_open - 1) // MUTANT_CONCURRENCY))
+        workers = min(workers, max(1, (backend.max_open - 1) // within_task(backend)))
     results: dict[str, TaskLint] = {}
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         futures = {pool.submit(lint_task, t, d, backend): t.id for t, d in tasks}
