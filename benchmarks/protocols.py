@@ -115,7 +115,10 @@ def in_process(n: int) -> tuple[dict[str, list[float]], list[Any], float]:
     async def close(env: Any) -> None:
         env.close()
 
-    return asyncio.run(sessions(n, open_session, close, step))
+    cpu0 = time.process_time()
+    out = asyncio.run(sessions(n, open_session, close, step))
+    CPU["inprocess"] = time.process_time() - cpu0
+    return out
 
 
 def cpu_s(pid: int) -> float:
@@ -188,7 +191,8 @@ def served(n: int) -> tuple[dict[str, list[float]], list[Any], float, float, flo
 
 def mcp_http(n: int) -> tuple[dict[str, list[float]], int, float, float, float]:
     """N concurrent MCP sessions over streamable HTTP against `groundstate serve-mcp --transport http`, with the MCP SDK's
-    own client (`streamable_http_client` + `ClientSession`), in the same three waves. An SDK session lives in one task
+    own client (`streamable_http_client` + `ClientSession`), in the same three waves. Each session has its own HTTP
+    client, all sharing one TLS context as `McpToolset.http` does (a context per client cost 26 ms of client CPU). An SDK session lives in one task
     (its context managers cannot be left from another), so each session is one task and the waves are barriers:
     reset = connect + `initialize` + `tools/list`; step = the first tool call (it opens the session's sandbox);
     grade = leaving the session (the client's DELETE; the server grades the sandbox as it closes it and logs the
@@ -199,6 +203,8 @@ def mcp_http(n: int) -> tuple[dict[str, list[float]], int, float, float, float]:
     import httpx2
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
+
+    from groundstate.tools.mcp_client import tls_context
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -229,7 +235,7 @@ def mcp_http(n: int) -> tuple[dict[str, list[float]], int, float, float, float]:
 
             async def one() -> None:
                 headers = {"Authorization": f"Bearer {token}"}
-                async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(600, read=600)) as http:
+                async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(600, read=600), verify=tls_context()) as http:
                     t0 = time.perf_counter()
                     async with streamable_http_client(url, http_client=http) as (read, write), ClientSession(read, write) as session:
                         await session.initialize()
@@ -307,6 +313,11 @@ def main() -> None:
     R["openenv_vs_inprocess_sessions_ratio"] = round(R[f"openenv_sessions_{n}_per_s"] / R[f"inprocess_sessions_{n}_per_s"], 3)
     for key, seconds in CPU.items():  # where the time goes: the server's work and the client's, per session
         R[f"{key}_cpu_ms_per_session"] = round(seconds / n * 1000, 2)
+    # A server's capacity, apart from its clients' cost (on two shared cores the MCP SDK's client bounds the waves):
+    # sessions per second of the server's own CPU, against OpenEnv's and against the in-process work (whose CPU is
+    # the environment's and its caller's together).
+    R["mcp_http_vs_openenv_server_capacity_ratio"] = round(CPU["openenv_server"] / CPU["mcp_http_server"], 3)
+    R["openenv_vs_inprocess_server_capacity_ratio"] = round(CPU["inprocess"] / CPU["openenv_server"], 3)
     R["protocols_sessions"] = n
     R["protocols_wall_s"] = round(time.perf_counter() - started, 1)
     R["protocols_finished"] = datetime.now(UTC).isoformat(timespec="seconds")
@@ -364,6 +375,9 @@ def write_markdown(R: dict[str, Any], n: int) -> None:
     lines.append(row("MCP over HTTP: the server's CPU per session", "mcp_http_server_cpu_ms_per_session"))
     lines.append(row("MCP over HTTP: the client's (the MCP SDK's, this process) CPU per session", "mcp_http_client_cpu_ms_per_session"))
     lines.append(row("MCP over HTTP / OpenEnv server: sessions per second", "mcp_http_vs_openenv_sessions_ratio", "×"))
+    lines.append(row("in process: CPU per session (environment and caller)", "inprocess_cpu_ms_per_session"))
+    lines.append(row("MCP over HTTP / OpenEnv server: sessions per second of the server's own CPU", "mcp_http_vs_openenv_server_capacity_ratio", "×"))
+    lines.append(row("OpenEnv server / in process: sessions per second of CPU", "openenv_vs_inprocess_server_capacity_ratio", "×"))
     for op in ("reset", "step", "grade"):
         lines.append(row(f"server / in-process, {op} p50", f"openenv_vs_inprocess_{op}_p50_ratio", "×"))
     lines += [
@@ -374,8 +388,12 @@ def write_markdown(R: dict[str, Any], n: int) -> None:
         f"graded final step, {R[f'openenv_sessions_{n}_reset_p99_ms'] / n:.2f} ms per connect and reset on the server). The baseline runs its "
         "sessions and their client on one event loop in one process, the served run uses two processes (server and "
         "clients), which is why a served step can be faster than the in-process one. The MCP waves carry the MCP SDK client's "
-        f"own cost as well: {n} SDK sessions (each its own HTTP client, event stream and JSON-RPC session) in one client "
-        "process on the same cores as the server.",
+        f"own cost as well: {n} SDK sessions (each its own HTTP client, all sharing one TLS context, with its event stream "
+        "and JSON-RPC session) in one client process on the same cores as the server: "
+        f"{R['mcp_http_client_cpu_ms_per_session']:g} ms of client CPU per session against the server's "
+        f"{R['mcp_http_server_cpu_ms_per_session']:g} ms, so the waves measure the SDK's client as much as the server. The "
+        "server-capacity ratios compare the servers alone: sessions per second of each server's own CPU (the in-process "
+        "figure: the whole process's CPU, environment and caller).",
         SECTION_END,
         "",
     ]

@@ -466,5 +466,15 @@ def serve(
     app = create_app(tasks, backend, limits, user, max_sessions, name, reveal_verdict)
     print(f"[groundstate openenv] serving {len(tasks)} tasks of {name} at http://{host}:{port} (WebSocket /ws)", file=sys.stderr, flush=True)
     with logging_to_stderr():
-        # log_config None: uvicorn's loggers keep no handler of their own and reach the root logger's
-        uvicorn.run(app, host=host.strip("[]"), port=port, log_level="warning", log_config=None, ws_max_size=16 * 1024 * 1024)
+        # log_config None: uvicorn's loggers keep no handler of their own and reach the root logger's. No per-message
+        # deflate: an episode's messages are a few kB of JSON, and compressing them cost more server CPU per session
+        # than it saved (benchmarks/protocols.py); the client's offer of it is declined, as the protocol allows.
+        uvicorn.run(
+            app,
+            host=host.strip("[]"),
+            port=port,
+            log_level="warning",
+            log_config=None,
+            ws_max_size=16 * 1024 * 1024,
+            ws_per_message_deflate=False,
+        )

@@ -570,6 +570,10 @@ def build_http_app(
     base = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
     app = server.streamable_http_app(
         streamable_http_path=path,
+        # Each POST is answered with its JSON-RPC response as plain JSON, not an event stream of one message: this
+        # server sends nothing while a request runs (no progress, no requests to the client), and the stream cost
+        # a third of its CPU per session (benchmarks/protocols.py).
+        json_response=True,
         host=host,
         session_idle_timeout=idle_timeout,
         token_verifier=_StaticTokenVerifier(token),
@@ -744,5 +748,14 @@ def serve(
                 max_sessions=max_sessions,
                 session_wait=session_wait,
                 max_pending=max_pending,
-            )
+            ),
+            backend_options={"use_uvloop": transport == "http" and _has_uvloop()},
         )
+
+
+def _has_uvloop() -> bool:
+    """uvloop (installed with the `serving` extras, as uvicorn's own `standard` set has it) runs the HTTP server's event
+    loop in C: the SDK's session manager is mostly event-loop work (tasks and memory streams per session)."""
+    import importlib.util
+
+    return importlib.util.find_spec("uvloop") is not None

@@ -538,6 +538,7 @@ def test_default_http_server_requires_its_random_token(default_server):
         assert httpx2.post(url + query, json=body, headers=accept, timeout=10).status_code == 401
     ok = httpx2.post(url, json=body, headers={**accept, "Authorization": f"Bearer {token}"}, timeout=10)
     assert ok.status_code == 200, ok.text
+    assert ok.headers["content-type"] == "application/json"  # the answer itself, not an event stream of one message
 
 
 def test_a_non_loopback_bind_needs_the_explicit_flag():
