@@ -28,6 +28,12 @@ What goes where (docs/INTEGRATIONS.md says when to prefer the token-exact `rollo
   grader ran out of time) and for a task with a reply rubric (unjudged: TRL does not give the environment the
   reply), which TRL leaves out of the group's baseline.
 
+The classes pickle (TRL's `AsyncGRPOTrainer` ships `environment_factory` to a spawned rollout process): a class
+travels as what rebuilds it — its domain's reference (`Domain.ref`), task ids, the backend's name and DSN, the
+limits, `on_episode` and `observer` (which must pickle themselves: module-level functions, not lambdas) — and the
+receiving process loads the domain (checking its content hash against the sender's), makes the backend once and
+builds the class again, with the same tools.
+
 Limits: the task's tool-call limit and `EpisodeLimits.max_tool_calls` hold (a call past them is answered with
 an error and not executed), as do the per-call time limit and `max_result_chars`; turns and tokens are TRL's
 (`max_tool_calling_iterations`, `max_completion_length`).
@@ -35,13 +41,16 @@ an error and not executed), as do the per-call time limit and `max_result_chars`
 
 from __future__ import annotations
 
+import copyreg
 import inspect
 import json
 import keyword
 import re
+import threading
 import typing
 import weakref
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from groundstate.agents.base import valid_text
@@ -54,6 +63,7 @@ from groundstate.types import AttemptObserver, Environment, EpisodeLimits, ToolC
 from groundstate.worlds.attempt import grade_bounded, prepare_domains
 from groundstate.worlds.domain import Domain
 from groundstate.worlds.episode import truncate_result
+from groundstate.worlds.refs import TaskResolver
 
 OnEpisode = Callable[[Task, Trajectory, Verdict], None]
 # TRL's names on an environment and the attributes a rollout exposes: never a tool's
@@ -338,19 +348,77 @@ def environment_factory(
     prepare_domains([d for d, _ in grouped.values()], the_backend)
     classes: dict[str, type[TrlEnvironment]] = {}
     for name, (domain, tasks) in grouped.items():
-        methods: dict[str, Any] = {s["function"]["name"]: _tool_method(name, s) for s in domain.tools.openai_schemas()}
-        attrs = {
-            **methods,
-            "_domain": domain,
-            "_tasks": tasks,
-            "_backend": the_backend,
-            "_limits": limits,
-            "_on_episode": staticmethod(on_episode) if on_episode is not None else None,
-            "_observer": observer,
-            "__doc__": f"The {name} domain as a TRL environment (groundstate.integrations.trl).",
-        }
-        classes[name] = type(name, (TrlEnvironment,), attrs)  # TRL logs its reward as rewards/<class name>
+        spec = ClassSpec(name, domain.ref(), domain.content_hash, tuple(tasks), the_backend.spec(), limits, on_episode, observer)
+        classes[name] = _environment_class(spec, domain, tasks, the_backend)
     return classes
+
+
+@dataclass(frozen=True)
+class ClassSpec:
+    """What rebuilds one domain's environment class in another process (what the class pickles as)."""
+
+    name: str
+    domain_ref: str
+    content_hash: str
+    task_ids: tuple[str, ...]
+    backend: tuple[str, str | None]
+    limits: EpisodeLimits
+    on_episode: OnEpisode | None
+    observer: AttemptObserver | None
+
+
+class _EnvironmentClass(type):
+    """The metaclass of `environment_factory`'s classes, so that pickle calls `_pickle_class` for them."""
+
+    _spec: ClassSpec
+
+
+def _environment_class(spec: ClassSpec, domain: Domain, tasks: dict[str, Task], backend: Backend) -> type[TrlEnvironment]:
+    methods: dict[str, Any] = {s["function"]["name"]: _tool_method(spec.name, s) for s in domain.tools.openai_schemas()}
+    attrs = {
+        **methods,
+        "_domain": domain,
+        "_tasks": tasks,
+        "_backend": backend,
+        "_limits": spec.limits,
+        "_on_episode": staticmethod(spec.on_episode) if spec.on_episode is not None else None,
+        "_observer": spec.observer,
+        "_spec": spec,
+        "__doc__": f"The {spec.name} domain as a TRL environment (groundstate.integrations.trl).",
+    }
+    return _EnvironmentClass(spec.name, (TrlEnvironment,), attrs)  # TRL logs its reward as rewards/<class name>
+
+
+_resolver = TaskResolver()
+_backends: dict[tuple[str, str | None], Backend] = {}  # made once per process by the classes unpickled here
+_backends_lock = threading.Lock()
+
+
+def rebuild_class(spec: ClassSpec) -> type[TrlEnvironment]:
+    """The environment class `spec` describes, built in this process: its domain loaded by reference (and refused if
+    its content hash is not the sender's), its backend made once per process and the domain prepared on it."""
+    pairs = [_resolver.resolve(spec.domain_ref, task_id) for task_id in spec.task_ids]
+    domain = pairs[0][1]
+    if not isinstance(domain, Domain):
+        raise TypeError(f"{spec.domain_ref}: TRL environments serve SQL domains; {type(domain).__name__} is not one")
+    if domain.content_hash != spec.content_hash:
+        raise ValueError(
+            f"domain {spec.domain_ref}: its definition here (content hash {domain.content_hash}) is not the one the environment "
+            f"classes were made from ({spec.content_hash}): every process must load the same domain files"
+        )
+    with _backends_lock:
+        backend = _backends.get(spec.backend)
+        if backend is None:
+            backend = _backends[spec.backend] = make_backend(*spec.backend)
+    prepare_domains([domain], backend)
+    return _environment_class(spec, domain, {task.id: task for task, _ in pairs}, backend)
+
+
+def _pickle_class(cls: _EnvironmentClass) -> tuple[Callable[[ClassSpec], type[TrlEnvironment]], tuple[ClassSpec]]:
+    return rebuild_class, (cls._spec,)
+
+
+copyreg.pickle(_EnvironmentClass, _pickle_class)
 
 
 def trl_dataset(pairs: Iterable[tuple[Task, Domain]]):

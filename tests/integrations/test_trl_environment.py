@@ -2,10 +2,13 @@
 on are groundstate's verdicts of the same trajectories, and two domains mix in one run."""
 
 import asyncio
+import concurrent.futures
 import inspect
 import json
 import math
+import multiprocessing
 import os
+import pickle
 from pathlib import Path
 
 import pytest
@@ -18,7 +21,7 @@ from transformers.utils import get_json_schema  # noqa: E402
 
 from groundstate.agents.scripted import ScriptedAgent  # noqa: E402
 from groundstate.agents.toolcall_format import render_tool_call  # noqa: E402
-from groundstate.integrations.trl import RESERVED, _tool_method, environment_factory, graded_only, trl_dataset  # noqa: E402
+from groundstate.integrations.trl import RESERVED, ClassSpec, _tool_method, environment_factory, graded_only, rebuild_class, trl_dataset  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
 from groundstate.train.tiny import IM_END, domain_corpus, save_tiny  # noqa: E402
 from groundstate.types import EpisodeLimits  # noqa: E402
@@ -50,6 +53,67 @@ def test_each_domain_is_a_class_whose_public_methods_are_its_tools_with_their_sc
             assert set(theirs["parameters"].get("required", [])) == set(ours["parameters"].get("required", []))
     rows = trl_dataset(pairs)
     assert [(r["environment"], r["task_id"]) for r in rows] == [(d.name, t.id) for t, d in pairs]
+
+
+def _rollouts_in_this_process(payload: bytes) -> dict[str, list[float | None]]:
+    """Unpickle a factory (in a process of its own) and play each domain's gold and no-op on its first task."""
+    factory = pickle.loads(payload)
+    out: dict[str, list[float | None]] = {}
+    for name, cls in factory.items():
+        task = next(iter(cls._tasks.values()))
+        out[name] = []
+        for calls in (task.gold, []):
+            env = cls()
+            env.reset(environment=name, task_id=task.id)
+            for call in calls:
+                getattr(env, call.tool)(**call.args)
+            out[name].append(env.get_reward())
+    return out
+
+
+def _record(task, trajectory, verdict) -> None:
+    """A module-level `on_episode`: it pickles (a lambda would not)."""
+
+
+def test_the_factory_pickles_and_its_classes_play_gold_in_a_spawned_process():
+    """TRL's AsyncGRPOTrainer ships `environment_factory` to a spawned rollout process: there each class is built again
+    from its domain's reference, with the same tools, and a rollout of gold earns 1, one doing nothing 0."""
+    pairs = _pairs()
+    factory = environment_factory(pairs, on_episode=_record)
+    payload = pickle.dumps(factory)
+    here = pickle.loads(payload)
+    assert {n: sorted(here[n]._tasks) for n in here} == {n: sorted(factory[n]._tasks) for n in factory}
+    assert all(inspect.getmembers(here[n], inspect.isfunction) != [] for n in here)
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        played = pool.submit(_rollouts_in_this_process, payload).result(timeout=600)
+    assert played == {"shop": [1.0, 0.0], "kiosk": [1.0, 0.0]}
+
+    # what does not pickle is named; a domain whose files changed since is refused, not served
+    with pytest.raises((pickle.PicklingError, AttributeError, TypeError), match="lambda"):
+        pickle.dumps(environment_factory(pairs, on_episode=lambda *a: None))
+    spec = factory["shop"]._spec
+    with pytest.raises(ValueError, match="content hash"):
+        rebuild_class(ClassSpec(**{**spec.__dict__, "content_hash": "0" * 16}))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="where TRL's async trainer stops on a machine without a GPU")
+def test_trls_async_trainer_takes_the_factory_and_stops_only_where_it_needs_a_gpu(tiny_shop_model, tmp_path):
+    """TRL 1.16's experimental AsyncGRPOTrainer, on this CPU-only torch: it accepts the factory and stops in its own
+    constructor, measuring the GPU's peak FLOPs; its rollout worker (the process the factory is pickled to) refuses to
+    start without vLLM installed. docs/INTEGRATIONS.md says so; what the worker needs of the factory, that it pickles
+    and plays in a spawned process, is the test above."""
+    from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer
+    from trl.experimental.async_grpo.async_rollout_worker import AsyncRolloutWorker
+
+    pairs = _pairs()[:1]
+    args = AsyncGRPOConfig(
+        output_dir=str(tmp_path), use_cpu=True, bf16=False, num_generations=2, per_device_train_batch_size=2, max_steps=1, report_to=[]
+    )
+    factory = environment_factory(pairs, on_episode=_record)
+    with pytest.raises(AssertionError, match="Torch not compiled with CUDA enabled"):
+        AsyncGRPOTrainer(model=str(tiny_shop_model), args=args, train_dataset=trl_dataset(pairs), environment_factory=factory)
+    with pytest.raises(ImportError, match="vLLM is required"):
+        AsyncRolloutWorker(environment_factory=factory)
 
 
 def test_an_episode_is_graded_like_groundstate_run_and_failures_are_not_zeros():
