@@ -12,9 +12,10 @@ import torch
 from trl import GRPOConfig, GRPOTrainer
 
 from groundstate.integrations.trl import environment_factory, trl_dataset
-from groundstate.worlds.selectors import select_tasks
+from groundstate.worlds.selectors import select_tasks, state_graded_only
 
-pairs = select_tasks(os.environ.get("TASKS", "kiosk"))
+# rubric tasks need the reply judged, which TRL does not give the environment: they are left out
+pairs = state_graded_only(select_tasks(os.environ.get("TASKS", "kiosk")))
 trainer = GRPOTrainer(
     model=os.environ.get("MODEL", "Qwen/Qwen2.5-0.5B-Instruct"),
     args=GRPOConfig(

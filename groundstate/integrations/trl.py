@@ -322,8 +322,8 @@ def _by_domain(pairs: Iterable[tuple[Task, Domain]]) -> dict[str, tuple[Domain, 
         if task.rubrics:
             raise ValueError(
                 f"task {task.id} has reply rubrics, which this path cannot judge (TRL does not give the environment the "
-                "reply): its passes would be None and its failures 0. Leave rubric tasks out, or train them with "
-                "`groundstate train --engine trl`"
+                "reply): its passes would be None and its failures 0. Leave rubric tasks out "
+                "(`groundstate.worlds.selectors.state_graded_only(pairs)`), or train them with `groundstate train --engine trl`"
             )
         tasks[task.id] = task
     if not grouped:

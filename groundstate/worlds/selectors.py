@@ -54,6 +54,16 @@ def select_tasks(
     return pairs
 
 
+def state_graded_only(pairs: list[tuple[Task, Domain]]) -> list[tuple[Task, Domain]]:
+    """The pairs whose task is graded by its final state alone: those with reply rubrics (which need an LLM judge, and
+    which a path that never sees the reply, such as TRL's `environment_factory`, cannot grade) are left out, in order.
+    Raises ValueError when none is left."""
+    kept = [(t, d) for t, d in pairs if not t.rubrics]
+    if pairs and not kept:
+        raise ValueError(f"all {len(pairs)} selected tasks have reply rubrics: none is graded by its final state alone")
+    return kept
+
+
 def _resolve(part: str, universe) -> list[tuple[Task, Domain]]:
     if part.startswith("tau2:"):
         from groundstate.worlds.tau2 import load_tau2, parse_selector

@@ -46,6 +46,22 @@ def test_a_seeded_reset_draws_the_same_task():
     first = [env.reset(seed=s)[1]["task_id"] for s in range(5)]
     assert first == [env.reset(seed=s)[1]["task_id"] for s in range(5)] and len(set(first)) > 1
     env.close()
+    # another environment of the same selection draws the same tasks, and a narrower selection draws only its own
+    again = gym.make("groundstate/Text-v0", tasks="kiosk")
+    assert [again.reset(seed=s)[1]["task_id"] for s in range(5)] == first
+    again.close()
+    cancels = gym.make("groundstate/Text-v0", tasks="kiosk-cancel-0*")
+    assert all(cancels.reset(seed=s)[1]["task_id"].startswith("kiosk-cancel-0") for s in range(10))
+    cancels.close()
+
+
+def test_the_docs_block_runs_as_written():
+    """docs/INTEGRATIONS.md's Gymnasium block, executed as it stands: the call it sends is the drawn task's own."""
+    text = (Path(__file__).parents[2] / "docs" / "INTEGRATIONS.md").read_text()
+    block = text.split("## Gymnasium", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    scope: dict = {}
+    exec(compile(block, "docs/INTEGRATIONS.md (Gymnasium)", "exec"), scope)
+    assert '"status": "cancelled"' in scope["obs"] and "order_id" in scope["obs"] and not scope["terminated"]
 
 
 def _play_gold(env, task):

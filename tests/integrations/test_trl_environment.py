@@ -27,6 +27,7 @@ from groundstate.train.tiny import IM_END, domain_corpus, save_tiny  # noqa: E40
 from groundstate.types import EpisodeLimits  # noqa: E402
 from groundstate.worlds.attempt import play  # noqa: E402
 from groundstate.worlds.domain import Domain, load_domain  # noqa: E402
+from groundstate.worlds.selectors import select_tasks, state_graded_only  # noqa: E402
 
 SHOP = Path(__file__).parents[1] / "fixtures" / "shop"
 
@@ -223,6 +224,14 @@ def test_rubric_tasks_are_refused_because_their_passes_could_not_be_judged():
         environment_factory([(task, shop)])
     with pytest.raises(ValueError, match="task shop-cancel has reply rubrics"):
         trl_dataset([(task, shop)])
+
+    # the docs' selection: retail's rubric tasks left out by the helper, the rest served
+    retail = select_tasks("kiosk,retail")
+    graded = state_graded_only(retail)
+    assert 0 < len(graded) < len(retail) and graded == [(t, d) for t, d in retail if not t.rubrics]
+    assert set(environment_factory(graded)) == {"kiosk", "retail"}
+    with pytest.raises(ValueError, match="all 1 selected tasks have reply rubrics"):
+        state_graded_only([(task, shop)])
 
 
 def test_a_backend_that_fails_gives_no_reward_rather_than_a_zero(monkeypatch):
