@@ -33,6 +33,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_serializer, model_validator
 
 from groundstate.jsontext import dumps
+from groundstate.tasks import Task
 from groundstate.types import FAULT_KINDS, ErrorKind, FaultKind, Trajectory, Verdict
 
 Key = tuple[str, int]
@@ -277,6 +278,47 @@ class AttemptRecord(BaseModel):
 # what `grading.with_rubrics` has always written into a rubric task's reasons: how a record made before `rubrics` was a
 # field says that its task has rubrics (only such records are read this way; newer ones carry the count)
 _LEGACY_RUBRIC_REASONS = ("reply rubric(s) not judged", "reply rubric(s) unjudged")
+
+
+def attempt_record(
+    task: Task,
+    attempt: int,
+    verdict: Verdict,
+    traj: Trajectory | None,
+    timings: dict[str, float],
+    *,
+    agent: str,
+    model: str | None,
+    user: str,
+    seed: int,
+    user_replies: dict[str, int] | None = None,
+) -> AttemptRecord:
+    """The record of one attempt of `task`, before a run stamps its identity and the task's fingerprint on it."""
+    return AttemptRecord.model_validate(
+        {
+            "task_id": task.id,
+            "attempt": attempt,
+            "domain": task.domain,
+            "split": task.split,
+            "family": task.family,
+            "template": task.template,
+            "reward": verdict.reward,
+            "system_error": verdict.system_error,
+            "unjudged": verdict.unjudged,
+            "finish_reason": traj.finish_reason if traj is not None else None,
+            "agent": agent,
+            "model": model,
+            "user": user,
+            "seed": seed,
+            "usage": traj.usage.to_json() if traj is not None else {"input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0},
+            "verdict": verdict.to_json(),
+            "trajectory": traj.to_json() if traj is not None else None,
+            "timings": {k: round(v, 6) for k, v in timings.items()},
+            "rubrics": len(task.rubrics),
+            **({"source_id": task.source_id} if task.source_id is not None else {}),
+            **({"user_replies": user_replies} if user_replies is not None else {}),
+        }
+    )
 
 
 def _legacy_rubrics(verdict: Verdict | None) -> int:

@@ -86,6 +86,14 @@ RevealVerdict = typer.Option(
     "(for evaluation: a client that resets to the task again has the answer). Default: reward and reasons by check name.",
 )
 
+Out = typer.Option(
+    None,
+    "--out",
+    "-o",
+    help="openenv: a results file (JSONL): every finished episode written there as a record, for metrics, report, regrade "
+    "and blame (its agent: the name the client gives reset(agent=...)). A file of another run's records is refused.",
+)
+
 
 def serve(
     protocol: str = Protocol,
@@ -109,6 +117,7 @@ def serve(
     grade_timeout: float | None = opts.GradeTimeout,
     max_result_chars: int | None = opts.MaxResultChars,
     reveal_verdict: bool = RevealVerdict,
+    out: str | None = Out,
 ) -> None:
     """Serve tasks through a protocol, one isolated database sandbox per session: mcp serves a domain's tools (with
     --task each session is graded when it ends, its verdict on stderr; exit status 1 if stderr was left unread with

@@ -46,6 +46,7 @@ import logging
 import random
 import re
 import threading
+import uuid
 from typing import Any, Literal
 
 from openenv.core.env_server.interfaces import Environment as OpenEnvEnvironment
@@ -55,8 +56,10 @@ from pydantic import Field, ValidationError
 from starlette.requests import Request
 
 from groundstate.agents import make_user
+from groundstate.agents.base import valid_text
 from groundstate.integrations.loop import run_sync
 from groundstate.integrations.stepped import Step, SteppedEpisode
+from groundstate.pipeline.served import ServedEpisodes
 from groundstate.specs import UserSpec, parse_user
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
@@ -64,6 +67,7 @@ from groundstate.types import AgentTurn, AttemptObserver, Domain, EpisodeLimits,
 from groundstate.worlds.attempt import prepare_domains
 
 log = logging.getLogger(__name__)
+MAX_NAME = 200  # characters of a client's declared name or an episode id
 
 SYSTEM_ERROR_SHOWN = "the server failed, not the agent (its log has the detail)"
 
@@ -163,11 +167,13 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
         reveal_verdict: bool = False,
         slots: SandboxSlots | None = None,
         observer: AttemptObserver | None = None,
+        records: ServedEpisodes | None = None,
     ):
         super().__init__()
         self._tasks, self._by_id = tasks, {t.id: (t, d) for t, d in tasks}
         self._backend, self._limits, self._user, self._name = backend, limits, parse_user(user), name
-        self._reveal, self._observer = reveal_verdict, observer
+        self._reveal, self._observer, self._records = reveal_verdict, observer, records
+        self._agent: str | None = None  # the name the client declared at its last reset
         self._slots, self._slot, self._slot_lock = slots, False, threading.Lock()
         self._episode: SteppedEpisode | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -178,11 +184,17 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
 
     # -- the OpenEnv API ------------------------------------------------------------------------------
 
-    async def reset_async(self, seed: int | None = None, episode_id: str | None = None, task_id: str | None = None, **_: Any) -> Observation:
+    async def reset_async(
+        self, seed: int | None = None, episode_id: str | None = None, task_id: str | None = None, agent: str | None = None, **_: Any
+    ) -> Observation:
         if task_id is not None and (not isinstance(task_id, str) or task_id not in self._by_id):
             raise EpisodeRequestError(f"reset: task_id {_shown(task_id)} is not one of this server's tasks", 422)  # the running episode goes on
         if seed is not None and not isinstance(seed, int):
             raise EpisodeRequestError(f"reset: seed must be an integer, got {_shown(seed)}", 422)
+        if episode_id is not None and not (isinstance(episode_id, str) and 0 < len(episode_id) <= MAX_NAME and valid_text(episode_id) == episode_id):
+            raise EpisodeRequestError(f"reset: episode_id must be text of 1 to {MAX_NAME} characters, got {_shown(episode_id)}", 422)
+        if agent is not None and not (isinstance(agent, str) and 0 < len(agent) <= MAX_NAME and valid_text(agent) == agent):
+            raise EpisodeRequestError(f"reset: agent (the client's name) must be text of 1 to {MAX_NAME} characters, got {_shown(agent)}", 422)
         self._refuse_if_closed()
         self._loop = asyncio.get_running_loop()
         self._resets += 1
@@ -199,8 +211,11 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
             else:
                 task, domain = self._tasks[self._next_task % len(self._tasks)]
                 self._next_task += 1
-            self._episode = episode = SteppedEpisode(task, domain, self._backend, make_user(self._user, task), self._limits, observer=self._observer)
-            self._state = State(episode_id=episode_id, step_count=0, task_id=task.id)
+            self._episode = episode = SteppedEpisode(
+                task, domain, self._backend, make_user(self._user, task), self._limits, observer=self._observer, blame=self._records is not None
+            )
+            self._state = State(episode_id=episode_id or uuid.uuid4().hex, step_count=0, task_id=task.id)
+            self._agent = agent
             step = await episode.start()
             self._refuse_if_closed()  # OpenEnv closed the session (from its thread) while the sandbox opened
         finally:
@@ -208,7 +223,7 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
             if self._closed and self._resets == 0:  # the sandbox must not outlive the session, nor its slot the sandbox
                 await self._shut()
         observation = GroundstateObservation(task_id=task.id, messages=step.messages, tool_schemas=step.tools)
-        return self._final(task.id, step, observation) if step.done else observation
+        return self._final(task, step, observation) if step.done else observation
 
     async def step_async(self, action: Action, timeout_s: float | None = None, **_: Any) -> Observation:
         act = action if isinstance(action, GroundstateAction) else GroundstateAction.model_validate(action.model_dump())
@@ -230,7 +245,7 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
         else:
             step = await episode.step(AgentTurn(text=act.content or ""))
             observation = GroundstateObservation(task_id=episode.task.id, messages=step.messages)
-        return self._final(episode.task.id, step, observation) if step.done else observation
+        return self._final(episode.task, step, observation) if step.done else observation
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, task_id: str | None = None, **kw: Any) -> Observation:
         return run_sync(self.reset_async(seed, episode_id, task_id, **kw))
@@ -287,11 +302,13 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
             assert self._slots is not None
             self._slots.give()
 
-    def _final(self, task_id: str, step: Step, observation: GroundstateObservation | GroundstateToolObservation) -> Observation:
+    def _final(self, task: Task, step: Step, observation: GroundstateObservation | GroundstateToolObservation) -> Observation:
         assert step.outcome is not None
         verdict, trajectory = step.outcome.verdict, step.outcome.trajectory
         if verdict.system_error is not None:  # the client may be told no more than that: the operator reads it here
-            log.warning("task %s: system error: %s", task_id, verdict.system_error)
+            log.warning("task %s: system error: %s", task.id, verdict.system_error)
+        if self._records is not None:
+            self._records.record(task, verdict, trajectory, step.outcome.timings, self._agent)
         observation.done = True
         observation.reward = None if verdict.reward is None else float(verdict.reward)
         observation.verdict = verdict.to_json() if self._reveal else verdict_summary(verdict)
@@ -362,10 +379,11 @@ def environment_factory(
     reveal_verdict: bool = False,
     max_sessions: int | None = None,
     observer: AttemptObserver | None = None,
+    records: ServedEpisodes | None = None,
 ):
     """The per-session factory `openenv.core.env_server.create_app` takes: every session gets its own
     `GroundstateOpenEnv` over `tasks`, all on `backend` (each domain prepared on it once, here), all sharing
-    `max_sessions` sandbox slots (None: no bound) and `observer`."""
+    `max_sessions` sandbox slots (None: no bound), `observer` and `records` (each finished episode written there)."""
     if not tasks:
         raise ValueError("no tasks to serve")
     user = parse_user(user)  # once, for every session
@@ -375,7 +393,7 @@ def environment_factory(
 
     def make() -> GroundstateOpenEnv:
         with lock:
-            return GroundstateOpenEnv(list(tasks), backend, limits, user, name, reveal_verdict, slots, observer)
+            return GroundstateOpenEnv(list(tasks), backend, limits, user, name, reveal_verdict, slots, observer, records)
 
     return make
 
@@ -388,14 +406,16 @@ def create_app(
     max_sessions: int = 64,
     name: str = "groundstate",
     reveal_verdict: bool = False,
+    records: ServedEpisodes | None = None,
 ):
     """The OpenEnv FastAPI app serving `tasks` (what `groundstate serve --protocol openenv` runs with uvicorn): at most
-    `max_sessions` WebSocket sessions (OpenEnv's bound) and as many sandboxes open, HTTP resets included."""
+    `max_sessions` WebSocket sessions (OpenEnv's bound) and as many sandboxes open, HTTP resets included; every
+    finished episode written to `records` where given."""
     from fastapi.responses import JSONResponse
     from openenv.core.env_server.http_server import create_fastapi_app
     from starlette.websockets import WebSocketDisconnect
 
-    factory = environment_factory(tasks, backend, limits, user, name, reveal_verdict, max_sessions)
+    factory = environment_factory(tasks, backend, limits, user, name, reveal_verdict, max_sessions, records=records)
     app = create_fastapi_app(factory, GroundstateAction, GroundstateObservation, max_concurrent_envs=max_sessions)
 
     async def refused(request: Request, error: EpisodeRequestError) -> JSONResponse:
@@ -451,10 +471,12 @@ def serve(
     allow_remote: bool = False,
     name: str = "groundstate",
     reveal_verdict: bool = False,
+    records: ServedEpisodes | None = None,
 ) -> None:
     """Serve `tasks` over OpenEnv's protocol with uvicorn until interrupted (loopback only unless `allow_remote`:
-    OpenEnv's protocol has no authentication). The log (uvicorn's, OpenEnv's, warnings) goes to stderr through
-    `logging_to_stderr`: a stderr nobody reads never stops the server."""
+    OpenEnv's protocol has no authentication), each finished episode written to `records` where given. The log
+    (uvicorn's, OpenEnv's, warnings) goes to stderr through `logging_to_stderr`: a stderr nobody reads never stops
+    the server."""
     import sys
 
     import uvicorn
@@ -463,8 +485,10 @@ def serve(
     from groundstate.tools.stderr_log import logging_to_stderr
 
     check_host(host.strip("[]"), allow_remote)
-    app = create_app(tasks, backend, limits, user, max_sessions, name, reveal_verdict)
+    app = create_app(tasks, backend, limits, user, max_sessions, name, reveal_verdict, records)
     print(f"[groundstate openenv] serving {len(tasks)} tasks of {name} at http://{host}:{port} (WebSocket /ws)", file=sys.stderr, flush=True)
+    if records is not None:
+        print(f"[groundstate openenv] every finished episode is recorded in {records.path}", file=sys.stderr, flush=True)
     with logging_to_stderr():
         # log_config None: uvicorn's loggers keep no handler of their own and reach the root logger's. No per-message
         # deflate: an episode's messages are a few kB of JSON, and compressing them cost more server CPU per session

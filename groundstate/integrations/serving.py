@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 import threading
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, ClassVar
@@ -23,8 +24,10 @@ from groundstate.tools.stderr_log import StderrLines
 from groundstate.types import EpisodeLimits
 
 if TYPE_CHECKING:
+    from groundstate.pipeline.served import ServedEpisodes
     from groundstate.state.base import Backend, Sandbox
     from groundstate.tasks import Task
+    from groundstate.types import Domain
 
 VERDICT_WAIT = 10.0  # seconds a stopped server waits for stderr to take its last verdict lines before it exits with 1
 TOKEN_VARIABLE = "GROUNDSTATE_MCP_TOKEN"  # the MCP server's bearer token where none is given (command lines are visible to other users)
@@ -73,6 +76,7 @@ class OpenEnvServe(ServeConfig):
     grade_timeout: float | None = None
     max_result_chars: int | None = None
     reveal_verdict: bool = False  # send the whole verdict with done (for evaluation: the answer travels with it)
+    out: str | None = None  # a results file: every finished episode written there as a record (`pipeline.served`)
 
 
 PROTOCOLS: dict[str, type[ServeConfig]] = {c.protocol: c for c in (McpServe, OpenEnvServe)}
@@ -182,14 +186,15 @@ def _serve_openenv(c: OpenEnvServe) -> bool:
         from groundstate.integrations.openenv import serve as serve_openenv
     except ImportError as e:
         raise ServeRefused(f"--protocol openenv needs openenv-core (pip install 'groundstate[openenv]'): {e}") from None
+    limits = EpisodeLimits(
+        max_turns=c.max_turns,
+        timeout=c.attempt_timeout,
+        max_result_chars=c.max_result_chars,
+        **({} if c.grade_timeout is None else {"grade_timeout": c.grade_timeout}),
+    )
+    records = _records(c.out, "openenv", pairs, str(user), limits)
     backend = _backend(c, c.max_sessions)
     try:
-        limits = EpisodeLimits(
-            max_turns=c.max_turns,
-            timeout=c.attempt_timeout,
-            max_result_chars=c.max_result_chars,
-            **({} if c.grade_timeout is None else {"grade_timeout": c.grade_timeout}),
-        )
         serve_openenv(
             pairs,
             backend,
@@ -201,12 +206,31 @@ def _serve_openenv(c: OpenEnvServe) -> bool:
             allow_remote=c.allow_remote,
             name=c.domain if c.domain is not None else "groundstate",
             reveal_verdict=c.reveal_verdict,
+            records=records,
         )
     except ValueError as e:
         raise ServeRefused(str(e)) from None
     finally:
         backend.close()
+        if records is not None:
+            records.close()
+            print(f"[groundstate openenv] records written to {records.path}", file=sys.stderr, flush=True)
     return True
+
+
+def _records(out: str | None, protocol: str, pairs: list[tuple[Task, Domain]], user: str, limits: EpisodeLimits) -> ServedEpisodes | None:
+    """The results file every finished episode is written to (`--out`), or None; `ServeRefused` for one that holds
+    another run's records or cannot be written."""
+    if out is None:
+        return None
+    from groundstate.pipeline.resume import ResumeRefused
+    from groundstate.pipeline.served import ServedEpisodes
+    from groundstate.records import RecordError, ResultsInUseError, ResultsWriteError
+
+    try:
+        return ServedEpisodes(out, protocol, pairs, user, limits)
+    except (ResumeRefused, RecordError, ResultsInUseError, ResultsWriteError) as e:
+        raise ServeRefused(f"--out: {e}") from None
 
 
 _SERVERS = {"mcp": _serve_mcp, "openenv": _serve_openenv}

@@ -60,7 +60,7 @@ class SteppedEpisode:
     `start()` returns the opening conversation (or, if the attempt ended before the agent was asked, e.g. the
     sandbox could not be opened, its outcome); `step(turn)` the messages the turn produced and, at the end, the
     outcome (trajectory and verdict); `close()` abandons an unfinished attempt (its environment is closed).
-    `observer` sees the grading, as `play`'s does."""
+    `observer` sees the grading, as `play`'s does; `blame`: a failed verdict says where it went wrong, as records do."""
 
     def __init__(
         self,
@@ -71,11 +71,12 @@ class SteppedEpisode:
         limits: EpisodeLimits = EpisodeLimits(),
         judge: Judge | None = None,
         observer: AttemptObserver | None = None,
+        blame: bool = False,
     ):
         self.task = task
         self._agent = _OutsideAgent()
         self._args = (task, domain, self._agent, user, limits)
-        self._kw = {"backend": backend, "judge": judge, "observer": observer}
+        self._kw = {"backend": backend, "judge": judge, "observer": observer, "blame": blame}
         self._play: asyncio.Task[Outcome] | None = None
         self._pending: _Asked | None = None
         self._seen = 0  # messages of the conversation the agent has been shown

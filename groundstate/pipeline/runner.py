@@ -33,7 +33,7 @@ from groundstate.agents.toolcall_format import looks_like_tool_call
 from groundstate.agents.user_cache import UserCache
 from groundstate.pipeline.config import Planned, RecordSink, RunConfig, check_config, endpoint_specs
 from groundstate.pipeline.resume import ResumeRefused, manifest_path, run_identity, take_results_file
-from groundstate.records import RECORD_VERSION, AttemptRecord, RunIdentity, UserReplies
+from groundstate.records import RECORD_VERSION, AttemptRecord, RunIdentity, UserReplies, attempt_record
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
 from groundstate.types import Agent, Domain, FaultKind, Judge, Trajectory, UserSimulator, Verdict
@@ -152,30 +152,17 @@ def make_record(
 ) -> AttemptRecord:
     """The record of one attempt, before the run stamps its identity (`stamp`). `user_replies`: with a user cache, how
     many of the attempt's LLM-user replies were `cached` and how many `generated` (recorded as the record's field)."""
-    return AttemptRecord.model_validate(
-        {
-            "task_id": task.id,
-            "attempt": attempt,
-            "domain": task.domain,
-            "split": task.split,
-            "family": task.family,
-            "template": task.template,
-            "reward": verdict.reward,
-            "system_error": verdict.system_error,
-            "unjudged": verdict.unjudged,
-            "finish_reason": traj.finish_reason if traj is not None else None,
-            "agent": str(cfg.agent),
-            "model": cfg.agent.model_name,
-            "user": str(cfg.user),
-            "seed": cfg.seed,
-            "usage": traj.usage.to_json() if traj is not None else {"input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0},
-            "verdict": verdict.to_json(),
-            "trajectory": traj.to_json() if traj is not None else None,
-            "timings": {k: round(v, 6) for k, v in timings.items()},
-            "rubrics": len(task.rubrics),
-            **({"source_id": task.source_id} if task.source_id is not None else {}),
-            **({"user_replies": user_replies} if user_replies is not None else {}),
-        }
+    return attempt_record(
+        task,
+        attempt,
+        verdict,
+        traj,
+        timings,
+        agent=str(cfg.agent),
+        model=cfg.agent.model_name,
+        user=str(cfg.user),
+        seed=cfg.seed,
+        user_replies=user_replies,
     )
 
 
