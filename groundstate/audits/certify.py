@@ -51,7 +51,7 @@ SILENT_REPLY = "I have taken care of your request."  # a reply that tells the cu
 _CHECKERS = (
     "grading/grader", "grading/judge", "grading/blame", "audits/lint", "audits/hacks", "audits/alternatives", "audits/certify",
     "worlds/attempt", "worlds/episode", "worlds/environment", "worlds/domain", "tasks", "types", "state/changes", "state/base", "state/capture", "state/db", "state/sqlite", "state/postgres", "tools/__init__", "tools/mutate",
-    "agents/scripted",
+    "agents/scripted", "worlds/thinkingbox/env", "worlds/thinkingbox/grading", "worlds/tau2/env", "worlds/tau2/grading",
 )  # fmt: skip
 
 

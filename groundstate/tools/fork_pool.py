@@ -149,39 +149,47 @@ class Zygote:
             self.process.wait()
 
 
-_lock = threading.Lock()
+_lock = threading.Lock()  # guards `_zygotes` and `_starting`; never held while a zygote starts
 _zygotes: OrderedDict[tuple, Zygote | str] = OrderedDict()  # key -> zygote, or why this command is not forked
+_starting: dict[tuple, threading.Lock] = {}  # key -> held while that command's zygote starts (one start per command)
 
 
 def zygote_for(params: StdioServerParameters, env: dict[str, str], timeout: float) -> Zygote | None:
     """The zygote for `params` run in environment `env` (started on first use, within `timeout` s), or None when
-    that command cannot fork — said once per command in a warning, and its servers then start as processes."""
+    that command cannot fork — said once per command in a warning, and its servers then start as processes. A zygote
+    starting holds up only the attempts of its own command."""
     shape = fork_shape(params.command, list(params.args))
     key = (params.command, tuple(params.args), tuple(sorted(env.items())), str(params.cwd))
     with _lock:
-        found = _zygotes.get(key)
-        if isinstance(found, Zygote) and not found.alive():
-            del _zygotes[key]
-            found = None
-        if found is None:
-            if shape is None:
-                found = "it is not `PYTHON -m MODULE` or `PYTHON SCRIPT.py`"
-            else:
-                try:
-                    found = Zygote.start(params.command, *shape, env, None if params.cwd is None else str(params.cwd), timeout)
-                except ZygoteError as e:
-                    found = str(e)
-            if isinstance(found, str):
-                log.warning(
-                    "MCP server %s: not forked from a zygote (%s); each attempt starts a fresh process",
-                    " ".join([params.command, *params.args]),
-                    found,
-                )
+        starting = _starting.setdefault(key, threading.Lock())
+    with starting:
+        with _lock:
+            found = _zygotes.get(key)
+            if isinstance(found, Zygote) and not found.alive():
+                del _zygotes[key]
+                found = None
+            if found is not None:
+                _zygotes.move_to_end(key)
+                return found if isinstance(found, Zygote) else None
+        if shape is None:
+            found = "it is not `PYTHON -m MODULE` or `PYTHON SCRIPT.py`"
+        else:
+            try:
+                found = Zygote.start(params.command, *shape, env, None if params.cwd is None else str(params.cwd), timeout)
+            except ZygoteError as e:
+                found = str(e)
+        if isinstance(found, str):
+            log.warning(
+                "MCP server %s: not forked from a zygote (%s); each attempt starts a fresh process", " ".join([params.command, *params.args]), found
+            )
+        evicted: list[Zygote] = []
+        with _lock:
             _zygotes[key] = found
             while sum(isinstance(z, Zygote) for z in _zygotes.values()) > MAX_ZYGOTES:
                 oldest = next(k for k, z in _zygotes.items() if isinstance(z, Zygote))
-                _zygotes.pop(oldest).close()  # type: ignore[union-attr]
-        _zygotes.move_to_end(key)
+                evicted.append(_zygotes.pop(oldest))  # type: ignore[arg-type]
+        for zygote in evicted:  # outside the lock: closing waits for the zygote to exit
+            zygote.close()
         return found if isinstance(found, Zygote) else None
 
 

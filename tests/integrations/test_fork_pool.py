@@ -276,3 +276,39 @@ def test_a_zygote_that_dies_is_replaced_and_the_attempt_still_gets_a_fresh_serve
     assert zygote_pids()
     fork_pool.close_all()
     assert not zygote_pids()
+
+
+def test_a_zygote_starting_holds_up_only_its_own_command(tmp_path):
+    """One command's zygote still importing (its import waits here for a file) does not hold up another command's: that
+    one starts and is returned meanwhile; then the first finishes starting too."""
+    import threading
+
+    from mcp import StdioServerParameters
+
+    (tmp_path / "gate_dep.py").write_text(
+        "import pathlib, time\n"
+        f"pathlib.Path({str(tmp_path / 'importing')!r}).touch()\n"
+        f"while not pathlib.Path({str(tmp_path / 'open')!r}).exists():\n"
+        "    time.sleep(0.02)\n"
+    )
+    (tmp_path / "slow_server.py").write_text("import gate_dep\n")
+    (tmp_path / "fast_server.py").write_text("import json\n")
+    env = {"PATH": os.environ.get("PATH", "")}
+    slow = StdioServerParameters(command=sys.executable, args=[str(tmp_path / "slow_server.py")], cwd=str(tmp_path))
+    fast = StdioServerParameters(command=sys.executable, args=[str(tmp_path / "fast_server.py")], cwd=str(tmp_path))
+    got: dict[str, object] = {}
+    starting = threading.Thread(target=lambda: got.setdefault("slow", fork_pool.zygote_for(slow, env, 120)))
+    starting.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "importing").exists():
+            assert time.monotonic() < deadline and starting.is_alive(), "the slow zygote never began its imports"
+            time.sleep(0.02)
+        got["fast"] = fork_pool.zygote_for(fast, env, 120)
+        assert isinstance(got["fast"], fork_pool.Zygote) and starting.is_alive()  # returned while the other still imports
+    finally:
+        (tmp_path / "open").touch()
+        starting.join(120)
+    assert isinstance(got["slow"], fork_pool.Zygote) and got["slow"] is not got["fast"]
+    for z in (got["slow"], got["fast"]):
+        z.close()  # type: ignore[union-attr]
