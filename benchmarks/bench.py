@@ -45,6 +45,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from results_file import RESULTS_MD, write_section  # noqa: E402 - beside this script
+
 from groundstate.grading.grader import Grader, replay  # noqa: E402
 from groundstate.state.changes import canon_value  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
@@ -52,7 +54,6 @@ from groundstate.worlds.domain import Domain  # noqa: E402
 
 SHOP = ROOT / "tests" / "fixtures" / "shop"
 RESULTS_JSON = ROOT / "benchmarks" / "results.json"
-RESULTS_MD = ROOT / "benchmarks" / "RESULTS.md"
 SECTION_START = "<!-- bench:start (written by benchmarks/bench.py; refreshed on each run) -->"
 SECTION_END = "<!-- bench:end -->"
 FORK_START = "<!-- bench-fork:start (written by benchmarks/bench.py's fork phase) -->"
@@ -708,20 +709,6 @@ def print_table(sizes: list[str]) -> None:
     for row in targets():
         tt.add_row(*row)
     c.print(tt)
-
-
-def write_section(section: str, start: str, end: str, after: str | None = None) -> None:
-    """Put `section` (which begins with the marker `start` and ends with `end`) into RESULTS.md in place of the one
-    between those markers; where there is none yet, after the marker `after` (if present), else at the end."""
-    text = RESULTS_MD.read_text() if RESULTS_MD.exists() else "# Measured results\n"
-    if start in text:
-        head = text[: text.index(start)]
-        tail = text[text.index(end) + len(end) :].lstrip("\n") if end in text else ""
-        text = head + section + tail
-    else:
-        at = text.index(after) + len(after) if after is not None and after in text else len(text)
-        text = text[:at].rstrip("\n") + "\n\n" + section + text[at:].lstrip("\n")
-    RESULTS_MD.write_text(text)
 
 
 def main() -> None:

@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from results_file import merge  # noqa: E402
+from results_file import RESULTS_MD, merge, write_section  # noqa: E402
 from tb_standin import tb_pairs, write_dataset  # noqa: E402
 
 from groundstate.agents.scripted import ScriptedUser, make_scripted_agent  # noqa: E402
@@ -47,7 +47,6 @@ from groundstate.state import make_backend  # noqa: E402
 from groundstate.tools.fork_pool import close_all  # noqa: E402
 from groundstate.worlds.attempt import play  # noqa: E402
 
-RESULTS_MD = ROOT / "benchmarks" / "RESULTS.md"
 INTROS = {
     "bridge": (
         "## Bridges and servers at native speed (#37): the forked bridge",
@@ -223,13 +222,7 @@ def write_markdown(phase: str, command: str, finished: str) -> None:
         "",
         end,
     ]
-    section = "\n".join(lines) + "\n"
-    text = RESULTS_MD.read_text()
-    if start in text:
-        text = text[: text.index(start)] + section + text[text.index(end) + len(end) :].lstrip("\n")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    RESULTS_MD.write_text(text)
+    write_section("\n".join(lines), start, end)
 
 
 PHASES = {"bridge": bench_bridge, "certify": lambda quick, _fastmcp: bench_certify(quick)}

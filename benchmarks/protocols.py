@@ -33,11 +33,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from results_file import merge  # noqa: E402 - beside this script
+from results_file import RESULTS_MD, merge, write_section  # noqa: E402 - beside this script
 
 SHOP = ROOT / "tests" / "fixtures" / "shop"
 CPU: dict[str, float] = {}  # "<protocol>_server" / "<protocol>_client": CPU seconds over the timed sessions
-RESULTS_MD = ROOT / "benchmarks" / "RESULTS.md"
 SECTION_START, SECTION_END = "<!-- protocols:start -->", "<!-- protocols:end -->"
 CALL = {"type": "call_tool", "tool_name": "cancel_order", "arguments": {"order_id": 1}}
 REPLY = {"type": "reply", "content": "Your order is cancelled."}
@@ -397,13 +396,7 @@ def write_markdown(R: dict[str, Any], n: int) -> None:
         SECTION_END,
         "",
     ]
-    section = "\n".join(lines)
-    text = RESULTS_MD.read_text()
-    if SECTION_START in text:
-        text = text[: text.index(SECTION_START)] + section + text[text.index(SECTION_END) + len(SECTION_END) :].lstrip("\n")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    RESULTS_MD.write_text(text)
+    write_section("\n".join(lines), SECTION_START, SECTION_END)
 
 
 if __name__ == "__main__":
