@@ -23,6 +23,7 @@ from groundstate.cli.serve import (
     IdleTimeout,
     MaxPending,
     MaxSessions,
+    Out,
     Port,
     SessionWait,
     Task,
@@ -65,6 +66,7 @@ def serve_mcp(
     session_wait: float | None = SessionWait,
     idle_timeout: float | None = IdleTimeout,
     max_pending: int | None = MaxPending,
+    out: str | None = Out,
 ) -> None:
     """Serve a domain's tools over MCP, one isolated database sandbox per MCP session (`serve --protocol mcp`).
 

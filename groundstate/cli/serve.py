@@ -90,8 +90,9 @@ Out = typer.Option(
     None,
     "--out",
     "-o",
-    help="openenv: a results file (JSONL): every finished episode written there as a record, for metrics, report, regrade "
-    "and blame (its agent: the name the client gives reset(agent=...)). A file of another run's records is refused.",
+    help="A results file (JSONL): every finished episode (openenv) or graded session (mcp with --task) written there as a "
+    "record, for metrics, report and regrade; its agent is the name the client gives (openenv: reset(agent=...); mcp: "
+    "clientInfo.name). A file of another run's records is refused.",
 )
 
 

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from groundstate.pipeline.served import ServedEpisodes
     from groundstate.state.base import Backend, Sandbox
     from groundstate.tasks import Task
-    from groundstate.types import Domain
+    from groundstate.tools.mcp_server import SessionLog
+    from groundstate.types import Domain, Verdict
 
 VERDICT_WAIT = 10.0  # seconds a stopped server waits for stderr to take its last verdict lines before it exits with 1
 TOKEN_VARIABLE = "GROUNDSTATE_MCP_TOKEN"  # the MCP server's bearer token where none is given (command lines are visible to other users)
@@ -60,6 +61,7 @@ class McpServe(ServeConfig):
     session_wait: float = 30.0  # seconds a session's first tool call waits for a free sandbox before its error
     idle_timeout: float = 300.0  # http: seconds without a request after which a session's sandbox is graded and closed
     max_pending: int = 64  # stdio: requests served at once; more are answered with an error until answers are read
+    out: str | None = None  # with a task: a results file, every session written there as a record (`pipeline.served`)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,8 +141,11 @@ def _serve_mcp(c: McpServe) -> bool:
             check_host(c.host, c.allow_remote)
         except ValueError as e:
             raise ServeRefused(str(e)) from None
+    if c.out is not None and task is None:
+        raise ServeRefused("--out records graded sessions: give --task too (without one, sessions are not graded)")
+    records = _records(c.out, "mcp", [(task, domain)], "none", EpisodeLimits()) if task is not None else None
     backend = _backend(c, c.max_sessions)
-    verdicts = VerdictLines(task) if task is not None else None
+    verdicts = VerdictLines(task, records=records, domain=domain, backend=backend) if task is not None else None
     try:
         serve_tools(
             domain,
@@ -159,8 +164,11 @@ def _serve_mcp(c: McpServe) -> bool:
             max_pending=c.max_pending,
         )
     finally:
-        backend.close()
         delivered = verdicts is None or verdicts.close()
+        backend.close()
+        if records is not None:
+            records.close()
+            print(f"[groundstate mcp] records written to {records.path}", file=sys.stderr, flush=True)
     return delivered
 
 
@@ -249,13 +257,15 @@ class VerdictLines:
     says whether they were all written: a server whose stderr has not taken them all `VERDICT_WAIT` seconds after
     it stops exits with status 1, so that no verdict is lost in silence."""
 
-    def __init__(self, task: Task, fd: int = 2):
-        self.task = task
+    def __init__(
+        self, task: Task, fd: int = 2, *, records: ServedEpisodes | None = None, domain: Domain | None = None, backend: Backend | None = None
+    ):
+        self.task, self.records, self.domain, self.backend = task, records, domain, backend
         self._counter = itertools.count(1)
         self._numbering = threading.Lock()  # sessions end in several threads: numbers in the order of the lines
         self._lines = StderrLines(fd, None, name="groundstate-verdicts")
 
-    def graded(self, sandbox: Sandbox) -> None:
+    def graded(self, sandbox: Sandbox, log: SessionLog) -> None:
         from groundstate.grading.grader import grade
 
         try:
@@ -264,9 +274,33 @@ class VerdictLines:
             self.lost(f"grading failed: {type(e).__name__}: {e}")
             return
         self._line(f"reward={v.reward} ({'; '.join(v.reasons)[:300]})")
+        if self.records is not None:
+            self._record(v, log)
 
     def lost(self, why: str) -> None:
         self._line(f"reward=None (not graded: {why[:300]})")
+        if self.records is not None:
+            from groundstate.types import system_error
+
+            self.records.record(self.task, system_error(f"the session was not graded: {why}", "infrastructure"), None, {}, None)
+
+    def _record(self, verdict: Verdict, log: SessionLog) -> None:
+        """The session as a record: its tool calls (the conversation is the client's own, unseen here), its verdict, and
+        where a failed one went wrong (`Domain.blame`, on a fresh world)."""
+        import asyncio
+        from concurrent.futures import ThreadPoolExecutor
+
+        from groundstate.types import Blame, Trajectory
+
+        assert self.records is not None and self.domain is not None and self.backend is not None
+        trajectory = Trajectory(messages=[], tool_calls=log.calls, finish_reason="agent_done", turns=len(log.calls))
+        if verdict.state_reward == 0:
+            try:  # on a loop of its own: this hook may run on the server's (SQLite sessions end there)
+                with ThreadPoolExecutor(1) as apart:
+                    verdict.blame = apart.submit(asyncio.run, self.domain.blame(self.task, self.backend, trajectory)).result()
+            except Exception as e:  # noqa: BLE001 - blame explains a verdict; failing to find it never changes one
+                verdict.blame = Blame(kind="unavailable", reason=f"{type(e).__name__}: {e}")
+        self.records.record(self.task, verdict, trajectory, {}, log.client)
 
     def close(self, wait: float = VERDICT_WAIT) -> bool:
         """Write the lines still queued, waiting at most `wait` seconds for stderr to take them; whether all were."""

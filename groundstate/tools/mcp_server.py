@@ -56,7 +56,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 
 from groundstate.tools.mcp_stdio import DEFAULT_MAX_PENDING, MAX_NESTING, stdio_streams
 from groundstate.tools.stderr_log import logging_to_stderr
-from groundstate.types import ToolResult
+from groundstate.types import ToolCallRecord, ToolResult
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -74,6 +74,7 @@ __all__ = [
     "MAX_NESTING",
     "SESSION_HEADER",
     "WRITE_META_KEY",
+    "SessionLog",
     "SessionSandboxes",
     "build_server",
     "build_http_app",
@@ -91,12 +92,21 @@ SESSION_HEADER = "mcp-session-id"
 WRITE_META_KEY = "groundstate/write"  # tool results carry whether the tool may write, in `_meta`
 INFRA_ERROR_DATA = {"groundstate/infrastructure": True}  # `data` of JSON-RPC errors that are not the agent's doing
 
-SessionEndHook = Callable[["Sandbox"], None]  # grades a session that ended, on its sandbox
+SessionEndHook = Callable[["Sandbox", "SessionLog"], None]  # grades a session that ended, on its sandbox
 SessionLostHook = Callable[[str], None]  # records a session that ended and could not be graded, with why
 
 
 class SessionEnded(Exception):
     """A tool call for a session whose sandbox was already closed."""
+
+
+@dataclass
+class SessionLog:
+    """What one session did, for its end hook: its tool calls in order, as a trajectory records them, and the name the
+    client gave in its `initialize` (`clientInfo.name`), noted at its first `tools/list` or `tools/call`."""
+
+    calls: list[ToolCallRecord] = field(default_factory=list)
+    client: str | None = None
 
 
 @dataclass
@@ -107,6 +117,7 @@ class _Entry:
     owned: bool = True  # False for a caller-provided sandbox: never closed here
     closed: bool = False
     slot: bool = False  # holds one of the `max_sessions` slots (released when its sandbox is closed)
+    log: SessionLog = field(default_factory=SessionLog)
 
 
 @dataclass
@@ -174,10 +185,12 @@ class SessionSandboxes:
             return await anyio.to_thread.run_sync(fn, *args)
         return fn(*args)
 
-    async def call(self, key: str, name: str, arguments: Any, *, owner: object = None) -> ToolResult:
-        """Run one tool call on the session's sandbox (opened on first use); calls of a session run in order.
+    async def call(self, key: str, name: str, arguments: Any, *, owner: object = None, client: str | None = None) -> ToolResult:
+        """Run one tool call on the session's sandbox (opened on first use); calls of a session run in order, each
+        logged for the session's end hook (`SessionLog`).
 
-        `owner` is what the session belongs to (`end_owner` closes all of its sessions).
+        `owner` is what the session belongs to (`end_owner` closes all of its sessions); `client`, the name the client
+        gave in its `initialize`.
         """
         if key in self._ended:
             raise SessionEnded(key)
@@ -194,7 +207,16 @@ class SessionSandboxes:
                     entry.sandbox, entry.owned = self.shared, False
                 else:
                     await self._open(entry)
-            return await self._run(_call_held, entry.sandbox, self.domain.tools, name, arguments)
+            result = await self._run(_call_held, entry.sandbox, self.domain.tools, name, arguments)
+            entry.log.client = entry.log.client or client
+            entry.log.calls.append(ToolCallRecord(name=name, arguments=arguments, ok=result.ok, result=result.content, write=result.write))
+            return result
+
+    def note_client(self, key: str, name: str) -> None:
+        """The name a session's client gave in its `initialize`, for its end hook (`SessionLog.client`)."""
+        entry = self._entries.get(key)
+        if entry is not None and entry.log.client is None:
+            entry.log.client = name
 
     def register(self, key: str, *, owner: object = None) -> None:
         """Know a session before its first tool call, so that its end is graded even if it never calls one
@@ -257,7 +279,7 @@ class SessionSandboxes:
                         self._lost(f"{'ended by shutdown' if self._closing else 'ended'} without a tool call, with no sandbox to grade it on: {e}")
                 try:
                     if entry.sandbox is not None and entry.owned:
-                        await self._run(self._finish, entry.sandbox)
+                        await self._run(self._finish, entry.sandbox, entry.log)
                         self.closed += 1
                 finally:
                     self._release_slot(entry)
@@ -272,10 +294,10 @@ class SessionSandboxes:
                 why += f" (and the session-lost hook failed: {type(e).__name__}: {e})"
         sys.stderr.write(f"[groundstate mcp] a session was not graded: {why}\n")  # one write: sessions end in threads
 
-    def _finish(self, sandbox: Sandbox) -> None:
+    def _finish(self, sandbox: Sandbox, log: SessionLog) -> None:
         try:
             if self.on_session_end is not None:
-                self.on_session_end(sandbox)
+                self.on_session_end(sandbox, log)
         except Exception as e:  # a failing hook must not leak the sandbox
             sys.stderr.write(f"[groundstate mcp] session-end hook failed: {type(e).__name__}: {e}\n")  # one write: sessions end in threads
         finally:
@@ -360,7 +382,7 @@ def build_server(
     """An MCP server (the SDK's low-level `Server`) for the domain's tools, one sandbox per session.
 
     The task's template is built here (`backend.prepare`, blocking); sandboxes are opened from it at each
-    session's first tool call and closed when the session ends, after `on_session_end(sandbox)` (e.g. to
+    session's first tool call and closed when the session ends, after `on_session_end(sandbox, log)` (e.g. to
     grade it). `sandbox=` serves that one sandbox to every session instead and never closes it: the caller
     owns it (to run an in-process MCP round trip against an attempt's own sandbox and grade it afterwards).
     `sessions=` supplies the registry (the HTTP app passes one with an idle timeout); otherwise one is made
@@ -410,13 +432,17 @@ def build_server(
                     await (registry.end_owner(scope) if connection_is_session else registry.aclose())
 
     async def list_tools(ctx: ServerRequestContext[_Scope], params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        if ctx.session.client_params is not None:
+            with contextlib.suppress(MCPError):  # a session-less request: nothing to note it on
+                registry.note_client(_session_key(ctx), ctx.session.client_params.client_info.name)
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx: ServerRequestContext[_Scope], params: types.CallToolRequestParams) -> types.CallToolResult:
         key = _session_key(ctx)
         try:
             arguments = params.arguments if params.arguments is not None else {}
-            result = await registry.call(key, params.name, arguments, owner=ctx.lifespan_context)
+            client = ctx.session.client_params.client_info.name if ctx.session.client_params is not None else None
+            result = await registry.call(key, params.name, arguments, owner=ctx.lifespan_context, client=client)
         except SessionEnded:
             raise MCPError(
                 code=INVALID_REQUEST, message="this MCP session has ended and its sandbox is closed; start a new session", data=INFRA_ERROR_DATA
@@ -719,7 +745,7 @@ def serve(
     `transport="stdio"`: one session, on this process's stdin/stdout. `transport="http"`: streamable HTTP at
     `http://host:port/mcp`, loopback only unless `allow_remote=True`, every request needing
     `Authorization: Bearer <token>` (a random token is generated and printed to stderr when none is given).
-    `on_session_end(sandbox)` runs when each session ends, before its sandbox is closed (`groundstate serve --protocol mcp --task`
+    `on_session_end(sandbox, log)` runs when each session ends, before its sandbox is closed (`groundstate serve --protocol mcp --task`
     grades it there and prints the verdict to stderr); `on_session_lost(why)` for a session that ended and could not be
     graded (no sandbox could be had for one that never called a tool), so that every session that ends is recorded.
     Limits: `max_sessions` sandboxes open at once, a first tool call waiting `session_wait` s for one before its

@@ -337,7 +337,7 @@ def test_each_connection_gets_a_sandbox_released_at_its_end(shop):
     backend = SqliteBackend()
     task = shop.task(TASK)
     ended = []
-    server = build_server(shop, backend, task, on_session_end=lambda sb: ended.append(grade(task, sb).reward))
+    server = build_server(shop, backend, task, on_session_end=lambda sb, _log: ended.append(grade(task, sb).reward))
 
     async def main():
         async with McpToolset.in_process(server) as a, McpToolset.in_process(server) as b:
@@ -407,7 +407,7 @@ def test_sandbox_slots_are_bounded_and_a_session_without_one_is_graded_when_it_e
         backend.prepare(shop, task.patch),
         max_sessions=1,
         session_wait=0,
-        on_session_end=lambda sb: ended.append(grade(task, sb).reward),
+        on_session_end=lambda sb, _log: ended.append(grade(task, sb).reward),
     )
 
     async def main():
@@ -435,7 +435,7 @@ def test_a_session_that_cannot_be_graded_is_recorded_with_why_and_a_shutdown_wai
 
     def registry(template, **limits) -> SessionSandboxes:
         return SessionSandboxes(
-            shop, backend, template, on_session_end=lambda sb: graded.append(grade(task, sb).reward), on_session_lost=lost.append, **limits
+            shop, backend, template, on_session_end=lambda sb, _log: graded.append(grade(task, sb).reward), on_session_lost=lost.append, **limits
         )
 
     async def main():
@@ -457,14 +457,15 @@ def test_a_session_that_cannot_be_graded_is_recorded_with_why_and_a_shutdown_wai
 
 def test_serve_mcp_prints_one_numbered_verdict_line_per_session_graded_or_not(shop, capfd):
     from groundstate.cli.mcp import VerdictLines
+    from groundstate.tools.mcp_server import SessionLog
 
     backend = SqliteBackend()
     task = shop.task(TASK)
     lines = VerdictLines(task)
     with backend.open(backend.prepare(shop, task.patch)) as sandbox:
-        lines.graded(sandbox)
+        lines.graded(sandbox, SessionLog())
     lines.lost("ended by shutdown without a tool call, with no sandbox to grade it on: could not open a sandbox")
-    lines.graded(None)  # grading that fails still gives the session its line
+    lines.graded(None, SessionLog())  # grading that fails still gives the session its line
     assert lines.close(wait=30)  # every line written
     err = capfd.readouterr().err.splitlines()
     assert err[0].startswith("[groundstate mcp] session 1 ended: task shop-cancel reward=0 (final state differs")

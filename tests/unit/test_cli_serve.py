@@ -57,6 +57,50 @@ def test_serve_protocol_mcp_serves_a_task_and_grades_its_session(tmp_path):
     assert "serve-mcp" not in log.read_text()  # the new spelling has no note
 
 
+def test_serve_protocol_mcp_out_records_each_session_with_the_clients_name(tmp_path):
+    """`--out` with `--task`: every session the SDK's own client ends is a record (its tool calls, verdict, blame, the
+    name the client gave in `initialize`) that `metrics` reads; a second server continues the file."""
+    pytest.importorskip("mcp")
+    import anyio
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+    from mcp.types import Implementation
+
+    from groundstate.records import read_records
+    from groundstate.worlds.domain import load_domain
+
+    task = load_domain(SHOP).task("shop-cancel")
+    out = tmp_path / "sessions.jsonl"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "groundstate.cli", "serve", "--protocol", "mcp", "--domain", SHOP, "--task", task.id, "--out", str(out)],
+        env={"PYTHONPATH": str(ROOT)},
+        cwd=str(ROOT),
+    )
+
+    async def session(calls, name):
+        with anyio.fail_after(120), open(tmp_path / "stderr.log", "a") as err:
+            async with stdio_client(params, errlog=err) as (r, w), ClientSession(r, w, client_info=Implementation(name=name, version="1")) as s:
+                await s.initialize()
+                await s.list_tools()
+                for call in calls:
+                    await s.call_tool(call.tool, dict(call.args))
+
+    anyio.run(session, task.gold, "trainer-a")
+    anyio.run(session, [], "evaluator-b")
+    deadline = time.monotonic() + 30  # each server writes its record as it winds down
+    while len(read_records(out, missing_ok=True)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    records = read_records(out)
+    assert [(r.attempt, r.reward, r.agent) for r in records] == [(0, 1, "trainer-a"), (1, 0, "evaluator-b")]
+    assert [c.name for c in records[0].trajectory.tool_calls] == [c.tool for c in task.gold] and records[0].run.agent == "served:mcp"
+    assert records[1].verdict.blame is not None and records[1].verdict.blame.kind == "never_acted"
+    shown = invoke("metrics", str(out), "--allow-incomplete", "--json")
+    assert shown.exit_code == 0 and '"pass_at_1": 0.5' in shown.output, shown.output
+    assert "records written to" in (tmp_path / "stderr.log").read_text()
+    refused = invoke("serve", "--protocol", "mcp", "--domain", SHOP, "--out", str(out))
+    assert refused.exit_code == 2 and "give --task too" in refused.output
+
+
 def test_serve_mcp_is_hidden_from_help_and_says_its_new_spelling():
     shown = invoke("--help").stdout
     assert re.search(r"\bserve\b", shown) and "serve-mcp" not in shown

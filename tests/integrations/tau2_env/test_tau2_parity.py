@@ -12,8 +12,8 @@ milliseconds (no database to hash: assertions and actions), so every kind is pla
 calls on its phone included (gold's, and gold with the user's last call dropped): 627 pairs on its 114 default tasks and
 75 on its small set (the bench's count), about twenty seconds. `GROUNDSTATE_TAU2_SWEEP=full`
 plays every kind on every task (900 pairs on the other three domains; `benchmarks/tau2_bench.py` plays the same sweep and prints it as a table,
-benchmarks/RESULTS.md has its figures). Gold on every retail task and no-op on every airline and retail task are also
-played through the command line (`test_tau2_world.py`, against τ²'s own counts).
+benchmarks/RESULTS.md has its figures). Gold on every telecom task and retail's test split, and no-op on every
+airline and telecom task, are also played through the command line (`test_tau2_world.py`, against τ²'s own counts).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[3]
 OWN = ROOT / ".venv-tau2" / "bin" / "python"
 PYTHON = str(OWN if OWN.exists() else Path(sys.executable))
 CLI = str(Path(sys.executable).parent / "groundstate")
-TASKS = "tau2:telecom:small,tau2:mock,tau2:airline:test"
+TASKS = "tau2:telecom:small,tau2:mock"  # the user's own calls (telecom), databases hashed and diffed (mock)
 
 
 def run(*args: str, cwd: Path, remote: bool) -> None:
@@ -42,7 +42,7 @@ def test_the_same_verdicts_in_taus_own_interpreter(tmp_path):
         local, remote_ = (read_records(tmp_path / f"{agent.split(':')[1]}-{w}.jsonl") for w in ("local", "remote"))
         key = lambda r: r.task_id  # noqa: E731
         pairs = list(zip(sorted(local, key=key), sorted(remote_, key=key), strict=True))
-        assert len(pairs) == 49 and all(a.task_id == b.task_id and a.verdict.to_json() == b.verdict.to_json() for a, b in pairs)
+        assert len(pairs) == 29 and all(a.task_id == b.task_id and a.verdict.to_json() == b.verdict.to_json() for a, b in pairs)
         assert all(a.trajectory.to_json() == b.trajectory.to_json() for a, b in pairs)  # user calls included
     noop = read_records(tmp_path / "noop-remote.jsonl")
     assert any(r.verdict.diff and r.verdict.blame is not None for r in noop)  # the keyed diff and blame came across

@@ -72,16 +72,19 @@ def test_selectors_name_domains_and_taus_own_splits():
 
 
 def test_run_gold_and_noop_from_the_command_line(tmp_path):
-    """The README's command, `groundstate run --agent scripted:gold --tasks tau2:retail`, read back by `metrics`: gold
-    passes all 114 retail and, with the gold user making the user's own calls (`--user scripted:gold`), all 114 telecom tasks; doing nothing passes the 19 airline and 7 retail tasks whose right
-    answer changes and says nothing checkable (τ²'s own count), and no telecom task."""
-    cli("run", "--agent", "scripted:gold", "--user", "scripted:gold", "--tasks", "tau2:retail,tau2:telecom", "--out", "gold.jsonl", cwd=tmp_path)
+    """The README's command, `groundstate run --agent scripted:gold --tasks tau2:...`, read back by `metrics`: gold, with the
+    gold user making the user's own calls (`--user scripted:gold`), passes every telecom task and retail's test split;
+    doing nothing passes the 19 airline tasks whose right answer changes and says nothing checkable (τ²'s own count)
+    and no telecom task. Retail's no-op (τ²'s count: 7) and gold on its train split are checked against τ²'s own
+    harness task by task in `test_tau2_parity.py` (all of them under `GROUNDSTATE_TAU2_SWEEP=full`), not again here:
+    a retail attempt is most of a second of τ²'s own copying and hashing."""
+    cli("run", "--agent", "scripted:gold", "--user", "scripted:gold", "--tasks", "tau2:retail:test,tau2:telecom", "--out", "gold.jsonl", cwd=tmp_path)
     plain = cli("run", "--agent", "scripted:gold", "--tasks", "tau2:telecom:small", "--out", "plain.jsonl", cwd=tmp_path)
     assert "16 of these tasks need the user to act" in plain.stdout + plain.stderr  # said before it starts
     assert sum(r.reward for r in read_records(tmp_path / "plain.jsonl")) == 4  # the plain scripted user never acts
-    cli("run", "--agent", "scripted:noop", "--tasks", "tau2:airline,tau2:retail,tau2:telecom", "--out", "noop.jsonl", cwd=tmp_path)
+    cli("run", "--agent", "scripted:noop", "--tasks", "tau2:airline,tau2:telecom", "--out", "noop.jsonl", cwd=tmp_path)
     gold = json.loads(cli("metrics", "gold.jsonl", "--json", cwd=tmp_path).stdout)
-    assert (gold["tasks"], gold["pass_at_1"], gold["system_errors"]) == (228, 1.0, 0)
+    assert (gold["tasks"], gold["pass_at_1"], gold["system_errors"]) == (154, 1.0, 0)
     # telecom's user made its own gold calls on its phone, recorded apart from the agent's
     made = {r.task_id: r.trajectory.user_tool_calls for r in read_records(tmp_path / "gold.jsonl") if r.domain == "tau2-telecom"}
     assert sum(bool(calls) for calls in made.values()) == 94 and all(c.ok for calls in made.values() for c in calls)
@@ -89,7 +92,7 @@ def test_run_gold_and_noop_from_the_command_line(tmp_path):
     passed = {r.domain: 0 for r in noop}
     for r in noop:
         passed[r.domain] += r.reward
-    assert passed == {"tau2-airline": 19, "tau2-retail": 7, "tau2-telecom": 0}
+    assert passed == {"tau2-airline": 19, "tau2-telecom": 0}
     assert all(r.task_id == task_id(r.domain.removeprefix("tau2-"), r.source_id) for r in noop)  # τ²'s id, unchanged
     assert {r.source_id for r in noop if r.domain == "tau2-telecom"} >= {
         "[mobile_data_issue]airplane_mode_on|user_abroad_roaming_enabled_off[PERSONA:None]"
