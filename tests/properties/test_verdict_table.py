@@ -30,16 +30,25 @@ def _digest(verdict: dict) -> str:
     return hashlib.sha256(json.dumps(verdict, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
 
 
+CHUNK = 8  # tasks run by every agent before the next ones: on PostgreSQL their clones are reused, not made anew
+
+
 def verdict_lines(backend, out: Path) -> list[str]:
-    """`task_id  gold_reward gold_hash  noop_reward noop_hash  noisy_reward noisy_hash`, sorted by task id."""
+    """`task_id  gold_reward gold_hash  noop_reward noop_hash  noisy_reward noisy_hash`, sorted by task id.
+
+    The agents take the tasks a few at a time, each agent a run of its own over them: a task's sandbox (a database clone
+    on PostgreSQL, made and later dropped for some 70 ms) is then reused by the next agent's attempt and by blame's
+    replays, instead of being cloned again once the other tasks' clones have pushed it out of the pool."""
     pairs = iter_tasks()
     cells: dict[str, list[str]] = {t.id: [] for t, _ in pairs}
-    for i, spec in enumerate(AGENTS):
-        path = out / f"{i}.jsonl"
-        run(pairs, RunConfig(agent=spec, k=1, seed=0, concurrency=8), backend, path)
-        for r in sorted(read_records(path), key=lambda r: r.task_id):
-            reward = "-" if r.reward is None else str(r.reward)
-            cells[r.task_id].append(f"{reward} {_digest(r.verdict.to_json() if r.verdict is not None else {})}")
+    for start in range(0, len(pairs), CHUNK):
+        chunk = pairs[start : start + CHUNK]
+        for i, spec in enumerate(AGENTS):
+            path = out / f"{start}-{i}.jsonl"
+            run(chunk, RunConfig(agent=spec, k=1, seed=0, concurrency=8), backend, path)
+            for r in sorted(read_records(path), key=lambda r: r.task_id):
+                reward = "-" if r.reward is None else str(r.reward)
+                cells[r.task_id].append(f"{reward} {_digest(r.verdict.to_json() if r.verdict is not None else {})}")
     return [f"{tid} " + " ".join(cs) for tid, cs in sorted(cells.items())]
 
 
