@@ -41,6 +41,7 @@ from groundstate.agents import make_user
 from groundstate.agents.toolcall_format import parse_response
 from groundstate.integrations.loop import close_quietly, run_sync
 from groundstate.integrations.stepped import Step, SteppedEpisode
+from groundstate.integrations.watch import NoToolCalls
 from groundstate.specs import UserSpec, parse_user
 from groundstate.state import make_backend
 from groundstate.state.base import Backend
@@ -50,6 +51,11 @@ from groundstate.types import AgentTurn, AttemptObserver, Domain, EpisodeLimits
 from groundstate.worlds.attempt import prepare_domains
 
 ENV_ID = "groundstate/Text-v0"
+_no_tool_calls = NoToolCalls(
+    "Gymnasium",
+    "An action's tool calls are read from <tool_call> blocks (Hermes JSON or Qwen3-Coder XML): check that the model is shown "
+    "the tools (info['tools']) and writes its calls in one of those forms.",
+)
 LIMIT_REASONS = frozenset({"max_turns", "max_tool_calls", "max_tokens", "timeout"})
 
 
@@ -161,6 +167,7 @@ class TextEnv(gym.Env[str, str]):
         verdict = step.outcome.verdict
         info["verdict"] = verdict.to_json()
         trajectory = step.outcome.trajectory
+        _no_tool_calls.episode(len(trajectory.tool_calls) if trajectory is not None else 0)
         info["finish_reason"] = trajectory.finish_reason if trajectory is not None else None
         reward = math.nan if verdict.reward is None else float(verdict.reward)
         truncated = info["finish_reason"] in LIMIT_REASONS

@@ -55,6 +55,7 @@ from typing import Any, Literal
 
 from groundstate.agents.base import valid_text
 from groundstate.integrations.loop import close_quietly, run_sync
+from groundstate.integrations.watch import NoToolCalls
 from groundstate.state import make_backend
 from groundstate.state.base import Backend
 from groundstate.state.postgres import PoolExhausted, PostgresBackend
@@ -229,6 +230,7 @@ class TrlEnvironment:
         if self.verdict is None:
             self.verdict = self._grade()
             self._close()
+            _no_tool_calls.episode(len(self.trajectory.tool_calls))
             if self._on_episode is not None:
                 self._on_episode(self.task, self.trajectory, self.verdict)
         return None if self.verdict.reward is None else float(self.verdict.reward)
@@ -390,6 +392,11 @@ def _environment_class(spec: ClassSpec, domain: Domain, tasks: dict[str, Task], 
 
 
 _resolver = TaskResolver()
+_no_tool_calls = NoToolCalls(
+    "TRL environment",
+    "TRL reads tool calls only where it knows the chat template's format (its bundled templates: Qwen, Llama 3, GPT-OSS, "
+    "Gemma 4, ...): check that the template renders the tools and that TRL parses what the model writes (docs/INTEGRATIONS.md).",
+)
 _backends: dict[tuple[str, str | None], Backend] = {}  # made once per process by the classes unpickled here
 _backends_lock = threading.Lock()
 

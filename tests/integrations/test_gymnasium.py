@@ -273,3 +273,21 @@ def test_options_that_name_no_task_are_refused_and_the_episode_goes_on():
     _, reward, terminated, _, info = env.step("Done.")  # the refused resets left the episode as it was
     assert terminated and reward == 1.0 and info["task_id"] == "shop-cancel"
     env.close()
+
+
+def test_most_episodes_without_a_tool_call_are_warned_about_once(monkeypatch):
+    """A model that never writes a readable tool call earns 0 everywhere: after 32 such episodes one warning says so."""
+    from groundstate.integrations import gymnasium as adapter
+    from groundstate.integrations.watch import WINDOW, NoToolCalls, NoToolCallWarning
+
+    monkeypatch.setattr(adapter, "_no_tool_calls", NoToolCalls("Gymnasium", "check the tools"))
+    env = gym.make("groundstate/Text-v0", tasks=SHOP)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(WINDOW + 8):
+            env.reset(options={"task_id": "shop-cancel"})
+            while not any(env.step("I would cancel it, if I could call a tool.")[2:4]):
+                pass
+    env.close()
+    said = [w for w in caught if issubclass(w.category, NoToolCallWarning)]
+    assert len(said) == 1 and f"{WINDOW} of the first {WINDOW} Gymnasium episodes ended without a tool call" in str(said[0].message)

@@ -9,6 +9,7 @@ import math
 import multiprocessing
 import os
 import pickle
+import warnings
 from pathlib import Path
 
 import pytest
@@ -443,3 +444,24 @@ def test_a_generation_batch_larger_than_the_postgres_pool_trains_instead_of_hang
     finally:
         backend.close()
     assert backend.sandbox_databases() == []
+
+
+def test_most_rollouts_without_a_tool_call_are_warned_about_once(monkeypatch):
+    """The quickstart's model through TRL made 0 tool calls and got 0 reward, silently: now one warning says so, and a
+    run whose rollouts call tools hears nothing."""
+    from groundstate.integrations import trl as adapter
+    from groundstate.integrations.watch import WINDOW, NoToolCalls, NoToolCallWarning
+
+    pairs = _pairs()
+    row = trl_dataset(pairs)[0]
+    for calls, warned in ((1, 0), (0, 1)):
+        monkeypatch.setattr(adapter, "_no_tool_calls", NoToolCalls("TRL environment", "check the template"))
+        env = environment_factory(pairs)["shop"]()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(WINDOW + 4):
+                env.reset(**row)
+                if calls:
+                    env.get_order(order_id=1)
+                env.get_reward()
+        assert len([w for w in caught if issubclass(w.category, NoToolCallWarning)]) == warned

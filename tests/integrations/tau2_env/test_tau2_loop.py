@@ -22,7 +22,7 @@ def cli(*args: str, cwd) -> str:
 
 @pytest.mark.slow
 def test_probe_select_train_and_evaluate_on_tau2(tiny_shop_model, tmp_path):
-    cli("probe", "--agent", "scripted:noisy:0.3", "--tasks", "tau2:airline:train", "--k", "4", "--out", "probe.jsonl", cwd=tmp_path)
+    cli("probe", "--agent", "scripted:noisy:0.3", "--tasks", "tau2:airline:train", "--k", "3", "--out", "probe.jsonl", cwd=tmp_path)
     cli("select", "probe.jsonl", "--out", "selection", "--exclude", "tau2:airline:test", "--domain", "tau2:airline", cwd=tmp_path)
     train = (tmp_path / "selection" / "train.yaml").read_text()
     assert "tau2-airline-" in train
