@@ -89,7 +89,6 @@ RevealVerdict = typer.Option(
 Out = typer.Option(
     None,
     "--out",
-    "-o",
     help="A results file (JSONL): every finished episode (openenv) or graded session (mcp with --task) written there as a "
     "record, for metrics, report and regrade; its agent is the name the client gives (openenv: reset(agent=...); mcp: "
     "clientInfo.name). A file of another run's records is refused.",
