@@ -256,6 +256,28 @@ def test_an_environment_alive_at_exit_returns_its_postgres_clone(pg_backend, tmp
     assert prefix.startswith("gs_sb_") and in_use == "1"
     left = pg_backend._admin_execute("SELECT datname FROM pg_database WHERE starts_with(datname, %s)", (prefix,))
     assert left == []
+    assert done.stderr.strip() == ""  # nothing said at exit ("Task was destroyed but it is pending", a traceback)
+
+
+def test_a_script_that_exits_mid_episode_without_close_says_nothing_at_exit(tmp_path):
+    """The docs' Gymnasium block without its `close()`, stopped after a tool call (the episode waits for the next
+    action): the process exits cleanly and writes nothing to stderr."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "leave.py"
+    script.write_text(
+        "import gymnasium as gym\n"
+        "import groundstate.integrations.gymnasium\n"
+        "env = gym.make('groundstate/Text-v0', tasks='kiosk')\n"
+        "obs, info = env.reset(options={'task_id': 'kiosk-cancel-001'})\n"
+        "obs, reward, terminated, truncated, info = env.step("
+        '\'<tool_call>{"name": "cancel_kiosk_order", "arguments": {"order_id": 1014}}</tool_call>\')\n'
+        "print(terminated, flush=True)\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr[-3000:]
+    assert done.stderr.strip() == "", done.stderr[-3000:]
 
 
 def test_options_that_name_no_task_are_refused_and_the_episode_goes_on():
