@@ -38,7 +38,7 @@ from groundstate.records import (
 )
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
-from groundstate.types import Domain
+from groundstate.types import Domain, EpisodeLimits
 from groundstate.worlds.attempt import task_fingerprint
 
 
@@ -46,17 +46,21 @@ class ResumeRefused(ValueError):
     """The results file cannot be resumed by this run (another run's records, or changed tasks): nothing was written."""
 
 
-def run_identity(cfg: RunConfig, tasks: list[tuple[Task, Domain]]) -> RunIdentity:
-    """The identity every record of this run carries (see `RunIdentity`)."""
-    lim = cfg.limits
-    llm_user = cfg.user.is_llm
-    limits = {
+def limits_identity(lim: EpisodeLimits) -> dict[str, Any]:
+    """The limits as a run's identity names them (`RunIdentity.limits`): those that change an attempt's verdict."""
+    return {
         "max_turns": lim.max_turns,
         "max_tool_calls": lim.max_tool_calls,
         "attempt_timeout": lim.timeout,
         "max_result_chars": lim.max_result_chars,
         "max_attempt_tokens": lim.max_tokens,
     }
+
+
+def run_identity(cfg: RunConfig, tasks: list[tuple[Task, Domain]]) -> RunIdentity:
+    """The identity every record of this run carries (see `RunIdentity`)."""
+    llm_user = cfg.user.is_llm
+    limits = limits_identity(cfg.limits)
     return RunIdentity(
         agent=str(cfg.agent),
         tool_call_format=cfg.tool_call_format if cfg.agent.kind == "openai" else None,

@@ -1,5 +1,6 @@
 """Served episodes on record (`groundstate serve --out FILE`): every episode a server finishes, graded or not, as one
-results record, so that `metrics`, `report`, `regrade` and `blame` read what a trainer or an outside evaluator played.
+results record (a failure's blame in its verdict), so that `metrics`, `report` and `regrade` read what a trainer or
+an outside evaluator played.
 
 A file holds one run, as every results file does. Its identity (`RunIdentity`): the agent `served:<protocol>` (the
 policy is the client's, unknown to the server), the user as served, seed 0, no sampling (the client's own), the
@@ -14,8 +15,9 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from groundstate.pipeline.resume import ResumeRefused
-from groundstate.records import RECORD_VERSION, AttemptRecord, ResultsWriter, RunIdentity, attempt_record, read_records, task_set_hash
+from groundstate.pipeline.resume import ResumeRefused, limits_identity
+from groundstate.pipeline.runner import stamp
+from groundstate.records import AttemptRecord, ResultsWriter, RunIdentity, attempt_record, read_records, task_set_hash
 from groundstate.tasks import Task
 from groundstate.types import Domain, EpisodeLimits, Trajectory, Verdict
 from groundstate.worlds.attempt import task_fingerprint
@@ -34,13 +36,7 @@ class ServedEpisodes:
             agent=f"served:{protocol}",
             user=user,
             seed=0,
-            limits={
-                "max_turns": limits.max_turns,
-                "max_tool_calls": limits.max_tool_calls,
-                "attempt_timeout": limits.timeout,
-                "max_result_chars": limits.max_result_chars,
-                "max_attempt_tokens": limits.max_tokens,
-            },
+            limits=limits_identity(limits),
             tasks=task_set_hash([t.id for t, _ in tasks]),
         )
         self._fingerprints = {t.id: task_fingerprint(t, d) for t, d in tasks}
@@ -71,10 +67,7 @@ class ServedEpisodes:
             record = attempt_record(
                 task, attempt, verdict, trajectory, timings, agent=agent or DEFAULT_CLIENT, model=None, user=self.identity.user, seed=0
             )
-            record = record.model_copy(
-                update={"record_version": RECORD_VERSION, "run": self.identity, "task_fingerprint": self._fingerprints[task.id]}
-            )
-            self._writer.write(record)
+            self._writer.write(stamp(record, self.identity, self._fingerprints[task.id]))
 
     def close(self) -> None:
         self._writer.close()

@@ -54,6 +54,7 @@ from mcp.server.auth.settings import AuthSettings
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
+from groundstate.agents.base import valid_text
 from groundstate.tools.mcp_stdio import DEFAULT_MAX_PENDING, MAX_NESTING, stdio_streams
 from groundstate.tools.stderr_log import logging_to_stderr
 from groundstate.types import ToolCallRecord, ToolResult
@@ -348,6 +349,17 @@ class SessionSandboxes:
             await self._end_all(idle, remember=True)
 
 
+MAX_CLIENT_NAME = 200  # characters of a client's declared name kept for its session's record
+
+
+def _client_name(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """The name the client gave in its `initialize` (`clientInfo.name`), as valid text of at most `MAX_CLIENT_NAME`
+    characters (a client's name is its own to choose, and ends up in records), or None where it gave none."""
+    params = ctx.session.client_params
+    name = params.client_info.name if params is not None else None
+    return valid_text(name)[:MAX_CLIENT_NAME] or None if isinstance(name, str) else None
+
+
 def _session_key(ctx: ServerRequestContext[Any, Any]) -> str:
     """The session a request belongs to: its HTTP `Mcp-Session-Id`, else its stream connection."""
     scope: _Scope = ctx.lifespan_context
@@ -432,17 +444,17 @@ def build_server(
                     await (registry.end_owner(scope) if connection_is_session else registry.aclose())
 
     async def list_tools(ctx: ServerRequestContext[_Scope], params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        if ctx.session.client_params is not None:
+        client = _client_name(ctx)
+        if client is not None:
             with contextlib.suppress(MCPError):  # a session-less request: nothing to note it on
-                registry.note_client(_session_key(ctx), ctx.session.client_params.client_info.name)
+                registry.note_client(_session_key(ctx), client)
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx: ServerRequestContext[_Scope], params: types.CallToolRequestParams) -> types.CallToolResult:
         key = _session_key(ctx)
         try:
             arguments = params.arguments if params.arguments is not None else {}
-            client = ctx.session.client_params.client_info.name if ctx.session.client_params is not None else None
-            result = await registry.call(key, params.name, arguments, owner=ctx.lifespan_context, client=client)
+            result = await registry.call(key, params.name, arguments, owner=ctx.lifespan_context, client=_client_name(ctx))
         except SessionEnded:
             raise MCPError(
                 code=INVALID_REQUEST, message="this MCP session has ended and its sandbox is closed; start a new session", data=INFRA_ERROR_DATA

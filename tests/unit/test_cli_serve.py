@@ -86,12 +86,13 @@ def test_serve_protocol_mcp_out_records_each_session_with_the_clients_name(tmp_p
                     await s.call_tool(call.tool, dict(call.args))
 
     anyio.run(session, task.gold, "trainer-a")
-    anyio.run(session, [], "evaluator-b")
+    long_name = "evaluator-b" + "x" * 5000  # a client's name is its own to choose: kept as 200 characters of text
+    anyio.run(session, [], long_name)
     deadline = time.monotonic() + 30  # each server writes its record as it winds down
     while len(read_records(out, missing_ok=True)) < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
     records = read_records(out)
-    assert [(r.attempt, r.reward, r.agent) for r in records] == [(0, 1, "trainer-a"), (1, 0, "evaluator-b")]
+    assert [(r.attempt, r.reward, r.agent) for r in records] == [(0, 1, "trainer-a"), (1, 0, long_name[:200])]
     assert [c.name for c in records[0].trajectory.tool_calls] == [c.tool for c in task.gold] and records[0].run.agent == "served:mcp"
     assert records[1].verdict.blame is not None and records[1].verdict.blame.kind == "never_acted"
     shown = invoke("metrics", str(out), "--allow-incomplete", "--json")
