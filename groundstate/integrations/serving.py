@@ -79,6 +79,8 @@ class OpenEnvServe(ServeConfig):
     max_result_chars: int | None = None
     reveal_verdict: bool = False  # send the whole verdict with done (for evaluation: the answer travels with it)
     out: str | None = None  # a results file: every finished episode written there as a record (`pipeline.served`)
+    split: tuple[str, ...] = ()  # the Task API's splits, each NAME=SELECTOR (none: `integrations.splits`' default)
+    idle_timeout: float = 300.0  # seconds an HTTP session (MCPToolClient's) with no WebSocket attached may go without a request
 
 
 PROTOCOLS: dict[str, type[ServeConfig]] = {c.protocol: c for c in (McpServe, OpenEnvServe)}
@@ -123,7 +125,6 @@ def _serve_mcp(c: McpServe) -> bool:
     from groundstate.worlds.domain import load_domain
 
     try:
-        from groundstate.tools.mcp_server import check_host
         from groundstate.tools.mcp_server import serve as serve_tools
     except ImportError as e:
         raise ServeRefused(f"serving MCP needs the MCP SDK (pip install 'mcp>=2.3'): {e}") from None
@@ -137,6 +138,8 @@ def _serve_mcp(c: McpServe) -> bool:
     except (TaskFileError, KeyError) as e:
         raise ServeRefused(str(e)) from None
     if c.transport == "http":
+        from groundstate.tools.listen import check_host
+
         try:
             check_host(c.host, c.allow_remote)
         except ValueError as e:
@@ -177,23 +180,31 @@ def _serve_openenv(c: OpenEnvServe) -> bool:
     from groundstate.worlds.selectors import select_tasks
     from groundstate.worlds.thinkingbox import require_servers
 
-    if (c.domain is None) == (c.tasks is None):
-        raise ServeRefused("give --domain or --tasks (one of them)")
+    if c.domain is not None and c.tasks is not None or (c.domain is None and c.tasks is None and not c.split):
+        raise ServeRefused("give --domain or --tasks (one of them), or --split")
     try:
         user = parse_user(c.user)  # once, for every session
     except ValueError as e:
         raise ServeRefused(str(e)) from None
-    selector = c.tasks if c.tasks is not None else str(c.domain)
+    selector = c.tasks if c.tasks is not None else c.domain
     try:
-        pairs = select_tasks(selector)
-        if any(p.strip().startswith("thinkingbox:") for p in selector.split(",")):
+        pairs = select_tasks(selector) if selector is not None else []
+        named = _splits(c.split, pairs)
+        served = {t.id for t, _ in pairs}
+        for t, d in (pair for chosen in named.values() for pair in chosen):
+            if t.id not in served:  # a split's tasks are served too
+                served.add(t.id)
+                pairs.append((t, d))
+        if any(p.strip().startswith("thinkingbox:") for p in ",".join([selector or "", *c.split]).split(",")):
             require_servers(pairs)
     except (ValueError, TaskFileError, KeyError) as e:
         raise ServeRefused(str(e)) from None
+    from groundstate.integrations.splits import TaskSplits
+
     try:
-        from groundstate.integrations.openenv import serve as serve_openenv
-    except ImportError as e:
-        raise ServeRefused(f"--protocol openenv needs openenv-core (pip install 'groundstate[openenv]'): {e}") from None
+        splits = TaskSplits({name: [t for t, _ in chosen] for name, chosen in named.items()}) if named else None
+    except ValueError as e:
+        raise ServeRefused(f"--split: {e}") from None
     limits = EpisodeLimits(
         max_turns=c.max_turns,
         timeout=c.attempt_timeout,
@@ -203,6 +214,10 @@ def _serve_openenv(c: OpenEnvServe) -> bool:
     records = _records(c.out, "openenv", pairs, str(user), limits)
     backend = _backend(c, c.max_sessions)
     try:
+        try:
+            from groundstate.integrations.openenv import serve as serve_openenv
+        except ImportError as e:
+            raise ServeRefused(f"--protocol openenv needs openenv 0.10 (pip install -e '.[openenv]'): {e}") from None
         serve_openenv(
             pairs,
             backend,
@@ -212,9 +227,11 @@ def _serve_openenv(c: OpenEnvServe) -> bool:
             user=user,
             max_sessions=c.max_sessions,
             allow_remote=c.allow_remote,
-            name=c.domain if c.domain is not None else "groundstate",
+            name=pairs[0][1].name if c.domain is not None else "groundstate",  # the Task API's routes: /{name}/splits
             reveal_verdict=c.reveal_verdict,
             records=records,
+            splits=splits,
+            idle_timeout=c.idle_timeout,
         )
     except ValueError as e:
         raise ServeRefused(str(e)) from None
@@ -224,6 +241,31 @@ def _serve_openenv(c: OpenEnvServe) -> bool:
             records.close()
             print(f"[groundstate openenv] records written to {records.path}", file=sys.stderr, flush=True)
     return True
+
+
+def _splits(given: tuple[str, ...], served: list[tuple[Task, Domain]]) -> dict[str, list[tuple[Task, Domain]]]:
+    """`--split NAME=SELECTOR` options as the tasks each selects, in the order given (task ids and patterns name the
+    bundled domains' tasks and those of the domain folders `served` comes from); ValueError for a malformed one or a
+    name given twice."""
+    from groundstate.worlds.domain import DOMAINS_DIR, bundled_domains
+    from groundstate.worlds.domain import Domain as SqlDomain
+    from groundstate.worlds.selectors import select_tasks
+
+    folders = sorted({str(d.path) for _, d in served if isinstance(d, SqlDomain) and d.path.resolve().parent != DOMAINS_DIR.resolve()})
+    universe = [*bundled_domains(), *folders]
+
+    named: dict[str, list[tuple[Task, Domain]]] = {}
+    for option in given:
+        name, sep, selector = option.partition("=")
+        if not sep or not name.strip() or not selector.strip():
+            raise ValueError(f"--split {option!r}: give NAME=SELECTOR (train=runs/selection/train.yaml, bench=bench)")
+        if name.strip() in named:
+            raise ValueError(f"--split: split {name.strip()!r} is given twice")
+        try:
+            named[name.strip()] = select_tasks(selector.strip(), universe)
+        except (ValueError, TaskFileError, KeyError) as e:
+            raise ValueError(f"--split {name.strip()}: {e}") from None
+    return named
 
 
 def _records(out: str | None, protocol: str, pairs: list[tuple[Task, Domain]], user: str, limits: EpisodeLimits) -> ServedEpisodes | None:

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import ipaddress
 import math
 import secrets
 import sys
@@ -55,6 +54,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from groundstate.agents.base import valid_text
+from groundstate.tools.listen import check_host
 from groundstate.tools.mcp_stdio import DEFAULT_MAX_PENDING, MAX_NESTING, stdio_streams
 from groundstate.tools.stderr_log import logging_to_stderr
 from groundstate.types import ToolCallRecord, ToolResult
@@ -555,23 +555,6 @@ class _SessionLifecycle:
             await send(message)
 
         return watch
-
-
-def check_host(host: str, allow_remote: bool = False) -> None:
-    """Refuse to bind anything but loopback unless `allow_remote` (a token over plain HTTP is readable on the network)."""
-    if allow_remote:
-        return
-    if host == "localhost":
-        return
-    try:
-        loopback = ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback:
-        raise ValueError(
-            f"refusing to serve over HTTP on non-loopback host {host!r}: use 127.0.0.1 (default), or pass "
-            "allow_remote=True (--allow-remote) and put TLS in front of it"
-        )
 
 
 def build_http_app(

@@ -13,15 +13,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from openenv.core.generic_client import GenericEnvClient
 
-pytest.importorskip("openenv")
+from groundstate.records import read_records
+from groundstate.worlds.domain import load_domain
 
-from openenv.core.generic_client import GenericEnvClient  # noqa: E402
-
-from groundstate.records import read_records  # noqa: E402
-from groundstate.worlds.domain import load_domain  # noqa: E402
-
-SHOP = str(Path(__file__).parents[1] / "fixtures" / "shop")
+SHOP = str(Path(__file__).parents[2] / "fixtures" / "shop")
 CLI = [sys.executable, "-m", "groundstate.cli"]
 
 

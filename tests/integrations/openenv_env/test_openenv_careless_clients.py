@@ -1,7 +1,7 @@
 """OpenEnv: `groundstate serve --protocol openenv` against careless and hostile clients, driven by OpenEnv's own
 clients and raw HTTP: a request the server cannot take is one line of 4xx (503 at capacity), an unread stderr blocks
-nothing, SIGTERM stops the server, no slot is held without a connection, no more sandboxes are open than
-`--max-sessions`, and the `done` observation gives away no answer."""
+nothing, SIGTERM stops the server, an HTTP session a client forgets holds no slot past the idle timeout, no more
+sandboxes are open than `--max-sessions`, and the `done` observation gives away no answer."""
 
 import asyncio
 import fcntl
@@ -22,19 +22,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from openenv.core.generic_client import GenericEnvClient
+from openenv.core.mcp_client import MCPToolClient
 
-pytest.importorskip("openenv")
+from groundstate.integrations.openenv import GroundstateAction, environment_factory
+from groundstate.state.sqlite import SqliteBackend
+from groundstate.tools.stderr_log import DroppingStderrHandler
+from groundstate.types import EpisodeLimits
+from groundstate.worlds.domain import Domain
 
-from openenv.core.generic_client import GenericEnvClient  # noqa: E402
-from openenv.core.mcp_client import MCPToolClient  # noqa: E402
-
-from groundstate.integrations.openenv import GroundstateAction, environment_factory  # noqa: E402
-from groundstate.state.sqlite import SqliteBackend  # noqa: E402
-from groundstate.tools.stderr_log import DroppingStderrHandler  # noqa: E402
-from groundstate.types import EpisodeLimits  # noqa: E402
-from groundstate.worlds.domain import Domain  # noqa: E402
-
-SHOP = Path(__file__).parents[1] / "fixtures" / "shop"
+SHOP = Path(__file__).parents[2] / "fixtures" / "shop"
 SMALL_PIPE = 4096  # the least a pipe holds: a few log lines fill it, as 64 KiB of them fill the default one
 
 
@@ -169,22 +166,35 @@ def server():
     assert b"Traceback" not in err, err.decode(errors="replace")[-3000:]
 
 
-def test_http_sessions_are_not_offered_so_no_slot_is_held_without_a_connection(server):
-    async def careless_production_clients():
-        for _ in range(8):  # four times the slots; none closes its client
-            env = MCPToolClient(base_url=server)
-            env.use_production_mode = True  # OpenEnv's HTTP /mcp sessions (openenv/session/create)
-            with pytest.raises(RuntimeError, match="openenv/session/create is not served"):
-                await env.call_tool("get_order", order_id=1)
+def test_http_sessions_a_client_forgets_hold_no_slot_past_the_idle_timeout():
+    # MCPToolClient (OpenEnv 0.10) calls tools in an HTTP session (openenv/session/create) its WebSocket attaches to:
+    # clients that never close theirs hold at most --max-sessions of them, and each is closed once idle
+    with _server("--max-sessions", "2", "--idle-timeout", "1") as (proc, url):
 
-    asyncio.run(careless_production_clients())
-    status, body = _post(f"{server}/mcp", {"jsonrpc": "2.0", "id": 7, "method": "openenv/session/close", "params": {"session_id": "x"}})
-    assert status == 200 and body["id"] == 7 and "not served" in body["error"]["message"]
+        async def careless_clients():
+            for _ in range(2):  # every slot; neither client is closed
+                with pytest.raises(RuntimeError, match="step before reset"):  # a session, but no episode in it yet
+                    await MCPToolClient(base_url=url).call_tool("get_order", order_id=1)
+            with pytest.raises(RuntimeError, match="at capacity"):
+                await MCPToolClient(base_url=url).call_tool("get_order", order_id=1)
 
-    async def both_slots():  # every slot is still free for WebSocket sessions
-        return await asyncio.gather(*(_play(server, "shop-cancel", [("cancel_order", {"order_id": 1})], "Done.") for _ in range(2)))
+        asyncio.run(careless_clients())
+        deadline = time.monotonic() + 60  # OpenEnv's reaper looks every 5 s at the least
+        while True:
+            try:
+                both = asyncio.run(_both(url))
+                break
+            except RuntimeError as e:
+                assert "at capacity" in str(e) and time.monotonic() < deadline, e
+                time.sleep(1)
+        assert [s.reward for s in both] == [1.0, 1.0]
+        err = _stops_on_sigterm(proc)
+    assert b"Traceback" not in err, err.decode(errors="replace")[-3000:]
 
-    assert [s.reward for s in asyncio.run(both_slots())] == [1.0, 1.0]
+
+async def _both(url: str) -> list:
+    """Two WebSocket episodes at once: both slots."""
+    return await asyncio.gather(*(_play(url, "shop-cancel", [("cancel_order", {"order_id": 1})], "Done.") for _ in range(2)))
 
 
 def test_a_session_closed_under_its_connection_opens_no_sandbox_outside_the_slots(server):

@@ -11,22 +11,19 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from openenv.core.generic_client import GenericEnvClient
+from openenv.core.mcp_client import MCPToolClient
+from typer.testing import CliRunner
 
-pytest.importorskip("openenv")
+from groundstate.agents import ScriptedUser
+from groundstate.agents.scripted import make_scripted_agent
+from groundstate.cli import app
+from groundstate.integrations.openenv import ReplyAction
+from groundstate.state.sqlite import SqliteBackend
+from groundstate.worlds.attempt import play
+from groundstate.worlds.selectors import select_tasks
 
-from openenv.core.generic_client import GenericEnvClient  # noqa: E402
-from openenv.core.mcp_client import MCPToolClient  # noqa: E402
-from typer.testing import CliRunner  # noqa: E402
-
-from groundstate.agents import ScriptedUser  # noqa: E402
-from groundstate.agents.scripted import make_scripted_agent  # noqa: E402
-from groundstate.cli import app  # noqa: E402
-from groundstate.integrations.openenv import ReplyAction  # noqa: E402
-from groundstate.state.sqlite import SqliteBackend  # noqa: E402
-from groundstate.worlds.attempt import play  # noqa: E402
-from groundstate.worlds.selectors import select_tasks  # noqa: E402
-
-SHOP = str(Path(__file__).parents[1] / "fixtures" / "shop")
+SHOP = str(Path(__file__).parents[2] / "fixtures" / "shop")
 SELECTION = f"{SHOP},kiosk-cancel-00*,retail-*-001"
 
 
@@ -190,7 +187,7 @@ def test_the_documented_client_example_runs(tmp_path):
             except OSError:
                 assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
                 time.sleep(0.3)
-        script = Path(__file__).parents[2] / "docs" / "examples" / "openenv_client.py"
+        script = Path(__file__).parents[3] / "docs" / "examples" / "openenv_client.py"
         env = {**os.environ, "URL": f"http://127.0.0.1:{port}"}
         done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
     finally:
@@ -225,3 +222,19 @@ def test_a_refused_reset_leaves_the_running_episode_alone_and_the_time_limit_end
     final, late = asyncio.run(scenario())
     assert final.done and final.reward == 1.0
     assert late.done and late.reward == 0.0 and late.finish_reason == "timeout"
+
+
+def test_the_command_lines_defaults_are_the_servers():
+    import inspect
+
+    from groundstate.integrations import openenv
+    from groundstate.integrations.serving import OpenEnvServe
+
+    defaults = {k: p.default for k, p in inspect.signature(openenv.serve).parameters.items()}
+    assert (OpenEnvServe.port, OpenEnvServe.max_sessions, OpenEnvServe.user, OpenEnvServe.host, OpenEnvServe.idle_timeout) == (
+        defaults["port"],
+        defaults["max_sessions"],
+        defaults["user"],
+        defaults["host"],
+        defaults["idle_timeout"],
+    )
