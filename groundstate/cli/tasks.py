@@ -114,6 +114,7 @@ def tasks_certify(
     ),
     pg_dsn: str | None = opts.PgDsn,
     as_json: bool = typer.Option(False, "--json", help="Print the suite's summary as one JSON object instead of tables."),
+    fmt: str = typer.Option("table", "--format", help="table, json (as --json), or openenv: the suite as OpenEnv's RFC 008 validation report."),
     out_file: Path | None = opts.file_out(CertifyJob.out, "--out", help="Also write every certificate as JSON here."),
     concurrency: int = opts.count(
         CertifyJob.concurrency, "--concurrency", "-c", lo=0, help="Tasks certified at once (default, 0: 1 on sqlite alone, 8 with postgres)."
@@ -127,6 +128,8 @@ def tasks_certify(
     from groundstate.audits.certify import CertifyRefused, certify_suite, load_certificates
     from groundstate.grading.judge import make_judge
 
+    if fmt not in ("table", "json", "openenv") or (as_json and fmt != "table"):
+        fail(f"--format: unknown format {fmt!r}: use table, json or openenv (--json is --format json)")
     pairs = select(tasks, tb_servers, tb_no_sources) if tasks else load_domains(domain)
     try:
         the_judge = make_judge(judge)
@@ -152,15 +155,26 @@ def tasks_certify(
             )
         except (CertifyRefused, TaskFileError) as e:  # an --out or a judge refused before any task; a domain file a backend rejects
             fail(str(e))
-    if as_json:
-        out.print_json(data=suite.totals)
-    else:
-        _print_certificates(suite, names)
+    _print_suite(suite, "json" if as_json and fmt == "table" else fmt, names, tasks, pairs, judge)
     _print_certify_notes(suite.totals, reuse)
     if out_file:
         console.print(f"certificates written to {out_file}", markup=False)
     if suite.totals["certified"] != suite.totals["tasks"]:
         raise typer.Exit(1)
+
+
+def _print_suite(suite: CertifiedSuite, fmt: str, names: str, tasks: str | None, pairs: list, judge: str | None) -> None:
+    """On stdout: the certificates' table, the totals as JSON, or OpenEnv's RFC 008 validation report."""
+    if fmt == "openenv":
+        from groundstate.audits.openenv_report import validation_report
+
+        domains = list({d.name: d for _, d in pairs}.values())
+        target = tasks if tasks else ",".join(d.name for d in domains)
+        out.print_json(data=validation_report(target, suite.certificates, domains, judge))
+    elif fmt == "json":
+        out.print_json(data=suite.totals)
+    else:
+        _print_certificates(suite, names)
 
 
 def _print_certify_notes(totals: dict, reuse: Path | None) -> None:
