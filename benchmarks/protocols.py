@@ -10,13 +10,17 @@ memory per session is the server's RSS growth with all N sessions open, divided 
 in the same run: the same N sessions through the same environment class in process (no server, no socket),
 concurrently on one event loop. Both client and server share the machine's cores.
 
-Merges its keys into benchmarks/results.json and refreshes the "Served protocols" section of RESULTS.md.
+Merges its keys into benchmarks/results.json and refreshes the "Served protocols" section of RESULTS.md. OpenEnv 0.10
+and the MCP server's SDK cannot share an environment: run from the main one, the OpenEnv half (baseline and server)
+runs in `.venv-openenv`'s interpreter (`GROUNDSTATE_OPENENV_PYTHON` to name another), the MCP half here.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
+import importlib.util
 import json
 import os
 import socket
@@ -36,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 from results_file import RESULTS_MD, merge, write_section  # noqa: E402 - beside this script
 
 SHOP = ROOT / "tests" / "fixtures" / "shop"
+OPENENV_PYTHON = os.environ.get("GROUNDSTATE_OPENENV_PYTHON", str(ROOT / ".venv-openenv" / "bin" / "python"))
 CPU: dict[str, float] = {}  # "<protocol>_server" / "<protocol>_client": CPU seconds over the timed sessions
 SECTION_START, SECTION_END = "<!-- protocols:start -->", "<!-- protocols:end -->"
 CALL = {"type": "call_tool", "tool_name": "cancel_order", "arguments": {"order_id": 1}}
@@ -121,11 +126,9 @@ def in_process(n: int) -> tuple[dict[str, list[float]], list[Any], float]:
 
 
 def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process `pid` so far."""
-    import psutil
-
-    t = psutil.Process(pid).cpu_times()
-    return t.user + t.system
+    """User + system CPU seconds of process `pid` so far (from /proc: no psutil needed in either interpreter)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14 and 15 of stat
 
 
 def served(n: int) -> tuple[dict[str, list[float]], list[Any], float, float, float]:
@@ -279,22 +282,48 @@ def mcp_http(n: int) -> tuple[dict[str, list[float]], int, float, float, float]:
         Path(err.name).unlink(missing_ok=True)
 
 
+def openenv_half(n: int) -> dict[str, Any]:
+    """The in-process baseline and the OpenEnv server, in an interpreter that has OpenEnv 0.10."""
+    log(f"in-process baseline: {n} concurrent sessions")
+    inprocess = in_process(n)
+    log(f"OpenEnv server: {n} concurrent sessions over WebSocket")
+    from importlib.metadata import version
+
+    return {"inprocess": inprocess, "served": served(n), "cpu": dict(CPU), "openenv_version": version("openenv"), "python": sys.executable}
+
+
+def openenv_results(n: int) -> dict[str, Any]:
+    """`openenv_half` here if this interpreter has OpenEnv, else in OpenEnv's own (`OPENENV_PYTHON`): OpenEnv 0.10
+    pins mcp 1.x, the MCP server needs mcp >= 2.3, so no one environment holds both halves of this benchmark."""
+    if importlib.util.find_spec("openenv") is not None:
+        return openenv_half(n)
+    log(f"OpenEnv is not installed here: its half runs in {OPENENV_PYTHON} (make openenv-env)")
+    done = subprocess.run([OPENENV_PYTHON, __file__, "--openenv-half", "--sessions", str(n)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    if done.returncode != 0:
+        raise SystemExit(f"the OpenEnv half failed in {OPENENV_PYTHON} (exit {done.returncode})")
+    return json.loads(done.stdout)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sessions", type=int, default=1000)
     ap.add_argument("--quick", action="store_true", help="100 sessions (a smoke run)")
     ap.add_argument("--no-write", action="store_true", help="print only")
+    ap.add_argument("--openenv-half", action="store_true", help="(internal) run the OpenEnv half and print it as JSON")
     args = ap.parse_args()
     n = 100 if args.quick else args.sessions
+    if args.openenv_half:
+        print(json.dumps(openenv_half(n)))
+        return
     started = time.perf_counter()
     R: dict[str, Any] = {}
-    log(f"in-process baseline: {n} concurrent sessions")
-    base_times, base_rewards, base_wall = in_process(n)
+    half = openenv_results(n)
+    CPU.update(half["cpu"])
+    base_times, base_rewards, base_wall = half["inprocess"]
     assert base_rewards == [1.0] * n, "every in-process session must pass"
     summarise(f"inprocess_sessions_{n}", base_times, R)
     R[f"inprocess_sessions_{n}_per_s"] = round(n / base_wall, 1)
-    log(f"OpenEnv server: {n} concurrent sessions over WebSocket")
-    times, rewards, wall, idle, peak = served(n)
+    times, rewards, wall, idle, peak = half["served"]
     assert rewards == [1.0] * n, f"every served session must pass: {sorted(set(map(str, rewards)))}"
     summarise(f"openenv_sessions_{n}", times, R)
     R[f"openenv_sessions_{n}_per_s"] = round(n / wall, 1)
@@ -318,6 +347,8 @@ def main() -> None:
     R["mcp_http_vs_openenv_server_capacity_ratio"] = round(CPU["openenv_server"] / CPU["mcp_http_server"], 3)
     R["openenv_vs_inprocess_server_capacity_ratio"] = round(CPU["inprocess"] / CPU["openenv_server"], 3)
     R["protocols_sessions"] = n
+    R["protocols_openenv_version"], R["protocols_openenv_python"] = half["openenv_version"], half["python"]
+    R["protocols_mcp_version"] = importlib.metadata.version("mcp")
     R["protocols_wall_s"] = round(time.perf_counter() - started, 1)
     R["protocols_finished"] = datetime.now(UTC).isoformat(timespec="seconds")
     print(json.dumps(R, indent=1))
@@ -338,7 +369,9 @@ def write_markdown(R: dict[str, Any], n: int) -> None:
         "",
         f"Command: `python benchmarks/protocols.py --sessions {n}` (part of `make bench`), {R['protocols_finished'][:10]}, "
         f"{R['protocols_wall_s']:.0f} s in all, on this 2-core machine with the server and {n} clients sharing the cores "
-        f"({os.cpu_count()} CPUs seen).",
+        f"({os.cpu_count()} CPUs seen). OpenEnv {R['protocols_openenv_version']} (baseline, server and client in "
+        f"`{Path(R['protocols_openenv_python']).parent.parent.name}`'s interpreter: it pins mcp 1.x), MCP SDK "
+        f"{R['protocols_mcp_version']} (server and client in this one).",
         "",
         f"{n} sessions held open at once against one `groundstate serve --protocol openenv` process, driven by OpenEnv's "
         "`GenericEnvClient` over WebSocket: each resets (a fresh sandbox of `shop-cancel`), then, with all sessions "

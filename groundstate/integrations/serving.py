@@ -190,11 +190,15 @@ def _serve_openenv(c: OpenEnvServe) -> bool:
     try:
         pairs = select_tasks(selector) if selector is not None else []
         named = _splits(c.split, pairs)
-        served = {t.id for t, _ in pairs}
+        served = {t.id: (t, d) for t, d in pairs}
         for t, d in (pair for chosen in named.values() for pair in chosen):
             if t.id not in served:  # a split's tasks are served too
-                served.add(t.id)
+                served[t.id] = (t, d)
                 pairs.append((t, d))
+            elif served[t.id][0] != t or served[t.id][1].content_hash != d.content_hash:
+                raise ValueError(
+                    f"--split: task id {t.id!r} names two different tasks (domains {served[t.id][1].name} and {d.name}): select only one"
+                )
         if any(p.strip().startswith("thinkingbox:") for p in ",".join([selector or "", *c.split]).split(",")):
             require_servers(pairs)
     except (ValueError, TaskFileError, KeyError) as e:

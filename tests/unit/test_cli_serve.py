@@ -146,3 +146,17 @@ def test_each_protocols_defaults_are_its_servers():
         mcp_server.DEFAULT_MAX_PENDING,
     )
     # --protocol openenv's: tests/integrations/openenv_env/test_openenv.py (OpenEnv 0.10 has an environment of its own)
+
+
+def test_a_split_naming_another_task_under_a_served_tasks_id_is_refused(tmp_path):
+    """`--split` may select tasks of a domain folder beside the served one: a task there with a served task's id but
+    another definition would be served under the first one's (a reset by split and index would play the wrong task)."""
+    import shutil
+
+    twin = tmp_path / "shop-twin"
+    shutil.copytree(SHOP, twin)
+    tasks = twin / "tasks" / "basic.yaml"
+    tasks.write_text(tasks.read_text().replace("Please cancel order 1.", "Please cancel order 1 today."))
+    r = invoke("serve", "--protocol", "openenv", "--domain", SHOP, "--split", f"train={twin}")
+    lines = [line for line in r.output.splitlines() if line.strip()]
+    assert r.exit_code == 2 and len(lines) == 1 and "task id 'shop-cancel' names two different tasks" in lines[0], r.output

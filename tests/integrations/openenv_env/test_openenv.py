@@ -168,16 +168,23 @@ def test_the_command_refuses_what_it_cannot_serve():
     assert r.exit_code == 2 and "non-loopback host" in r.output
 
 
-def test_the_documented_client_example_runs(tmp_path):
-    """docs/examples/openenv_client.py against a server started as docs/INTEGRATIONS.md says."""
+def _docs_blocks() -> tuple[list[str], str]:
+    """docs/INTEGRATIONS.md's OpenEnv section: its serve command (as argv) and its client block."""
+    section = (Path(__file__).parents[3] / "docs" / "INTEGRATIONS.md").read_text().split("\n## OpenEnv\n", 1)[1]
+    command = section.split("```bash\n", 1)[1].split("\n```", 1)[0].split("#", 1)[0].split()
+    client = section.split("```python\n", 1)[1].split("\n```", 1)[0]
+    return command, client
+
+
+def test_the_documented_client_example_and_the_docs_blocks_run(tmp_path):
+    """docs/examples/openenv_client.py, and docs/INTEGRATIONS.md's client block as it stands (its top-level awaits run
+    in a coroutine, the URL its port's), against a server started by the docs' own command (on a free port)."""
+    command, client = _docs_blocks()
+    assert command[:2] == ["groundstate", "serve"] and command[-2] == "--port", command
     port = _free_port()
     log = tmp_path / "server.log"
     with log.open("w") as sink:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "groundstate.cli", "serve", "--protocol", "openenv", "--domain", "kiosk", "--port", str(port)],
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
+        proc = subprocess.Popen([sys.executable, "-m", "groundstate.cli", *command[1:-1], str(port)], stdout=sink, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -190,11 +197,19 @@ def test_the_documented_client_example_runs(tmp_path):
         script = Path(__file__).parents[3] / "docs" / "examples" / "openenv_client.py"
         env = {**os.environ, "URL": f"http://127.0.0.1:{port}"}
         done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+        body = client.replace("http://127.0.0.1:8000", f"http://127.0.0.1:{port}")
+        lines = [line for line in body.splitlines() if not line.startswith(("from ", "import "))]
+        source = "\n".join(line for line in body.splitlines() if line.startswith(("from ", "import ")))
+        source += "\nasync def _block():\n" + "\n".join("    " + line for line in lines) + "\n    return final\n"
+        scope: dict = {}
+        exec(compile(source, "docs/INTEGRATIONS.md (OpenEnv)", "exec"), scope)
+        final = asyncio.run(scope["_block"]())
     finally:
         proc.terminate()
         proc.wait(timeout=30)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "cancel_kiosk_order" in done.stdout and "done True, reward 1.0" in done.stdout
+    assert (final.done, final.reward) == (True, 1.0)  # what the block's last line says it shows
 
 
 def test_a_refused_reset_leaves_the_running_episode_alone_and_the_time_limit_ends_an_idle_one():
