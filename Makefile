@@ -35,14 +35,15 @@ quickstart: install
 # module's fixtures are built once) halve its wall time on two cores
 TEST_WORKERS ?= 2
 
-# the main suite and the three side environments at once, each one's output whole when it ends: much of the suite
-# waits on installs, servers and subprocesses, and its last files leave a worker idle
+# the main suite, then the three side environments at once, each one's output whole when it ends (beside the main
+# suite they slowed it by as much as they took: it is CPU-bound)
 test: dev lint
-	$(MAKE) -j4 --output-sync=target test-main test-verl test-verifiers test-openenv
+	$(MAKE) test-main
+	$(MAKE) -j3 --output-sync=target test-verl test-verifiers test-openenv
 
-# the main suite alone (after `make dev`), its slowest tests listed at the end
+# the main suite alone (after `make dev`): files with slow tests first (tests/conftest.py), its slowest tests listed
 test-main: $(PY)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 lint: dev
 	$(VENV)/bin/ruff check groundstate groundstate_verifiers tests benchmarks docs/examples

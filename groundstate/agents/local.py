@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from groundstate.agents.template_check import warn_once
 from groundstate.agents.toolcall_format import parse_response
 from groundstate.types import AgentTurn, Usage
 
@@ -113,6 +114,7 @@ class ChatCodec:
     """Renders conversations with the tokenizer's chat template, as token segments."""
 
     def __init__(self, tokenizer: Any, tools_in_prompt: bool = True, system_in_prompt: bool = True):
+        warn_once(tokenizer, tools_in_prompt)  # a template that drops tools, calls or results: said once, here
         self.tok = tokenizer
         self.tools_in_prompt = tools_in_prompt
         self.system_in_prompt = system_in_prompt

@@ -71,6 +71,7 @@ def test_selectors_name_domains_and_taus_own_splits():
     assert task.source_id == "7" and task.domain == "tau2-airline"
 
 
+@pytest.mark.slow
 def test_run_gold_and_noop_from_the_command_line(tmp_path):
     """The README's command, `groundstate run --agent scripted:gold --tasks tau2:...`, read back by `metrics`: gold, with the
     gold user making the user's own calls (`--user scripted:gold`), passes every telecom task and retail's test split;
