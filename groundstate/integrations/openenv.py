@@ -45,6 +45,7 @@ WebSocket, one line of 409 or 422 over HTTP, never a logged traceback.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 import re
@@ -188,7 +189,7 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
         self._state = State()
         self._next_task = 0
         self._closed = False
-        self._stepping: asyncio.Lock | None = None  # one step at a time: the WebSocket's and HTTP /mcp's share the episode
+        self._stepping: asyncio.Lock | None = None  # `_serial`: one reset or step at a time
 
     # -- the OpenEnv API ------------------------------------------------------------------------------
 
@@ -211,14 +212,18 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
                 task_id = self._splits.task(split, index).id
             except (SplitError, IndexError) as e:
                 raise EpisodeRequestError(f"reset: {e}", 422) from None
-        if seed is not None and not isinstance(seed, int):
-            raise EpisodeRequestError(f"reset: seed must be an integer, got {_shown(seed)}", 422)
+        if seed is not None and not (isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0):
+            raise EpisodeRequestError(f"reset: seed must be a non-negative integer, got {_shown(seed)}", 422)  # as OpenEnv's HTTP /reset
         if episode_id is not None and not (isinstance(episode_id, str) and 0 < len(episode_id) <= MAX_NAME and valid_text(episode_id) == episode_id):
             raise EpisodeRequestError(f"reset: episode_id must be text of 1 to {MAX_NAME} characters, got {_shown(episode_id)}", 422)
         if agent is not None and not (isinstance(agent, str) and 0 < len(agent) <= MAX_NAME and valid_text(agent) == agent):
             raise EpisodeRequestError(f"reset: agent (the client's name) must be text of 1 to {MAX_NAME} characters, got {_shown(agent)}", 422)
         self._refuse_if_closed()
         self._loop = asyncio.get_running_loop()
+        async with self._serial():  # a step in flight (an HTTP /mcp call beside the WebSocket) ends before this reset starts
+            return await self._reset(task_id, seed, episode_id, agent)
+
+    async def _reset(self, task_id: str | None, seed: int | None, episode_id: str | None, agent: str | None) -> Observation:
         self._resets += 1
         try:
             await self._abandon()
@@ -249,17 +254,17 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
 
     async def step_async(self, action: Action, timeout_s: float | None = None, **_: Any) -> Observation:
         act = action if isinstance(action, GroundstateAction) else GroundstateAction.model_validate(action.model_dump())
-        episode = self._episode  # a local: OpenEnv may close the session from its thread while this step runs
-        if episode is None:
-            # OpenEnv's HTTP /step makes a new environment for every request: over HTTP this is every step
-            raise EpisodeRequestError("step before reset: this session has no episode (play over the WebSocket /ws: HTTP /step has none)", 409)
-        if act.type == "list_tools":
-            return ListToolsObservation(tools=[_tool(s) for s in episode.tools])
-        if self._stepping is None:
-            self._stepping = asyncio.Lock()
-        async with self._stepping:
-            if episode is not self._episode:
-                raise EpisodeRequestError("the episode this step was for was reset or closed meanwhile", 409)
+        async with self._serial():  # a reset in flight ends first: the step is the episode's it started
+            episode = self._episode  # a local: OpenEnv may close the session from its thread while this step runs
+            if episode is None:
+                # OpenEnv's HTTP /step makes a new environment for every request: over HTTP this is every step
+                raise EpisodeRequestError(
+                    "step before reset: this session has no episode (reset first, over the WebSocket /ws or in the session it joins: "
+                    "HTTP /step and a /mcp call outside a session have none)",
+                    409,
+                )
+            if act.type == "list_tools":
+                return ListToolsObservation(tools=[_tool(s) for s in episode.tools])
             return await self._step(episode, act)
 
     async def _step(self, episode: SteppedEpisode, act: GroundstateAction) -> Observation:
@@ -276,6 +281,12 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
             step = await episode.step(AgentTurn(text=act.content or ""))
             observation = GroundstateObservation(task_id=episode.task.id, messages=step.messages)
         return self._final(episode.task, step, observation) if step.done else observation
+
+    def _serial(self) -> asyncio.Lock:
+        """One reset or step at a time: the WebSocket's and HTTP /mcp's share the session's episode."""
+        if self._stepping is None:
+            self._stepping = asyncio.Lock()
+        return self._stepping
 
     # -- OpenEnv's Task API (`TaskProvider`): the served splits, for its samplers and eval harness ----------------
 
@@ -534,6 +545,7 @@ def create_app(
         return JSONResponse({"detail": str(error)}, status_code=error.status)
 
     app.add_exception_handler(EpisodeRequestError, refused)
+    _session_ids_checked(app)
 
     async def quiet_on_departed_clients(scope: Any, receive: Any, send: Any) -> None:
         # OpenEnv's WebSocket endpoint may close, after the session is torn down, a socket the client has already
@@ -546,6 +558,31 @@ def create_app(
                 raise
 
     return quiet_on_departed_clients
+
+
+def _session_ids_checked(app: Any) -> None:
+    """POST /mcp refuses a `session_id` that is not text with JSON-RPC's invalid-params error: OpenEnv 0.10's handler
+    looks it up as a dict key, and a list or an object there was a 500 and a traceback in the log. Everything else
+    goes on to OpenEnv's handler (the body is kept for it)."""
+    from fastapi.routing import APIRoute
+    from openenv.core.env_server.mcp_types import JsonRpcErrorCode, JsonRpcResponse
+
+    index, route = next((i, r) for i, r in enumerate(app.router.routes) if isinstance(r, APIRoute) and r.path == "/mcp" and "POST" in r.methods)
+    openenv_mcp = route.endpoint
+
+    async def mcp(request: Request) -> Any:
+        try:
+            body = json.loads(await request.body())
+        except ValueError:
+            body = None  # OpenEnv's handler answers it
+        params = body.get("params") if isinstance(body, dict) else None
+        session_id = params.get("session_id") if isinstance(params, dict) else None
+        if session_id is not None and not isinstance(session_id, str):
+            rid = body.get("id") if isinstance(body.get("id"), str | int) and not isinstance(body.get("id"), bool) else None
+            return JsonRpcResponse.error_response(JsonRpcErrorCode.INVALID_PARAMS, "session_id must be text", request_id=rid).model_dump()
+        return await openenv_mcp(request)
+
+    app.router.routes[index] = APIRoute("/mcp", mcp, methods=["POST"])
 
 
 def serve(

@@ -17,6 +17,7 @@ import os
 import sys
 import threading
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from groundstate.tasks import TaskFileError
@@ -265,6 +266,8 @@ def _splits(given: tuple[str, ...], served: list[tuple[Task, Domain]]) -> dict[s
             raise ValueError(f"--split {option!r}: give NAME=SELECTOR (train=runs/selection/train.yaml, bench=bench)")
         if name.strip() in named:
             raise ValueError(f"--split: split {name.strip()!r} is given twice")
+        if Path(selector.strip()).suffix in (".yaml", ".yml", ".json") and not Path(selector.strip()).exists():
+            raise ValueError(f"--split {name.strip()}: no such file: {selector.strip()}")
         try:
             named[name.strip()] = select_tasks(selector.strip(), universe)
         except (ValueError, TaskFileError, KeyError) as e:

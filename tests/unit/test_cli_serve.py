@@ -127,6 +127,7 @@ def test_serve_mcp_is_hidden_from_help_and_says_its_new_spelling():
         (["--protocol", "openenv", "--split", "a=kiosk", "--split", "a=retail"], "--split: split 'a' is given twice"),
         (["--protocol", "openenv", "--split", "a b=kiosk"], "--split: split name 'a b': use 1 to 64 letters"),
         (["--protocol", "openenv", "--split", "a=no-such-task-*"], "--split a: task selector 'no-such-task-*' matched no task"),
+        (["--protocol", "openenv", "--split", "train=runs/nowhere/train.yaml"], "--split train: no such file: runs/nowhere/train.yaml"),
         (["--protocol", "mcp", "--domain", SHOP, "--split", "a=kiosk"], "--split is for --protocol openenv, not mcp"),
     ],
 )

@@ -197,6 +197,40 @@ async def _both(url: str) -> list:
     return await asyncio.gather(*(_play(url, "shop-cancel", [("cancel_order", {"order_id": 1})], "Done.") for _ in range(2)))
 
 
+def test_a_session_id_that_is_not_text_is_a_json_rpc_error_not_a_traceback(server):
+    # OpenEnv 0.10 looks a session id up as a dict key: a list or an object there was a 500 and a logged traceback
+    # (the fixture fails on any traceback in the server's stderr)
+    for method, session_id in (("tools/call", ["x"]), ("openenv/session/close", {"a": 1}), ("tools/list", 3.5)):
+        payload = {"jsonrpc": "2.0", "id": 9, "method": method, "params": {"name": "get_order", "arguments": {}, "session_id": session_id}}
+        status, body = _post(f"{server}/mcp", payload)
+        assert status == 200 and body["id"] == 9 and body["error"]["code"] == -32602, (method, status, body)
+        assert body["error"]["message"] == "session_id must be text"
+    status, body = _post(f"{server}/mcp", {"jsonrpc": "2.0", "id": [1], "method": "tools/call", "params": {"session_id": ["x"]}})
+    assert status == 200 and body["id"] is None and body["error"]["code"] == -32602
+
+
+def test_a_tool_call_beside_a_reset_waits_for_it_and_a_bad_seed_is_refused():
+    # an HTTP /mcp call may reach a session while its WebSocket resets: it used to find the episode half started
+    # ("step before start"); it now waits for the reset, and runs on the episode the reset started
+    shop = Domain(SHOP)
+    env = environment_factory([(t, shop) for t in shop.tasks], SqliteBackend())()
+
+    async def scenario():
+        first = await env.reset_async(task_id="shop-refuse")
+        reset, call = await asyncio.gather(env.reset_async(task_id="shop-cancel"), env.mcp_client.call_tool("cancel_order", {"order_id": 1}))
+        final = await env.step_async(GroundstateAction(type="reply", content="Done."))
+        return first, reset, call, final
+
+    first, reset, call, final = asyncio.run(scenario())
+    assert first.task_id == "shop-refuse" and reset.task_id == "shop-cancel"
+    assert '"status": "cancelled"' in call["data"] and call["done"] is False
+    assert final.done and final.reward == 1.0  # the call counted in the episode the reset started
+    for seed in (True, -5, "7"):
+        with pytest.raises(ValueError, match="seed must be a non-negative integer"):
+            asyncio.run(env.reset_async(seed=seed))
+    env.close()
+
+
 def test_a_session_closed_under_its_connection_opens_no_sandbox_outside_the_slots(server):
     # OpenEnv's WebSocket `mcp` message closes any session whose id it is given; the connection stays open, with
     # the closed environment, and its slot is free: a reset there would open a sandbox no slot counts
