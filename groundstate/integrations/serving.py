@@ -261,17 +261,17 @@ def _splits(given: tuple[str, ...], served: list[tuple[Task, Domain]]) -> dict[s
 
     named: dict[str, list[tuple[Task, Domain]]] = {}
     for option in given:
-        name, sep, selector = option.partition("=")
-        if not sep or not name.strip() or not selector.strip():
+        name, sep, selector = (part.strip() for part in option.partition("="))
+        if not sep or not name or not selector:
             raise ValueError(f"--split {option!r}: give NAME=SELECTOR (train=runs/selection/train.yaml, bench=bench)")
-        if name.strip() in named:
-            raise ValueError(f"--split: split {name.strip()!r} is given twice")
-        if Path(selector.strip()).suffix in (".yaml", ".yml", ".json") and not Path(selector.strip()).exists():
-            raise ValueError(f"--split {name.strip()}: no such file: {selector.strip()}")
+        if name in named:
+            raise ValueError(f"--split: split {name!r} is given twice")
+        if Path(selector).suffix in (".yaml", ".yml", ".json") and not Path(selector).exists():
+            raise ValueError(f"--split {name}: no such file: {selector}")
         try:
-            named[name.strip()] = select_tasks(selector.strip(), universe)
+            named[name] = select_tasks(selector, universe)
         except (ValueError, TaskFileError, KeyError) as e:
-            raise ValueError(f"--split {name.strip()}: {e}") from None
+            raise ValueError(f"--split {name}: {e}") from None
     return named
 
 

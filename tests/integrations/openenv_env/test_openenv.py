@@ -6,13 +6,12 @@ import os
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from openenv.core.generic_client import GenericEnvClient
 from openenv.core.mcp_client import MCPToolClient
+from server_wait import wait_until_serving
 from typer.testing import CliRunner
 
 from groundstate.agents import ScriptedUser
@@ -42,16 +41,7 @@ def server(tmp_path_factory):
     with log.open("w") as sink:
         proc = subprocess.Popen([sys.executable, "-m", "groundstate.cli", *command], stdout=sink, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/health", timeout=2)
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise AssertionError(f"the server did not start: {log.read_text()[-3000:]}") from None
-            time.sleep(0.3)
+    wait_until_serving(url, proc, log)
     yield url
     proc.terminate()
     proc.wait(timeout=30)
@@ -186,14 +176,7 @@ def test_the_documented_client_example_and_the_docs_blocks_run(tmp_path):
     with log.open("w") as sink:
         proc = subprocess.Popen([sys.executable, "-m", "groundstate.cli", *command[1:-1], str(port)], stdout=sink, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-                time.sleep(0.3)
+        wait_until_serving(f"http://127.0.0.1:{port}", proc, log)
         script = Path(__file__).parents[3] / "docs" / "examples" / "openenv_client.py"
         env = {**os.environ, "URL": f"http://127.0.0.1:{port}"}
         done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from openenv.core.generic_client import GenericEnvClient
 from openenv.core.mcp_client import MCPToolClient
+from server_wait import wait_until_serving
 
 from groundstate.integrations.openenv import GroundstateAction, environment_factory
 from groundstate.state.sqlite import SqliteBackend
@@ -51,14 +52,7 @@ def _server(*options: str):
     fcntl.fcntl(proc.stderr.fileno(), fcntl.F_SETPIPE_SZ, SMALL_PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/health", timeout=2)
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "the server did not start"
-                time.sleep(0.3)
+        wait_until_serving(url, proc)
         yield proc, url
     finally:
         if proc.poll() is None:

@@ -8,12 +8,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from openenv.core.generic_client import GenericEnvClient
+from server_wait import wait_until_serving
 
 from groundstate.records import read_records
 from groundstate.worlds.domain import load_domain
@@ -33,16 +32,8 @@ def _serving(out: Path, log: Path, *extra: str) -> tuple[subprocess.Popen, str]:
     command = [*CLI, "serve", "--protocol", "openenv", "--domain", SHOP, "--port", str(port), "--out", str(out), *extra]
     proc = subprocess.Popen(command, stdout=log.open("a"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/health", timeout=2)
-            return proc, url
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise AssertionError(f"the server did not start: {log.read_text()[-3000:]}") from None
-            time.sleep(0.3)
+    wait_until_serving(url, proc, log)
+    return proc, url
 
 
 def _stop(proc: subprocess.Popen) -> None:

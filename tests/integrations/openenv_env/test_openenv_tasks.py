@@ -6,7 +6,6 @@ import asyncio
 import socket
 import subprocess
 import sys
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import httpx
 import pytest
 from openenv.core.generic_client import GenericEnvClient
 from openenv.core.mcp_client import MCPToolClient
+from server_wait import wait_until_serving
 
 from groundstate.integrations.openenv import ReplyAction
 from groundstate.worlds.selectors import select_tasks
@@ -33,14 +33,7 @@ def _server(tmp_path: Path, *options: str):
         proc = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                httpx.get(f"{url}/health", timeout=2)
-                break
-            except httpx.HTTPError:
-                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-                time.sleep(0.3)
+        wait_until_serving(url, proc, log)
         yield url
     finally:
         proc.terminate()

@@ -10,12 +10,11 @@ import json
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from openenv.core.generic_client import GenericEnvClient
+from server_wait import wait_until_serving
 
 from groundstate.agents import make_user
 from groundstate.agents.scripted import scripted_agent
@@ -35,16 +34,8 @@ def server(tmp_path_factory):
     command = [CLI, "serve", "--protocol", "openenv", "--tasks", SELECTION, "--port", str(port), "--reveal-verdict", "--user", "scripted:gold"]
     with log.open("w") as sink:
         proc = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
-    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 120
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/health", timeout=2)
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise AssertionError(f"the server did not start: {log.read_text()[-3000:]}") from None
-            time.sleep(0.3)
+    url = f"http://127.0.0.1:{port}"
+    wait_until_serving(url, proc, log)
     yield url
     proc.terminate()
     proc.wait(timeout=30)
