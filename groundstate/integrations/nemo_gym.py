@@ -1,0 +1,287 @@
+"""NeMo Gym 0.4: groundstate tasks as a NeMo Gym resources server, rewarded by the final state of their database.
+
+`groundstate new nemo-gym NAME --tasks SELECTOR` writes the server's folder (`integrations.nemo_gym_files`); NeMo
+Gym starts it (`gym env start`) beside its own `simple_agent` and a model server, and its rollout collection
+(`gym eval run`) plays every row:
+
+- `POST /seed_session` with the row (its `task_id`) opens a fresh sandbox for the task: one graded attempt per NeMo
+  Gym session (its cookie);
+- `POST /{tool}` with the call's arguments is one agent turn of that attempt, answered with the tool's result as text
+  (what the agent appends as the call's output); a call the agent got wrong (bad arguments, an unknown tool) is a
+  result holding the error, as `groundstate run` shows it;
+- `POST /verify` with NeMo Gym's response: its last assistant message is the agent's closing turn, which ends the
+  attempt (NeMo Gym's agents stop at their first reply with no tool call, so the task's user is not asked again),
+  and the final state is graded. The response adds `reward` (1.0 or 0.0), `task_id`, `finish_reason` and `verdict`
+  (`verdict_view.verdict_summary`: reasons by check name; with `reveal_verdict`, the whole verdict).
+
+The attempt is `groundstate run`'s (`attempt.play` through `SteppedEpisode`): same limits, finish reasons and
+grader, so a trajectory gets the same verdict here as there. A system error (the backend failed, a tool hung) is
+not the agent's failure: `/verify` marks the rollout with NeMo Gym's failure class (`_ng_failure_class`:
+`groundstate_system_error`), so its rollout collection writes it to the failures file, which its metrics leave out
+and a resumed collection plays again, never to the rollouts as a reward. Tasks with reply rubrics are left out (a
+log line counts them): NeMo Gym's reward is a number, and such a task has none until a judge reads the reply. At most `max_sessions` sandboxes are open at once (a seed beyond them: 503); a
+session with no request for `idle_timeout` seconds is closed (its sandbox freed, a log line saying so). With `out`,
+every finished attempt is written there as a results record (agent: the row's `agent_ref` name).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import PlainTextResponse
+from nemo_gym.base_resources_server import (
+    BaseResourcesServerConfig,
+    BaseSeedSessionRequest,
+    BaseSeedSessionResponse,
+    BaseVerifyRequest,
+    BaseVerifyResponse,
+    SimpleResourcesServer,
+)
+from nemo_gym.server_utils import SESSION_ID_KEY
+from pydantic import ConfigDict, Field, PrivateAttr
+
+from groundstate.agents import make_user
+from groundstate.agents.base import valid_text
+from groundstate.integrations.nemo_gym_files import servable
+from groundstate.integrations.stepped import SteppedEpisode
+from groundstate.integrations.verdict_view import verdict_summary
+from groundstate.pipeline.served import ServedEpisodes
+from groundstate.specs import UserSpec, parse_user
+from groundstate.state import make_backend
+from groundstate.state.base import Backend
+from groundstate.tasks import Task
+from groundstate.types import AgentTurn, EpisodeLimits, ToolCallRequest
+from groundstate.worlds.attempt import prepare_domains
+from groundstate.worlds.domain import Domain
+
+log = logging.getLogger(__name__)
+MAX_NAME = 200  # characters of an agent's name in a record
+# NeMo Gym's mark of a failed rollout (`nemo_gym.rollout_collection.NG_FAILURE_CLASS_KEY`, whose module imports wandb)
+NG_FAILURE_CLASS_KEY = "_ng_failure_class"
+SYSTEM_ERROR = "groundstate_system_error"  # the failure class of a rollout the server could not grade
+
+
+class GroundstateResourcesServerConfig(BaseResourcesServerConfig):
+    """The server's entry in NeMo Gym's config (`configs/NAME.yaml`, written by `groundstate new nemo-gym`)."""
+
+    tasks: str  # a --tasks selector: bundled domains, task ids, patterns, a selection's train.yaml, domain folders
+    backend: Literal["sqlite", "postgres"] = "sqlite"
+    pg_dsn: str | None = None
+    max_sessions: int = Field(64, ge=1)  # sandboxes open at once
+    idle_timeout: float = Field(300.0, gt=0)  # seconds a session may go without a request before it is closed
+    user: str = "scripted"  # the task's scripted user (asked only if the agent replies before its last turn: never here)
+    max_turns: int | None = Field(None, ge=1)  # None: the task's own
+    attempt_timeout: float | None = Field(None, gt=0)
+    max_result_chars: int | None = Field(None, ge=1)
+    reveal_verdict: bool = False  # the whole verdict with the reward (for evaluation: the answer travels with it)
+    out: str | None = None  # a results file: every finished attempt written there as a record
+
+
+class SeedRequest(BaseSeedSessionRequest):
+    model_config = ConfigDict(extra="allow")  # the row's other fields (responses_create_params, agent_ref, ...)
+    task_id: str
+
+
+class VerifyRequest(BaseVerifyRequest):
+    model_config = ConfigDict(extra="allow")
+
+
+class VerifyResponse(BaseVerifyResponse):
+    model_config = ConfigDict(extra="allow")
+    task_id: str
+    finish_reason: str | None
+    verdict: dict[str, Any]
+
+
+@dataclass
+class _Session:
+    episode: SteppedEpisode
+    agent: str | None
+    calls: int = 0  # tool calls handed to the episode: each one's id
+    used: float = field(default_factory=time.monotonic)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one call or verify at a time
+
+
+class GroundstateResourcesServer(SimpleResourcesServer):
+    """One graded attempt per NeMo Gym session; see the module docstring."""
+
+    config: GroundstateResourcesServerConfig
+    _by_id: dict[str, tuple[Task, Domain]] = PrivateAttr(default_factory=dict)
+    _backend: Backend | None = PrivateAttr(default=None)
+    _limits: EpisodeLimits = PrivateAttr(default_factory=EpisodeLimits)
+    _records: ServedEpisodes | None = PrivateAttr(default=None)
+    _user: UserSpec | None = PrivateAttr(default=None)
+    _sessions: dict[str, _Session] = PrivateAttr(default_factory=dict)
+    _reaper: asyncio.Task[None] | None = PrivateAttr(default=None)
+
+    def model_post_init(self, context: Any) -> None:
+        super().model_post_init(context)
+        from groundstate.worlds.selectors import select_tasks
+
+        pairs, rubric_tasks = servable(select_tasks(self.config.tasks))
+        if rubric_tasks:
+            log.warning("%d selected tasks with reply rubrics are not served: NeMo Gym's reward is a number, theirs needs a judge", rubric_tasks)
+        self._by_id = {t.id: (t, d) for t, d in pairs}
+        self._limits = EpisodeLimits(
+            max_turns=self.config.max_turns, timeout=self.config.attempt_timeout, max_result_chars=self.config.max_result_chars
+        )
+        self._user = parse_user(self.config.user)  # a malformed one stops the server before it serves
+        backend = self.config.backend
+        self._backend = make_backend(backend, self.config.pg_dsn, **({} if backend == "sqlite" else {"max_open": self.config.max_sessions + 1}))
+        prepare_domains([d for _, d in pairs], self._backend)
+        if self.config.num_workers and self.config.num_workers > 1:
+            raise ValueError("num_workers: a groundstate resources server keeps its sessions in one process; leave num_workers unset")
+        if self.config.out is not None:
+            self._records = ServedEpisodes(self.config.out, "nemo-gym", pairs, self.config.user, self._limits)
+
+    # -- the web server ----------------------------------------------------------------------------------
+
+    def setup_webserver(self) -> FastAPI:
+        app = super().setup_webserver()
+        for name in sorted({s["function"]["name"] for _, d in self._by_id.values() for s in d.tools.openai_schemas()}):
+            app.post(f"/{name}", include_in_schema=False)(self._tool_route(name))
+
+        serving = app.router.lifespan_context
+
+        @asynccontextmanager
+        async def lifespan(app: FastAPI):
+            async with serving(app) as state:
+                yield state
+            await self._shut()
+
+        app.router.lifespan_context = lifespan
+        return app
+
+    async def seed_session(self, request: Request, body: SeedRequest) -> BaseSeedSessionResponse:
+        if body.task_id not in self._by_id:
+            raise HTTPException(422, f"seed_session: task_id {_shown(body.task_id)} is not one of this server's tasks")
+        session_id = request.session[SESSION_ID_KEY]
+        if session_id in self._sessions:  # a session seeded again starts a new attempt: the old one is abandoned
+            await self._close(session_id, "seeded again")
+        if len(self._sessions) >= self.config.max_sessions:
+            raise HTTPException(503, f"every sandbox is in use ({self.config.max_sessions} sessions at once): retry later")
+        self._start_reaper()
+        task, domain = self._by_id[body.task_id]
+        episode = SteppedEpisode(task, domain, self._backend, make_user(self._user, task), self._limits, blame=self._records is not None)
+        self._sessions[session_id] = _Session(episode, _agent_name(body.model_extra))
+        await episode.start()  # a sandbox that could not open ends the attempt with a system error, which /verify reports
+        return BaseSeedSessionResponse()
+
+    def _tool_route(self, name: str):
+        async def call(request: Request) -> PlainTextResponse:
+            session = self._sessions.get(request.session.get(SESSION_ID_KEY, ""))
+            if session is None:
+                return PlainTextResponse(f"error: no attempt in this session: /seed_session first (tool {name} not run)", 409)
+            try:
+                arguments: Any = await request.json()
+            except ValueError:
+                arguments = (await request.body()).decode("utf-8", "replace")  # the environment answers it with its error
+            async with session.lock:
+                session.used = time.monotonic()
+                episode = session.episode
+                if episode.outcome is not None:
+                    return PlainTextResponse(f"error: the attempt is over ({_finish(episode)}): reply to end it (tool {name} not run)", 409)
+                session.calls += 1
+                call_id = f"call_{session.calls}"
+                step = await episode.step(AgentTurn(tool_calls=[ToolCallRequest(call_id, name, arguments)]))
+            result = next((m["content"] for m in step.messages if m.get("role") == "tool" and m.get("tool_call_id") == call_id), None)
+            return PlainTextResponse(result if result is not None else f"error: the attempt ended ({_finish(episode)}) before the call ran")
+
+        call.__name__ = f"tool_{name}"
+        return call
+
+    async def verify(self, request: Request, body: VerifyRequest) -> VerifyResponse:
+        session_id = request.session.get(SESSION_ID_KEY, "")
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise HTTPException(409, "verify: no attempt in this session (/seed_session first, or it was closed idle)")
+        async with session.lock:
+            episode = session.episode
+            if episode.outcome is None:
+                await episode.step(AgentTurn(text=_closing_text(body), done=True))
+        outcome = episode.outcome
+        assert outcome is not None
+        self._sessions.pop(session_id, None)
+        await episode.close()
+        verdict = outcome.verdict
+        if self._records is not None:
+            self._records.record(episode.task, verdict, outcome.trajectory, outcome.timings, session.agent)
+        failed = verdict.system_error is not None or verdict.reward is None
+        if failed:
+            log.warning("task %s: system error: %s", episode.task.id, verdict.system_error)
+        return VerifyResponse(
+            **(
+                body.model_dump()
+                | {
+                    "reward": 0.0 if failed else float(verdict.reward),
+                    "task_id": episode.task.id,
+                    "finish_reason": _finish(episode),
+                    "verdict": verdict.to_json() if self.config.reveal_verdict else verdict_summary(verdict),
+                }
+                | ({NG_FAILURE_CLASS_KEY: SYSTEM_ERROR} if failed else {})
+            )
+        )
+
+    # -- sessions ----------------------------------------------------------------------------------------
+
+    async def _shut(self) -> None:
+        """When the server stops: every open session closed, the records file and the backend released."""
+        for session_id in list(self._sessions):
+            await self._close(session_id, "the server stopped")
+        if self._records is not None:
+            self._records.close()
+            print(f"[groundstate nemo-gym] records written to {self._records.path}", flush=True)
+        if self._backend is not None:
+            self._backend.close()
+
+    async def _close(self, session_id: str, why: str) -> None:
+        session = self._sessions.pop(session_id, None)
+        if session is not None:
+            if session.episode.outcome is None:
+                log.warning("task %s: attempt abandoned (%s), not graded", session.episode.task.id, why)
+            await session.episode.close()
+
+    def _start_reaper(self) -> None:
+        if self._reaper is None or self._reaper.done():
+            self._reaper = asyncio.get_running_loop().create_task(self._reap())
+
+    async def _reap(self) -> None:
+        """Close the sessions that went `idle_timeout` seconds without a request (an agent that never verified)."""
+        while self._sessions:
+            await asyncio.sleep(min(self.config.idle_timeout, 5.0))
+            now = time.monotonic()
+            for session_id, session in list(self._sessions.items()):
+                if now - session.used > self.config.idle_timeout and not session.lock.locked():
+                    await self._close(session_id, f"idle for {self.config.idle_timeout:g} s")
+
+
+def _closing_text(body: VerifyRequest) -> str:
+    """The agent's last message, if the response ends with one (else, e.g. NeMo Gym's `max_steps` ran out: none)."""
+    output = body.response.output
+    last = output[-1] if output else None
+    if last is None or getattr(last, "type", None) != "message" or getattr(last, "role", None) != "assistant":
+        return ""
+    parts = [getattr(c, "text", None) for c in last.content]
+    return valid_text("".join(p for p in parts if isinstance(p, str)))
+
+
+def _agent_name(extra: dict[str, Any] | None) -> str | None:
+    ref = (extra or {}).get("agent_ref")
+    name = ref.get("name") if isinstance(ref, dict) else None
+    return name if isinstance(name, str) and 0 < len(name) <= MAX_NAME and valid_text(name) == name else None
+
+
+def _finish(episode: SteppedEpisode) -> str | None:
+    outcome = episode.outcome
+    return outcome.trajectory.finish_reason if outcome is not None and outcome.trajectory is not None else None
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
