@@ -373,9 +373,32 @@ def test_grpo_trainer_steps_reward_groundstate_verdicts_of_the_same_trajectories
         assert replayed.verdict.reward == verdict.reward and replayed.verdict.diff == verdict.diff
 
 
+EXAMPLES = {  # docs/INTEGRATIONS.md's TRL blocks: each is an example file, word for word, that a test runs
+    "trl_environment_factory.py": "## TRL `environment_factory`",
+    "trl_signal_sampler.py": "**Online sampling in your own trainer.**",
+}
+DOCS = Path(__file__).parents[2] / "docs"
+
+
+def test_the_docs_trl_blocks_are_the_example_files_word_for_word():
+    text = (DOCS / "INTEGRATIONS.md").read_text()
+    for example, heading in EXAMPLES.items():
+        block = text.split(heading, 1)[1].split("```python\n", 1)[1].split("```\n", 1)[0]
+        source = (DOCS / "examples" / example).read_text()
+        code = source.split('"""', 2)[2].strip() + "\n"  # what follows the module docstring
+        assert block == code, f"docs/INTEGRATIONS.md's block under {heading!r} differs from docs/examples/{example}"
+
+
 @pytest.mark.slow
-def test_the_documented_example_runs(tmp_path):
-    """docs/examples/trl_environment_factory.py, as docs/INTEGRATIONS.md tells a user to run it, on a model built here."""
+@pytest.mark.parametrize(
+    ("example", "env", "printed"),
+    [
+        ("trl_environment_factory.py", {}, "checkpoint: {out}"),
+        ("trl_signal_sampler.py", {"G": "2", "TASKS_PER_STEP": "2"}, "groups recorded: 2; checkpoint: {out}"),
+    ],
+)
+def test_the_documented_examples_run(tmp_path, example, env, printed):
+    """docs/examples' TRL scripts, as docs/INTEGRATIONS.md tells a user to run them, on a model built here."""
     import subprocess
     import sys
 
@@ -389,11 +412,11 @@ def test_the_documented_example_runs(tmp_path):
         "STEPS": "1",
         "OUT": str(tmp_path / "out"),
         "TRL_EXPERIMENTAL_SILENCE": "1",
+        **env,
     }
-    script = Path(__file__).parents[2] / "docs" / "examples" / "trl_environment_factory.py"
-    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=900)
+    done = subprocess.run([sys.executable, str(DOCS / "examples" / example)], env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert f"checkpoint: {tmp_path / 'out'}" in done.stdout
+    assert printed.format(out=tmp_path / "out") in done.stdout
     assert (tmp_path / "out" / "model.safetensors").exists()
 
 
