@@ -47,7 +47,7 @@ def new_nemo_gym(
     try:
         pairs, rubric_tasks = servable(select_tasks(tasks))
         folder = write_server(parent, name, tasks, pairs, backend)
-    except (ValueError, FileExistsError, TaskFileError, KeyError) as e:
+    except (ValueError, OSError, TaskFileError, KeyError) as e:  # OSError: the folder exists, --dir is a file, ...
         fail(str(e))
     config = folder / "configs" / f"{name}.yaml"
     out.print(f"NeMo Gym resources server {name} written to {folder}: {len(pairs)} tasks", markup=False)

@@ -4,12 +4,13 @@ NeMo Gym finds a server by its folder under the directory it runs in (`resources
 `python app.py` with its config; this writes that folder, needing no NeMo Gym here:
 
 - `app.py`: runs `integrations.nemo_gym.GroundstateResourcesServer`;
-- `configs/NAME.yaml`: the resources server (`tasks`: the selector, paths in it made absolute; `backend`) and a
+- `configs/NAME.yaml`: the resources server (`tasks`: the selector, the parts it read as paths made absolute,
+  `selectors.absolute_selector`; `backend`) and a
   `simple_agent` that plays its datasets against the model server `policy_model`, with `max_steps` one more than the
   largest turn limit among the tasks (its closing reply);
 - `data/SPLIT.jsonl`: one row per task for NeMo Gym's rollout collection: `responses_create_params` (the domain's
-  policy as the system message, the instruction as the user's, the tools in the Responses API's form), `task_id`,
-  `agent_ref`. A dataset per split (`integrations.splits.TaskSplits.default`: `all`, and the tasks' own `pool` and
+  policy as the system message, the instruction as the user's, the tools in the Responses API's form, one call per
+  response), `task_id`, `agent_ref`. A dataset per split (`integrations.splits.TaskSplits.default`: `all`, and the tasks' own `pool` and
   `bench`; `pool` is NeMo Gym's type train, the others validation), and `example` (its first five tasks), which NeMo
   Gym's own checks read;
 - `requirements.txt`: groundstate as installed here (`-e` the clone it runs from, else its released version).
@@ -29,6 +30,7 @@ from groundstate.integrations.splits import TYPES, TaskSplits
 from groundstate.tasks import Task
 from groundstate.types import EpisodeLimits
 from groundstate.worlds.domain import Domain
+from groundstate.worlds.selectors import absolute_selector
 
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 EXAMPLES = 5
@@ -76,6 +78,8 @@ def rows(pairs: list[tuple[Task, Domain]], agent: str) -> list[dict[str, Any]]:
             "responses_create_params": {
                 "input": [{"role": "system", "content": domain.system_prompt()}, {"role": "user", "content": task.instruction}],
                 "tools": [responses_tool(s) for s in domain.tools.openai_schemas()],
+                # one call per model response: NeMo Gym's agent posts each call on its own, and each is one turn here
+                "parallel_tool_calls": False,
             },
             "task_id": task.id,
             "agent_ref": {"type": "responses_api_agents", "name": agent},
@@ -115,7 +119,7 @@ def write_server(parent: Path, name: str, selector: str, pairs: list[tuple[Task,
                     "domain": "agent",
                     "verified": False,
                     "description": "groundstate tasks, rewarded by the final state of their database",
-                    "tasks": _absolute(selector),
+                    "tasks": absolute_selector(selector),
                     "backend": backend,
                 }
             }
@@ -142,11 +146,6 @@ def write_server(parent: Path, name: str, selector: str, pairs: list[tuple[Task,
             for row in rows(chosen, agent):
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
     return folder
-
-
-def _absolute(selector: str) -> str:
-    """The selector with each part that names an existing file or folder made absolute (the server runs in its folder)."""
-    return ",".join(str(Path(p.strip()).resolve()) if p.strip() and Path(p.strip()).exists() else p.strip() for p in selector.split(","))
 
 
 def _requirement() -> str:

@@ -54,6 +54,25 @@ def select_tasks(
     return pairs
 
 
+def absolute_selector(selector: str) -> str:
+    """`selector` with each part that `select_tasks` reads as a path (a domain folder, a file of task ids) made absolute,
+    so that it selects the same tasks from any working directory; every other part (a bundled domain, `pool`, an id
+    pattern) as it is, even where a folder of that name happens to exist."""
+    parts = [p.strip() for p in selector.split(",") if p.strip()]
+    return ",".join(str(Path(p).resolve()) if _is_path(p) else p for p in parts)
+
+
+def _is_path(part: str) -> bool:
+    """Whether `_resolve` reads `part` as a path (in its order: a domain folder first, a data file after the names)."""
+    path = Path(part)
+    if part.startswith(("tau2:", "thinkingbox:")):
+        return False
+    if (path / "domain.yaml").exists():
+        return True
+    named = part in ("pool", "bench", "all") or part in bundled_domains()
+    return not named and path.suffix in (".yaml", ".yml", ".json") and path.exists()
+
+
 def state_graded_only(pairs: list[tuple[Task, Domain]]) -> list[tuple[Task, Domain]]:
     """The pairs whose task is graded by its final state alone: those with reply rubrics (which need an LLM judge, and
     which a path that never sees the reply, such as TRL's `environment_factory`, cannot grade) are left out, in order.
@@ -74,7 +93,7 @@ def _resolve(part: str, universe) -> list[tuple[Task, Domain]]:
 
         return load_thinkingbox(*parse_selector(part))  # type: ignore[return-value]
     path = Path(part)
-    if (path / "domain.yaml").exists():
+    if _is_path(part) and path.is_dir():
         d = load_domain(str(path))
         return [(t, d) for t in d.tasks]
     if part in ("pool", "bench"):
@@ -84,7 +103,7 @@ def _resolve(part: str, universe) -> list[tuple[Task, Domain]]:
     if part in bundled_domains():
         d = load_domain(part)
         return [(t, d) for t in d.tasks]
-    if path.suffix in (".yaml", ".yml", ".json") and path.exists():
+    if _is_path(part):
         ids = read_data_file(path)
         if isinstance(ids, dict):
             ids = ids.get("tasks", ids.get("task_ids"))

@@ -64,6 +64,7 @@ def test_each_row_shows_what_run_shows_the_agent_at_the_start(tmp_path):
         assert row["responses_create_params"]["input"] == messages
         assert row["responses_create_params"]["tools"] == [responses_tool(s) for s in tools]
         assert row["agent_ref"] == {"type": "responses_api_agents", "name": "gs_simple_agent"}
+        assert row["responses_create_params"]["parallel_tool_calls"] is False  # one call, one turn, as `run` counts
 
 
 def test_a_domain_folder_is_named_by_its_absolute_path(tmp_path, monkeypatch):
@@ -74,6 +75,14 @@ def test_a_domain_folder_is_named_by_its_absolute_path(tmp_path, monkeypatch):
     assert config["gs_resources_server"]["resources_servers"]["gs"]["tasks"] == str((tmp_path / "shop").resolve())
     agent = config["gs_simple_agent"]["responses_api_agents"]["simple_agent"]
     assert {d.get("license") for d in agent["datasets"] if d["type"] != "example"} == {"TBD"}  # not ours to license
+
+
+def test_a_folder_that_only_shares_a_bundled_domains_name_is_not_made_a_path(tmp_path, monkeypatch):
+    (tmp_path / "kiosk").mkdir()  # no domain.yaml: `kiosk` still selects the bundled domain, and must say so in the config
+    monkeypatch.chdir(tmp_path)
+    assert _new("gs", "--tasks", "kiosk", "--dir", "gym").exit_code == 0
+    config = yaml.safe_load((tmp_path / "gym/resources_servers/gs/configs/gs.yaml").read_text())
+    assert config["gs_resources_server"]["resources_servers"]["gs"]["tasks"] == "kiosk"
 
 
 @pytest.mark.parametrize(
@@ -89,6 +98,12 @@ def test_what_cannot_be_written_is_said(tmp_path, args, error):
     result = _new(*args, "--dir", str(tmp_path))
     assert result.exit_code != 0 and error in result.output, result.output
     assert not (tmp_path / "resources_servers").exists()
+
+
+def test_a_dir_that_is_a_file_is_said_in_one_line(tmp_path):
+    (tmp_path / "afile").write_text("")
+    result = _new("gs", "--tasks", "kiosk", "--dir", str(tmp_path / "afile"))
+    assert result.exit_code != 0 and "Traceback" not in result.output and "afile" in result.output, result.output
 
 
 def test_an_existing_folder_is_never_overwritten(tmp_path):

@@ -4,6 +4,7 @@ hostile calls get a one-line error, never a traceback or a reward; a system erro
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -36,7 +37,7 @@ def _row(task_id: str = TASK, agent: object = "my_agent") -> dict:
     return {"task_id": task_id, "responses_create_params": {"input": "hi"}, "agent_ref": {"type": "responses_api_agents", "name": agent}}
 
 
-def _verify(client: TestClient, text: str = "Done.") -> dict:
+def _verify(client: TestClient, text: str = "Done.", status: int = 200, **row) -> dict:
     response = {
         "id": "resp_1",
         "created_at": 0,
@@ -55,8 +56,9 @@ def _verify(client: TestClient, text: str = "Done.") -> dict:
         "tool_choice": "auto",
         "tools": [],
     }
-    answer = client.post("/verify", json={"responses_create_params": {"input": "hi"}, "response": response})
-    assert answer.status_code == 200, answer.text
+    body = json.dumps({"responses_create_params": {"input": "hi"}, "response": response, **row})  # ASCII: a lone surrogate travels as an escape
+    answer = client.post("/verify", content=body, headers={"content-type": "application/json"})
+    assert answer.status_code == status, answer.text
     return answer.json()
 
 
@@ -70,7 +72,8 @@ def test_gold_then_the_session_is_closed(app):
         assert result["verdict"]["reasons"] == ["final state matches the golden state"]
         assert "diff" not in result["verdict"]  # the default summary names what failed, never the golden rows
         late = client.post("/cancel_kiosk_order", json={"order_id": 1014})
-        assert late.status_code == 409 and "/seed_session first" in late.text
+        assert late.status_code == 409 and "the attempt is over" in late.text and "not run" in late.text
+        assert _verify(client) == result  # a verify repeated (a retry, a race) gets the same answer
 
 
 def test_careless_calls_are_answered_not_crashed(app):
@@ -82,19 +85,43 @@ def test_careless_calls_are_answered_not_crashed(app):
         assert unknown.status_code == 422 and "not one of this server's tasks" in unknown.text
         assert client.post("/seed_session", json={"responses_create_params": {"input": "hi"}}).status_code == 422  # no task_id
         assert client.post("/seed_session", json=_row()).status_code == 200
-        for body in (b"[1, 2]", b"not json", b'"text"', b'{"order_id": "1014; DROP TABLE kiosk_orders"}'):
+        deep = b"[" * 5000 + b"]" * 5000  # past what the JSON parser takes
+        for body in (b"[1, 2]", b"not json", b'"text"', b'{"order_id": "1014; DROP TABLE kiosk_orders"}', deep):
             answer = client.post("/cancel_kiosk_order", content=body, headers={"content-type": "application/json"})
             assert answer.status_code == 200 and "error" in answer.text.lower(), (body, answer.text)
         result = _verify(client)
         assert result["reward"] == 0.0 and NEMO_GYM_FAILURE_KEY not in result  # the agent's failure, graded
 
 
-def test_a_session_seeded_again_starts_a_new_attempt(app):
+def test_a_model_cannot_swap_its_task_by_calling_the_servers_routes(app):
+    """NeMo Gym's agent posts any function call the model makes to `/{name}` with the session's cookie: a call named
+    `seed_session` or `verify` reaches those routes. Neither swaps the attempt, nor is a rollout graded twice."""
+    with TestClient(app) as client:
+        assert client.post("/seed_session", json=_row()).status_code == 200
+        assert client.post("/seed_session", json=_row()).status_code == 200  # the same seed again, nothing played: the same attempt
+        client.post("/cancel_kiosk_order", json={"order_id": 1014})
+        swapped = client.post("/seed_session", json=_row("kiosk-cancel-002"))
+        assert swapped.status_code == 409 and "already holds an attempt of task kiosk-cancel-001" in swapped.text
+        _verify(client, status=409, task_id="kiosk-cancel-002")  # the row NeMo Gym verifies names another task
+        result = _verify(client)
+        assert result["reward"] == 1.0 and result["task_id"] == TASK
+
+
+def test_an_unknown_tool_is_answered_as_run_answers_it(app):
+    with TestClient(app) as client:
+        client.post("/seed_session", json=_row())
+        answer = client.post("/no_such_tool", json={})
+        assert answer.status_code == 200 and "unknown tool" in answer.text.lower()
+
+
+def test_a_verify_repeated_or_raced_is_graded_and_recorded_once(tmp_path):
+    app = _server(out=str(tmp_path / "served.jsonl")).setup_webserver()
     with TestClient(app) as client:
         client.post("/seed_session", json=_row())
         client.post("/cancel_kiosk_order", json={"order_id": 1014})
-        client.post("/seed_session", json=_row())  # the first attempt is abandoned, its write with it
-        assert _verify(client)["reward"] == 0.0
+        first, second = _verify(client, "Done \ud800 here", task_id=TASK), _verify(client)  # a lone surrogate in the reply: written
+        assert first["reward"] == second["reward"] == 1.0 and first["verdict"] == second["verdict"]
+    assert len(read_records(tmp_path / "served.jsonl")) == 1
 
 
 def test_sandboxes_are_bounded_and_freed():
