@@ -47,7 +47,7 @@ test: dev lint
 
 # the main suite alone (after `make dev`): files with slow tests first (tests/conftest.py), its slowest tests listed
 test-main: $(PY)
-	NG_PYTHON=$(NG_PYTHON) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 lint: dev
 	$(VENV)/bin/ruff check groundstate groundstate_verifiers tests benchmarks docs/examples

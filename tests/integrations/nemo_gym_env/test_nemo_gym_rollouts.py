@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from typer.testing import CliRunner
 
 from groundstate.agents.scripted import scripted_agent, scripted_user
+from groundstate.cli import app
 from groundstate.integrations.loop import run_sync
 from groundstate.records import read_records
 from groundstate.state import make_backend
@@ -100,12 +102,12 @@ def _collect(work: Path, rows: list[dict], name: str) -> list[dict]:
     return [json.loads(line) for line in (work / f"{name}_rollouts.jsonl").read_text().splitlines()]
 
 
-def _scripted(rows: list[dict], calls_of) -> list[dict]:
-    """The rows, each telling the scripted model its calls (`responses_create_params.metadata.script`)."""
+def _scripted(rows: list[dict], kind: str, calls_of) -> list[dict]:
+    """The rows, each telling the scripted model its calls (`responses_create_params.metadata.script`) and their kind."""
     out = []
     for row in rows:
         row = json.loads(json.dumps(row))
-        row["responses_create_params"]["metadata"] = {"script": json.dumps(calls_of(row["task_id"]))}
+        row["responses_create_params"]["metadata"] = {"script": json.dumps(calls_of(row["task_id"])), "kind": kind}
         out.append(row)
     return out
 
@@ -125,23 +127,26 @@ def _reference(pairs, backend, calls_of) -> dict[str, dict]:
 def test_gold_and_noop_of_the_bundled_suite_get_plays_verdicts(stack):
     pairs = state_graded_only(select_tasks(SUITE))
     gold = {t.id: [c.model_dump() for c in t.gold] for t, _ in pairs}
+    scripts = {"gold": gold.__getitem__, "noop": lambda _: []}
     rows = [json.loads(line) for line in (stack / "resources_servers/gs/data/all.jsonl").read_text().splitlines()]
     assert [r["task_id"] for r in rows] == [t.id for t, _ in pairs]
+    rollouts = _collect(stack, [row for kind, calls_of in scripts.items() for row in _scripted(rows, kind, calls_of)], "scripted")
     backend = make_backend("sqlite")
     prepare_domains([d for _, d in pairs], backend)
-    for name, calls_of in (("gold", gold.__getitem__), ("noop", lambda _: [])):
-        rollouts = _collect(stack, _scripted(rows, calls_of), name)
-        assert sorted(r["task_id"] for r in rollouts) == sorted(gold)  # every row played once, none lost
+    for kind, calls_of in scripts.items():
+        played = [r for r in rollouts if r["responses_create_params"]["metadata"]["kind"] == kind]
+        assert sorted(r["task_id"] for r in played) == sorted(gold)  # every row played once, none lost
         expected = _reference(pairs, backend, calls_of)
-        mismatched = [r["task_id"] for r in rollouts if r["verdict"] != expected[r["task_id"]]]
-        assert not mismatched, f"{name}: {len(mismatched)} verdicts differ from play's, e.g. {mismatched[:5]}"
-        assert {r["reward"] for r in rollouts} == {1.0 if name == "gold" else 0.0}
-        assert {r["finish_reason"] for r in rollouts} == {"agent_done"}  # NeMo Gym's agent ends at its reply
-        called = [o for o in rollouts[0]["response"]["output"] if o["type"] == "function_call"]
-        assert len(called) == len(calls_of(rollouts[0]["task_id"]))  # the calls went through NeMo Gym's agent
+        mismatched = [r["task_id"] for r in played if r["verdict"] != expected[r["task_id"]]]
+        assert not mismatched, f"{kind}: {len(mismatched)} verdicts differ from play's, e.g. {mismatched[:5]}"
+        assert {r["reward"] for r in played} == {1.0 if kind == "gold" else 0.0}
+        assert {r["finish_reason"] for r in played} == {"agent_done"}  # NeMo Gym's agent ends at its reply
+        called = [o for o in played[0]["response"]["output"] if o["type"] == "function_call"]
+        assert len(called) == len(calls_of(played[0]["task_id"]))  # the calls went through NeMo Gym's agent
     records = read_records(stack / "served.jsonl")  # every episode on record, with the verdict it was given
     assert len(records) == 2 * len(pairs)
     assert {r.agent for r in records} == {"gs_simple_agent"}
     assert sorted(r.verdict.reward for r in records) == [0] * len(pairs) + [1] * len(pairs)
-    metrics = subprocess.run([str(BIN / "groundstate"), "metrics", str(stack / "served.jsonl")], capture_output=True, text=True, timeout=300)
-    assert metrics.returncode == 0, metrics.stderr
+    metrics = CliRunner().invoke(app, ["metrics", str(stack / "served.jsonl"), "--allow-incomplete", "--json"])
+    assert metrics.exit_code == 0, metrics.output
+    assert json.loads(metrics.stdout)["pass_at_1"] == 0.5  # each task once passed, once failed
