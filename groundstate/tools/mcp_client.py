@@ -8,8 +8,9 @@ Built on the official MCP SDK's `Client` (stdio subprocess, streamable HTTP with
 in-process server). What the agent did wrong comes back as a result, never an exception: an `isError`
 result, a JSON-RPC error from the server, unknown tools and malformed arguments all become
 `ToolResult(ok=False, content="error: ...")`. What is not the agent's doing raises instead, for the runner to
-record as a system error: `McpToolsetError` for a closed connection, a timed-out request or a JSON-RPC error
-that groundstate's server marks as infrastructure (no sandbox could be opened, no session); a transport that
+record as a system error: `McpToolsetError` for a closed connection, a timed-out request, an invalid request (a
+session the server no longer knows, as after its restart) or a JSON-RPC error that groundstate's server marks as
+infrastructure (no sandbox could be opened, no session); a transport that
 fails outright (an HTTP server gone) is torn down by the SDK, and its exception leaves the `async with`.
 """
 
@@ -25,7 +26,7 @@ from typing import Any, TextIO
 
 from mcp import Client, MCPError, StdioServerParameters, types
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, REQUEST_TIMEOUT
 
 from groundstate.tools.stdio_transport import StdoutNoise, stdio_transport
 from groundstate.types import ToolResult
@@ -208,7 +209,9 @@ class McpToolset:
         try:
             result = await self.client.call_tool(name, arguments)
         except MCPError as e:
-            if e.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT) or (isinstance(e.data, dict) and e.data.get(INFRA_KEY)):
+            # the JSON-RPC request is the SDK's, built from checked arguments: an invalid request (a session the
+            # server no longer knows, as after its restart) is never the agent's doing
+            if e.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT, INVALID_REQUEST) or (isinstance(e.data, dict) and e.data.get(INFRA_KEY)):
                 raise McpToolsetError(f"MCP call of {name} failed: {e.message}") from e
             return ToolResult(False, f"error: {name} failed: {e.message}", write)
         meta = result.meta or {}

@@ -19,13 +19,13 @@ Sessions and sandboxes:
   Over stdio the transport is bounded (`mcp_stdio`): `max_pending` requests at once, `MAX_NESTING` levels.
 - Streamable HTTP: the session is the `Mcp-Session-Id` of an `initialize`-handshake session. Its sandbox is
   closed when the client ends the session (`DELETE`), when no POST of the session has been in flight for
-  `idle_timeout` seconds (an open GET event stream does not keep a sandbox: the SDK's clients hold one for
-  the whole session), or when the server shuts down; on SIGTERM/SIGINT requests still running after
+  `idle_timeout` seconds, or when the server shuts down; on SIGTERM/SIGINT requests still running after
   `SHUTDOWN_GRACE` seconds are cancelled, every sandbox is closed (graded first) and the process exits.
   2026-07-28 requests carry no session, so over HTTP this server advertises only the handshake era in
   `server/discover` (the SDK's `auto` clients then fall back to `initialize`), and a session-less tool call
   is refused with a protocol error.
-- The HTTP app listens on loopback and requires `Authorization: Bearer <token>` (401 otherwise).
+- The HTTP app listens on loopback and requires `Authorization: Bearer <token>` (401 otherwise). It offers no
+  standalone event stream: a GET of the endpoint is answered 405 (the server sends nothing unprompted).
 
 Blocking database work (opening, tool calls, closing) runs in worker threads on backends other than SQLite.
 Failures that are not the agent's doing (no session, session ended, no sandbox could be opened) are JSON-RPC
@@ -88,6 +88,9 @@ DEFAULT_PORT = 8765
 DEFAULT_IDLE_TIMEOUT = 5 * 60.0  # seconds an HTTP session may hold its sandbox with no request in flight
 DEFAULT_MAX_SESSIONS = 32  # sandboxes open at once (= PostgresBackend's default pool size, `max_open`)
 DEFAULT_SESSION_WAIT = 30.0  # seconds a first tool call waits for a free sandbox before its error
+# An HTTP session outlives its sandbox this long: a client that comes back after its sandbox idled out is told its
+# session ended (an infrastructure error), not "Session not found"; then the SDK forgets the session
+SESSION_MEMORY = 30 * 60.0
 SHUTDOWN_GRACE = 5  # seconds HTTP requests may still run after SIGTERM/SIGINT before they are cancelled
 SESSION_HEADER = "mcp-session-id"
 WRITE_META_KEY = "groundstate/write"  # tool results carry whether the tool may write, in `_meta`
@@ -511,6 +514,28 @@ class _StaticTokenVerifier:
         return None
 
 
+class _NoEventStream:
+    """ASGI wrapper: a GET of the MCP endpoint is answered 405, which streamable HTTP allows a server that offers no
+    event stream of its own.
+
+    This server writes to a client only in answer to a POST (no notifications, no requests to the client), so the
+    stream would carry nothing, yet the SDK's clients hold one open all session long: a task, a response and a
+    connection per session on each side (benchmarks/protocols.py measures what dropping it saves). The SDK's Python
+    client tries the GET twice, a second apart, then goes on without it; its TypeScript client stops at the first 405.
+    """
+
+    def __init__(self, app: ASGIApp, path: str):
+        self.app, self.path = app, path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET" and scope["path"].rstrip("/") == self.path.rstrip("/"):
+            headers = [(b"allow", b"POST, DELETE"), (b"content-length", b"0")]
+            await send({"type": "http.response.start", "status": 405, "headers": headers})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        await self.app(scope, receive, send)
+
+
 class _SessionLifecycle:
     """ASGI wrapper: feeds HTTP session activity to the registry and closes a sandbox when its session is deleted."""
 
@@ -525,7 +550,7 @@ class _SessionLifecycle:
         if not sid and scope["method"] == "POST":  # possibly an `initialize`: its answer names a new session
             await self.app(scope, receive, self._opening(send))
             return
-        if not sid or scope["method"] not in ("POST", "DELETE"):  # a GET event stream is open all session long
+        if not sid or scope["method"] not in ("POST", "DELETE"):
             await self.app(scope, receive, send)
             return
         status: int | None = None
@@ -596,12 +621,12 @@ def build_http_app(
         # a third of its CPU per session (benchmarks/protocols.py).
         json_response=True,
         host=host,
-        session_idle_timeout=idle_timeout,
+        session_idle_timeout=max(idle_timeout, SESSION_MEMORY),
         token_verifier=_StaticTokenVerifier(token),
         # Resource-server-only auth: the SDK's bearer middleware checks every request; no OAuth routes are added.
         auth=AuthSettings(issuer_url=base, resource_server_url=None),
     )
-    return _SessionLifecycle(app, sessions)
+    return _NoEventStream(_SessionLifecycle(app, sessions), path)
 
 
 # -- serving -------------------------------------------------------------------------------------
@@ -703,9 +728,10 @@ async def serve_async(
                 file=sys.stderr,
                 flush=True,
             )
-            # Without a graceful-shutdown limit uvicorn waits forever for the clients' open event streams. log_config
-            # None: uvicorn's loggers keep no handler of their own (one writing to stderr on the event loop stalled the
-            # server once a pipe nobody read was full) and reach the root logger's (`serve`: `logging_to_stderr`).
+            # Without a graceful-shutdown limit uvicorn waits forever for requests still open (a tool call waiting for a
+            # sandbox). log_config None: uvicorn's loggers keep no handler of their own (one writing to stderr on the
+            # event loop stalled the server once a pipe nobody read was full) and reach the root logger's (`serve`:
+            # `logging_to_stderr`).
             config = uvicorn.Config(
                 app, host=host, port=port, log_level="warning", log_config=None, lifespan="on", timeout_graceful_shutdown=SHUTDOWN_GRACE
             )

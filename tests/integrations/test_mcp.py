@@ -176,6 +176,38 @@ def test_http_requires_the_bearer_token(http_server):
     run(main)
 
 
+def test_http_offers_no_event_stream(http_server):
+    """A GET of the endpoint is 405 with `Allow` (the server sends nothing unprompted, so it holds no stream per
+    session); the SDK's client takes the 405 and its session works to the end, graded as it leaves."""
+    url, token, log = http_server["url"], http_server["token"], http_server["log"]
+    before = len(_ended_lines(log))
+    for headers in ({"Authorization": f"Bearer {token}"}, {}):
+        r = httpx2.get(url, headers={**headers, "Accept": "text/event-stream"})
+        assert r.status_code == 405 and r.headers["allow"] == "POST, DELETE" and r.content == b"", r
+    assert httpx2.get(url.rstrip("/") + "-not-mcp", headers={"Authorization": f"Bearer {token}"}).status_code == 404
+    seen: list[tuple[str, int]] = []
+
+    async def note(response: httpx2.Response) -> None:
+        seen.append((response.request.method, response.status_code))
+
+    async def main():
+        hooks = {"response": [note]}
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(30), event_hooks=hooks) as http,
+            streamable_http_client(url, http_client=http) as (read, write),
+            ClientSession(read, write) as s,
+        ):
+            await s.initialize()
+            assert not (await s.call_tool("cancel_order", {"order_id": 1})).is_error
+            with anyio.fail_after(10):  # the client's GET runs beside the session: wait for its answer
+                while not any(method == "GET" for method, _ in seen):
+                    await anyio.sleep(0.01)
+
+    run(main)
+    assert ("GET", 405) in seen and all(status < 300 for method, status in seen if method != "GET"), seen
+    assert "reward=1" in _wait_for_ended(log, before + 1)[before]
+
+
 def test_http_concurrent_sessions_are_isolated_and_released(http_server):
     """Two ClientSessions on ONE HTTP server: each gets its own sandbox, closed (and graded) when the session ends."""
     url, token, log = http_server["url"], http_server["token"], http_server["log"]
@@ -707,11 +739,13 @@ def test_stdio_session_without_tool_calls_is_graded(tmp_path):
 
 
 # -- limits: the PostgreSQL HTTP server at a full pool, idle sessions, SIGTERM -------------------------------
-def _start_http(log: Path, *extra: str) -> tuple[subprocess.Popen, str, str]:
-    port, token = _free_port(), secrets.token_urlsafe(16)
+def _start_http(
+    log: Path, *extra: str, backend: str = "postgres", port: int | None = None, token: str | None = None
+) -> tuple[subprocess.Popen, str, str]:
+    port, token = port or _free_port(), token or secrets.token_urlsafe(16)
     with open(log, "w") as err:
         proc = subprocess.Popen(
-            [sys.executable, *SERVER_ARGS, "--transport", "http", "--port", str(port), "--backend", "postgres", *extra],
+            [sys.executable, *SERVER_ARGS, "--transport", "http", "--port", str(port), "--backend", backend, *extra],
             cwd=ROOT,
             env={**os.environ, **ENV, "GROUNDSTATE_MCP_TOKEN": token},
             stdin=subprocess.DEVNULL,
@@ -791,11 +825,35 @@ def test_postgres_http_server_at_a_full_pool_answers_an_error_and_serves_again(p
     assert _sandbox_databases(proc.pid) == [] and len(_ended_lines(log)) == 3
 
 
+def test_toolset_raises_when_the_server_forgets_its_session(tmp_path):
+    """A server restarted under a session answers its next call 404 "Session not found": not the agent's doing, so
+    McpToolset raises for the runner to record a system error instead of showing the agent a failed call."""
+    proc, url, token = _start_http(tmp_path / "first.log", backend="sqlite")
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    procs = [proc]
+
+    def restart() -> None:
+        _stop(procs[0])
+        procs.append(_start_http(tmp_path / "second.log", backend="sqlite", port=port, token=token)[0])
+
+    async def main():
+        async with McpToolset.http(url, token=token) as tools:
+            assert (await tools.acall("get_order", {"order_id": 1})).ok
+            await anyio.to_thread.run_sync(restart)
+            with pytest.raises(McpToolsetError, match="Session not found"):
+                await tools.acall("get_order", {"order_id": 1})
+
+    try:
+        run(main, limit=60)
+    finally:
+        for p in procs:
+            _stop(p)
+
+
 @pytest.mark.postgres
 def test_postgres_http_idle_session_is_graded_and_frees_its_clone(pg_backend, tmp_path):
-    """A session that called a tool, then idles with its event stream open (the SDK client holds a GET for the
-    whole session): after `--idle-timeout` its clone is graded and released, so another session gets it; the
-    idle session's next call is told its session ended."""
+    """A session that called a tool, then idles: after `--idle-timeout` its clone is graded and released, so another
+    session gets it; the idle session's next call is told its session ended (the MCP session outlives its sandbox)."""
     log = tmp_path / "stderr.log"
     proc, url, token = _start_http(log, "--max-sessions", "1", "--session-wait", "20", "--idle-timeout", "1")
     try:
@@ -818,9 +876,9 @@ def test_postgres_http_idle_session_is_graded_and_frees_its_clone(pg_backend, tm
 
 @pytest.mark.postgres
 def test_postgres_http_server_stops_on_sigterm_with_sessions_in_flight(pg_backend, tmp_path):
-    """SIGTERM while two sessions hold clones (their event streams open) and a third waits for one: the
-    server exits promptly, every session graded (the third on its untouched start state), and no `gs_sb_*`
-    database is left (before the fix it did not stop: uvicorn waited for the open streams without end)."""
+    """SIGTERM while two sessions hold clones and a third waits for one: the server exits promptly, every session
+    graded (the third on its untouched start state), and no `gs_sb_*` database is left (before the fix it did not
+    stop: uvicorn waited without end for requests still open)."""
     log = tmp_path / "stderr.log"
     proc, url, token = _start_http(log, "--max-sessions", "2", "--session-wait", "600")
     outcome: dict = {}
