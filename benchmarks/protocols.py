@@ -420,12 +420,15 @@ def write_markdown(R: dict[str, Any], n: int) -> None:
         f"graded final step, {R[f'openenv_sessions_{n}_reset_p99_ms'] / n:.2f} ms per connect and reset on the server). The baseline runs its "
         "sessions and their client on one event loop in one process, the served run uses two processes (server and "
         "clients), which is why a served step can be faster than the in-process one. The MCP waves carry the MCP SDK client's "
-        f"own cost as well: {n} SDK sessions (each its own HTTP client, all sharing one TLS context, with its event stream "
-        "and JSON-RPC session) in one client process on the same cores as the server: "
+        f"own cost as well: {n} SDK sessions (each its own HTTP client, all sharing one TLS context, and its JSON-RPC "
+        "session; each asks twice, a second apart, for an event stream the server answers 405, as it offers none) in one "
+        "client process on the same cores as the server: "
         f"{R['mcp_http_client_cpu_ms_per_session']:g} ms of client CPU per session against the server's "
         f"{R['mcp_http_server_cpu_ms_per_session']:g} ms, so the waves measure the SDK's client as much as the server. The "
         "server-capacity ratios compare the servers alone: sessions per second of each server's own CPU (the in-process "
-        "figure: the whole process's CPU, environment and caller).",
+        "figure: the whole process's CPU, environment and caller). Both servers run as the `serve` commands run them, "
+        "their start-up heap frozen out of the cyclic collector (`freeze_startup_heap`); the baseline and the clients run "
+        "with the interpreter's defaults, as a training script does.",
         SECTION_END,
         "",
     ]

@@ -4,7 +4,8 @@ The protocols share what they mean alike: the world (`domain`: mcp serves its to
 `tasks` selector), the host policy (loopback only unless `allow_remote`), the backend (on PostgreSQL a pool of one
 clone more than `max_sessions`, for the golden replay that grading a session runs) and the bound on sessions at once.
 Each keeps its own defaults (`McpServe`, `OpenEnvServe`) and the options only it takes; neither protocol's SDK is
-imported before it serves.
+imported before it serves. Once a server is set up, and before it serves, the process's start-up heap is frozen out of
+the cyclic collector's reach (`tools.listen.freeze_startup_heap`).
 
 With a task, every MCP session is graded when it ends and its verdict written to stderr (`VerdictLines`); the log goes
 to stderr too, and may be dropped when nobody reads it (`groundstate.tools.stderr_log`); the verdicts never are.
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from groundstate.tasks import TaskFileError
+from groundstate.tools.listen import freeze_startup_heap
 from groundstate.tools.stderr_log import StderrLines
 from groundstate.types import EpisodeLimits
 
@@ -150,6 +152,7 @@ def _serve_mcp(c: McpServe) -> bool:
     records = _records(c.out, "mcp", [(task, domain)], "none", EpisodeLimits()) if task is not None else None
     backend = _backend(c, c.max_sessions)
     verdicts = VerdictLines(task, records=records, domain=domain, backend=backend) if task is not None else None
+    freeze_startup_heap()
     try:
         serve_tools(
             domain,
@@ -223,6 +226,7 @@ def _serve_openenv(c: OpenEnvServe) -> bool:
             from groundstate.integrations.openenv import serve as serve_openenv
         except ImportError as e:
             raise ServeRefused(f"--protocol openenv needs openenv 0.10 (pip install -e '.[openenv]'): {e}") from None
+        freeze_startup_heap()
         serve_openenv(
             pairs,
             backend,
