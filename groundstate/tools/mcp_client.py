@@ -8,9 +8,9 @@ Built on the official MCP SDK's `Client` (stdio subprocess, streamable HTTP with
 in-process server). What the agent did wrong comes back as a result, never an exception: an `isError`
 result, a JSON-RPC error from the server, unknown tools and malformed arguments all become
 `ToolResult(ok=False, content="error: ...")`. What is not the agent's doing raises instead, for the runner to
-record as a system error: `McpToolsetError` for a closed connection, a timed-out request, an invalid request (a
-session the server no longer knows, as after its restart) or a JSON-RPC error that groundstate's server marks as
-infrastructure (no sandbox could be opened, no session); a transport that
+record as a system error: `McpToolsetError` for a closed connection, a timed-out request, an HTTP session the server
+no longer knows (its 404, as after a restart) or a JSON-RPC error that groundstate's server marks as infrastructure
+(no sandbox could be opened, no session); a transport that
 fails outright (an HTTP server gone) is torn down by the SDK, and its exception leaves the `async with`.
 """
 
@@ -26,7 +26,7 @@ from typing import Any, TextIO
 
 from mcp import Client, MCPError, StdioServerParameters, types
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, REQUEST_TIMEOUT
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from groundstate.tools.stdio_transport import StdoutNoise, stdio_transport
 from groundstate.types import ToolResult
@@ -34,6 +34,7 @@ from groundstate.types import ToolResult
 __all__ = ["McpToolset", "McpToolsetError", "tls_context"]
 
 WRITE_META_KEY = "groundstate/write"  # = mcp_server.WRITE_META_KEY: set by groundstate's own MCP server
+SESSION_HEADER = "mcp-session-id"  # streamable HTTP's session header (= mcp_server.SESSION_HEADER)
 INFRA_KEY = "groundstate/infrastructure"  # in mcp_server.INFRA_ERROR_DATA: the error is not the agent's doing
 DEFAULT_STARTUP_TIMEOUT_S = 30.0  # a stdio server's start-up: spawn, initialize, tools/list (the SDK's servers take 1-4 s)
 
@@ -48,6 +49,9 @@ class McpToolset:
     def __init__(self, client: Client, tools: Sequence[types.Tool]):
         self.client = client
         self.tools: dict[str, types.Tool] = {t.name: t for t in tools}
+        # set by `http` when the server answers a request of this session 404: it no longer knows the session (its
+        # restart, its expiry), and what fails from then on is not the agent's doing
+        self.session_lost = False
 
     # -- connecting ----------------------------------------------------------------------------
     @classmethod
@@ -134,10 +138,21 @@ class McpToolset:
         all_headers = dict(headers or {})
         if token:
             all_headers["Authorization"] = f"Bearer {token}"
+        connected: list[McpToolset] = []
+
+        async def note_lost_session(response: httpx2.Response) -> None:
+            # streamable HTTP: a server answers 404 to a request naming a session it does not know
+            if response.status_code == 404 and SESSION_HEADER in response.request.headers and connected:
+                connected[0].session_lost = True
+
+        hooks = {"response": [note_lost_session]}
         async with (
-            httpx2.AsyncClient(headers=all_headers, timeout=httpx2.Timeout(timeout, read=read_timeout), verify=tls_context()) as http,
+            httpx2.AsyncClient(
+                headers=all_headers, timeout=httpx2.Timeout(timeout, read=read_timeout), verify=tls_context(), event_hooks=hooks
+            ) as http,
             cls.connect(streamable_http_client(url, http_client=http), mode=mode, read_timeout_seconds=read_timeout_seconds) as toolset,
         ):
+            connected.append(toolset)
             yield toolset
 
     @classmethod
@@ -209,9 +224,7 @@ class McpToolset:
         try:
             result = await self.client.call_tool(name, arguments)
         except MCPError as e:
-            # the JSON-RPC request is the SDK's, built from checked arguments: an invalid request (a session the
-            # server no longer knows, as after its restart) is never the agent's doing
-            if e.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT, INVALID_REQUEST) or (isinstance(e.data, dict) and e.data.get(INFRA_KEY)):
+            if e.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT) or self.session_lost or (isinstance(e.data, dict) and e.data.get(INFRA_KEY)):
                 raise McpToolsetError(f"MCP call of {name} failed: {e.message}") from e
             return ToolResult(False, f"error: {name} failed: {e.message}", write)
         meta = result.meta or {}

@@ -314,6 +314,12 @@ def test_mcp_toolset_over_stdio(shop):
             assert not r.ok and r.content == "error: arguments of get_order must be a JSON object, got list"
             r = await tools.acall("nope", {})
             assert not r.ok and r.content.startswith("error: unknown tool 'nope'; available tools: get_order")
+            nested: object = 1
+            for _ in range(100):
+                nested = [nested]
+            # the server refuses the frame (`mcp_stdio.MAX_NESTING`): the agent's doing, a failed call, not a system error
+            r = await tools.acall("get_order", {"order_id": nested})
+            assert not r.ok and "request nests" in r.content, r
 
     run(main)
 
