@@ -427,7 +427,7 @@ def write_markdown(R: dict[str, Any], n: int) -> None:
         f"{R['mcp_http_server_cpu_ms_per_session']:g} ms, so the waves measure the SDK's client as much as the server. The "
         "server-capacity ratios compare the servers alone: sessions per second of each server's own CPU (the in-process "
         "figure: the whole process's CPU, environment and caller). Both servers run as the `serve` commands run them, "
-        "their start-up heap frozen out of the cyclic collector (`freeze_startup_heap`); the baseline and the clients run "
+        "their start-up heap frozen out of the cyclic collector (`startup_heap_frozen`); the baseline and the clients run "
         "with the interpreter's defaults, as a training script does.",
         SECTION_END,
         "",

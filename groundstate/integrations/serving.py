@@ -5,7 +5,7 @@ The protocols share what they mean alike: the world (`domain`: mcp serves its to
 clone more than `max_sessions`, for the golden replay that grading a session runs) and the bound on sessions at once.
 Each keeps its own defaults (`McpServe`, `OpenEnvServe`) and the options only it takes; neither protocol's SDK is
 imported before it serves. Once a server is set up, and before it serves, the process's start-up heap is frozen out of
-the cyclic collector's reach (`tools.listen.freeze_startup_heap`).
+the cyclic collector's reach while it serves (`tools.listen.startup_heap_frozen`).
 
 With a task, every MCP session is graded when it ends and its verdict written to stderr (`VerdictLines`); the log goes
 to stderr too, and may be dropped when nobody reads it (`groundstate.tools.stderr_log`); the verdicts never are.
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from groundstate.tasks import TaskFileError
-from groundstate.tools.listen import freeze_startup_heap
+from groundstate.tools.listen import startup_heap_frozen
 from groundstate.tools.stderr_log import StderrLines
 from groundstate.types import EpisodeLimits
 
@@ -152,24 +152,24 @@ def _serve_mcp(c: McpServe) -> bool:
     records = _records(c.out, "mcp", [(task, domain)], "none", EpisodeLimits()) if task is not None else None
     backend = _backend(c, c.max_sessions)
     verdicts = VerdictLines(task, records=records, domain=domain, backend=backend) if task is not None else None
-    freeze_startup_heap()
     try:
-        serve_tools(
-            domain,
-            task,
-            c.transport,
-            c.host,
-            c.port,
-            c.token if c.token is not None else os.environ.get(TOKEN_VARIABLE) or None,
-            backend=backend,
-            allow_remote=c.allow_remote,
-            idle_timeout=c.idle_timeout,
-            on_session_end=verdicts.graded if verdicts else None,
-            on_session_lost=verdicts.lost if verdicts else None,
-            max_sessions=c.max_sessions,
-            session_wait=c.session_wait,
-            max_pending=c.max_pending,
-        )
+        with startup_heap_frozen():
+            serve_tools(
+                domain,
+                task,
+                c.transport,
+                c.host,
+                c.port,
+                c.token if c.token is not None else os.environ.get(TOKEN_VARIABLE) or None,
+                backend=backend,
+                allow_remote=c.allow_remote,
+                idle_timeout=c.idle_timeout,
+                on_session_end=verdicts.graded if verdicts else None,
+                on_session_lost=verdicts.lost if verdicts else None,
+                max_sessions=c.max_sessions,
+                session_wait=c.session_wait,
+                max_pending=c.max_pending,
+            )
     finally:
         delivered = verdicts is None or verdicts.close()
         backend.close()
@@ -226,22 +226,22 @@ def _serve_openenv(c: OpenEnvServe) -> bool:
             from groundstate.integrations.openenv import serve as serve_openenv
         except ImportError as e:
             raise ServeRefused(f"--protocol openenv needs openenv 0.10 (pip install -e '.[openenv]'): {e}") from None
-        freeze_startup_heap()
-        serve_openenv(
-            pairs,
-            backend,
-            c.host,
-            c.port,
-            limits=limits,
-            user=user,
-            max_sessions=c.max_sessions,
-            allow_remote=c.allow_remote,
-            name=pairs[0][1].name if c.domain is not None else "groundstate",  # the Task API's routes: /{name}/splits
-            reveal_verdict=c.reveal_verdict,
-            records=records,
-            splits=splits,
-            idle_timeout=c.idle_timeout,
-        )
+        with startup_heap_frozen():
+            serve_openenv(
+                pairs,
+                backend,
+                c.host,
+                c.port,
+                limits=limits,
+                user=user,
+                max_sessions=c.max_sessions,
+                allow_remote=c.allow_remote,
+                name=pairs[0][1].name if c.domain is not None else "groundstate",  # the Task API's routes: /{name}/splits
+                reveal_verdict=c.reveal_verdict,
+                records=records,
+                splits=splits,
+                idle_timeout=c.idle_timeout,
+            )
     except ValueError as e:
         raise ServeRefused(str(e)) from None
     finally:

@@ -3,8 +3,10 @@ start-up heap put out of the collector's way before it serves."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import ipaddress
+from collections.abc import Iterator
 
 
 def check_host(host: str, allow_remote: bool = False) -> None:
@@ -24,11 +26,16 @@ def check_host(host: str, allow_remote: bool = False) -> None:
         )
 
 
-def freeze_startup_heap() -> None:
-    """Put every object alive now (imported modules, the built app, the domain) out of the cyclic collector's reach, once
-    start-up is over and before serving: a server allocates per request, and each full collection would otherwise walk
-    the whole start-up heap again. On the OpenEnv server at 1,000 sessions that was a fifth of its CPU per session
-    (benchmarks/RESULTS.md). What is frozen is never collected, and the whole process is affected: for a process that
-    is the server (the `serve` commands), not for a library call in someone else's."""
+@contextlib.contextmanager
+def startup_heap_frozen() -> Iterator[None]:
+    """While serving, every object alive at its start (imported modules, the built app, the domain) is out of the
+    cyclic collector's reach: a server allocates per request, and each full collection would otherwise walk the whole
+    start-up heap again. On the OpenEnv server at 1,000 sessions that was a fifth of its CPU per session
+    (benchmarks/RESULTS.md). The heap is unfrozen when the block ends, however it ends (a refused option, a test
+    serving in its own process); a process serving twice at once unfreezes both at the first end."""
     gc.collect()
     gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()

@@ -34,6 +34,7 @@ from groundstate.types import ToolResult
 __all__ = ["McpToolset", "McpToolsetError", "tls_context"]
 
 WRITE_META_KEY = "groundstate/write"  # = mcp_server.WRITE_META_KEY: set by groundstate's own MCP server
+MAX_ARGUMENT_NESTING = 64  # = mcp_stdio.MAX_NESTING, tasks.MAX_NESTING: deeper arguments are refused before they are sent
 SESSION_HEADER = "mcp-session-id"  # streamable HTTP's session header (= mcp_server.SESSION_HEADER)
 INFRA_KEY = "groundstate/infrastructure"  # in mcp_server.INFRA_ERROR_DATA: the error is not the agent's doing
 DEFAULT_STARTUP_TIMEOUT_S = 30.0  # a stdio server's start-up: spawn, initialize, tools/list (the SDK's servers take 1-4 s)
@@ -142,7 +143,8 @@ class McpToolset:
 
         async def note_lost_session(response: httpx2.Response) -> None:
             # streamable HTTP: a server answers 404 to a request naming a session it does not know
-            if response.status_code == 404 and SESSION_HEADER in response.request.headers and connected:
+            # (to a POST only: a proxy or a server that routes only POSTs may answer the client's GET stream 404)
+            if response.status_code == 404 and response.request.method == "POST" and SESSION_HEADER in response.request.headers and connected:
                 connected[0].session_lost = True
 
         hooks = {"response": [note_lost_session]}
@@ -217,10 +219,15 @@ class McpToolset:
                 arguments = json.loads(arguments) if arguments.strip() else {}
             except json.JSONDecodeError as e:
                 return ToolResult(False, f"error: arguments of {name} are not valid JSON: {e.msg}", write)
+            except RecursionError:
+                return ToolResult(False, f"error: arguments of {name} nest deeper than {MAX_ARGUMENT_NESTING} levels", write)
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, dict):
             return ToolResult(False, f"error: arguments of {name} must be a JSON object, got {type(arguments).__name__}", write)
+        problem = _unsendable(arguments)
+        if problem is not None:  # the agent's arguments, refused here: sent, they broke the client or its connection
+            return ToolResult(False, f"error: arguments of {name} {problem}", write)
         try:
             result = await self.client.call_tool(name, arguments)
         except MCPError as e:
@@ -234,6 +241,24 @@ class McpToolset:
         if result.is_error:
             return ToolResult(False, content if content.startswith("error:") else f"error: {content}", write)
         return ToolResult(True, content, write)
+
+
+def _unsendable(arguments: dict[str, Any]) -> str | None:
+    """Why `arguments` cannot travel as a JSON-RPC request, or None: nested deeper than `MAX_ARGUMENT_NESTING` (the
+    SDK's serializer raises past ~250 levels, the stdlib's past ~1,000), a non-finite number, text that is not valid
+    Unicode (a lone surrogate killed the HTTP transport: every later call failed), or a value JSON has no type for."""
+    level: list[tuple[Any, int]] = [(arguments, 1)]
+    while level:
+        value, depth = level.pop()
+        if isinstance(value, (dict, list, tuple)):
+            if depth > MAX_ARGUMENT_NESTING:
+                return f"nest deeper than {MAX_ARGUMENT_NESTING} levels"
+            level += [(v, depth + 1) for v in (value.values() if isinstance(value, dict) else value)]
+    try:
+        json.dumps(arguments, allow_nan=False, ensure_ascii=False).encode("utf-8")
+    except (ValueError, TypeError) as e:  # UnicodeEncodeError is a ValueError
+        return f"cannot be sent as JSON: {type(e).__name__}: {str(e)[:200]}"
+    return None
 
 
 @functools.cache

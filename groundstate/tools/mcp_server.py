@@ -88,9 +88,10 @@ DEFAULT_PORT = 8765
 DEFAULT_IDLE_TIMEOUT = 5 * 60.0  # seconds an HTTP session may hold its sandbox with no request in flight
 DEFAULT_MAX_SESSIONS = 32  # sandboxes open at once (= PostgresBackend's default pool size, `max_open`)
 DEFAULT_SESSION_WAIT = 30.0  # seconds a first tool call waits for a free sandbox before its error
-# An HTTP session outlives its sandbox this long: a client that comes back after its sandbox idled out is told its
-# session ended (an infrastructure error), not "Session not found"; then the SDK forgets the session
-SESSION_MEMORY = 30 * 60.0
+# An HTTP session outlives its sandbox's idle timeout by this long: a client that comes back after its sandbox idled out
+# is told its session ended (an infrastructure error), not "Session not found"; then the SDK forgets the session (about
+# 40 kB each, for a client that left without DELETE)
+SESSION_MEMORY = 5 * 60.0
 SHUTDOWN_GRACE = 5  # seconds HTTP requests may still run after SIGTERM/SIGINT before they are cancelled
 SESSION_HEADER = "mcp-session-id"
 WRITE_META_KEY = "groundstate/write"  # tool results carry whether the tool may write, in `_meta`
@@ -621,7 +622,7 @@ def build_http_app(
         # a third of its CPU per session (benchmarks/protocols.py).
         json_response=True,
         host=host,
-        session_idle_timeout=max(idle_timeout, SESSION_MEMORY),
+        session_idle_timeout=idle_timeout + SESSION_MEMORY,
         token_verifier=_StaticTokenVerifier(token),
         # Resource-server-only auth: the SDK's bearer middleware checks every request; no OAuth routes are added.
         auth=AuthSettings(issuer_url=base, resource_server_url=None),

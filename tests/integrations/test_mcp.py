@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from groundstate.grading.grader import grade  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
 from groundstate.tools.mcp_client import McpToolset, McpToolsetError  # noqa: E402
-from groundstate.tools.mcp_server import SessionEnded, SessionSandboxes, build_server, check_host  # noqa: E402
+from groundstate.tools.mcp_server import SessionEnded, SessionSandboxes, build_http_app, build_server, check_host  # noqa: E402
 from groundstate.worlds.domain import load_domain  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -315,7 +316,7 @@ def test_mcp_toolset_over_stdio(shop):
             r = await tools.acall("nope", {})
             assert not r.ok and r.content.startswith("error: unknown tool 'nope'; available tools: get_order")
             nested: object = 1
-            for _ in range(100):
+            for _ in range(63):  # the arguments 64 levels deep: sent, in a frame deeper than the server reads
                 nested = [nested]
             # the server refuses the frame (`mcp_stdio.MAX_NESTING`): the agent's doing, a failed call, not a system error
             r = await tools.acall("get_order", {"order_id": nested})
@@ -854,6 +855,54 @@ def test_toolset_raises_when_the_server_forgets_its_session(tmp_path):
     finally:
         for p in procs:
             _stop(p)
+
+
+def test_a_get_answered_404_is_not_a_lost_session(shop):
+    """Before a server that routes only POSTs (a proxy, an Express app) the client's GET stream is answered 404: the
+    session is not lost, so the agent's failures stay its own. A surrogate, a NaN, or arguments nested past
+    `MAX_ARGUMENT_NESTING` are the agent's failed calls too, refused before they are sent (a surrogate sent killed the
+    HTTP transport, every later call a system error), and the session serves on."""
+    import uvicorn
+
+    port, token, gets = _free_port(), secrets.token_urlsafe(16), []
+    inner = build_http_app(shop, SqliteBackend(), shop.task("shop-cancel"), token=token, port=port)
+
+    async def posts_only(scope, receive, send):
+        if scope["type"] == "http" and scope["method"] == "GET":
+            gets.append(scope["path"])
+            await send({"type": "http.response.start", "status": 404, "headers": [(b"content-type", b"text/plain")]})
+            await send({"type": "http.response.body", "body": b"Cannot GET /mcp"})
+            return
+        await inner(scope, receive, send)
+
+    server = uvicorn.Server(uvicorn.Config(posts_only, host="127.0.0.1", port=port, log_level="error", lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+
+    async def main():
+        while not server.started:
+            await anyio.sleep(0.02)
+        async with McpToolset.http(f"http://127.0.0.1:{port}/mcp", token=token) as tools:
+            with anyio.fail_after(10):
+                while not gets:
+                    await anyio.sleep(0.01)
+            assert not tools.session_lost
+            deep = "[" * 2000 + "1" + "]" * 2000  # as text: the stdlib's parser recurses past its limit
+            for arguments, says in [
+                ({"order_id": "\ud800"}, "cannot be sent as JSON: UnicodeEncodeError"),
+                ({"order_id": float("nan")}, "cannot be sent as JSON: ValueError"),
+                ({"order_id": json.loads("[" * 100 + "1" + "]" * 100)}, "nest deeper than 64 levels"),
+                ('{"order_id": ' + deep + "}", "nest deeper than 64 levels"),
+            ]:
+                r = await tools.acall("get_order", arguments)
+                assert not r.ok and says in r.content, (says, r)
+            assert (await tools.acall("cancel_order", {"order_id": 1})).ok and not tools.session_lost
+
+    try:
+        run(main, limit=60)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
 @pytest.mark.postgres
