@@ -4,8 +4,8 @@ The protocols share what they mean alike: the world (`domain`: mcp serves its to
 `tasks` selector), the host policy (loopback only unless `allow_remote`), the backend (on PostgreSQL a pool of one
 clone more than `max_sessions`, for the golden replay that grading a session runs) and the bound on sessions at once.
 Each keeps its own defaults (`McpServe`, `OpenEnvServe`) and the options only it takes; neither protocol's SDK is
-imported before it serves. Once a server is set up, and before it serves, the process's start-up heap is frozen out of
-the cyclic collector's reach while it serves (`tools.listen.startup_heap_frozen`).
+imported before it serves. While a server serves, the process's start-up heap is out of the cyclic collector's reach
+(`tools.listen.startup_heap_frozen`).
 
 With a task, every MCP session is graded when it ends and its verdict written to stderr (`VerdictLines`); the log goes
 to stderr too, and may be dropped when nobody reads it (`groundstate.tools.stderr_log`); the verdicts never are.

@@ -1,5 +1,5 @@
 """Serving on a network: where a server may listen (loopback, unless the caller says the network may reach it), and its
-start-up heap put out of the collector's way before it serves."""
+start-up heap out of the collector's way while it serves."""
 
 from __future__ import annotations
 

@@ -50,7 +50,7 @@ class McpToolset:
     def __init__(self, client: Client, tools: Sequence[types.Tool]):
         self.client = client
         self.tools: dict[str, types.Tool] = {t.name: t for t in tools}
-        # set by `http` when the server answers a request of this session 404: it no longer knows the session (its
+        # set by `http` when the server answers a POST of this session 404: it no longer knows the session (its
         # restart, its expiry), and what fails from then on is not the agent's doing
         self.session_lost = False
 
