@@ -28,13 +28,13 @@ from mcp import Client, MCPError, StdioServerParameters, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
+from groundstate.tools.mcp_stdio import MAX_NESTING
 from groundstate.tools.stdio_transport import StdoutNoise, stdio_transport
 from groundstate.types import ToolResult
 
 __all__ = ["McpToolset", "McpToolsetError", "tls_context"]
 
 WRITE_META_KEY = "groundstate/write"  # = mcp_server.WRITE_META_KEY: set by groundstate's own MCP server
-MAX_ARGUMENT_NESTING = 64  # = mcp_stdio.MAX_NESTING, tasks.MAX_NESTING: deeper arguments are refused before they are sent
 SESSION_HEADER = "mcp-session-id"  # streamable HTTP's session header (= mcp_server.SESSION_HEADER)
 INFRA_KEY = "groundstate/infrastructure"  # in mcp_server.INFRA_ERROR_DATA: the error is not the agent's doing
 DEFAULT_STARTUP_TIMEOUT_S = 30.0  # a stdio server's start-up: spawn, initialize, tools/list (the SDK's servers take 1-4 s)
@@ -220,7 +220,7 @@ class McpToolset:
             except json.JSONDecodeError as e:
                 return ToolResult(False, f"error: arguments of {name} are not valid JSON: {e.msg}", write)
             except RecursionError:
-                return ToolResult(False, f"error: arguments of {name} nest deeper than {MAX_ARGUMENT_NESTING} levels", write)
+                return ToolResult(False, f"error: arguments of {name} nest deeper than {MAX_NESTING} levels", write)
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, dict):
@@ -244,15 +244,16 @@ class McpToolset:
 
 
 def _unsendable(arguments: dict[str, Any]) -> str | None:
-    """Why `arguments` cannot travel as a JSON-RPC request, or None: nested deeper than `MAX_ARGUMENT_NESTING` (the
-    SDK's serializer raises past ~250 levels, the stdlib's past ~1,000), a non-finite number, text that is not valid
-    Unicode (a lone surrogate killed the HTTP transport: every later call failed), or a value JSON has no type for."""
+    """Why `arguments` cannot travel as a JSON-RPC request, or None: nested deeper than `MAX_NESTING` (what our stdio
+    server reads; the SDK's serializer raises past ~250 levels, the stdlib's past ~1,000), a non-finite number, text that
+    is not valid Unicode (a lone surrogate killed the HTTP transport: every later call failed), or a value JSON has no
+    type for."""
     level: list[tuple[Any, int]] = [(arguments, 1)]
     while level:
         value, depth = level.pop()
         if isinstance(value, (dict, list, tuple)):
-            if depth > MAX_ARGUMENT_NESTING:
-                return f"nest deeper than {MAX_ARGUMENT_NESTING} levels"
+            if depth > MAX_NESTING:
+                return f"nest deeper than {MAX_NESTING} levels"
             level += [(v, depth + 1) for v in (value.values() if isinstance(value, dict) else value)]
     try:
         json.dumps(arguments, allow_nan=False, ensure_ascii=False).encode("utf-8")

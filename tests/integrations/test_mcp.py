@@ -860,7 +860,7 @@ def test_toolset_raises_when_the_server_forgets_its_session(tmp_path):
 def test_a_get_answered_404_is_not_a_lost_session(shop):
     """Before a server that routes only POSTs (a proxy, an Express app) the client's GET stream is answered 404: the
     session is not lost, so the agent's failures stay its own. A surrogate, a NaN, or arguments nested past
-    `MAX_ARGUMENT_NESTING` are the agent's failed calls too, refused before they are sent (a surrogate sent killed the
+    `mcp_stdio.MAX_NESTING` are the agent's failed calls too, refused before they are sent (a surrogate sent killed the
     HTTP transport, every later call a system error), and the session serves on."""
     import uvicorn
 
