@@ -40,6 +40,7 @@ import math
 import secrets
 import sys
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -92,6 +93,10 @@ DEFAULT_SESSION_WAIT = 30.0  # seconds a first tool call waits for a free sandbo
 # is told its session ended (an infrastructure error), not "Session not found"; then the SDK forgets the session (about
 # 40 kB each, for a client that left without DELETE)
 SESSION_MEMORY = 5 * 60.0
+# An ended session's key is refused (`SessionEnded`) until it has had no request for the HTTP server's own memory of it
+# (`idle_timeout + SESSION_MEMORY`, reset by every request) and this much more: by then the SDK has forgotten the
+# session and answers its requests 404 itself, so the key is forgotten here too (one per ended session, without bound)
+ENDED_MARGIN = 60.0
 SHUTDOWN_GRACE = 5  # seconds HTTP requests may still run after SIGTERM/SIGINT before they are cancelled
 SESSION_HEADER = "mcp-session-id"
 WRITE_META_KEY = "groundstate/write"  # tool results carry whether the tool may write, in `_meta`
@@ -161,7 +166,10 @@ class SessionSandboxes:
         idle_timeout: float | None = None,
         max_sessions: int | None = DEFAULT_MAX_SESSIONS,
         session_wait: float = DEFAULT_SESSION_WAIT,
+        forget_ended_after: float | None = None,
     ):
+        """`forget_ended_after`: seconds with no request after which an ended session's key is no longer remembered
+        (None: remembered while the registry lives); the HTTP app passes its SDK's session memory plus `ENDED_MARGIN`."""
         if max_sessions is not None and max_sessions < 1:
             raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
         if session_wait < 0:
@@ -178,7 +186,8 @@ class SessionSandboxes:
         # pool from parking worker threads forever and lets a shutdown cancel the waiters.
         self._slots = anyio.Semaphore(max_sessions) if max_sessions is not None else None
         self._entries: dict[str, _Entry] = {}
-        self._ended: set[str] = set()
+        self.forget_ended_after = forget_ended_after
+        self._ended: OrderedDict[str, float] = OrderedDict()  # ended sessions' keys -> their last request, oldest first
         self._activity: dict[str, _Activity] = {}
         self._closing = False
         self.opened = 0  # sandboxes opened / closed so far
@@ -268,7 +277,7 @@ class SessionSandboxes:
         if entry is None:
             return
         if remember:
-            self._ended.add(key)
+            self._touch_ended(key)
         with anyio.CancelScope(shield=True):
             async with entry.lock:
                 if entry.closed:
@@ -329,13 +338,31 @@ class SessionSandboxes:
     def open_count(self) -> int:
         return sum(1 for e in self._entries.values() if e.sandbox is not None and e.owned and not e.closed)
 
+    @property
+    def remembered(self) -> int:
+        """Ended sessions whose keys are still refused."""
+        return len(self._ended)
+
+    def _touch_ended(self, key: str) -> None:
+        """Note a request for (or the end of) an ended session, and forget the keys past `forget_ended_after`."""
+        now = anyio.current_time()
+        self._ended[key] = now
+        self._ended.move_to_end(key)
+        if self.forget_ended_after is not None:
+            while self._ended and now - next(iter(self._ended.values())) > self.forget_ended_after:
+                self._ended.popitem(last=False)
+
     # -- HTTP session activity (fed by the ASGI wrapper with the session's POSTs), for the idle reaper ----
     def begin(self, key: str) -> None:
+        if key in self._ended:
+            self._touch_ended(key)
         a = self._activity.setdefault(key, _Activity())
         a.in_flight += 1
         a.last_seen = anyio.current_time()
 
     def finish(self, key: str, status: int | None = None) -> None:
+        if key in self._ended:
+            self._touch_ended(key)
         a = self._activity.get(key)
         if a is not None:
             a.in_flight = max(0, a.in_flight - 1)
@@ -612,6 +639,7 @@ def build_http_app(
         idle_timeout=idle_timeout,
         max_sessions=max_sessions,
         session_wait=session_wait,
+        forget_ended_after=idle_timeout + SESSION_MEMORY + ENDED_MARGIN,
     )
     server = build_server(domain, backend, task, sessions=sessions)
     base = f"http://{'[' + host + ']' if ':' in host else host}:{port}"

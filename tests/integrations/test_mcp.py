@@ -434,6 +434,38 @@ def test_idle_http_sessions_are_reaped(shop):
     run(main)
 
 
+def test_ended_sessions_are_refused_while_their_client_asks_then_forgotten(shop):
+    """An ended session's key is refused for as long as requests for it keep coming (each one resets the HTTP server's
+    own memory of the session too), and forgotten once it has had none for `forget_ended_after`: thousands of clients
+    that DELETE their sessions leave nothing behind."""
+    backend = SqliteBackend()
+    sessions = SessionSandboxes(shop, backend, backend.prepare(shop, shop.task(TASK).patch), forget_ended_after=0.3)
+
+    async def main():
+        for key in ("old", "asking"):
+            sessions.begin(key)
+            await sessions.call(key, "get_order", {"order_id": 1})
+            sessions.finish(key)
+            await sessions.end(key, remember=True)
+        assert sessions.remembered == 2
+        for _ in range(4):  # the client of "asking" keeps asking, past the memory's length
+            await anyio.sleep(0.1)
+            sessions.begin("asking")
+            with pytest.raises(SessionEnded):
+                await sessions.call("asking", "get_order", {"order_id": 1})
+            sessions.finish("asking")
+        assert sessions.remembered == 1  # "old" had no request for 0.4 s
+        await anyio.sleep(0.4)
+        sessions.begin("new")
+        await sessions.call("new", "get_order", {"order_id": 1})
+        sessions.finish("new")
+        await sessions.end("new", remember=True)
+        assert sessions.remembered == 1  # only "new": "asking" went quiet
+        await sessions.aclose()
+
+    run(main)
+
+
 def test_sandbox_slots_are_bounded_and_a_session_without_one_is_graded_when_it_ends(shop):
     """`max_sessions=1, session_wait=0`: a second session is refused at once (a free slot is taken even with no
     time to wait); when both end together, the refused one is graded on its start state too."""
