@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import json
 import pickle
 import re
 import threading
@@ -52,15 +53,24 @@ class _ToolSpec:
 
 
 class Tau2ToolCatalog:
-    """The `ToolCatalog` surface of a τ² domain's tools: a tool may write unless τ² declares it read or think only."""
+    """The `ToolCatalog` surface of a τ² domain's tools: a tool may write unless τ² declares it read or think only;
+    with `schemas` (JSON text of the agent's tools in the OpenAI format), `openai_schemas` gives a fresh copy of them."""
 
-    def __init__(self, writes: dict[str, bool]):
+    def __init__(self, writes: dict[str, bool], schemas: str = "[]"):
         self.specs = {name: _ToolSpec(name, write) for name, write in writes.items()}
+        self._schemas = schemas
 
     @classmethod
     def of(cls, env: Any) -> Tau2ToolCatalog:
-        """The catalog of a τ² environment's tools."""
-        return cls({t.name: env.tools.tool_type(t.name).value not in ("read", "think") for t in env.get_tools()})
+        """The catalog of a τ² environment's tools. τ² builds each tool's schema anew at every `get_tools` (pydantic
+        models made from its docstring, 27 ms an environment on airline), so they are built here once per domain."""
+        tools = env.get_tools()
+        writes = {t.name: env.tools.tool_type(t.name).value not in ("read", "think") for t in tools}
+        return cls(writes, json.dumps([t.openai_schema for t in tools]))
+
+    def openai_schemas(self) -> list[dict[str, Any]]:
+        """The agent's tools in the OpenAI format, as τ²'s `get_tools` gives them, a copy the caller owns."""
+        return json.loads(self._schemas)
 
 
 class Tau2Domain:
@@ -161,6 +171,7 @@ class Tau2Domain:
             limits,
             system_prompt=self.system_prompt(),
             writes={n: s.write for n, s in self.tools.specs.items()},
+            schemas=self.tools.openai_schemas,
             gold=functools.partial(self.gold_state, task),
         )
 

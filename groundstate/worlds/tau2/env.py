@@ -45,11 +45,12 @@ class Tau2Environment:
         *,
         system_prompt: str,
         writes: dict[str, bool],
+        schemas: Callable[[], list[dict[str, Any]]],
         gold: Callable[[], GoldState],
         log: list[tuple[Any, Any]] | None = None,
     ):
         self.task, self.tau2_task, self.env, self.limits = task, tau2_task, env, limits
-        self.system_prompt, self.writes, self.gold = system_prompt, writes, gold
+        self.system_prompt, self.writes, self.schemas, self.gold = system_prompt, writes, schemas, gold
         self.log: list[tuple[Any, Any]] = log if log is not None else []  # (τ² ToolCall, τ² ToolMessage) of each executed call
 
     @classmethod
@@ -64,7 +65,8 @@ class Tau2Environment:
         return [{"role": "system", "content": self.system_prompt}] + [m for msg in opening(self.tau2_task, self.task) for m in to_chat(msg)]
 
     def tool_schemas(self) -> list[dict[str, Any]]:
-        return [t.openai_schema for t in self.env.get_tools()]
+        """τ²'s agent tools in the OpenAI format (the domain's, made once: `Tau2ToolCatalog.openai_schemas`)."""
+        return self.schemas()
 
     async def call_tool(self, name: str, arguments: Any) -> ToolResult:
         if not isinstance(arguments, dict):
@@ -120,6 +122,7 @@ class Tau2Environment:
             self.limits,
             system_prompt=self.system_prompt,
             writes=self.writes,
+            schemas=self.schemas,
             gold=self.gold,
             log=list(self.log),
         )

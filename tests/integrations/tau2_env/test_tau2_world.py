@@ -71,6 +71,27 @@ def test_selectors_name_domains_and_taus_own_splits():
     assert task.source_id == "7" and task.domain == "tau2-airline"
 
 
+def test_the_agents_tools_are_taus_own_schemas_in_every_attempt():
+    """Made once per domain, the schemas are what τ²'s `get_tools` gives on the attempt's own environment (its task's
+    initial state set), and each attempt owns its copy."""
+
+    async def schemas(task, domain):
+        env = await domain.open_environment(task, None)
+        try:
+            return env.tool_schemas(), [t.openai_schema for t in env.env.get_tools()]
+        finally:
+            await env.close()
+
+    for name in ("airline", "retail", "telecom", "mock"):
+        pairs = load_tau2([name], local=True)
+        (first, domain), (last, _) = pairs[0], pairs[-1]
+        ours, theirs = asyncio.run(schemas(first, domain))
+        assert ours == theirs and len(ours) >= 4, name
+        ours[0]["function"]["name"] = "changed"
+        again, theirs = asyncio.run(schemas(last, domain))
+        assert again == theirs, name
+
+
 @pytest.mark.slow
 def test_run_gold_and_noop_from_the_command_line(tmp_path):
     """The README's command, `groundstate run --agent scripted:gold --tasks tau2:...`, read back by `metrics`: gold, with the
