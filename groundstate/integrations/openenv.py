@@ -64,6 +64,7 @@ from groundstate.integrations.loop import run_sync
 from groundstate.integrations.splits import SplitError, TaskSplits
 from groundstate.integrations.stepped import Step, SteppedEpisode
 from groundstate.integrations.verdict_view import verdict_summary
+from groundstate.jsontext import finite
 from groundstate.pipeline.served import ServedEpisodes
 from groundstate.specs import UserSpec, parse_user
 from groundstate.state.base import Backend
@@ -496,6 +497,8 @@ def create_app(
     `/{name}/splits`, `/{name}/tasks`, ... over `splits`; an HTTP session (`openenv/session/create`, what
     `MCPToolClient` opens) with no WebSocket attached closed after `idle_timeout` seconds without a request; every
     finished episode written to `records` where given."""
+    from fastapi.encoders import jsonable_encoder
+    from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
     from openenv.core.env_server.http_server import create_fastapi_app
     from openenv.core.env_server.types import ConcurrencyConfig
@@ -509,7 +512,13 @@ def create_app(
         # a client's mistake over HTTP (a /step, which has no episode there), or a reset at capacity: one line, nothing logged
         return JSONResponse({"detail": str(error)}, status_code=error.status)
 
+    async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+        # FastAPI's own 422, but for the client's NaN or Infinity (JSON as Python reads it), echoed in each error's
+        # `input`: written as a number it could not be, and the answer was a 500 with a traceback in the log
+        return JSONResponse({"detail": finite(jsonable_encoder(error.errors()))}, status_code=422)
+
     app.add_exception_handler(EpisodeRequestError, refused)
+    app.add_exception_handler(RequestValidationError, invalid)
     _session_ids_checked(app)
 
     async def quiet_on_departed_clients(scope: Any, receive: Any, send: Any) -> None:
