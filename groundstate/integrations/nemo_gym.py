@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -51,7 +52,7 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.server_utils import SESSION_ID_KEY
-from pydantic import ConfigDict, Field, PrivateAttr
+from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from groundstate.agents import make_user
 from groundstate.agents.base import valid_text
@@ -90,6 +91,20 @@ class GroundstateResourcesServerConfig(BaseResourcesServerConfig):
     max_result_chars: int | None = Field(None, ge=1)
     reveal_verdict: bool = False  # the whole verdict with the reward (for evaluation: the answer travels with it)
     out: str | None = None  # a results file: every finished attempt written there as a record
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_near_misses(cls, data: Any) -> Any:
+        """NeMo Gym puts keys of its own in a server's entry (`datasets`, `verified`, ...), so a key that is neither
+        ours nor NeMo Gym's is let through; one that is a near miss of a key read here (`max_session`, `idle-timeout`)
+        is an error naming that key, where it had been ignored and its default served."""
+        if isinstance(data, dict):
+            for key in data:
+                if isinstance(key, str) and key not in cls.model_fields:
+                    near = difflib.get_close_matches(key.lower().replace("-", "_"), list(cls.model_fields), n=1, cutoff=0.8)
+                    if near:
+                        raise ValueError(f"unknown key {key!r} in the server's config: did you mean {near[0]!r}?")
+        return data
 
 
 class SeedRequest(BaseSeedSessionRequest):

@@ -174,3 +174,11 @@ def test_what_cannot_be_served_stops_the_server_first():
         _server(tasks="retail-damaged-refund-001")  # its only task is judged on the reply
     with pytest.raises(ValueError, match="num_workers"):
         _server(num_workers=2)
+
+
+def test_a_misspelt_key_of_the_servers_config_is_an_error_naming_the_key_it_meant():
+    for key, meant in (("max_session", "max_sessions"), ("idle-timeout", "idle_timeout"), ("reveal_verdicts", "reveal_verdict")):
+        with pytest.raises(ValueError, match=f"unknown key '{key}'.*did you mean '{meant}'"):
+            _server(**{key: 1})
+    served = _server(datasets=[], verified=False, description="NeMo Gym's own keys")  # neither ours nor near one: let through
+    assert served.config.max_sessions == 64
