@@ -542,6 +542,12 @@ class _StaticTokenVerifier:
         return None
 
 
+def _route_path(scope: Scope) -> str:
+    """The request's path within the app, as Starlette routes it: without the `root_path` the app is mounted under."""
+    path, root = scope["path"], scope.get("root_path", "")
+    return path[len(root) :] if root and path.startswith(root) else path
+
+
 class _NoEventStream:
     """ASGI wrapper: a GET of the MCP endpoint is answered 405, which streamable HTTP allows a server that offers no
     event stream of its own.
@@ -556,7 +562,7 @@ class _NoEventStream:
         self.app, self.path = app, path
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "GET" and scope["path"].rstrip("/") == self.path.rstrip("/"):
+        if scope["type"] == "http" and scope["method"] == "GET" and _route_path(scope).rstrip("/") == self.path.rstrip("/"):
             headers = [(b"allow", b"POST, DELETE"), (b"content-length", b"0")]
             await send({"type": "http.response.start", "status": 405, "headers": headers})
             await send({"type": "http.response.body", "body": b""})

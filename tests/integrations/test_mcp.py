@@ -209,6 +209,21 @@ def test_http_offers_no_event_stream(http_server):
     assert "reward=1" in _wait_for_ended(log, before + 1)[before]
 
 
+def test_a_get_is_405_where_the_app_is_mounted_under_a_prefix(shop):
+    """Mounted under a prefix (`root_path`, as Starlette's `Mount` and a proxy's `--root-path` set it), the endpoint's
+    GET is still 405: the path is compared as Starlette routes it."""
+    app = build_http_app(shop, SqliteBackend(), shop.task("shop-cancel"), token="t")
+
+    async def main():
+        transport = httpx2.ASGITransport(app=app, root_path="/tools")
+        async with httpx2.AsyncClient(transport=transport, base_url="http://testserver") as client:
+            with anyio.fail_after(10):
+                r = await client.get("/tools/mcp", headers={"Authorization": "Bearer t", "Accept": "text/event-stream"})
+            assert r.status_code == 405 and r.headers["allow"] == "POST, DELETE", r
+
+    run(main)
+
+
 def test_http_concurrent_sessions_are_isolated_and_released(http_server):
     """Two ClientSessions on ONE HTTP server: each gets its own sandbox, closed (and graded) when the session ends."""
     url, token, log = http_server["url"], http_server["token"], http_server["log"]
