@@ -498,10 +498,12 @@ def create_app(
     `MCPToolClient` opens) with no WebSocket attached closed after `idle_timeout` seconds without a request; every
     finished episode written to `records` where given."""
     from fastapi.encoders import jsonable_encoder
+    from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
     from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse
+    from fastapi.responses import JSONResponse, Response
     from openenv.core.env_server.http_server import create_fastapi_app
     from openenv.core.env_server.types import ConcurrencyConfig
+    from starlette.exceptions import HTTPException
     from starlette.websockets import WebSocketDisconnect
 
     factory = environment_factory(tasks, backend, limits, user, name, reveal_verdict, max_sessions, records=records, splits=splits)
@@ -512,13 +514,18 @@ def create_app(
         # a client's mistake over HTTP (a /step, which has no episode there), or a reset at capacity: one line, nothing logged
         return JSONResponse({"detail": str(error)}, status_code=error.status)
 
-    async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
-        # FastAPI's own 422, but for the client's NaN or Infinity (JSON as Python reads it), echoed in each error's
-        # `input`: written as a number it could not be, and the answer was a 500 with a traceback in the log
-        return JSONResponse({"detail": finite(jsonable_encoder(error.errors()))}, status_code=422)
+    # FastAPI's own answers to a request it refuses, but with the client's NaN or Infinity (JSON as Python reads it)
+    # written as null where they echo it (a field's `input`; OpenEnv's 422 for an action, which holds its validation
+    # errors): written as numbers they could not be, and the answer was a 500 with a traceback in the log
+    async def invalid(request: Request, error: RequestValidationError) -> Response:
+        return await request_validation_exception_handler(request, RequestValidationError(finite(jsonable_encoder(error.errors()))))
+
+    async def http_error(request: Request, error: HTTPException) -> Response:
+        return await http_exception_handler(request, HTTPException(error.status_code, finite(jsonable_encoder(error.detail)), error.headers))
 
     app.add_exception_handler(EpisodeRequestError, refused)
     app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(HTTPException, http_error)
     _session_ids_checked(app)
 
     async def quiet_on_departed_clients(scope: Any, receive: Any, send: Any) -> None:

@@ -548,21 +548,25 @@ def _route_path(scope: Scope) -> str:
     return path[len(root) :] if root and path.startswith(root) else path
 
 
-class _NoEventStream:
-    """ASGI wrapper: a GET of the MCP endpoint is answered 405, which streamable HTTP allows a server that offers no
-    event stream of its own.
+class _PostAndDeleteOnly:
+    """ASGI wrapper: at the MCP endpoint only POST and DELETE reach the SDK; any other method is answered 405 here.
 
-    This server writes to a client only in answer to a POST (no notifications, no requests to the client), so the
-    stream would carry nothing, yet the SDK's clients hold one open all session long: a task, a response and a
-    connection per session on each side (benchmarks/protocols.py measures what dropping it saves). The SDK's Python
-    client tries the GET twice, a second apart, then goes on without it; its TypeScript client stops at the first 405.
+    A GET is the client's event stream, which streamable HTTP lets a server without one refuse. This server writes to a
+    client only in answer to a POST (no notifications, no requests to the client), so the stream would carry nothing,
+    yet the SDK's clients hold one open all session long: a task, a response and a connection per session on each side
+    (benchmarks/protocols.py measures what dropping it saves). The SDK's Python client tries the GET twice, a second
+    apart, then goes on without it; its TypeScript client stops at the first 405.
+
+    Any other method (HEAD, PUT, OPTIONS, ...) is refused here too: the SDK answers those 405 itself, but only after
+    counting the request as the session's activity, so a client could keep a session alive in the SDK while this
+    server, which counts only POST and DELETE, forgot that the session had ended (`SessionSandboxes.forget_ended_after`).
     """
 
     def __init__(self, app: ASGIApp, path: str):
         self.app, self.path = app, path
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "GET" and _route_path(scope).rstrip("/") == self.path.rstrip("/"):
+        if scope["type"] == "http" and scope["method"] not in ("POST", "DELETE") and _route_path(scope).rstrip("/") == self.path.rstrip("/"):
             headers = [(b"allow", b"POST, DELETE"), (b"content-length", b"0")]
             await send({"type": "http.response.start", "status": 405, "headers": headers})
             await send({"type": "http.response.body", "body": b""})
@@ -661,7 +665,7 @@ def build_http_app(
         # Resource-server-only auth: the SDK's bearer middleware checks every request; no OAuth routes are added.
         auth=AuthSettings(issuer_url=base, resource_server_url=None),
     )
-    return _NoEventStream(_SessionLifecycle(app, sessions), path)
+    return _PostAndDeleteOnly(_SessionLifecycle(app, sessions), path)
 
 
 # -- serving -------------------------------------------------------------------------------------

@@ -481,6 +481,57 @@ def test_ended_sessions_are_refused_while_their_client_asks_then_forgotten(shop)
     run(main)
 
 
+@pytest.mark.parametrize("method", ["HEAD", "PUT", "OPTIONS"])
+def test_no_request_keeps_an_ended_session_alive_in_the_sdk_after_it_is_forgotten_here(shop, monkeypatch, method):
+    """Only POST and DELETE reach the SDK at the endpoint. Any other method the SDK answers 405 itself, but after
+    counting it as the session's activity: a client that sent one every half second kept an ended session alive in the
+    SDK while the server forgot the session had ended, and the session's next call opened a fresh sandbox (its cancel
+    gone). Scaled down: the SDK forgets a session 1.5 s after its last request, the server 2 s after."""
+    import uvicorn
+
+    from groundstate.tools import mcp_server
+
+    monkeypatch.setattr(mcp_server, "SESSION_MEMORY", 1.0)
+    monkeypatch.setattr(mcp_server, "ENDED_MARGIN", 0.5)
+    port = _free_port()
+    app = build_http_app(shop, SqliteBackend(), shop.task("shop-cancel"), token="t", port=port, idle_timeout=0.5)
+    url, headers = f"http://127.0.0.1:{port}/mcp", {"Authorization": "Bearer t", "Accept": "application/json, text/event-stream"}
+    opening = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="on"))
+
+    def call(i: int, name: str) -> dict:
+        return {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": name, "arguments": {"order_id": 1}}}
+
+    async def session(client) -> dict:
+        r = await client.post(url, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": opening}, headers=headers)
+        mine = {**headers, "mcp-session-id": r.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+        await client.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=mine)
+        return mine
+
+    async def main():
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(server.serve)
+            while not server.started:
+                await anyio.sleep(0.02)
+            async with httpx2.AsyncClient(timeout=10) as client:
+                a = await session(client)
+                assert not (await client.post(url, json=call(1, "cancel_order"), headers=a)).json()["result"]["isError"]
+                await anyio.sleep(1.0)  # its sandbox idles out: graded and closed
+                assert "session has ended" in (await client.post(url, json=call(2, "get_order"), headers=a)).text
+                for _ in range(8):  # 4 s of requests that are not POSTs
+                    assert (await client.request(method, url, headers=a)).status_code == 405
+                    await anyio.sleep(0.5)
+                b = await session(client)  # another session ends: the server forgets what has aged out
+                await client.post(url, json=call(1, "get_order"), headers=b)
+                await client.request("DELETE", url, headers=b)
+                late = await client.post(url, json=call(3, "get_order"), headers=a)
+                assert late.status_code == 404 and "Session not found" in late.text, late.text  # the SDK forgot it too
+                assert app.app.sessions.opened == 2  # a's and b's: no fresh sandbox for a
+            server.should_exit = True
+
+    run(main, limit=60)
+
+
 def test_sandbox_slots_are_bounded_and_a_session_without_one_is_graded_when_it_ends(shop):
     """`max_sessions=1, session_wait=0`: a second session is refused at once (a free slot is taken even with no
     time to wait); when both end together, the refused one is graded on its start state too."""

@@ -149,12 +149,19 @@ def test_hostile_and_careless_clients_get_errors_and_the_server_stays_up(server)
 
 
 def test_nan_and_infinity_in_a_request_are_a_422_not_a_500(server):
-    """JSON as Python reads it has NaN and Infinity: a field that refuses one is FastAPI's 422, whose error echoes the
-    input; echoed as a number it could not be written, and the answer was a 500 with a traceback in the log."""
+    """JSON as Python reads it has NaN and Infinity: a field that refuses one is FastAPI's 422 (or OpenEnv's, for an
+    action), whose error echoes the input; echoed as a number it could not be written, and the answer was a 500 with a
+    traceback in the log."""
     import httpx
 
-    for body in ('{"seed": NaN}', '{"episode_id": Infinity}', '{"seed": -Infinity, "episode_id": NaN}'):
-        answer = httpx.post(f"{server}/reset", content=body, headers={"content-type": "application/json"}, timeout=30)
+    for route, body in (
+        ("reset", '{"seed": NaN}'),
+        ("reset", '{"episode_id": Infinity}'),
+        ("reset", '{"seed": -Infinity, "episode_id": NaN}'),
+        ("step", '{"action": {"type": NaN}}'),  # OpenEnv's own 422 for an action, its errors in the detail
+        ("step", '{"action": {"type": "call_tool", "tool_name": NaN, "arguments": NaN}}'),
+    ):
+        answer = httpx.post(f"{server}/{route}", content=body, headers={"content-type": "application/json"}, timeout=30)
         assert answer.status_code == 422, (body, answer.text)
         assert all(error["input"] is None for error in answer.json()["detail"]), answer.text
     assert httpx.get(f"{server}/health", timeout=30).status_code == 200
