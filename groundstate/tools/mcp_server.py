@@ -25,7 +25,8 @@ Sessions and sandboxes:
   `server/discover` (the SDK's `auto` clients then fall back to `initialize`), and a session-less tool call
   is refused with a protocol error.
 - The HTTP app listens on loopback and requires `Authorization: Bearer <token>` (401 otherwise). It offers no
-  standalone event stream: a GET of the endpoint is answered 405 (the server sends nothing unprompted).
+  standalone event stream: a GET of the endpoint is answered 405 (the server sends nothing unprompted), as is any
+  method but POST and DELETE. A session's key is refused after its end for as long as the SDK remembers the session.
 
 Blocking database work (opening, tool calls, closing) runs in worker threads on backends other than SQLite.
 Failures that are not the agent's doing (no session, session ended, no sandbox could be opened) are JSON-RPC
