@@ -20,16 +20,15 @@ import json
 import os
 import random
 import re
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-try:
+if TYPE_CHECKING:
     import openai
     from openai import AsyncOpenAI, OpenAI
-except ImportError:  # the core install: specs still parse, and an endpoint asked for says what to install
-    openai = None
 
 from groundstate.agents.base import delivered_turns
 from groundstate.agents.toolcall_format import TOOL_CALL_FORMATS, parse_content
@@ -80,10 +79,20 @@ class EndpointError(RuntimeError):
 OPENAI_MISSING = "needs the openai package, which this install lacks: pip install 'groundstate[openai]'"
 
 
+def _openai() -> Any:
+    """The `openai` package, imported at first use: 0.4 s that a process which never calls an endpoint (a scripted
+    run, a server, a test worker) does not pay. `ValueError` (`OPENAI_MISSING`) where it is not installed (the core
+    install: specs still parse, and an endpoint asked for says what to install)."""
+    try:
+        import openai
+    except ImportError:
+        raise ValueError(OPENAI_MISSING) from None
+    return openai
+
+
 def require_openai() -> None:
     """`ValueError` (`OPENAI_MISSING`) unless the `openai` client is installed (the `openai` extra)."""
-    if openai is None:
-        raise ValueError(OPENAI_MISSING)
+    _openai()
 
 
 def api_key() -> str:
@@ -122,17 +131,19 @@ def probe_endpoint(spec: Endpoint | str, timeout: float = 10.0) -> EndpointProbe
             problem=f"without @URL requests go to the official API ({OFFICIAL_API}) and OPENAI_API_KEY is not set: "
             "set it, or name your server, e.g. openai:MODEL@http://127.0.0.1:8000/v1",
         )
-    if openai is None:
+    try:
+        oa = _openai()
+    except ValueError:
         return EndpointProbe(endpoint, problem=OPENAI_MISSING)
-    client = OpenAI(base_url=url, api_key=api_key(), max_retries=0, timeout=timeout)
+    client = oa.OpenAI(base_url=url, api_key=api_key(), max_retries=0, timeout=timeout)
     try:
         listed = [m.id for m in client.models.list()]
-    except (openai.AuthenticationError, openai.PermissionDeniedError) as e:
+    except (oa.AuthenticationError, oa.PermissionDeniedError) as e:
         why = "OPENAI_API_KEY is not set" if not key_set else "check OPENAI_API_KEY"
         return EndpointProbe(endpoint, problem=f"{url} refused the request (HTTP {e.status_code}): {why}")
-    except openai.APIStatusError:
+    except oa.APIStatusError:
         return EndpointProbe(endpoint)  # it answered: a server without /models (or a broken one) still serves chat
-    except openai.APIConnectionError as e:  # refused, unknown host, timed out (APITimeoutError is one)
+    except oa.APIConnectionError as e:  # refused, unknown host, timed out (APITimeoutError is one)
         cause = e.__cause__ or e
         return EndpointProbe(
             endpoint, problem=f"cannot reach {url} ({type(cause).__name__}: {str(cause).strip()[:200] or e}): is the server running?"
@@ -156,7 +167,7 @@ _ASYNC_CLIENTS: dict[asyncio.AbstractEventLoop, dict[tuple[str | None, str, floa
 
 def shared_async_client(base_url: str | None, timeout: float) -> AsyncOpenAI:
     """The running loop's client for this endpoint, created on first use (call from inside the loop)."""
-    require_openai()
+    oa = _openai()
     loop = asyncio.get_running_loop()
     for old in [lp for lp in _ASYNC_CLIENTS if lp.is_closed()]:
         del _ASYNC_CLIENTS[old]
@@ -165,13 +176,12 @@ def shared_async_client(base_url: str | None, timeout: float) -> AsyncOpenAI:
     client = per_loop.get(key)
     if client is None:
         # max_retries=0: retrying is ours (`with_retries`), so it is explicit, reported in the error and testable
-        client = per_loop[key] = AsyncOpenAI(base_url=base_url, api_key=key[1], timeout=timeout, max_retries=0)
+        client = per_loop[key] = oa.AsyncOpenAI(base_url=base_url, api_key=key[1], timeout=timeout, max_retries=0)
     return client
 
 
 def sync_client(base_url: str | None, timeout: float) -> OpenAI:
-    require_openai()
-    return OpenAI(base_url=base_url, api_key=api_key(), timeout=timeout, max_retries=0)
+    return _openai().OpenAI(base_url=base_url, api_key=api_key(), timeout=timeout, max_retries=0)
 
 
 # -- retries -------------------------------------------------------------------------------------------
@@ -223,9 +233,12 @@ def _retry_after(error: BaseException | None) -> float | None:
 
 def is_transient(error: BaseException) -> bool:
     """Worth retrying: timeouts, connection failures, 408/409/429 and 5xx. Not 400/401/403/404/422."""
-    if isinstance(error, openai.APIConnectionError):  # includes APITimeoutError
+    oa = sys.modules.get("openai")  # an error of the client's means it was imported
+    if oa is None:
+        return False
+    if isinstance(error, oa.APIConnectionError):  # includes APITimeoutError
         return True
-    if isinstance(error, openai.APIStatusError):
+    if isinstance(error, oa.APIStatusError):
         return error.status_code in (408, 409, 429) or error.status_code >= 500
     return False
 
@@ -241,11 +254,11 @@ def _endpoint_error(error: openai.OpenAIError, endpoint: str, what: str, attempt
 
 async def with_retries(call: Callable[[], Awaitable[T]], policy: RetryPolicy, endpoint: str, what: str = "chat completion") -> T:
     """Await `call()`, retrying transient client errors per `policy`; anything else → `EndpointError` at once."""
-    require_openai()
+    oa = _openai()
     for attempt in range(policy.max_retries + 1):
         try:
             return await call()
-        except openai.OpenAIError as e:
+        except oa.OpenAIError as e:
             if not is_transient(e) or attempt == policy.max_retries:
                 raise _endpoint_error(e, endpoint, what, attempt + 1) from e
             await asyncio.sleep(policy.delay(attempt, e))
@@ -254,11 +267,11 @@ async def with_retries(call: Callable[[], Awaitable[T]], policy: RetryPolicy, en
 
 def with_retries_sync(call: Callable[[], T], policy: RetryPolicy, endpoint: str, what: str = "chat completion") -> T:
     """The blocking twin of `with_retries`, for callers outside an event loop (the judge runs in grader threads)."""
-    require_openai()
+    oa = _openai()
     for attempt in range(policy.max_retries + 1):
         try:
             return call()
-        except openai.OpenAIError as e:
+        except oa.OpenAIError as e:
             if not is_transient(e) or attempt == policy.max_retries:
                 raise _endpoint_error(e, endpoint, what, attempt + 1) from e
             time.sleep(policy.delay(attempt, e))

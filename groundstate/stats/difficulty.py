@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scipy import stats
-
 BANDS = ("too_hard", "hard", "medium", "easy", "too_easy")
 DEFAULT_EDGES = (0.08, 0.40, 0.60, 0.90)
 
@@ -38,6 +36,8 @@ def check_edges(edges: Sequence[float]) -> tuple[float, ...]:
 
 def band_masses(n: int, c: int, edges: Sequence[float] = DEFAULT_EDGES) -> dict[str, float]:
     """Posterior mass of each band: Beta CDF differences over [0, e1), [e1, e2), ..., [e4, 1]."""
+    from scipy import stats  # imported here: 0.5 s that a process which never asks for it does not pay
+
     a, b = posterior(n, c)
     cuts = [0.0, *check_edges(edges), 1.0]
     cdf = [0.0] + [float(stats.beta.cdf(x, a, b)) for x in cuts[1:-1]] + [1.0]

@@ -6,8 +6,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from scipy import stats
-
 
 def metric_label(name: str, k: int, n: int | None = None) -> str:
     """How every table names a metric key of `compute`/`compare` (`pass_at_k` → `pass@5`): one naming everywhere.
@@ -44,6 +42,8 @@ def _check(n: int, c: int, k: int) -> None:
 
 def jeffreys_interval(n: int, c: int, level: float = 0.95) -> tuple[float, float]:
     """Jeffreys interval for a binomial rate: quantiles of Beta(c + ½, n − c + ½); ends pinned at 0 and 1."""
+    from scipy import stats  # imported here: 0.5 s that a process which never asks for it does not pay
+
     a = (1 - level) / 2
     lo = 0.0 if c == 0 else float(stats.beta.ppf(a, c + 0.5, n - c + 0.5))
     hi = 1.0 if c == n else float(stats.beta.ppf(1 - a, c + 0.5, n - c + 0.5))

@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
-from scipy import optimize, special, stats
 
 from groundstate.records import AttemptRecord, check_one_run
 from groundstate.stats.basis import basis, coverage, require_complete, task_counts
@@ -189,6 +188,8 @@ def _per_task(p: np.ndarray, k: np.ndarray | float, metric: Metric) -> tuple[np.
 
 def shifted(p: np.ndarray, delta: float) -> np.ndarray:
     """The candidate's rates: each base rate moved by `delta` on the logit scale."""
+    from scipy import special  # imported here: 0.5 s that a process which never plans power does not pay
+
     return special.expit(special.logit(p) + delta)
 
 
@@ -202,6 +203,8 @@ def effect_and_sd(p: np.ndarray, delta: float, k_b, k_c, metric: Metric = "pass_
 
 def solve_shift(p: np.ndarray, effect: float, k_b, k_c, metric: Metric = "pass_at_1") -> float | None:
     """The logit shift δ whose lift is `effect`; None when no shift reaches it."""
+    from scipy import optimize  # imported here: 0.5 s that a process which never plans power does not pay
+
     if effect == 0:
         return 0.0
     f = lambda delta: effect_and_sd(p, delta, k_b, k_c, metric)[0] - effect  # noqa: E731
@@ -212,12 +215,16 @@ def solve_shift(p: np.ndarray, effect: float, k_b, k_c, metric: Metric = "pass_a
 
 def power_of(effect: float, sd: float, tasks: float, alpha: float) -> float:
     """Normal-approximation power of the two-sided paired test for a lift `effect` with per-task sd `sd`."""
+    from scipy import stats  # imported here: 0.5 s that a process which never plans power does not pay
+
     z = stats.norm.ppf(1 - alpha / 2)
     shift = math.sqrt(tasks) * abs(effect) / sd if sd > 0 else math.inf
     return float(stats.norm.cdf(shift - z) + stats.norm.cdf(-shift - z))
 
 
 def _z_sum(alpha: float, power: float) -> float:
+    from scipy import stats  # imported here: 0.5 s that a process which never plans power does not pay
+
     return float(stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power))
 
 
@@ -249,6 +256,7 @@ def attempts_needed(p: np.ndarray, lift: float, tasks: int, alpha: float, power:
 def min_detectable(p: np.ndarray, tasks: int, k_b, k_c, alpha: float, power: float, metric: Metric = "pass_at_1", sign: int = 1) -> float | None:
     """The smallest lift of `sign` (+1 a rise, −1 a drop) that `tasks` tasks at k_b, k_c attempts detect with `power`;
     None when none does (every reachable lift is detected less often)."""
+    from scipy import optimize  # imported here: 0.5 s that a process which never plans power does not pay
 
     def gap(delta: float) -> float:
         e, sd = effect_and_sd(p, delta, k_b, k_c, metric)

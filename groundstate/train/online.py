@@ -51,7 +51,6 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.dataclasses import dataclass
-from scipy import special, stats
 
 from groundstate.jsontext import dumps
 
@@ -86,6 +85,8 @@ class OnlineConfig:
 
 def expected_signal(a: Any, b: Any, group_size: int) -> Any:
     """P(a group of `group_size` is mixed) = 1 − E[p^G] − E[(1 − p)^G] for p ~ Beta(a, b), exact (elementwise on arrays)."""
+    from scipy import special  # imported here: 0.5 s that a process which never samples does not pay
+
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     base = special.betaln(a, b)
     out = 1.0 - np.exp(special.betaln(a + group_size, b) - base) - np.exp(special.betaln(a, b + group_size) - base)
@@ -153,6 +154,8 @@ class OnlineSampler:
         self.retired = np.zeros(len(self.ids), dtype=bool)
         self.too_hard = np.zeros(len(self.ids), dtype=bool)
         self._flag(np.arange(len(self.ids)))
+        from scipy import stats  # imported here: 0.5 s that a process which never samples does not pay
+
         cap = PRIOR + group_size / (1 - self.config.forget) if self.config.forget < 1 else math.inf
         if cap < math.inf and stats.beta.sf(self.config.master, cap, PRIOR) < self.config.confidence:
             warnings.warn(
@@ -164,6 +167,8 @@ class OnlineSampler:
     # the posterior
 
     def _flag(self, idx: Any) -> None:
+        from scipy import stats  # imported here: 0.5 s that a process which never samples does not pay
+
         cfg = self.config
         self.retired[idx] = stats.beta.sf(cfg.master, self.a[idx], self.b[idx]) >= cfg.confidence
         self.too_hard[idx] = stats.beta.cdf(cfg.too_hard, self.a[idx], self.b[idx]) >= cfg.confidence
