@@ -135,7 +135,7 @@ class RemoteTau2Domain:
         found = self.bridge.request("domain", {"domain": domain})  # its first load: importing τ² takes seconds
         self.tasks = [Task.model_validate(t) for t in found["tasks"]]
         self.lists: dict[str, list[str]] = found["lists"]
-        self.tools = Tau2ToolCatalog(found["writes"])
+        self.tools = Tau2ToolCatalog(found["writes"], json.dumps(found["schemas"]))
         self.content_hash: str = found["content_hash"]
         self._system_prompt: str = found["system_prompt"]
         self.equivalences = Equivalences()

@@ -50,6 +50,7 @@ class Worker:
                 "tasks": [t.model_dump(mode="json") for t in d.tasks],
                 "lists": d.lists,
                 "writes": {n: s.write for n, s in d.tools.specs.items()},
+                "schemas": d.tools.openai_schemas(),
                 "content_hash": d.content_hash,
                 "system_prompt": d.system_prompt(),
             }

@@ -73,7 +73,7 @@ def test_selectors_name_domains_and_taus_own_splits():
 
 def test_the_agents_tools_are_taus_own_schemas_in_every_attempt():
     """Made once per domain, the schemas are what τ²'s `get_tools` gives on the attempt's own environment (its task's
-    initial state set), and each attempt owns its copy."""
+    initial state set), each attempt owns its copy, and a domain served from τ²'s own interpreter has the same."""
 
     async def schemas(task, domain):
         env = await domain.open_environment(task, None)
@@ -90,6 +90,7 @@ def test_the_agents_tools_are_taus_own_schemas_in_every_attempt():
         ours[0]["function"]["name"] = "changed"
         again, theirs = asyncio.run(schemas(last, domain))
         assert again == theirs, name
+        assert load_tau2([name])[0][1].tools.openai_schemas() == theirs, name  # τ² in its own interpreter: the same
 
 
 @pytest.mark.slow
