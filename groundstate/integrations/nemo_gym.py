@@ -179,6 +179,10 @@ class GroundstateResourcesServer(SimpleResourcesServer):
         )
         try:
             self._user = parse_user(self.config.user)  # a malformed one stops the server before it serves
+            if self._user.is_llm:  # as does an endpoint this environment has no openai client to call
+                from groundstate.agents.openai_compat import require_openai
+
+                require_openai()
         except ValueError as e:
             raise ValueError(f"user: {e}") from None
         backend = self.config.backend

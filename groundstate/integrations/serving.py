@@ -188,8 +188,12 @@ def _serve_openenv(c: OpenEnvServe) -> bool:
         raise ServeRefused("give --domain or --tasks (one of them), or --split")
     try:
         user = parse_user(c.user)  # once, for every session
+        if user.is_llm:  # every session's user calls the endpoint: refused now, not at the first client's reply
+            from groundstate.agents.openai_compat import require_openai
+
+            require_openai()
     except ValueError as e:
-        raise ServeRefused(str(e)) from None
+        raise ServeRefused(f"--user {c.user}: {e}") from None
     selector = c.tasks if c.tasks is not None else c.domain
     try:
         pairs = select_tasks(selector) if selector is not None else []

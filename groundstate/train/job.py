@@ -185,6 +185,14 @@ def _check_specs(job: TrainJob) -> None:
     if job.engine == "trl" and (llm_user or judged):
         given = "--user" if llm_user else "--judge"
         raise TrainRefused(f"{given} is for --engine verl: the TRL engine plays each task's scripted user and grades without a judge")
+    if llm_user or judged:  # verl's rollouts call the endpoint from this environment's openai client
+        from groundstate.agents.openai_compat import require_openai
+
+        try:
+            require_openai()
+        except ValueError as e:
+            given = f"--user {job.user}" if llm_user else f"--judge {job.judge}"
+            raise TrainRefused(f"{given}: {e}; nothing was trained or written.") from None
 
 
 def _tasks(selector: str, job: TrainJob) -> list[tuple[Task, Domain]]:

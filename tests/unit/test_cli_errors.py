@@ -393,3 +393,15 @@ def test_train_refuses_a_user_or_judge_it_cannot_build_or_would_not_use(tmp_path
     r = invoke("train", "--model", "Qwen/Qwen3-0.6B", "--train", "hr", "--out", str(out), *args)
     assert r.exit_code == 2 and says in one_error_line(r)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("role", ["--user", "--judge"])
+def test_a_verl_dry_run_with_an_endpoint_and_no_openai_client_is_refused(tmp_path, role):
+    """verl's rollouts would call the endpoint from this environment: without the openai client the dry run said the
+    recipe was fine, and the run failed at its first rollout."""
+    code = "import sys; sys.modules['openai'] = None\nfrom groundstate.cli import app\napp(sys.argv[1:], prog_name='groundstate')\n"
+    args = ["train", "--engine", "verl", "--dry-run", "--model", "Qwen/Qwen3-0.6B", "--train", "hr", "--out", str(tmp_path / "v")]
+    r = subprocess.run([sys.executable, "-c", code, *args, role, "openai:m@http://127.0.0.1:1/v1"], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert f"{role} openai:m@http://127.0.0.1:1/v1: needs the openai package" in r.stderr, r.stderr
+    assert not (tmp_path / "v").exists()

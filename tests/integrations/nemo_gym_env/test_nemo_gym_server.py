@@ -5,6 +5,7 @@ hostile calls get a one-line error, never a traceback or a reward; a system erro
 from __future__ import annotations
 
 import json
+import sys
 import time
 
 import pytest
@@ -174,6 +175,12 @@ def test_what_cannot_be_served_stops_the_server_first():
         _server(tasks="retail-damaged-refund-001")  # its only task is judged on the reply
     with pytest.raises(ValueError, match="num_workers"):
         _server(num_workers=2)
+
+
+def test_an_llm_user_without_the_openai_client_stops_the_server_first(monkeypatch):
+    monkeypatch.setitem(sys.modules, "openai", None)  # an install without the openai extra
+    with pytest.raises(ValueError, match="user: needs the openai package"):
+        _server(user="openai:m@http://127.0.0.1:1/v1")
 
 
 def test_a_misspelt_key_of_the_servers_config_is_an_error_naming_the_key_it_meant():

@@ -177,6 +177,14 @@ def test_the_command_refuses_what_it_cannot_serve():
     assert r.exit_code == 2 and "non-loopback host" in r.output
 
 
+def test_an_llm_user_without_the_openai_client_is_refused_before_serving(monkeypatch):
+    """Every session's user would call the endpoint: without the openai client the server started, and each episode
+    failed at the agent's first reply."""
+    monkeypatch.setitem(sys.modules, "openai", None)  # an install without the openai extra
+    r = CliRunner().invoke(app, ["serve", "--protocol", "openenv", "--domain", "kiosk", "--user", "openai:m@http://127.0.0.1:1/v1"])
+    assert r.exit_code == 2 and "--user openai:m@http://127.0.0.1:1/v1: needs the openai package" in r.output, r.output
+
+
 def _docs_blocks() -> tuple[list[str], str]:
     """docs/INTEGRATIONS.md's OpenEnv section: its serve command (as argv) and its client block."""
     section = (Path(__file__).parents[3] / "docs" / "INTEGRATIONS.md").read_text().split("\n## OpenEnv\n", 1)[1]
