@@ -27,9 +27,10 @@ PG_AVAILABLE = _pg_available()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Files that hold a slow test first, the rest after them, each group in collection order: `make test` hands
-    whole files to its two workers in this order (`--dist loadfile --no-loadscope-reorder`), so the long files start
-    first and short ones fill in behind them, instead of a long file starting last while the other worker idles."""
+    """Files that hold a slow test first, the rest after them, each group in collection order: a run of the whole suite
+    hands whole files to its two workers in this order (`--dist loadfile --no-loadscope-reorder`), so the long files
+    start first and short ones fill in behind them, instead of a long file starting last while the other worker idles.
+    `make test` deselects the slow tests and `make test-slow` keeps only them, so in either the order is the files'."""
     slow = {item.nodeid.split("::", 1)[0] for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in slow)
 

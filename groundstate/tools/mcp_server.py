@@ -96,7 +96,8 @@ DEFAULT_SESSION_WAIT = 30.0  # seconds a first tool call waits for a free sandbo
 SESSION_MEMORY = 5 * 60.0
 # An ended session's key is refused (`SessionEnded`) until it has had no request for the HTTP server's own memory of it
 # (`idle_timeout + SESSION_MEMORY`, reset by every request) and this much more: by then the SDK has forgotten the
-# session and answers its requests 404 itself, so the key is forgotten here too (one per ended session, without bound)
+# session and answers its requests 404 itself, so the key is forgotten here too (kept for ever, they grew by one per
+# ended session)
 ENDED_MARGIN = 60.0
 SHUTDOWN_GRACE = 5  # seconds HTTP requests may still run after SIGTERM/SIGINT before they are cancelled
 SESSION_HEADER = "mcp-session-id"
