@@ -50,6 +50,8 @@ import logging
 import random
 import threading
 import uuid
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Literal
 
 from openenv.core.env_server.interfaces import Environment as OpenEnvEnvironment
@@ -152,7 +154,7 @@ class GroundstateToolObservation(CallToolObservation):
 
 class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObservation, State]):
     """One session's environment (see the module docstring); `environment_factory` makes the class a server
-    instantiates per session. Async throughout: the server awaits `reset_async` and `step_async` on its loop,
+    instantiates per session, all sharing the read-only `tasks` and `by_id` (the same tasks by id). Async throughout: the server awaits `reset_async` and `step_async` on its loop,
     where the episode runs; the sync `reset` and `step` run them on the adapters' loop instead (for use in
     process, without a server), so one instance is driven one way or the other, not both. `reveal_verdict`:
     the `done` observation carries the whole verdict, not `verdict_summary`'s. `slots`: shared by a server's
@@ -164,7 +166,8 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
 
     def __init__(
         self,
-        tasks: list[tuple[Task, Domain]],
+        tasks: Sequence[tuple[Task, Domain]],
+        by_id: Mapping[str, tuple[Task, Domain]],
         backend: Backend,
         limits: EpisodeLimits,
         user: UserSpec | str,
@@ -176,7 +179,7 @@ class GroundstateOpenEnv(OpenEnvEnvironment[GroundstateAction, GroundstateObserv
         splits: TaskSplits | None = None,
     ):
         super().__init__()
-        self._tasks, self._by_id = tasks, {t.id: (t, d) for t, d in tasks}
+        self._tasks, self._by_id = tasks, by_id
         self._splits = splits if splits is not None else TaskSplits.default([t for t, _ in tasks])
         self._backend, self._limits, self._user, self._name = backend, limits, parse_user(user), name
         self._reveal, self._observer, self._records = reveal_verdict, observer, records
@@ -472,10 +475,12 @@ def environment_factory(
     slots = SandboxSlots(max_sessions) if max_sessions is not None else None
     prepare_domains([d for _, d in tasks], backend)
     lock = threading.Lock()  # the server may build sessions from several threads
+    catalog = tuple(tasks)  # read-only, shared by every session: a session costs nothing per served task
+    by_id = MappingProxyType({t.id: (t, d) for t, d in catalog})
 
     def make() -> GroundstateOpenEnv:
         with lock:
-            return GroundstateOpenEnv(list(tasks), backend, limits, user, name, reveal_verdict, slots, observer, records, splits)
+            return GroundstateOpenEnv(catalog, by_id, backend, limits, user, name, reveal_verdict, slots, observer, records, splits)
 
     return make
 

@@ -263,3 +263,28 @@ def test_the_command_lines_defaults_are_the_servers():
         defaults["host"],
         defaults["idle_timeout"],
     )
+
+
+def test_sessions_share_one_read_only_catalog_of_the_served_tasks():
+    """A session costs nothing per served task: the factory builds the catalog once, every session reads it, none can
+    change it, and a caller's list changed after the factory was made changes nothing that is served."""
+    from groundstate.integrations.openenv import GroundstateAction, environment_factory
+    from groundstate.worlds.domain import Domain
+
+    shop = Domain(Path(SHOP))
+    pairs = [(t, shop) for t in shop.tasks]
+    make = environment_factory(pairs, SqliteBackend())
+    first, second = make(), make()
+    assert first._by_id is second._by_id and first._tasks is second._tasks
+    with pytest.raises(TypeError):
+        first._by_id["extra"] = pairs[0]  # type: ignore[index]
+    pairs.clear()
+
+    async def play(env):
+        await env.reset_async(task_id="shop-cancel")
+        await env.step_async(GroundstateAction(type="call_tool", tool_name="cancel_order", arguments={"order_id": 1}))
+        return await env.step_async(GroundstateAction(type="reply", content="Done."))
+
+    assert asyncio.run(play(first)).reward == 1.0
+    first.close()
+    second.close()
