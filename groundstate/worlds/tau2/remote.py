@@ -15,6 +15,7 @@ old one held are gone (`SandboxLost` too).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import os
@@ -74,10 +75,20 @@ class Tau2Bridge:
 
     def request(self, op: str, args: dict[str, Any], timeout: float | None = None) -> Any:
         """One request answered by the worker (started here the first time, and again after one died)."""
+        return self.answer(op, args, timeout)[0]
+
+    def answer(self, op: str, args: dict[str, Any], timeout: float | None = None, worker: int | None = None) -> tuple[Any, int]:
+        """`op`'s answer and the generation of the worker that gave it. `worker`: the generation the request belongs
+        to (an environment's handle means something only to the worker that opened it): checked under the lock, so a
+        worker killed or replaced while the request waited for its turn makes it `SandboxLost`, never another
+        attempt's environment of the same number in the next worker. None: any worker, started if none runs."""
         with self.lock:
-            if self.proc is None or self.proc.poll() is not None:
+            running = self.proc is not None and self.proc.poll() is None
+            if worker is not None and (worker != self.generation or not running):
+                raise SandboxLost(f"τ²'s worker ({self.python}) was restarted: the environment this {op} was for is gone")
+            if not running:
                 self._start()
-            proc = self.proc
+            proc, generation = self.proc, self.generation
             assert proc is not None and proc.stdin is not None and proc.stdout is not None
             try:
                 proc.stdin.write(json.dumps({"op": op, "args": args}) + "\n")  # ASCII: a lone surrogate travels escaped
@@ -95,7 +106,7 @@ class Tau2Bridge:
             self.answered += 1
         answer = json.loads(line)
         if "ok" in answer:
-            return answer["ok"]
+            return answer["ok"], generation
         if answer["error"] == "hang":
             raise EpisodeHang(answer["message"])
         if answer["error"] == "task":
@@ -104,11 +115,8 @@ class Tau2Bridge:
             raise Tau2Unavailable(f"{PYTHON_VAR}={self.python}: {answer['message']}")
         raise RuntimeError(f"τ²'s worker ({self.python}): {answer['message']}")
 
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    async def ask(self, op: str, args: dict[str, Any], timeout: float | None = None) -> Any:
-        return await asyncio.to_thread(self.request, op, args, timeout)
+    async def ask(self, op: str, args: dict[str, Any], timeout: float | None = None, worker: int | None = None) -> Any:
+        return (await asyncio.to_thread(self.answer, op, args, timeout, worker))[0]
 
 
 def _readline(proc: subprocess.Popen[str], timeout: float) -> str:
@@ -158,25 +166,29 @@ class RemoteTau2Domain:
         return Blame.model_validate(await self.bridge.ask("blame", {"domain": self.tau2_domain, "task": task.id, "calls": calls}))
 
     async def open_environment(self, task: Task, backend: Backend, limits: EpisodeLimits = EpisodeLimits()) -> RemoteTau2Environment:
-        opened = await self.bridge.ask("open", {"domain": self.tau2_domain, "task": task.id, "timeout": limits.timeout})
-        return RemoteTau2Environment(task, self.bridge, limits, opened)
+        args = {"domain": self.tau2_domain, "task": task.id, "timeout": limits.timeout}
+        opened, generation = await asyncio.to_thread(self.bridge.answer, "open", args, limits.timeout)
+        return RemoteTau2Environment(task, self.bridge, limits, opened, generation)
 
 
 class RemoteTau2Environment:
     """One attempt's τ² environment in τ²'s own interpreter: the `Environment` surface `Tau2Environment` has."""
 
-    def __init__(self, task: Task, bridge: Tau2Bridge, limits: EpisodeLimits, opened: dict[str, Any]):
+    def __init__(self, task: Task, bridge: Tau2Bridge, limits: EpisodeLimits, opened: dict[str, Any], generation: int):
         self.task, self.bridge, self.limits = task, bridge, limits
         self.handle: int | None = opened["env"]
-        self.generation = bridge.generation
+        self.generation = generation  # of the worker that opened it: the only one its handle means anything to
         self._initial: list[dict[str, Any]] = opened["initial_messages"]
         self._tools: list[dict[str, Any]] = opened["tool_schemas"]
         self._user_tools: list[dict[str, Any]] | None = opened["user_tool_schemas"]
 
     async def _ask(self, op: str, **args: Any) -> Any:
-        if self.handle is None or self.generation != self.bridge.generation or not self.bridge.alive():
-            raise SandboxLost(f"τ²'s worker was restarted: the environment of this attempt of {self.task.id} is gone")
-        return await self.bridge.ask(op, {"env": self.handle, **args}, self.limits.timeout)
+        if self.handle is None:
+            raise SandboxLost(f"the environment of this attempt of {self.task.id} was closed")
+        try:
+            return await self.bridge.ask(op, {"env": self.handle, **args}, self.limits.timeout, self.generation)
+        except SandboxLost as e:
+            raise SandboxLost(f"{e} (an attempt of {self.task.id})") from None
 
     def initial_messages(self) -> list[dict[str, Any]]:
         return json.loads(json.dumps(self._initial))  # the caller's to extend
@@ -209,12 +221,13 @@ class RemoteTau2Environment:
     async def fork(self) -> RemoteTau2Environment:
         handle = await self._ask("fork")
         opened = {"env": handle, "initial_messages": self._initial, "tool_schemas": self._tools, "user_tool_schemas": self._user_tools}
-        return RemoteTau2Environment(self.task, self.bridge, self.limits, opened)
+        return RemoteTau2Environment(self.task, self.bridge, self.limits, opened, self.generation)
 
     async def close(self) -> None:
         handle, self.handle = self.handle, None
-        if handle is not None and self.generation == self.bridge.generation:
-            await self.bridge.ask("close", {"env": handle})
+        if handle is not None:
+            with contextlib.suppress(SandboxLost):  # its worker is gone, and the environment with it
+                await self.bridge.ask("close", {"env": handle}, worker=self.generation)
 
 
 class RemoteUserTools:

@@ -109,3 +109,36 @@ def test_text_that_is_not_valid_unicode_crosses_to_the_worker_and_back():
 
     odd, fine = asyncio.run(go())
     assert not odd.ok and fine.ok  # τ² refused the odd call; the worker lives on
+
+
+def test_a_request_that_waited_while_its_worker_was_replaced_is_sandbox_lost():
+    """A request checks its worker under the bridge's lock, not before taking it: one that waited for its turn while
+    its worker was killed is `SandboxLost`, not sent under its old handle to the next worker, where handles count
+    from 1 again and would name another attempt's environment; closing it then closes nothing of the new worker's."""
+    domain = RemoteTau2Domain("mock", PYTHON)
+    task = domain.tasks[0]
+
+    async def go():
+        old = await domain.open_environment(task, None)
+        bridge = domain.bridge
+        bridge.lock.acquire()  # the turn of a request in flight (the hang that gets its worker killed)
+        try:
+            waiting = asyncio.create_task(old.call_tool("get_users", {}))
+            await asyncio.sleep(0.5)  # it passed every check made before the lock and waits for its turn
+            bridge.proc.kill()
+            bridge.proc.wait()
+        finally:
+            bridge.lock.release()
+        with pytest.raises(SandboxLost, match="restarted"):
+            await waiting
+        opened = [await domain.open_environment(task, None)]  # the next worker: its handles count from 1 again
+        while opened[-1].handle != old.handle:
+            opened.append(await domain.open_environment(task, None))
+        new = opened[-1]  # the handle number the old environment had
+        assert new.generation == old.generation + 1
+        await old.close()  # closes nothing in the new worker
+        assert (await new.call_tool("get_users", {})).ok
+        for env in opened:
+            await env.close()
+
+    asyncio.run(go())
