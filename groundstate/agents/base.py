@@ -11,12 +11,14 @@ import json
 import re
 from typing import Any
 
+from groundstate.jsontext import MAX_DEPTH, too_deep
 from groundstate.types import AgentTurn, ToolCallRequest
 
 # Surrogate code points never pair up inside a Python str read from JSON (json.loads joins escaped pairs), so
 # any one left is lone: it cannot be encoded as UTF-8, i.e. sent to an endpoint, shown to a judge or written.
 _SURROGATE = re.compile("[\ud800-\udfff]")
 REPLACEMENT = "\ufffd"
+TOO_DEEP = f"(arguments nested deeper than {MAX_DEPTH} levels, not kept)"  # what the record keeps of such a call's arguments
 
 
 def valid_text(text: str) -> str:
@@ -25,6 +27,9 @@ def valid_text(text: str) -> str:
 
 
 def _well_formed_call(call: ToolCallRequest) -> ToolCallRequest:
+    if not isinstance(call.arguments, str) and too_deep(call.arguments):  # whatever made the call: never written, never run
+        problem = f"the arguments of the call are nested deeper than {MAX_DEPTH} levels; the call was not run"
+        return ToolCallRequest(valid_text(call.id), valid_text(call.name), TOO_DEEP, parse_error=problem, parser=call.parser)
     raw = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments, ensure_ascii=False, default=str)
     invalid = [part for part, value in (("name", call.name), ("arguments", raw)) if _SURROGATE.search(value)]
     if not invalid:
@@ -42,7 +47,8 @@ def well_formed(turn: AgentTurn) -> AgentTurn:
     """The turn as an episode can use it, whatever the model emitted: every text encodable as UTF-8.
 
     What a model emits is the agent's responsibility, so malformed output must never become a system error
-    (an exception when the conversation is sent back, judged or written). Lone surrogates in the reply (and
+    (an exception when the conversation is sent back, judged or written). Arguments nested deeper than `MAX_DEPTH`
+    are an error answered to the model, kept as `TOO_DEEP`. Lone surrogates in the reply (and
     in string `extra` values) become U+FFFD; a tool call whose name or arguments hold one is not run: it
     gets a `parse_error`, which the episode answers with an error message the model sees.
     """

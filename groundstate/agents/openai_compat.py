@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 from groundstate.agents.base import delivered_turns
 from groundstate.agents.toolcall_format import TOOL_CALL_FORMATS, parse_content
 from groundstate.agents.user_audit import UserSimulatorFault, refuse_overlong
+from groundstate.jsontext import MAX_DEPTH, json_object, too_deep
 from groundstate.specs import Endpoint, parse_endpoint
 from groundstate.tasks import Task
 from groundstate.types import AgentTurn, ToolCallRequest, Usage, UserTools
@@ -309,11 +310,7 @@ def _api_arguments(arguments: Any) -> str:
     """
     if isinstance(arguments, dict):
         return json.dumps(arguments, ensure_ascii=False)
-    try:
-        ok = isinstance(json.loads(arguments), dict)
-    except (TypeError, ValueError):
-        ok = False
-    return arguments if ok else "{}"
+    return arguments if isinstance(arguments, str) and json_object(arguments) is not None else "{}"
 
 
 def to_api_messages(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -358,11 +355,16 @@ def parse_tool_call(call: Any, index: int) -> ToolCallRequest:
     if not raw.strip():  # no arguments at all: a call to a parameterless tool
         return ToolCallRequest(call_id, name, {}, parser="native")
     shown = raw if len(raw) <= 2000 else raw[:2000] + "…"
+    deep = f"the arguments of {name} are nested deeper than {MAX_DEPTH} levels; raw arguments: {shown}"
     try:
         args = json.loads(raw)
     except json.JSONDecodeError as e:
         problem = f"could not parse the arguments of {name} as JSON ({e.msg} at position {e.pos}); raw arguments: {shown}"
         return ToolCallRequest(call_id, name, raw, problem, parser="native")
+    except RecursionError:  # past the parser's own recursion
+        return ToolCallRequest(call_id, name, raw, deep, parser="native")
+    if too_deep(args):
+        return ToolCallRequest(call_id, name, raw, deep, parser="native")
     if not isinstance(args, dict):
         problem = f"the arguments of {name} must be a JSON object, got {type(args).__name__}; raw arguments: {shown}"
         return ToolCallRequest(call_id, name, raw, problem, parser="native")

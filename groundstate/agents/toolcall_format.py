@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from groundstate.jsontext import MAX_DEPTH, too_deep
 from groundstate.types import ToolCallRequest
 
 __all__ = [
@@ -148,6 +149,8 @@ def _parse_block(call_id: str, body: str, string_params: dict[str, set[str]]) ->
         args = {}
     if not isinstance(args, dict):
         return ToolCallRequest(call_id, name, body, parse_error=f"arguments of {name} must be a JSON object")
+    if too_deep(args):
+        return ToolCallRequest(call_id, name, body, parse_error=f"arguments of {name} are nested deeper than {MAX_DEPTH} levels")
     return ToolCallRequest(call_id, name, args)
 
 

@@ -18,13 +18,13 @@ call records of another shape) is refused when the file is read (`records.Record
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from groundstate.jsontext import json_object, too_deep
 from groundstate.records import AttemptRecord
 from groundstate.specs import JudgeSpec
 from groundstate.state.base import Backend
@@ -80,11 +80,8 @@ def _turn(message: dict[str, Any], answers: list[dict[str, Any]]) -> AgentTurn:
             continue
         fn = c.get("function") or {}
         raw = fn.get("arguments", "")
-        try:
-            args: Any = json.loads(raw) if isinstance(raw, str) else raw
-        except json.JSONDecodeError:
-            args = None
-        if isinstance(args, dict):
+        args: Any = json_object(raw) if isinstance(raw, str) else raw
+        if isinstance(args, dict) and not too_deep(args):
             calls.append(ToolCallRequest(str(c.get("id", "")), str(fn.get("name", "")), args))
         else:  # the model's malformed call: answered with an error again, as it was
             calls.append(ToolCallRequest(str(c.get("id", "")), str(fn.get("name", "")), str(raw), parse_error="the arguments are not a JSON object"))

@@ -229,3 +229,39 @@ def test_cli_attempt_timeout_is_a_finish_reason_not_a_system_error(tmp_path):
     for r in records:
         assert r.system_error is None and r.finish_reason == "timeout" and r.reward == 0
         assert r.trajectory.turns == 1
+
+
+def test_cli_arguments_nested_past_the_bound_are_the_agents_error_never_a_crash(tmp_path):
+    """Arguments one level past `MAX_DEPTH`, deep enough to break the record's writer (600), and past the JSON parser
+    itself (2,000): each is an error answered to the model, the record keeps the raw text, and the attempt is graded
+    on the state reached (before: a traceback that stopped the run, or a system error)."""
+    from groundstate.jsontext import MAX_DEPTH
+
+    deep = {n: '{"order_id": ' + "[" * n + "1" + "]" * n + "}" for n in (MAX_DEPTH, 600, 2000)}
+    replies = [r for raw in deep.values() for r in (tool_call("get_order", raw), text("Done."))]
+    with OpenAIStub(replies) as stub:
+        records = run_cli(tmp_path, stub)
+    assert len(records) == 3 and all(r.system_error is None and r.reward in (0, 1) for r in records)
+    calls = {c.arguments: c for r in records for c in r.trajectory.tool_calls}
+    assert set(calls) == set(deep.values())  # each attempt's raw arguments, kept as the model wrote them
+    assert all(not c.ok and f"nested deeper than {MAX_DEPTH} levels" in c.result for c in calls.values())
+
+
+def test_arguments_nested_past_the_bound_from_any_agent_are_not_run():
+    """The episode's last guard, for an agent that hands over parsed arguments (scripted, adapters, local models)."""
+    from groundstate.agents.base import TOO_DEEP, well_formed
+    from groundstate.agents.toolcall_format import parse_content
+    from groundstate.jsontext import MAX_DEPTH, too_deep
+
+    nested: object = 1
+    for _ in range(MAX_DEPTH):
+        nested = [nested]
+    assert not too_deep({"x": nested}, MAX_DEPTH + 1) and too_deep({"x": nested})
+    ok = ToolCallRequest("c1", "get_order", {"x": nested[0]})  # type: ignore[index]
+    deep = ToolCallRequest("c2", "get_order", {"x": nested})
+    kept, refused = well_formed(AgentTurn(tool_calls=[ok, deep])).tool_calls
+    assert kept == ok
+    assert refused.arguments == TOO_DEEP and f"deeper than {MAX_DEPTH}" in (refused.parse_error or "")
+    body = json.dumps({"name": "get_order", "arguments": {"x": nested}})
+    [call] = parse_content(f"<tool_call>{body}</tool_call>", "hermes").tool_calls
+    assert call.arguments == body and "nested deeper" in (call.parse_error or "")

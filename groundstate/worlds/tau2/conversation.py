@@ -25,7 +25,7 @@ def _arguments(call: dict[str, Any]) -> Any:
     if isinstance(raw, str):
         try:
             return json.loads(raw)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return raw
     return raw
 
