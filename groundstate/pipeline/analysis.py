@@ -102,10 +102,11 @@ class Exported:
 
 def export_run(results: Path, records: list[AttemptRecord], job: ExportJob) -> Exported:
     """The run's trajectories as chat training data in the job's format; system errors are skipped. `OSError`,
-    `ValueError` or `KeyError` for a domain whose tool schemas cannot be read."""
+    `ValueError` or `KeyError` for a domain whose tool schemas cannot be read; `RecordError` (naming `results`, the
+    record and the field) for an exported attempt whose messages cannot be read, before anything is written."""
     from groundstate.pipeline.export import to_examples, write_examples
 
     passed_only = job.fmt == "sft-jsonl" if job.passed_only is None else job.passed_only
-    examples, counts = to_examples(records, passed_only, job.domains)
+    examples, counts = to_examples(records, passed_only, job.domains, str(results))
     info = {"source": str(results), "passed_only": passed_only, "counts": asdict(counts)}
     return Exported(write_examples(examples, job.fmt, job.out, info), counts, passed_only, job.passed_only is None)

@@ -12,6 +12,10 @@ An example is `{"messages", "tools", "task_id", "attempt", "reward", "domain"}`:
   folder's Python, and results files are shared data.
 - System-error records are never exported (they are not the agent's doing); `passed_only` keeps reward 1.
   When a results file holds a key twice, the last record of that key wins.
+- An exported attempt whose message holds tool calls export cannot read (not a list of JSON objects, each with an
+  object `function`) is a `RecordError` naming the source, the record and the field; nothing is written. Skipping it
+  would drop an attempt from the data while the file says it is there: a broken results file is refused, like a
+  line that is not a record.
 
 Formats (under `out_dir`): `sft-jsonl` writes `train.jsonl`; `parquet` writes `train.parquet`; `hf-dataset`
 saves a `datasets.Dataset` to `out_dir` itself (`datasets.load_from_disk(out_dir)`). Every format writes
@@ -28,7 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from groundstate.records import AttemptRecord, latest_per_key
+from groundstate.records import AttemptRecord, RecordError, latest_per_key
 from groundstate.worlds.domain import DOMAINS_DIR, Domain, bundled_domains, load_domain
 
 FORMATS = ("hf-dataset", "parquet", "sft-jsonl")
@@ -60,16 +64,37 @@ def _arguments(raw: Any, counts: ExportCounts) -> Any:
     return raw
 
 
+class MessageShapeError(ValueError):
+    """A message field `chat_messages` cannot read: `field` (`messages.2.tool_calls.0`) and what is wrong with it."""
+
+    def __init__(self, field: str, problem: str):
+        super().__init__(f"field {field!r}: {problem}")
+        self.field, self.problem = field, problem
+
+
+def _kind(v: Any) -> str:
+    return "null" if v is None else type(v).__name__ + " " + json.dumps(v, default=str)[:40]
+
+
 def chat_messages(messages: list[dict[str, Any]], counts: ExportCounts | None = None) -> list[dict[str, Any]]:
-    """A trajectory's messages with tool-call arguments as JSON objects; everything else is kept as it was."""
+    """A trajectory's messages with tool-call arguments as JSON objects; everything else is kept as it was.
+
+    A message's `tool_calls` must be a list of JSON objects whose `function` (where there is one) is an object: else a
+    `MessageShapeError` naming the field (`messages.2.tool_calls.0`)."""
     counts = counts or ExportCounts()
     out = []
-    for m in messages:
+    for i, m in enumerate(messages):
         m = dict(m)
         if m.get("tool_calls"):
+            if not isinstance(m["tool_calls"], list):
+                raise MessageShapeError(f"messages.{i}.tool_calls", f"must be a list of tool calls, got {_kind(m['tool_calls'])}")
             calls = []
-            for c in m["tool_calls"]:
-                fn = dict(c.get("function") or {})
+            for j, c in enumerate(m["tool_calls"]):
+                if not isinstance(c, dict):
+                    raise MessageShapeError(f"messages.{i}.tool_calls.{j}", f"a tool call must be a JSON object, got {_kind(c)}")
+                if not isinstance(c.get("function", {}), dict):
+                    raise MessageShapeError(f"messages.{i}.tool_calls.{j}.function", f"must be a JSON object, got {_kind(c['function'])}")
+                fn = dict(c.get("function", {}))
                 fn["arguments"] = _arguments(fn.get("arguments"), counts)
                 calls.append({**c, "function": fn})
             m["tool_calls"] = calls
@@ -101,12 +126,14 @@ class _ToolSchemas:
 
 
 def to_examples(
-    records: Iterable[AttemptRecord], passed_only: bool = False, domains: Iterable[str | Path | Domain] = ()
+    records: Iterable[AttemptRecord], passed_only: bool = False, domains: Iterable[str | Path | Domain] = (), source: str = "the records"
 ) -> tuple[list[dict[str, Any]], ExportCounts]:
     """Records to training examples (in the records' order) and the counts of what was kept and skipped.
 
     `domains` are the domain folders (or loaded domains) to take tool schemas from besides the bundled ones
     (e.g. a task folder outside the bundled ones); a record's `domain` is matched against their names only.
+    An exported record whose messages `chat_messages` cannot read is a `RecordError` starting with `source` (the
+    results file) and naming the record and the field.
     """
     records = list(records)
     schemas = _ToolSchemas(domains)
@@ -124,7 +151,10 @@ def to_examples(
         if not messages:
             counts.no_trajectory += 1
             continue
-        example: dict[str, Any] = {"messages": chat_messages(messages, counts)}
+        try:
+            example: dict[str, Any] = {"messages": chat_messages(messages, counts)}
+        except MessageShapeError as e:
+            raise RecordError(f"{source}: record {r.task_id} attempt {r.attempt}: field 'trajectory.{e.field}': {e.problem}") from None
         tools = schemas(r.domain)
         if tools is not None:
             example["tools"] = tools

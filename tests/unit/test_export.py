@@ -11,7 +11,7 @@ datasets = pytest.importorskip("datasets")
 
 from groundstate.pipeline.export import FORMATS, chat_messages, export, to_examples  # noqa: E402
 from groundstate.pipeline.runner import RunConfig, run  # noqa: E402
-from groundstate.records import read_records  # noqa: E402
+from groundstate.records import RecordError, read_records  # noqa: E402
 from groundstate.state.sqlite import SqliteBackend  # noqa: E402
 from groundstate.worlds.domain import Domain  # noqa: E402
 
@@ -169,6 +169,40 @@ def test_export_command(run_file, tmp_path):
     assert len((out / "train.jsonl").read_text().splitlines()) == passed
     bad = CliRunner().invoke(app, ["export", str(run_file), "--format", "csv", "--out", str(out)])
     assert bad.exit_code == 2 and "unknown format" in bad.output
+
+
+@pytest.mark.parametrize(
+    ("tool_calls", "field", "problem"),
+    [
+        (["x"], ".tool_calls.0'", 'a tool call must be a JSON object, got str "x"'),
+        ([{"function": 5}], ".tool_calls.0.function'", "must be a JSON object, got int 5"),
+        ("x", ".tool_calls'", 'must be a list of tool calls, got str "x"'),
+    ],
+    ids=["a string call", "a number function", "a string list"],
+)
+def test_a_tool_call_export_cannot_read_is_refused_naming_file_record_and_field(run_file, tmp_path, tool_calls, field, problem):
+    """A message's tool calls that are not a list of JSON objects with an object `function` made `export` crash with
+    a traceback (`AttributeError: 'str' object has no attribute 'get'`). The file is refused in one line naming it,
+    the record and the field, and nothing is written."""
+    from typer.testing import CliRunner
+
+    from groundstate.cli import app
+
+    lines = [json.loads(line) for line in run_file.read_text().splitlines()]
+    at, data = next((n, d) for n, d in enumerate(lines) if not d["system_error"] and any(m.get("tool_calls") for m in d["trajectory"]["messages"]))
+    i = next(i for i, m in enumerate(data["trajectory"]["messages"]) if m.get("tool_calls"))
+    data["trajectory"]["messages"][i]["tool_calls"] = tool_calls
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(json.dumps(d) + "\n" for d in lines))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["export", str(bad), "--format", "sft-jsonl", "--all-attempts", "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.output.split())  # the console wraps long lines
+    where = f"{bad}: record {data['task_id']} attempt {data['attempt']}: field 'trajectory.messages.{i}{field}: {problem}"
+    assert message == f"error: {where}", message
+    assert not (out / "train.jsonl").exists() and not (out / "export.json").exists()
+    with pytest.raises(RecordError, match="the records: record"):
+        export(read_records(bad), "sft-jsonl", tmp_path / "lib", passed_only=False)
 
 
 def test_a_record_never_makes_export_run_a_domain_folders_code(records, tmp_path):
