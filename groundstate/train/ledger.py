@@ -28,16 +28,18 @@ import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from groundstate.jsontext import dumps
-from groundstate.records import AttemptRecord, read_records
+from groundstate.records import AttemptRecord, Count, read_records
 from groundstate.stats.cost import is_scripted, price_key, tokens_cost
 
 WASTE_REASONS = ("all_pass", "all_fail", "unjudged", "system_error")  # why a group carries no gradient (`grpo.waste_reason`)
 PHASES = ("probing", "training", "evaluation")
+Seconds = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
+Share = Annotated[float, Field(strict=True, ge=0, le=1, allow_inf_nan=False)]  # a pass rate or a reward's mean
 
 
 class Spend(BaseModel):
@@ -110,15 +112,17 @@ class CurveStep(BaseModel):
 
 
 class CurveValidation(BaseModel):
-    """Validation pass@1 at a step (0: the base) with its 95% bootstrap-over-tasks interval (`train.validation`)."""
+    """Validation pass@1 at a step (0: the base) with its 95% bootstrap-over-tasks interval (`train.validation`): pass@1 in
+    [0, 1], a finite interval, whole non-negative counts and finite non-negative seconds, as `metrics.jsonl` rows are
+    validated."""
 
     model_config = ConfigDict(extra="ignore")
-    step: int
-    pass_at_1: float | None
-    ci_95: list[float] | None = None
-    tasks: int = 0
-    k: int = 0
-    seconds: float = 0.0
+    step: Annotated[int, Field(strict=True)]
+    pass_at_1: Share | None
+    ci_95: list[Annotated[float, Field(strict=True, allow_inf_nan=False)]] | None = None
+    tasks: Count = 0
+    k: Count = 0
+    seconds: Seconds = 0.0
     file: str | None = None
     error: str | None = None  # the validation failed (pass_at_1 is None): training went on
 
@@ -132,28 +136,109 @@ class MetricsFileError(ValueError):
     """A `metrics.jsonl` line that is not a row of the curve, in one line naming the file and line."""
 
 
-def metrics_rows(train_dir: Path) -> list[dict[str, Any]]:
-    """Every row of a training folder's `metrics.jsonl` (none where there is no file). A torn last line (a run stopped
-    mid-write) is skipped; any other line that is not a JSON object with a `kind` and an integer `step` is a
-    `MetricsFileError` naming the file and line."""
-    path = Path(train_dir) / "metrics.jsonl"
+class RowUsage(BaseModel):
+    """What a step's wasted groups of one reason spent (`grpo.StepStats.wasted_usage`)."""
+
+    model_config = ConfigDict(extra="ignore")
+    input_tokens: Count = 0
+    output_tokens: Count = 0
+    attempt_seconds: Seconds = 0.0
+
+
+class RolloutsRow(BaseModel):
+    """A `kind: "rollouts"` row as the readers use it (`grpo.StepStats` and the step's `rollout_seconds`): whole,
+    non-negative counts, finite non-negative seconds, a sampled reward in [0, 1], silent groups at most the step's
+    groups and wasted rollouts and tokens at most the step's. Other fields of the row are not read."""
+
+    model_config = ConfigDict(extra="ignore")
+    step: Annotated[int, Field(strict=True)]
+    groups: Count = 0
+    all_pass: Count = 0
+    all_fail: Count = 0
+    unjudged_groups: Count = 0
+    system_error_groups: Count = 0
+    sampled_reward: Share = 0.0
+    rollouts: Count = 0
+    wasted: Count = 0
+    wasted_all_pass: Count = 0
+    wasted_all_fail: Count = 0
+    wasted_unjudged: Count = 0  # rows before it had none
+    wasted_system_error: Count = 0
+    input_tokens: Count = 0
+    output_tokens: Count = 0
+    attempt_seconds: Seconds = 0.0
+    rollout_seconds: Seconds = 0.0
+    wasted_usage: dict[str, RowUsage] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _parts_within_the_whole(self) -> RolloutsRow:
+        silent = self.all_pass + self.all_fail + self.unjudged_groups + self.system_error_groups
+        if silent > self.groups:
+            raise ValueError(f"{silent} all-pass, all-fail, unjudged and system-error groups of {self.groups} groups")
+        if self.wasted > self.rollouts:
+            raise ValueError(f"{self.wasted} wasted rollouts of {self.rollouts} rollouts")
+        for key in ("input_tokens", "output_tokens"):
+            wasted = sum(getattr(u, key) for u in self.wasted_usage.values())
+            if wasted > getattr(self, key):
+                raise ValueError(f"{wasted} wasted {key} (wasted_usage) of {getattr(self, key)}")
+        return self
+
+
+class StepRow(BaseModel):
+    """A `kind: "step"` row: the step's wall `seconds` (None where the row has none)."""
+
+    model_config = ConfigDict(extra="ignore")
+    step: Annotated[int, Field(strict=True)]
+    seconds: Seconds | None = None
+
+
+def _numbered_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """`metrics_rows`, each with its line number."""
     if not path.is_file():
         return []
-    lines = path.read_text(encoding="utf-8").split("\n")
+    lines = path.read_bytes().split(b"\n")
     rows = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
+    for n, raw in enumerate(lines, 1):
+        if not raw.strip():
             continue
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
+            row = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
             if n == len(lines):  # no newline after it: the last write was cut short
                 continue
-            raise MetricsFileError(f"{path}:{n}: not JSON: {e.msg}") from None
+            why = f"not UTF-8 text (byte {raw[e.start]:#04x} at column {e.start + 1})" if isinstance(e, UnicodeDecodeError) else f"not JSON: {e.msg}"
+            raise MetricsFileError(f"{path}:{n}: {why}") from None
         if not isinstance(row, dict) or not isinstance(row.get("kind"), str) or type(row.get("step")) is not int:
             raise MetricsFileError(f"{path}:{n}: expected a JSON object with a kind and an integer step")
-        rows.append(row)
+        rows.append((n, row))
     return rows
+
+
+def metrics_rows(train_dir: Path) -> list[dict[str, Any]]:
+    """Every row of a training folder's `metrics.jsonl` (none where there is no file). A torn last line (a run stopped
+    mid-write) is skipped; any other line that is not a UTF-8 JSON object with a `kind` and an integer `step` is a
+    `MetricsFileError` naming the file and line."""
+    return [row for _, row in _numbered_rows(Path(train_dir) / "metrics.jsonl")]
+
+
+def _typed_rows(train_dir: Path) -> tuple[list[RolloutsRow], list[StepRow], list[CurveValidation]]:
+    """The `rollouts`, `step` and `validation` rows of a training folder's `metrics.jsonl`, each validated by its model
+    before any reader does arithmetic on it: a `MetricsFileError` naming the file, the line and the field."""
+    path = Path(train_dir) / "metrics.jsonl"
+    models: dict[str, type[BaseModel]] = {"rollouts": RolloutsRow, "step": StepRow, "validation": CurveValidation}
+    typed: dict[str, list[Any]] = {kind: [] for kind in models}
+    for n, row in _numbered_rows(path):
+        model = models.get(row["kind"])
+        if model is None:
+            continue
+        try:
+            typed[row["kind"]].append(model.model_validate(row))
+        except ValidationError as e:
+            err = e.errors()[0]
+            field = ".".join(str(x) for x in err["loc"])
+            message = err["msg"].removeprefix("Value error, ")
+            raise MetricsFileError(f"{path}:{n}: " + (f"field {field!r}: " if field else "") + message) from None
+    return typed["rollouts"], typed["step"], typed["validation"]
 
 
 def append_row(path: Path, row: dict[str, Any]) -> None:
@@ -171,41 +256,35 @@ def append_row(path: Path, row: dict[str, Any]) -> None:
         f.write(line)
 
 
-def _curve_step(row: dict[str, Any], seconds: float | None) -> CurveStep:
-    groups = row.get("groups", 0)
-    silent = sum(row.get(k, 0) for k in ("all_pass", "all_fail", "unjudged_groups", "system_error_groups"))
-    rollouts = row.get("rollouts", 0)
+def _curve_step(row: RolloutsRow, seconds: float | None) -> CurveStep:
+    silent = row.all_pass + row.all_fail + row.unjudged_groups + row.system_error_groups
     return CurveStep(
-        step=row["step"],
-        sampled_reward=row.get("sampled_reward", 0.0),
-        informative_share=(groups - silent) / groups if groups else 0.0,
-        wasted_share=row.get("wasted", 0) / rollouts if rollouts else 0.0,
-        groups=groups,
-        rollouts=rollouts,
-        wasted=row.get("wasted", 0),
-        **{f"wasted_{r}": row.get(f"wasted_{r}", 0) for r in WASTE_REASONS},
-        input_tokens=row.get("input_tokens", 0),
-        output_tokens=row.get("output_tokens", 0),
-        rollout_seconds=row.get("rollout_seconds", 0.0),
+        step=row.step,
+        sampled_reward=row.sampled_reward,
+        informative_share=(row.groups - silent) / row.groups if row.groups else 0.0,
+        wasted_share=row.wasted / row.rollouts if row.rollouts else 0.0,
+        groups=row.groups,
+        rollouts=row.rollouts,
+        wasted=row.wasted,
+        **{f"wasted_{r}": getattr(row, f"wasted_{r}") for r in WASTE_REASONS},
+        input_tokens=row.input_tokens,
+        output_tokens=row.output_tokens,
+        rollout_seconds=row.rollout_seconds,
         seconds=seconds,
     )
 
 
 def read_curve(train_dir: Path) -> Curve:
-    """The curve of a training folder (see the module's docstring): steps in order, the last row of each step."""
-    rows = metrics_rows(train_dir)
-    seconds = {r["step"]: r.get("seconds") for r in rows if r["kind"] == "step"}
-    steps = {r["step"]: r for r in rows if r["kind"] == "rollouts"}
-    try:
-        validation = {r["step"]: CurveValidation.model_validate(r) for r in rows if r["kind"] == "validation"}
-        return Curve(
-            steps=[_curve_step(steps[s], seconds.get(s)) for s in sorted(steps)],
-            validation=[validation[s] for s in sorted(validation)],
-        )
-    except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(x) for x in err["loc"])
-        raise MetricsFileError(f"{Path(train_dir) / 'metrics.jsonl'}: a row's {where}: {err['msg']}") from None
+    """The curve of a training folder (see the module's docstring): steps in order, the last row of each step. A row
+    the curve cannot use is a `MetricsFileError` naming the file, the line and the field (`_typed_rows`)."""
+    rollouts, step_rows, validations = _typed_rows(train_dir)
+    seconds = {r.step: r.seconds for r in step_rows}
+    steps = {r.step: r for r in rollouts}
+    validation = {v.step: v for v in validations}
+    return Curve(
+        steps=[_curve_step(steps[s], seconds.get(s)) for s in sorted(steps)],
+        validation=[validation[s] for s in sorted(validation)],
+    )
 
 
 def results_spend(paths: Iterable[Path], wall_seconds: float | None = None) -> Phase:
@@ -231,21 +310,16 @@ def results_spend(paths: Iterable[Path], wall_seconds: float | None = None) -> P
     return phase
 
 
-def _row_spend(row: dict[str, Any]) -> Spend:
-    return Spend(
-        rollouts=row.get("rollouts", 0),
-        input_tokens=row.get("input_tokens", 0),
-        output_tokens=row.get("output_tokens", 0),
-        attempt_seconds=row.get("attempt_seconds", 0.0),
-    )
+def _row_spend(row: RolloutsRow) -> Spend:
+    return Spend(rollouts=row.rollouts, input_tokens=row.input_tokens, output_tokens=row.output_tokens, attempt_seconds=row.attempt_seconds)
 
 
 def training_spend(train_dir: Path) -> TrainingPhase:
     """What a training folder's steps spent: the sum of every `kind: "rollouts"` row, wasted parts by reason from their
-    `wasted_{reason}` counts and `wasted_usage`, the informative part the rest; wall seconds the sum of its step rows."""
-    rows = metrics_rows(train_dir)
+    `wasted_{reason}` counts and `wasted_usage`, the informative part the rest; wall seconds the sum of its step rows
+    (those with `seconds`). A row it cannot use is a `MetricsFileError` naming the file, the line and the field."""
+    step_rows, steps, _ = _typed_rows(train_dir)
     phase = TrainingPhase()
-    step_rows = [r for r in rows if r.get("kind") == "rollouts"]
     if not step_rows:
         return phase
     phase.sources.append(str(Path(train_dir) / "metrics.jsonl"))
@@ -253,17 +327,15 @@ def training_spend(train_dir: Path) -> TrainingPhase:
     for reason in WASTE_REASONS:
         part = Spend()
         for r in step_rows:
-            usage = r.get("wasted_usage", {}).get(reason, {})
-            part = part + Spend(
-                rollouts=r.get(f"wasted_{reason}", 0), **{k: usage.get(k, 0) for k in ("input_tokens", "output_tokens", "attempt_seconds")}
-            )
+            usage = r.wasted_usage.get(reason, RowUsage())
+            part = part + Spend(rollouts=getattr(r, f"wasted_{reason}"), **usage.model_dump())
         phase.wasted[reason] = part
     wasted = sum(phase.wasted.values(), Spend())
     phase.informative = Spend(**{k: getattr(whole, k) - getattr(wasted, k) for k in Spend.model_fields})
     for k in Spend.model_fields:
         setattr(phase, k, getattr(whole, k))
-    phase.steps = len({r["step"] for r in step_rows})
-    step_seconds = [r["seconds"] for r in rows if r.get("kind") == "step"]
+    phase.steps = len({r.step for r in step_rows})
+    step_seconds = [r.seconds for r in steps if r.seconds is not None]
     phase.wall_seconds = round(sum(step_seconds), 3) if step_seconds else None
     return phase
 

@@ -203,3 +203,42 @@ def test_the_report_command_draws_a_training_folder_and_refuses_what_is_not_one(
     (tmp_path / "empty").mkdir()
     r = runner.invoke(app, ["report", str(tmp_path / "eval.jsonl"), "--training", str(tmp_path / "empty")])
     assert r.exit_code == 1 and "no metrics.jsonl" in r.output
+
+
+BAD_ROWS = {  # a metrics.jsonl line 2 → the field (or problem) the error names
+    b'{"kind": "rollouts", "step": 1, "groups": "4"}': "field 'groups': Input should be a valid integer",
+    b'{"kind": "rollouts", "step": 1, "groups": 4, "all_pass": null}': "field 'all_pass': Input should be a valid integer",
+    b'{"kind": "rollouts", "step": 1, "rollouts": -8}': "field 'rollouts': Input should be greater than or equal to 0",
+    b'{"kind": "rollouts", "step": 1, "sampled_reward": NaN}': "field 'sampled_reward': Input should be a finite number",
+    b'{"kind": "rollouts", "step": 1, "wasted_usage": []}': "field 'wasted_usage': Input should be a valid dictionary",
+    b'{"kind": "rollouts", "step": 1, "groups": 2, "all_pass": 3}': "3 all-pass, all-fail, unjudged and system-error groups of 2 groups",
+    b'{"kind": "step", "step": 1, "seconds": "x"}': "field 'seconds': Input should be a valid number",
+    b'{"kind": "validation", "step": 1, "pass_at_1": "high"}': "field 'pass_at_1': Input should be a valid number",
+    b'{"kind": "step", "step": 1, "note": "\xff"}': r"not UTF-8 text \(byte 0xff at column 38\)",
+}
+
+
+def test_a_metrics_row_of_the_wrong_type_is_named_by_file_line_and_field(shop, tmp_path):
+    """A `metrics.jsonl` row whose counts are strings or null made `report --training` crash with a traceback
+    (`TypeError: unsupported operand type(s) for -: 'str' and 'int'`: `_curve_step` did arithmetic on the raw row), and a
+    byte that is not UTF-8 gave `'utf-8' codec can't decode byte 0xff …` without the file. Every row the readers use is
+    validated first: one line naming the file, the line and the field, from the curve, the ledger and the command."""
+    from typer.testing import CliRunner
+
+    from groundstate.cli import app
+    from groundstate.train.ledger import MetricsFileError, training_spend
+
+    results = tmp_path / "eval.jsonl"
+    _results(results, [(t, shop) for t in shop.tasks], "scripted:gold", 1, 10)
+    train_dir = tmp_path / "grpo"
+    train_dir.mkdir()
+    path = train_dir / "metrics.jsonl"
+    for bad, why in BAD_ROWS.items():
+        path.write_bytes(b'{"kind": "step", "step": 0, "seconds": 1.0}\n' + bad + b"\n")
+        for read in (read_curve, training_spend):
+            with pytest.raises(MetricsFileError, match=rf"^{path}:2: {why}$"):
+                read(train_dir)
+        r = CliRunner().invoke(app, ["report", str(results), "--training", str(train_dir), "--out", str(tmp_path / "r.html")])
+        assert r.exit_code == 1 and isinstance(r.exception, SystemExit), (r.exception, r.output)  # an error line, not a crash
+        assert " ".join(r.output.split()).startswith(f"error: {path}:2: ") and "Traceback" not in r.output, r.output
+        assert not (tmp_path / "r.html").exists()
