@@ -40,20 +40,24 @@ WASTE_REASONS = ("all_pass", "all_fail", "unjudged", "system_error")  # why a gr
 PHASES = ("probing", "training", "evaluation")
 Seconds = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
 Share = Annotated[float, Field(strict=True, ge=0, le=1, allow_inf_nan=False)]  # a pass rate or a reward's mean
+# a phase's tokens: far beyond any run, and below it every cost is a finite float (a larger int cannot be one)
+Tokens = Annotated[int, Field(strict=True, ge=0, lt=10**18)]
 
 
 class Spend(BaseModel):
-    """Rollouts (attempts), their agent tokens and the sum of their own durations."""
+    """Rollouts (attempts), their agent tokens and the sum of their own durations: whole counts ≥ 0, tokens below 10**18
+    and finite seconds ≥ 0 where one is read or built from its fields (a negative or NaN count in a `ledger.json` would
+    make every cost wrong); a sum of spends (`+`) is not bounded again."""
 
     model_config = ConfigDict(extra="forbid")
-    rollouts: int = 0
-    input_tokens: int = 0
-    cached_input_tokens: int = 0
-    output_tokens: int = 0
-    attempt_seconds: float = 0.0
+    rollouts: Count = 0
+    input_tokens: Tokens = 0
+    cached_input_tokens: Tokens = 0
+    output_tokens: Tokens = 0
+    attempt_seconds: Seconds = 0.0
 
     def __add__(self, other: Spend) -> Spend:
-        return Spend(**{k: getattr(self, k) + getattr(other, k) for k in Spend.model_fields})
+        return Spend.model_construct(**{k: getattr(self, k) + getattr(other, k) for k in Spend.model_fields})
 
     def cost(self, price: dict[str, float]) -> float:
         """USD at `price` (USD per million `input`, `cached_input`, `output` tokens), as a record is costed."""
@@ -63,14 +67,14 @@ class Spend(BaseModel):
 class Phase(Spend):
     """A phase's spend, its wall time where recorded (None where not), and the files it was read from."""
 
-    wall_seconds: float | None = None
+    wall_seconds: Seconds | None = None
     sources: list[str] = Field(default_factory=list)
 
 
 class TrainingPhase(Phase):
     """Training's spend: `informative` + the `wasted` parts (by reason) = the whole, rollouts, tokens and attempt seconds."""
 
-    steps: int = 0
+    steps: Count = 0
     informative: Spend = Field(default_factory=Spend)
     wasted: dict[str, Spend] = Field(default_factory=lambda: {r: Spend() for r in WASTE_REASONS})
 
@@ -140,8 +144,8 @@ class RowUsage(BaseModel):
     """What a step's wasted groups of one reason spent (`grpo.StepStats.wasted_usage`)."""
 
     model_config = ConfigDict(extra="ignore")
-    input_tokens: Count = 0
-    output_tokens: Count = 0
+    input_tokens: Tokens = 0
+    output_tokens: Tokens = 0
     attempt_seconds: Seconds = 0.0
 
 
@@ -164,8 +168,8 @@ class RolloutsRow(BaseModel):
     wasted_all_fail: Count = 0
     wasted_unjudged: Count = 0  # rows before it had none
     wasted_system_error: Count = 0
-    input_tokens: Count = 0
-    output_tokens: Count = 0
+    input_tokens: Tokens = 0
+    output_tokens: Tokens = 0
     attempt_seconds: Seconds = 0.0
     rollout_seconds: Seconds = 0.0
     wasted_usage: dict[str, RowUsage] = Field(default_factory=dict)
@@ -175,11 +179,13 @@ class RolloutsRow(BaseModel):
         silent = self.all_pass + self.all_fail + self.unjudged_groups + self.system_error_groups
         if silent > self.groups:
             raise ValueError(f"{silent} all-pass, all-fail, unjudged and system-error groups of {self.groups} groups")
-        if self.wasted > self.rollouts:
-            raise ValueError(f"{self.wasted} wasted rollouts of {self.rollouts} rollouts")
-        for key in ("input_tokens", "output_tokens"):
+        by_reason = sum(getattr(self, f"wasted_{r}") for r in WASTE_REASONS)
+        if max(self.wasted, by_reason) > self.rollouts:
+            raise ValueError(f"{max(self.wasted, by_reason)} wasted rollouts of {self.rollouts} rollouts")
+        for key in ("input_tokens", "output_tokens", "attempt_seconds"):
             wasted = sum(getattr(u, key) for u in self.wasted_usage.values())
-            if wasted > getattr(self, key):
+            slack = 1e-3 if key == "attempt_seconds" else 0  # each reason's seconds are rounded apart (`StepStats.to_json`)
+            if wasted > getattr(self, key) + slack:
                 raise ValueError(f"{wasted} wasted {key} (wasted_usage) of {getattr(self, key)}")
         return self
 
@@ -331,7 +337,11 @@ def training_spend(train_dir: Path) -> TrainingPhase:
             part = part + Spend(rollouts=getattr(r, f"wasted_{reason}"), **usage.model_dump())
         phase.wasted[reason] = part
     wasted = sum(phase.wasted.values(), Spend())
-    phase.informative = Spend(**{k: getattr(whole, k) - getattr(wasted, k) for k in Spend.model_fields})
+    informative_seconds = max(0.0, whole.attempt_seconds - wasted.attempt_seconds)  # not below 0 by the reasons' rounding
+    # each row's wasted parts are within its whole (`RolloutsRow`), so the rest is ≥ 0: a sum, not bounded again
+    phase.informative = Spend.model_construct(
+        **{k: getattr(whole, k) - getattr(wasted, k) for k in Spend.model_fields} | {"attempt_seconds": informative_seconds}
+    )
     for k in Spend.model_fields:
         setattr(phase, k, getattr(whole, k))
     phase.steps = len({r.step for r in step_rows})
@@ -385,13 +395,19 @@ def whole_cost_per_dependable_task(
 
 
 class LedgerError(ValueError):
-    """A ledger file that cannot be read, in one line naming it."""
+    """A ledger file that cannot be read, in one line naming it (and the field at fault, where one is)."""
 
 
 def read_ledger(path: Path) -> Ledger:
-    """The ledger a `ledger.json` holds (`LedgerError` naming the file where it holds none)."""
+    """The ledger a `ledger.json` holds: `LedgerError` naming the file where it holds none, and the field where one is
+    not what a ledger holds (a negative count, a string, NaN: `Spend`)."""
     try:
         return Ledger.model_validate_json(Path(path).read_text(encoding="utf-8"))
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = ".".join(str(x) for x in err["loc"])
+        more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
+        raise LedgerError(f"{path}: " + (f"field {field!r}: " if field else "not a ledger: ") + err["msg"] + more) from None
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise LedgerError(f"{path}: not a ledger ({' '.join(str(e).split())[:300]})") from None
 

@@ -242,3 +242,37 @@ def test_a_metrics_row_of_the_wrong_type_is_named_by_file_line_and_field(shop, t
         assert r.exit_code == 1 and isinstance(r.exception, SystemExit), (r.exception, r.output)  # an error line, not a crash
         assert " ".join(r.output.split()).startswith(f"error: {path}:2: ") and "Traceback" not in r.output, r.output
         assert not (tmp_path / "r.html").exists()
+
+
+BAD_LEDGERS = {  # a ledger.json's phases → the field the error names and why
+    '"probing": {"rollouts": -10, "output_tokens": -90000000}': "field 'probing.rollouts': Input should be greater than or equal to 0 \\(and 1 more\\)",
+    '"training": {"wasted": {"all_pass": {"output_tokens": -1}}}': "field 'training.wasted.all_pass.output_tokens': Input should be greater than or equal to 0",
+    '"evaluation": {"attempt_seconds": NaN}': "field 'evaluation.attempt_seconds': Input should be a finite number",
+    '"probing": {"wall_seconds": -5.0}': "field 'probing.wall_seconds': Input should be greater than or equal to 0",
+    '"training": {"steps": "3"}': "field 'training.steps': Input should be a valid integer",
+    '"probing": {"input_tokens": 1' + "0" * 400 + "}": "field 'probing.input_tokens': Input should be less than 1000000000000000000",
+}
+
+
+def test_a_ledger_with_negative_or_non_finite_counts_is_refused_naming_file_and_field(shop, tmp_path):
+    """A `ledger.json` with negative probing rollouts and output tokens made `report --ledger` print a negative cost per
+    dependable task (-899.9055), and a count beyond any float crashed it (`OverflowError`): a ledger's counts are whole
+    and ≥ 0, its seconds finite and ≥ 0 (`Spend`), else one line naming the file and the field, and no report."""
+    from typer.testing import CliRunner
+
+    from groundstate.cli import app
+    from groundstate.train.ledger import LedgerError
+
+    results = tmp_path / "eval.jsonl"
+    _results(results, [(t, shop) for t in shop.tasks], "scripted:gold", 1, 10)
+    path = tmp_path / "ledger.json"
+    for phases, why in BAD_LEDGERS.items():
+        path.write_text("{" + phases + "}")
+        with pytest.raises(LedgerError, match=rf"^{path}: {why}$"):
+            read_ledger(path)
+        r = CliRunner().invoke(app, ["report", str(results), "--ledger", str(path), "--out", str(tmp_path / "r.html")])
+        assert r.exit_code == 1 and isinstance(r.exception, SystemExit), (r.exception, r.output)  # an error line, not a crash
+        assert " ".join(r.output.split()).startswith(f"error: {path}: field '"), r.output
+        assert not (tmp_path / "r.html").exists()
+    path.write_text('{"probing": {"rollouts": 10, "output_tokens": 90000000}}')
+    assert read_ledger(path).probing.output_tokens == 90_000_000  # a ledger of counts ≥ 0 reads as before
