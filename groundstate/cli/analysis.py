@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from groundstate.cli import options as opts
-from groundstate.cli.common import console, fail, message_of, out, read_run
+from groundstate.cli.common import console, fail, message_of, out, print_set_apart, read_run
 from groundstate.jsontext import finite
 from groundstate.pipeline.analysis import Exported, ExportJob, ReportJob
 
@@ -87,7 +87,7 @@ def _print_metrics(m: dict, results: Path, by: str) -> None:
         escape(m["cost_per_dependable_task_note"] or ""),
     )
     out.print(table)
-    _print_set_apart(m["set_apart"], "the figures")
+    print_set_apart(m["set_apart"], "the figures")
     group = m.get(f"by_{by}", {})
     if group:
         t2 = Table(title=f"by {by}")
@@ -118,18 +118,6 @@ def _print_metrics(m: dict, results: Path, by: str) -> None:
         out.print(t4)
 
 
-def _print_set_apart(rows: list[dict], what: str) -> None:
-    """The tasks `what` leaves out (`stats.basis`, compare's left out), the first ten with their reasons: said on
-    stderr, also with --json, since a figure's task set is part of the figure."""
-    if not rows:
-        return
-    console.print(f"[yellow]{len(rows)} tasks left out of {what}:[/yellow]")
-    for row in rows[:10]:
-        console.print(f"  {row['task_id']}: {row['reason']}", markup=False)
-    if len(rows) > 10:
-        console.print(f"  ... and {len(rows) - 10} more (see --json)")
-
-
 def compare(
     base: Path = typer.Argument(..., help="Baseline results JSONL."),
     cand: Path = typer.Argument(..., help="Candidate results JSONL."),
@@ -156,7 +144,7 @@ def compare(
         console.print(f"[yellow]{name} run incomplete, compared anyway:[/yellow] {escape('; '.join(problems))}")
     for why in c["truncated"].values():  # runs of different n are compared at the common n, and said
         console.print(f"[yellow]note:[/yellow] {escape(why)}")
-    _print_set_apart(c["left_out"], "the comparison")
+    print_set_apart(c["left_out"], "the comparison")
     if as_json:
         out.print_json(data=finite(c), allow_nan=False)
     else:

@@ -34,6 +34,18 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
+def print_set_apart(rows: list[dict], what: str) -> None:
+    """The tasks `what` leaves out (`stats.basis`, compare's left out, power's set apart), the first ten with their
+    reasons: said on stderr, also with --json, since a figure's task set is part of the figure."""
+    if not rows:
+        return
+    console.print(f"[yellow]{len(rows)} tasks left out of {what}:[/yellow]")
+    for row in rows[:10]:
+        console.print(f"  {row['task_id']}: {row['reason']}", markup=False)
+    if len(rows) > 10:
+        console.print(f"  ... and {len(rows) - 10} more (see --json)")
+
+
 @contextmanager
 def open_backend(name: str, pg_dsn: str | None = None, *, label: str = "--backend", suffix: str = "", **options: Any) -> Iterator[Backend]:
     """The backend `--backend NAME` names (`state.make_backend(name, pg_dsn, **options)`), closed when the block ends,

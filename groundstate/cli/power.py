@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from groundstate.cli import options as opts
-from groundstate.cli.common import console, fail, out, read_run
+from groundstate.cli.common import console, fail, out, print_set_apart, read_run
 from groundstate.jsontext import finite
 from groundstate.stats.power import PowerPlan, PowerQuestion
 
@@ -71,12 +71,13 @@ def power_command(
         out.print_json(data=finite(asdict(p)), allow_nan=False)
     else:
         _print_plan(p, base)
+    print_set_apart(p.set_apart, "the plan")  # as metrics says its own: on stderr, also with --json
 
 
 def _print_plan(p: PowerPlan, base: Path) -> None:
     """The base run's rates, what its design detects, what the lift needs, the table of designs, the model and notes."""
     out.print(
-        f"{escape(str(base))}: {p.tasks} tasks × n={p.n}, pass@1 {p.base_pass_at_1:.2%}, Observed {p.n}/{p.n} "
+        f"{escape(str(base))}: {escape(p.basis)} × n={p.n}, pass@1 {p.base_pass_at_1:.2%}, Observed {p.n}/{p.n} "
         f"{p.base_observed_k_of_k_rate:.2%} · two-sided α = {p.alpha:g}, power {p.power:.0%}"
     )
     out.print(

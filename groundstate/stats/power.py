@@ -3,9 +3,10 @@ design detects.
 
 The design: a candidate run on the same tasks as a base run (paired), k_b and k_c clean attempts per task. The model,
 from the base run alone (`groundstate power`; `compare` uses it for its detectable-range line):
-- Tasks are drawn from a population that the base run's tasks represent, each with equal weight. Task i's true pass
-  rate p_i is its Jeffreys posterior mean (c_i + ½)/(n_i + 1): a task seen 0/n or n/n can still move, and n = 1 works
-  (its within-task variance is then assumed, not measured; `notes` says so).
+- Tasks are drawn from a population that the base run's tasks represent, each with equal weight: the tasks metrics
+  covers (`stats.basis` at k = n: an incomplete run's task with fewer than n clean attempts is set apart). Task i's
+  true pass rate p_i is its Jeffreys posterior mean (c_i + ½)/(n_i + 1): a task seen 0/n or n/n can still move, and
+  n = 1 works (its within-task variance is then assumed, not measured; `notes` says so).
 - The candidate: q_i = expit(logit p_i + δ), one shift δ for every task, solved so the model's metric moves by the
   lift (a lift of L in pass@1 is mean q_i − mean p_i = L). Its only between-task spread of the lift is what a common
   logit shift makes; a candidate that helps some tasks and hurts others needs more tasks than this says. The two
@@ -35,7 +36,7 @@ from typing import Literal
 import numpy as np
 
 from groundstate.records import AttemptRecord, check_one_run
-from groundstate.stats.basis import basis, coverage, require_complete, task_counts
+from groundstate.stats.basis import basis, coverage, require_complete, solved_every_time, task_counts
 from groundstate.stats.compare import pair_runs
 
 Metric = Literal["pass_at_1", "observed_k_of_k"]
@@ -53,12 +54,16 @@ class UnreachableLift(ValueError):
 
 @dataclass(frozen=True)
 class BaseRates:
-    """A base run as the model sees it: per task (clean attempts only), n_i, c_i and the rate p_i = (c_i + ½)/(n_i + 1)."""
+    """A base run as the model sees it: per task of `metrics`' task set (`basis` at k = n; those set apart are in
+    `set_apart`), n_i, c_i and the rate p_i = (c_i + ½)/(n_i + 1); `observed_k_of_k_rate`: solved in all n attempts."""
 
     attempts: np.ndarray
     successes: np.ndarray
     rates: np.ndarray
     notes: list[str]
+    basis: str = ""  # `Basis.sentence()`: the task set, as metrics labels it
+    set_apart: list[dict[str, str]] = field(default_factory=list)  # `Basis.rows()`
+    observed_k_of_k_rate: float = 0.0
 
     @property
     def tasks(self) -> int:
@@ -94,7 +99,7 @@ class PowerPlan:
     tasks: int
     n: int
     base_pass_at_1: float
-    base_observed_k_of_k_rate: float
+    base_observed_k_of_k_rate: float  # over the same tasks as metrics' Observed n/n
     shift: float  # the logit δ that makes the lift
     sd_per_task: float  # σ at k = n
     min_detectable_lift: float | None  # with the run's tasks and attempts
@@ -106,6 +111,8 @@ class PowerPlan:
     available_tasks: int = 0  # tasks there are to draw from (default: the run's own): no row may ask for more unsaid
     model: str = MODEL
     notes: list[str] = field(default_factory=list)
+    basis: str = ""  # the task set, as metrics labels it: `238 of 240 tasks (set apart: …)`
+    set_apart: list[dict[str, str]] = field(default_factory=list)  # task_id, kind, reason: as metrics' `set_apart`
 
 
 @dataclass(frozen=True)
@@ -127,18 +134,21 @@ class DetectableRange:
 
 
 def base_rates(records: list[AttemptRecord], allow_incomplete: bool = False) -> BaseRates:
-    """The tasks with a clean attempt and their rates (system errors and unjudged attempts excluded, as in metrics).
-    ValueError for no records, records of several runs, an incomplete run (unless allowed) and an all-pass run."""
+    """The tasks and rates of metrics' task set (`basis` at k = n: a task of an incomplete run with fewer than n clean
+    attempts is set apart, as metrics does, so pass@1 and Observed n/n are metrics' figures). ValueError for no records,
+    records of several runs, an incomplete run (unless allowed) and an all-pass run."""
     if not records:
         raise ValueError("no results records")
     check_one_run(records)
     incomplete = require_complete(records, "plan", allow_incomplete)
-    b = basis(task_counts(records), coverage(records).n, 1)
+    run_n = coverage(records).n
+    b = basis(task_counts(records), run_n)  # k = n: metrics' rule, one task set for every figure of the run
     counts = list(b.covered.values())
     if not counts:
         raise ValueError(f"no task to plan from: {b.sentence()}")
     if len(counts) < 2:
-        raise ValueError("one task with a clean attempt: a paired test across tasks needs two or more")
+        one = f"one task to plan from, {b.sentence()}" if b.apart else "one task with a clean attempt"
+        raise ValueError(f"{one}: a paired test across tasks needs two or more")
     n = np.array([t.n for t in counts], dtype=float)
     c = np.array([t.c for t in counts], dtype=float)
     if np.all(c == n):
@@ -146,11 +156,10 @@ def base_rates(records: list[AttemptRecord], allow_incomplete: bool = False) -> 
             f"the base run passed every attempt of its {len(counts)} tasks (pass@1 = 100%): it shows no variance to plan from, and no lift is possible"
         )
     notes = rate_notes(n, c)
-    if b.apart:
-        notes.append(f"rates from {b.sentence()}")
     if incomplete:
         notes.append("incomplete run, planned anyway: " + "; ".join(incomplete))
-    return BaseRates(n, c, (c + 0.5) / (n + 1), notes)
+    kk = sum(solved_every_time(t, run_n) for t in counts) / len(counts)
+    return BaseRates(n, c, (c + 0.5) / (n + 1), notes, b.sentence(), b.rows(), kk)
 
 
 def rate_notes(n: np.ndarray, c: np.ndarray) -> list[str]:
@@ -344,7 +353,7 @@ def plan(
         tasks=base.tasks,
         n=n,
         base_pass_at_1=base.pass_at_1,
-        base_observed_k_of_k_rate=float(np.mean(base.successes == n)),
+        base_observed_k_of_k_rate=base.observed_k_of_k_rate,
         shift=delta,
         sd_per_task=effect_and_sd(p, delta, n_i, n_i)[1],
         min_detectable_lift=min_detectable(p, base.tasks, n_i, n_i, alpha, power),
@@ -355,6 +364,8 @@ def plan(
         designs=rows,
         available_tasks=available,
         notes=notes,
+        basis=base.basis,
+        set_apart=base.set_apart,
     )
 
 

@@ -226,11 +226,34 @@ def test_hostile_base_runs(tmp_path):
     r = invoke("power", path)
     assert r.exit_code == 1 and "system errors" in r.output and "--allow-incomplete" in r.output
     j = json.loads(invoke("power", path, "--allow-incomplete", "--json").stdout)
-    assert j["tasks"] == 40 and any("incomplete run" in note for note in j["notes"])
+    assert j["tasks"] == 39 and j["basis"] == "39 of 40 tasks (set apart: 1 with fewer than k clean attempts)"
+    assert any("incomplete run" in note for note in j["notes"])
     # records of two runs
     other = [r.model_copy(update={"agent": "scripted:gold"}) for r in records([4] * 40)]
     r = invoke("power", write(tmp_path / "mixed.jsonl", records([4] * 40) + other))
     assert r.exit_code == 1 and "mixes 2 runs" in r.output
+
+
+def test_power_plans_from_the_tasks_and_figures_of_metrics_and_compare(tmp_path):
+    """An incomplete run planned anyway: power's task set, pass@1 and Observed n/n are metrics' (a task with fewer than
+    n clean attempts set apart and named, not planned from nor counted as not solved n/n), and its smallest detectable
+    lift is the one compare gives the same run against itself."""
+    from groundstate.pipeline.analysis import compare_runs
+    from groundstate.stats.metrics import compute
+
+    recs = records([8, 7, 0, 8, 4, 2, 6, 8, 1, 5] * 4, errors={"t0": 7, "t3": 2})  # two all-pass tasks lose an attempt
+    m = compute(recs, allow_incomplete=True)
+    p = pw.plan(recs, allow_incomplete=True)
+    assert p.base_pass_at_1 == pytest.approx(m["pass_at_1"])
+    assert p.base_observed_k_of_k_rate == pytest.approx(m["observed_k_of_k_rate"])
+    assert (p.tasks, p.basis, p.set_apart) == (m["tasks_covered"], m["basis"], m["set_apart"]) and p.tasks == 38
+    c = compare_runs(recs, recs, allow_incomplete=True)
+    assert c["power"]["tasks"] == p.tasks and c["power"]["min_detectable_lift"] == pytest.approx(p.min_detectable_lift)
+    assert c["metrics"]["pass_at_1"]["base"] == pytest.approx(p.base_pass_at_1)
+    r = invoke("power", write(tmp_path / "inc.jsonl", recs), "--allow-incomplete")
+    assert r.exit_code == 0, r.output
+    assert f"{m['basis']} × n={N}, pass@1 {m['pass_at_1']:.2%}, Observed {N}/{N} {m['observed_k_of_k_rate']:.2%}" in r.output
+    assert "2 tasks left out of the plan" in r.output and "t0: 7 clean attempts, fewer than k=8" in r.output
 
 
 def test_compare_says_whether_the_lift_is_in_the_detectable_range(tmp_path, base_counts, rates):
