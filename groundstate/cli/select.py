@@ -132,10 +132,10 @@ def _print_selection(result: SelectionResult, paths: dict[str, Path], probes: Pa
         bar = "█" * round(24 * h["tasks"] / widest)
         name = h["band"] if h["kept_band"] else f"[dim]{h['band']}[/dim]"
         table.add_row(name, f"{lo:.2f}–{hi:.2f}", str(h["tasks"]), bar, str(h["train"]), str(h["val"]), str(h["set_aside"]))
-    d = summary["decisions"]
-    table.add_row("[dim]insufficient runs[/dim]", "", str(d["insufficient_runs"]), "", "", "", str(d["insufficient_runs"]))
-    if d["awaits_judge"]:
-        table.add_row("[dim]awaits a judge[/dim]", "", str(d["awaits_judge"]), "", "", "", str(d["awaits_judge"]))
+    d, unbanded = summary["decisions"], summary["not_banded"]  # the table's rows add up to the probed tasks
+    table.add_row("[dim]insufficient runs[/dim]", "", str(unbanded["insufficient_runs"]), "", "", "", str(unbanded["insufficient_runs"]))
+    if unbanded["awaits_judge"]:
+        table.add_row("[dim]awaits a judge[/dim]", "", str(unbanded["awaits_judge"]), "", "", "", str(unbanded["awaits_judge"]))
     show.print(table)
     show.print(" · ".join(f"{k} {v}" for k, v in d.items()))
     excluded = [r for r in result.rows if r["decision"] == "excluded"]

@@ -35,24 +35,35 @@ class SelectionResult:
     def val(self) -> list[str]:
         return self.ids("val")
 
+    def banded(self, row: dict[str, Any]) -> bool:
+        """Whether the probe banded `row`'s task: enough clean runs and no judge awaited, whatever its decision (an
+        excluded task short of runs is not banded; one the reference's missing judge set apart is). The one rule of
+        `counts()["bands"]` and `histogram()`."""
+        return row["clean_runs"] >= self.params.min_clean_runs and not row["awaits_judge"]
+
     def counts(self) -> dict[str, Any]:
+        """Tasks per decision and per band (`banded` ones), and the others by why they were not banded."""
         dec = Counter(r["decision"] for r in self.rows)
-        bands = Counter(r["band"] for r in self.rows if r["clean_runs"] >= self.params.min_clean_runs and not r["awaits_judge"])
+        bands = Counter(r["band"] for r in self.rows if self.banded(r))
+        waiting = sum(1 for r in self.rows if r["awaits_judge"])
         return {
             "tasks": len(self.rows),
             "decisions": {d: dec.get(d, 0) for d in DECISIONS},
             "bands": {b: bands.get(b, 0) for b in BANDS},
+            # bands + these = tasks: the probe's own judge awaited, or fewer than min_clean_runs clean runs
+            "not_banded": {"awaits_judge": waiting, "insufficient_runs": len(self.rows) - sum(bands.values()) - waiting},
             "unresolved": sum(1 for r in self.rows if not r["resolved"]),
             "not_content_checked": sum(1 for r in self.rows if not r["content_checked"]),
             "group_fallbacks": sum(1 for r in self.rows if r["group_fallback"] and r["decision"] in ("train", "val")),
         }
 
     def histogram(self) -> list[dict[str, Any]]:
-        """Per band: its interval, tasks with enough runs, and how many went to train, val or were set aside."""
+        """Per band: its interval, its `banded` tasks (those `counts()["bands"]` counts), and how many went to train, val
+        or were set aside."""
         cuts = [0.0, *self.params.edges, 1.0]
         out = []
         for i, b in enumerate(BANDS):
-            rows = [r for r in self.rows if r["band"] == b and r["decision"] not in ("insufficient_runs", "awaits_judge")]
+            rows = [r for r in self.rows if r["band"] == b and self.banded(r)]
             d = Counter(r["decision"] for r in rows)
             out.append(
                 {

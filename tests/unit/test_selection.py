@@ -157,6 +157,34 @@ def test_insufficient_runs_are_reported_not_dropped(tmp_path):
         assert {"task_id", "clean_runs", "successes", "band", "signal", "decision", "reason"} <= set(r)
 
 
+def test_the_manifests_bands_and_histogram_count_the_same_tasks(tmp_path):
+    """`counts()["bands"]` and `histogram()` (both in manifest.json) count one task set, the banded tasks: an excluded
+    task short of clean runs is in neither (the histogram counted it), a task the reference's missing judge set apart is
+    in both (the histogram left it out), and the command's table adds up to the probed tasks."""
+    from groundstate.cli import app
+    from groundstate.records import RunIdentity
+
+    counts = {"ok": (4, 2), "short-excluded": (2, 2), "ref-waits": (4, 2), "few": (1, 0)}
+    ex = ExcludeSet()
+    ex.add(ids=["short-excluded"], source="list")
+    ident = RunIdentity(agent="scripted:gold", user="scripted", seed=0, tasks="x")  # no judge
+    ref = [r.model_copy(update={"rubrics": 1 if r.task_id == "ref-waits" else 0, "run": ident}) for r in probe_records(counts)]
+    res = select(probe_records(counts), exclude=ex, reference_records=ref, params=SelectionParams(min_clean_runs=3))
+    decided = {r["task_id"]: r["decision"] for r in res.rows}
+    assert (decided["short-excluded"], decided["ref-waits"], decided["few"]) == ("excluded", "awaits_judge", "insufficient_runs")
+    manifest = json.loads(res.render()["manifest.json"])
+    histogram = {h["band"]: h["tasks"] for h in manifest["histogram"]}
+    assert histogram == manifest["counts"]["bands"] and sum(histogram.values()) == 2  # ok and ref-waits
+    assert manifest["counts"]["not_banded"] == {"awaits_judge": 0, "insufficient_runs": 2}
+    probes, reference = write_jsonl(tmp_path / "p.jsonl", probe_records(counts)), write_jsonl(tmp_path / "r.jsonl", ref)
+    (tmp_path / "ex.yaml").write_text("- short-excluded\n")
+    args = ["select", str(probes), "--reference", str(reference), "--exclude-list", str(tmp_path / "ex.yaml"), "--out", str(tmp_path / "s")]
+    r = CliRunner().invoke(app, [*args, "--min-clean-runs", "3", "--allow-incomplete"])
+    assert r.exit_code == 0, r.output
+    table = [line for line in r.output.splitlines() if line.startswith("│") and line.split("│")[3].strip().isdigit()]
+    assert sum(int(line.split("│")[3]) for line in table) == len(counts)
+
+
 def test_band_and_signal_filters_and_reference_gate(tmp_path):
     counts = {"zero": (8, 0), "half": (8, 4), "mostly": (8, 6), "all": (8, 8), "rare": (8, 1), "unref": (8, 3)}
     ref = probe_records({"zero": (4, 0), "half": (4, 3), "mostly": (1, 1), "all": (4, 4), "rare": (4, 1)})
