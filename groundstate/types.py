@@ -137,6 +137,16 @@ class ToolCallRecord(BaseModel):
         return out
 
 
+class UserToolBatch(BaseModel):
+    """One batch of the user's own calls (one `UserTools.act`): the next `calls` of `Trajectory.user_tool_calls`, made
+    while the user wrote the message at index `at` of the conversation (`len(messages)` then: where the user ended the
+    conversation instead, the end). What lets `regrade` make them again where they were made."""
+
+    model_config = ConfigDict(extra="forbid")
+    at: Annotated[int, Field(strict=True, ge=0)]
+    calls: Annotated[int, Field(strict=True, ge=0)]
+
+
 _RUNTIME_ONLY = ("usage", "seconds", "extra")  # `Trajectory` fields never written to or read from a record
 
 
@@ -153,6 +163,7 @@ class Trajectory(BaseModel):
     messages: list[dict[str, Any]]
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     user_tool_calls: list[ToolCallRecord] = Field(default_factory=list)  # the user's own calls (`UserTools`), in order
+    user_tool_batches: list[UserToolBatch] = Field(default_factory=list)  # where they were made (absent before they were recorded)
     finish_reason: str = ""
     turns: Annotated[int, Field(strict=True, ge=0)] = 0
     usage: Usage = Field(default_factory=Usage, exclude=True)
@@ -183,10 +194,13 @@ class Trajectory(BaseModel):
 
     @model_serializer
     def to_json(self) -> dict[str, Any]:
-        """`user_tool_calls` only where the user made some: every other record reads as records always did."""
+        """`user_tool_calls` and `user_tool_batches` only where the user made calls: every other record reads as records
+        always did."""
         out = {"messages": self.messages, "tool_calls": [c.to_json() for c in self.tool_calls]}
         if self.user_tool_calls:
             out["user_tool_calls"] = [c.to_json() for c in self.user_tool_calls]
+        if self.user_tool_batches:
+            out["user_tool_batches"] = [b.model_dump() for b in self.user_tool_batches]
         return {**out, "finish_reason": self.finish_reason, "turns": self.turns}
 
 

@@ -2,8 +2,10 @@
 
 Each record whose attempt ran to its end (a trajectory with a finish reason) is played again through `attempt.play`
 on a fresh sandbox of the task as it is defined now: the recorded assistant turns (their text and the tool calls that
-were executed, in order) and the recorded user messages, so the agent side is exactly what the model did then and
-the state it reaches is what those calls do to today's task. The new verdict replaces the old one; the record keeps
+were executed, in order) and the recorded user messages, both after the environment's initial messages
+(`opening_length`: τ²'s greeting is not the agent's), with the user's own calls (τ² telecom's phone) made again where
+they were made, so the agent side is exactly what the model did then and the state it reaches is what those calls do
+to today's task. The new verdict replaces the old one; the record keeps
 its attempt, usage and run identity, takes the task's current fingerprint, and notes what it was (`regraded`).
 
 Reply rubrics are judged again only with a judge. Without one, a rubric task's verdict is carried over when it can
@@ -11,7 +13,8 @@ be: the final state passes now and passed then (the reply is the recorded one, s
 Otherwise it is unjudged, never a guess. Records that cannot be replayed are kept as they are and counted: no
 trajectory or an attempt cut short by a system error (there is no complete agent side to replay), a malformed
 trajectory (content that is not text, tool calls that are not a list of mappings, a tool call id that is an object or
-a list), or a task that no longer exists. A trajectory that is not one at all (messages that are not mappings, tool
+a list, fewer assistant messages than agent turns, user call batches that do not add up), a user's own calls recorded
+without where they were made (before `Trajectory.user_tool_batches`), or a task that no longer exists. A trajectory that is not one at all (messages that are not mappings, tool
 call records of another shape) is refused when the file is read (`records.RecordError`).
 """
 
@@ -29,14 +32,27 @@ from groundstate.records import AttemptRecord
 from groundstate.specs import JudgeSpec
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
-from groundstate.types import AgentTurn, Domain, EpisodeLimits, Judge, ToolCallRequest, UserTools, Verdict
+from groundstate.types import AgentTurn, Domain, EpisodeLimits, Judge, ToolCallRecord, ToolCallRequest, Trajectory, UserTools, Verdict
 from groundstate.worlds.attempt import play, task_fingerprint
 from groundstate.worlds.episode import LIMIT_NAMES, NOT_EXECUTED
 
 
+def opening_length(trajectory: Trajectory) -> int | None:
+    """How many of the trajectory's messages are the environment's initial ones (`Environment.initial_messages`: a
+    system message, τ²'s greeting or a task's history, the instruction), that no agent or user of the attempt wrote:
+    those before the first of the agent's `turns` assistant messages (each agent turn adds exactly one, after them),
+    all of them where the agent never acted; None where fewer assistant messages than `turns` are recorded."""
+    at = [i for i, m in enumerate(trajectory.messages) if m.get("role") == "assistant"]
+    turns = trajectory.turns
+    if turns > len(at):
+        return None
+    return at[len(at) - turns] if turns else len(trajectory.messages)
+
+
 class ReplayAgent:
     """The recorded assistant turns, in order: text and the executed tool calls; the last one ends the conversation if
-    the agent ended it then (`agent_done`). Past the last one, it is done.
+    the agent ended it then (`agent_done`). Past the last one, it is done. The assistant messages of the opening
+    (`opening_length`: τ²'s greeting, a task's history) are the environment's, not turns of the agent's.
 
     A call counts as executed unless the tool message that answers it says a limit stopped it (`_not_run`). A call's
     answer is found by position: the k-th tool message after an assistant message answers its k-th call, as the episode
@@ -44,9 +60,10 @@ class ReplayAgent:
     versions (`openai_compat.parse_tool_call`), and a match by id would skip every executed `call_0` along with the one a
     limit stopped."""
 
-    def __init__(self, messages: list[dict[str, Any]], finish_reason: str | None = None):
-        self.turns = [_turn(m, _answers(messages, i)) for i, m in enumerate(messages) if m.get("role") == "assistant"]
-        if self.turns and finish_reason == "agent_done":
+    def __init__(self, trajectory: Trajectory):
+        messages, start = trajectory.messages, opening_length(trajectory) or 0
+        self.turns = [_turn(m, _answers(messages, i)) for i, m in enumerate(messages) if i >= start and m.get("role") == "assistant"]
+        if self.turns and trajectory.finish_reason == "agent_done":
             self.turns[-1].done = True
 
     async def act(self, conversation: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AgentTurn:
@@ -89,14 +106,33 @@ def _turn(message: dict[str, Any], answers: list[dict[str, Any]]) -> AgentTurn:
 
 
 class ReplayUser:
-    """The recorded user messages after the instruction, in order; then the user ends the conversation."""
+    """The recorded user messages after the opening (`opening_length`), in order; then the user ends the conversation.
+    Before each, the user's own calls recorded as made while it wrote that message (`Trajectory.user_tool_batches`), in
+    their batches, where the world gives the user tools; the calls made before it ended, at its last turn."""
 
-    def __init__(self, messages: list[dict[str, Any]]):
-        users = [m.get("content") or "" for m in messages if m.get("role") == "user"]
-        self.replies = users[1:]
+    def __init__(self, trajectory: Trajectory):
+        messages, start = trajectory.messages, opening_length(trajectory) or 0
+        self.replies = [m.get("content") or "" for m in messages[start:] if m.get("role") == "user"]
+        self.batches: dict[int, list[list[ToolCallRequest]]] = {}  # the user's turn (0: its first reply) → its batches
+        calls = iter(trajectory.user_tool_calls)
+        for b in trajectory.user_tool_batches:
+            turn = sum(m.get("role") == "user" for m in messages[start : b.at])
+            self.batches.setdefault(turn, []).append([_user_call(next(calls), k) for k in range(b.calls)])
+        self.asked = 0
 
     async def reply(self, conversation: list[dict[str, Any]], tools: UserTools | None = None) -> str | None:
-        return self.replies.pop(0) if self.replies else None
+        turn, self.asked = self.asked, self.asked + 1
+        for batch in self.batches.get(turn, []):
+            if tools is not None:
+                await tools.act(batch)
+        return self.replies[turn] if turn < len(self.replies) else None
+
+
+def _user_call(record: ToolCallRecord, k: int) -> ToolCallRequest:
+    """A recorded call of the user's as it asks for it again (arguments that were not a JSON object: refused again)."""
+    if isinstance(record.arguments, dict):
+        return ToolCallRequest(f"user_{k}", record.name, record.arguments)
+    return ToolCallRequest(f"user_{k}", record.name, str(record.arguments), parse_error="the arguments are not a JSON object")
 
 
 @dataclass
@@ -122,6 +158,16 @@ def replayable(record: AttemptRecord) -> str | None:
         return "cut short by a system error"
     if not all(_well_formed(m) for m in traj.messages):
         return "malformed trajectory"  # a results file is input like any other: a broken one is reported, never replayed
+    start = opening_length(traj)
+    if start is None:
+        return "malformed trajectory"  # more agent turns than assistant messages: which are the agent's is unknown
+    if traj.user_tool_calls and not traj.user_tool_batches:
+        return "user's own calls not placed (recorded before their batches were)"  # where they were made is unknown
+    ats = [b.at for b in traj.user_tool_batches]
+    if sum(b.calls for b in traj.user_tool_batches) != len(traj.user_tool_calls) or ats != sorted(ats):
+        return "malformed trajectory"
+    if ats and not start <= ats[0] <= ats[-1] <= len(traj.messages):
+        return "malformed trajectory"
     return None
 
 
@@ -184,8 +230,8 @@ async def regrade_records(
             outcome = await play(
                 task,
                 domain,
-                ReplayAgent(traj.messages, traj.finish_reason),
-                ReplayUser(traj.messages),
+                ReplayAgent(traj),
+                ReplayUser(traj),
                 EpisodeLimits(),
                 backend=backend,
                 judge=judge,

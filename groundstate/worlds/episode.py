@@ -53,6 +53,7 @@ from groundstate.types import (
     ToolCallRequest,
     Trajectory,
     UserSimulator,
+    UserToolBatch,
     UserTools,
 )
 
@@ -264,7 +265,8 @@ class Episode:
 
 
 class RecordedUserTools:
-    """A world's `UserTools` whose calls the trajectory records (`Trajectory.user_tool_calls`), in the order made."""
+    """A world's `UserTools` whose calls the trajectory records (`Trajectory.user_tool_calls`), in the order made, and
+    where each batch was made (`Trajectory.user_tool_batches`: before the user message to come)."""
 
     def __init__(self, tools: UserTools, traj: Trajectory):
         self.tools, self.traj = tools, traj
@@ -275,6 +277,7 @@ class RecordedUserTools:
     async def act(self, calls: list[ToolCallRequest]) -> list[ToolCallRecord]:
         records = await self.tools.act(calls)
         self.traj.user_tool_calls.extend(records)
+        self.traj.user_tool_batches.append(UserToolBatch(at=len(self.traj.messages), calls=len(records)))
         return records
 
 

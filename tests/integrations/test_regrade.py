@@ -264,8 +264,6 @@ def test_a_turn_whose_calls_share_an_id_replays_every_call_that_ran():
     messages = first.trajectory.messages
     assert [m["tool_call_id"] for m in messages if m["role"] == "tool"] == ["call_0", "call_1"] * 3
     assert messages[4]["content"].endswith("call not executed") and messages[-1]["content"] == "error: tool-call limit reached; call not executed"
-    again = asyncio.run(
-        play(task, domain, ReplayAgent(messages, first.trajectory.finish_reason), ReplayUser(messages), EpisodeLimits(), backend=SqliteBackend())
-    )
+    again = asyncio.run(play(task, domain, ReplayAgent(first.trajectory), ReplayUser(first.trajectory), EpisodeLimits(), backend=SqliteBackend()))
     assert [(c.name, c.arguments) for c in again.trajectory.tool_calls] == ran
     assert again.verdict.to_json() == first.verdict.to_json()

@@ -77,7 +77,7 @@ def test_a_flood_of_tool_arguments_is_not_run_and_is_cut(shop):
     out = asyncio.run(play(task, shop, Turns(AgentTurn(tool_calls=[cancel()]), AgentTurn(text=FLOOD)), Listener(), backend=SqliteBackend()))
     assert out.trajectory.finish_reason == "max_reply_chars" and out.verdict.reward == 1
     # regrade replays the kept cut: the same finish, the same state
-    replay = asyncio.run(play(task, shop, ReplayAgent(out.trajectory.messages, "max_reply_chars"), Listener(), backend=SqliteBackend()))
+    replay = asyncio.run(play(task, shop, ReplayAgent(out.trajectory), Listener(), backend=SqliteBackend()))
     assert replay.trajectory.finish_reason == "max_reply_chars" and replay.verdict.reward == 1
 
 
