@@ -73,9 +73,10 @@ def local_tau2_domain(domain: str) -> Tau2Domain:
 
 def tau2_tasks_named(ids: list[str]) -> dict[str, tuple[Task, RemoteTau2Domain]]:
     """The τ² tasks among `ids` (`tau2-DOMAIN-...`), by id: how a list of task ids (a selection's train.yaml) finds τ²'s
-    tasks, whose domains are loaded only when an id names one."""
+    tasks, whose domains are loaded only when an id names one. Any task the domain has, on whichever of τ²'s lists
+    (telecom's `small` and `full` ones too): a domain holds every one of its tasks once loaded."""
     wanted = {d for d in DOMAINS for i in ids if i.startswith(f"tau2-{d}-")}
-    found = {t.id: (t, d) for name in sorted(wanted) for t, d in load_tau2([name])}
+    found = {t.id: (t, d) for d in map(tau2_domain, sorted(wanted)) for t in d.tasks}
     return {i: found[i] for i in ids if i in found}
 
 

@@ -71,6 +71,20 @@ def test_selectors_name_domains_and_taus_own_splits():
     assert task.source_id == "7" and task.domain == "tau2-airline"
 
 
+def test_a_task_file_names_any_task_a_domain_has_on_whichever_list(tmp_path):
+    """A list of ids (a selection's train.yaml) found only τ²'s default lists: a telecom task of its `small` or `full`
+    list alone was an unknown id. Every task the domain has is found, in the file's order; an unknown id is refused."""
+    small = next(t.id for t, _ in select_tasks("tau2:telecom:small"))
+    base = {t.id for t, _ in select_tasks("tau2:telecom")}
+    full = next(t.id for t, _ in select_tasks("tau2:telecom:full") if t.id not in base and t.id != small)
+    ids = [full, "tau2-airline-7", small]
+    (tmp_path / "train.yaml").write_text("tasks:\n" + "".join(f"  - {json.dumps(i)}\n" for i in ids))
+    assert [t.id for t, _ in select_tasks(str(tmp_path / "train.yaml"))] == ids
+    (tmp_path / "bad.yaml").write_text("tasks: [tau2-telecom-no_such_task]\n")
+    with pytest.raises(ValueError, match="unknown task ids: tau2-telecom-no_such_task"):
+        select_tasks(str(tmp_path / "bad.yaml"))
+
+
 def test_the_agents_tools_are_taus_own_schemas_in_every_attempt():
     """Made once per domain, the schemas are what τ²'s `get_tools` gives on the attempt's own environment (its task's
     initial state set), each attempt owns its copy, and a domain served from τ²'s own interpreter has the same."""
