@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from groundstate.jsontext import json_object
 from groundstate.records import AttemptRecord, RecordError, latest_per_key
 from groundstate.worlds.domain import DOMAINS_DIR, Domain, bundled_domains, load_domain
 
@@ -54,11 +55,8 @@ class ExportCounts:
 def _arguments(raw: Any, counts: ExportCounts) -> Any:
     if not isinstance(raw, str):
         return raw
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
-        value = None
-    if isinstance(value, dict):
+    value = json_object(raw)  # None past `MAX_DEPTH`, as the episode answered such a call
+    if value is not None:
         return value
     counts.unparsed_arguments += 1
     return raw

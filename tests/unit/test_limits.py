@@ -245,6 +245,11 @@ def test_cli_arguments_nested_past_the_bound_are_the_agents_error_never_a_crash(
     calls = {c.arguments: c for r in records for c in r.trajectory.tool_calls}
     assert set(calls) == set(deep.values())  # each attempt's raw arguments, kept as the model wrote them
     assert all(not c.ok and f"nested deeper than {MAX_DEPTH} levels" in c.result for c in calls.values())
+    results = str(tmp_path / "results.jsonl")  # and every reader of the file takes them as it wrote them
+    exported = CliRunner().invoke(app, ["export", results, "--format", "sft-jsonl", "--all-attempts", "--out", str(tmp_path / "sft")])
+    assert exported.exit_code == 0 and "Traceback" not in exported.output, exported.output
+    regraded = CliRunner().invoke(app, ["regrade", results, "--tasks", SHOP, "--out", str(tmp_path / "regraded.jsonl")])
+    assert regraded.exit_code == 0 and "no verdict flipped" in regraded.output, regraded.output
 
 
 def test_arguments_nested_past_the_bound_from_any_agent_are_not_run():
