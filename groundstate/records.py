@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from groundstate.jsontext import dumps
 from groundstate.tasks import Task
-from groundstate.types import FAULT_KINDS, ErrorKind, FaultKind, Trajectory, Verdict
+from groundstate.types import FAULT_KINDS, ErrorKind, FaultKind, Trajectory, Usage, Verdict
 
 Key = tuple[str, int]
 RECORD_VERSION = 2
@@ -148,6 +148,8 @@ class AttemptRecord(BaseModel):
     user_replies: UserReplies | None = None
     # the user-simulator faults that ended the earlier tries of this key, which `--repair` replaced (`pipeline.runner`)
     user_faults: list[FaultKind] = Field(default_factory=list)
+    # the tokens of those earlier tries, one entry a try that spent any: counted with this record (`spent`)
+    replaced_usage: list[RecordUsage] = Field(default_factory=list)
     _line: str | None = PrivateAttr(default=None)  # the line it was read from, if it was
 
     @model_validator(mode="before")
@@ -191,10 +193,10 @@ class AttemptRecord(BaseModel):
 
     @model_serializer(mode="wrap")
     def _as_written(self, handler: Any) -> dict[str, Any]:
-        """The fields a record is written with: user_replies and user_faults only where there is something to say, as
-        records always had them."""
+        """The fields a record is written with: user_replies, user_faults and replaced_usage only where there is
+        something to say, as records always had them."""
         data = handler(self)
-        for name, empty in (("user_replies", None), ("user_faults", [])):
+        for name, empty in (("user_replies", None), ("user_faults", []), ("replaced_usage", [])):
             if data.get(name) == empty:
                 del data[name]
         return data
@@ -209,6 +211,13 @@ class AttemptRecord(BaseModel):
     @property
     def key(self) -> Key:
         return (self.task_id, self.attempt)
+
+    @property
+    def spent(self) -> RecordUsage:
+        """The tokens this key cost: the attempt's and those of the earlier tries it replaced (`replaced_usage`). What
+        every token count and cost figure adds up, so a repair never makes a run look cheaper than it was."""
+        parts = [self.usage, *self.replaced_usage]
+        return RecordUsage(**{f: sum(getattr(u, f) for u in parts) for f in RecordUsage.model_fields})
 
     @property
     def outcome(self) -> str:
@@ -292,8 +301,12 @@ def attempt_record(
     user: str,
     seed: int,
     user_replies: dict[str, int] | None = None,
+    usage: Usage | None = None,
 ) -> AttemptRecord:
-    """The record of one attempt of `task`, before a run stamps its identity and the task's fingerprint on it."""
+    """The record of one attempt of `task`, before a run stamps its identity and the task's fingerprint on it. `usage`:
+    the tokens the attempt billed, where it has no trajectory (a system error's, `attempt.Outcome.usage`); else the
+    trajectory's."""
+    billed = usage if usage is not None else traj.usage if traj is not None else Usage()
     return AttemptRecord.model_validate(
         {
             "task_id": task.id,
@@ -310,7 +323,7 @@ def attempt_record(
             "model": model,
             "user": user,
             "seed": seed,
-            "usage": traj.usage.to_json() if traj is not None else {"input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0},
+            "usage": billed.to_json(),
             "verdict": verdict.to_json(),
             "trajectory": traj.to_json() if traj is not None else None,
             "timings": {k: round(v, 6) for k, v in timings.items()},

@@ -36,7 +36,7 @@ from groundstate.pipeline.resume import ResumeRefused, manifest_path, run_identi
 from groundstate.records import RECORD_VERSION, AttemptRecord, RunIdentity, UserReplies, attempt_record
 from groundstate.state.base import Backend
 from groundstate.tasks import Task
-from groundstate.types import Agent, Domain, FaultKind, Judge, Trajectory, UserSimulator, Verdict
+from groundstate.types import Agent, Domain, Judge, Trajectory, Usage, UserSimulator, Verdict
 from groundstate.worlds.attempt import crashed, play, prepare_domains, task_fingerprint
 
 # what callers of a run import from here: this module's own names, and those of its settings and results file
@@ -137,7 +137,9 @@ async def run_attempt(task: Task, domain: Domain, attempt: int, backend: Backend
         verdict = crashed(e)
         return make_record(task, attempt, cfg, verdict, None, {"total_s": 0.0})
     out = await play(task, domain, agent, user, cfg.limits, backend=backend, judge=judge, blame=True)
-    return make_record(task, attempt, cfg, out.verdict, out.trajectory, out.timings, user_replies=replies.to_json() if replies else None)
+    return make_record(
+        task, attempt, cfg, out.verdict, out.trajectory, out.timings, user_replies=replies.to_json() if replies else None, usage=out.usage
+    )
 
 
 def make_record(
@@ -149,9 +151,11 @@ def make_record(
     timings: dict[str, float],
     *,
     user_replies: dict[str, int] | None = None,
+    usage: Usage | None = None,
 ) -> AttemptRecord:
     """The record of one attempt, before the run stamps its identity (`stamp`). `user_replies`: with a user cache, how
-    many of the attempt's LLM-user replies were `cached` and how many `generated` (recorded as the record's field)."""
+    many of the attempt's LLM-user replies were `cached` and how many `generated` (recorded as the record's field);
+    `usage`: the tokens it billed (`attempt.Outcome.usage`: a system error's too)."""
     return attempt_record(
         task,
         attempt,
@@ -163,24 +167,21 @@ def make_record(
         user=str(cfg.user),
         seed=cfg.seed,
         user_replies=user_replies,
+        usage=usage,
     )
 
 
-def stamp(record: AttemptRecord, identity: RunIdentity, fingerprint: str, user_faults: list[FaultKind] | None = None) -> AttemptRecord:
-    """A record as written: the attempt's record with the run's identity and the task's fingerprint, and `user_faults`,
-    the user-simulator faults (kinds) that ended the earlier tries of its key (`earlier_user_faults`), where there were."""
+def stamp(record: AttemptRecord, identity: RunIdentity, fingerprint: str, replaced: AttemptRecord | None = None) -> AttemptRecord:
+    """A record as written: the attempt's record with the run's identity and the task's fingerprint, and what the earlier
+    tries of its key that it replaces (`replaced`, the latest of them, which carries the ones before) left to count:
+    the user-simulator faults that ended them (`user_faults`) and the tokens they spent (`replaced_usage`)."""
     update: dict[str, Any] = {"record_version": RECORD_VERSION, "run": identity, "task_fingerprint": fingerprint}
-    if user_faults:
-        update["user_faults"] = user_faults
+    if replaced is not None:
+        if faults := replaced.user_faults + ([replaced.fault] if replaced.fault else []):
+            update["user_faults"] = faults  # so that `metrics` counts a user model's faults also after `--repair`
+        if spent := replaced.replaced_usage + ([replaced.usage] if any(replaced.usage.model_dump().values()) else []):
+            update["replaced_usage"] = spent  # so that tokens and cost count what the repaired tries spent
     return record.model_copy(update=update)
-
-
-def earlier_user_faults(replaced: AttemptRecord | None) -> list[FaultKind]:
-    """The user-simulator faults of the tries a new record of a key replaces: the replaced record's own fault and
-    those it carried. Kept so that `metrics` counts a user model's faults also after `--repair` replaced them."""
-    if replaced is None:
-        return []
-    return replaced.user_faults + ([replaced.fault] if replaced.fault else [])
 
 
 class LocalExecutor:
@@ -260,7 +261,7 @@ def run(
 
     def record(r: AttemptRecord) -> None:
         nonlocal first_error
-        r = stamp(r, identity, fingerprints[r.task_id], earlier_user_faults(resumed.replaced.get(r.key)))
+        r = stamp(r, identity, fingerprints[r.task_id], resumed.replaced.get(r.key))
         writer.write(r)
         ended_by_endpoint = r.error_kind in ("endpoint", "malformed_response")
         in_a_row["endpoint_failures"] = in_a_row["endpoint_failures"] + 1 if ended_by_endpoint else 0

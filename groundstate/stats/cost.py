@@ -103,13 +103,15 @@ def cost_note(unpriced: dict[str, int]) -> str | None:
 
 
 def record_cost(r: AttemptRecord, prices: dict[str, dict[str, float]]) -> float | None:
-    """USD of one attempt's tokens, or None when its model has no price (`price_key`; scripted agents cost nothing)."""
+    """USD of one attempt's tokens, those of the earlier tries it replaced included (`AttemptRecord.spent`), or None when
+    its model has no price (`price_key`; scripted agents cost nothing)."""
     if is_scripted(r):
         return 0.0
     key = price_key(r, prices)
     if key is None:
         return None
-    return tokens_cost(r.usage.input_tokens, r.usage.cached_input_tokens, r.usage.output_tokens, prices[key])
+    spent = r.spent
+    return tokens_cost(spent.input_tokens, spent.cached_input_tokens, spent.output_tokens, prices[key])
 
 
 def tokens_cost(input_tokens: int, cached_input_tokens: int, output_tokens: int, price: dict[str, float]) -> float:

@@ -14,7 +14,8 @@ Aggregates over tasks:
   (c/n)^k that some published harnesses report, labelled as such;
 - Observed k/k = tasks solved in every one of their n attempts (an observation, so only for k = n);
 with per-task Jeffreys intervals and bootstrap-over-tasks intervals for each aggregate; and cost:
-total inference cost and cost per dependable task (total cost / tasks solved k/k), priced by `price_key` from
+total inference cost and cost per dependable task (total cost / tasks solved k/k), of every try (`AttemptRecord.spent`:
+a repaired system error's tokens included), priced by `price_key` from
 the bundled `prices.yaml` and `--prices FILE` (`stats.cost`); a model without a price is named (`cost_note`), never
 costed at 0. Two runs are compared in `stats.compare`.
 """
@@ -145,9 +146,9 @@ def compute(
         "observed_k_of_k_rate": kk / len(judged) if judged else None,
         "intervals": bootstrap(judged, k, reps=bootstrap_reps, n_run=n_run) if bootstrap_reps else {},
         "tokens": {
-            "input": sum(r.usage.input_tokens for r in records),
-            "cached_input": sum(r.usage.cached_input_tokens for r in records),
-            "output": sum(r.usage.output_tokens for r in records),
+            "input": sum(r.spent.input_tokens for r in records),
+            "cached_input": sum(r.spent.cached_input_tokens for r in records),
+            "output": sum(r.spent.output_tokens for r in records),
         },
         "cost_usd": cost,
         "cost_priced_attempts": len(priced),

@@ -309,9 +309,10 @@ def results_spend(paths: Iterable[Path], wall_seconds: float | None = None) -> P
         phase.sources.append(str(path))
         for r in records:
             phase.rollouts += 1
-            phase.input_tokens += r.usage.input_tokens
-            phase.cached_input_tokens += r.usage.cached_input_tokens
-            phase.output_tokens += r.usage.output_tokens
+            spent = r.spent  # the repaired tries' tokens too
+            phase.input_tokens += spent.input_tokens
+            phase.cached_input_tokens += spent.cached_input_tokens
+            phase.output_tokens += spent.output_tokens
             phase.attempt_seconds += float(r.timings.get("total_s", 0.0))
     return phase
 

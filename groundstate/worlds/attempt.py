@@ -48,11 +48,12 @@ from groundstate.types import (
     ErrorKind,
     Judge,
     Trajectory,
+    Usage,
     UserSimulator,
     Verdict,
     system_error,
 )
-from groundstate.worlds.episode import Episode, run_episode
+from groundstate.worlds.episode import Episode
 
 
 def prepare_domains(domains: Iterable[Domain], backend: Backend) -> None:
@@ -82,6 +83,7 @@ class Outcome:
     verdict: Verdict
     timings: dict[str, float] = field(default_factory=dict)
     changes: ChangeSet | None = None  # the final change set, where asked for and the environment has one
+    usage: Usage = field(default_factory=Usage)  # the tokens the agent's turns billed: a system error's too (no trajectory)
 
 
 def error_kind(e: BaseException) -> ErrorKind:
@@ -180,12 +182,16 @@ async def play(
     traj: Trajectory | None = None
     changes: ChangeSet | None = None
     env: Environment | None = None
+    episode: Episode | None = None
     try:
         t0 = time.perf_counter()
         env = await domain.open_environment(task, backend, limits)
         timings["sandbox_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        traj = await run_episode(env, agent, user, limits)
+        episode = Episode(env, agent, user, limits)
+        reason = await episode.run()
+        assert reason is not None  # only a pause returns None
+        traj = episode.finish(reason)
         timings["episode_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         verdict = await grade_bounded(env, traj, limits, judge, observer)
@@ -209,7 +215,7 @@ async def play(
             verdict.blame = Blame(kind="unavailable", reason=f"{type(e).__name__}: {e}")
         timings["blame_s"] = time.perf_counter() - t0
     timings["total_s"] = time.perf_counter() - started
-    return Outcome(traj, verdict, timings, changes)
+    return Outcome(traj, verdict, timings, changes, episode.traj.usage if episode is not None else Usage())
 
 
 @dataclass
@@ -289,6 +295,7 @@ async def _branch(
     after opening; a branch that cannot be built is its own system error."""
     t0 = time.perf_counter()
     traj: Trajectory | None = None
+    run: Episode | None = None
     own_user = user
     try:
         own_agent, own_user = branches(agent, user)
@@ -302,7 +309,8 @@ async def _branch(
     finally:
         with contextlib.suppress(Exception):
             await env.close()
-    return Outcome(traj, _user_notes(verdict, own_user), {"total_s": time.perf_counter() - t0})
+    usage = run.traj.usage if run is not None else Usage()
+    return Outcome(traj, _user_notes(verdict, own_user), {"total_s": time.perf_counter() - t0}, usage=usage)
 
 
 async def play_calls(
