@@ -168,14 +168,6 @@ class AttemptRecord(BaseModel):
             data = {**data, "user_faults": [f for f in faults if f in FAULT_KINDS]}
         return data
 
-    @model_serializer(mode="wrap")
-    def _source_id_only_where_there_is_one(self, handler: Any) -> dict[str, Any]:
-        """`source_id` is written only for tasks from another benchmark: every other record reads as records always did."""
-        data = handler(self)
-        if data.get("source_id") is None:
-            data.pop("source_id", None)
-        return data
-
     @field_validator("usage", mode="before")
     @classmethod
     def _null_usage_means_no_tokens(cls, v: Any) -> Any:  # a record of an attempt that never reached the agent
@@ -193,10 +185,11 @@ class AttemptRecord(BaseModel):
 
     @model_serializer(mode="wrap")
     def _as_written(self, handler: Any) -> dict[str, Any]:
-        """The fields a record is written with: user_replies, user_faults and replaced_usage only where there is
-        something to say, as records always had them."""
+        """The fields a record is written with: source_id (tasks from another benchmark), user_replies, user_faults and
+        replaced_usage only where there is something to say, so every other record reads as records always did. (One
+        serializer: a class takes only the last it defines.)"""
         data = handler(self)
-        for name, empty in (("user_replies", None), ("user_faults", []), ("replaced_usage", [])):
+        for name, empty in (("source_id", None), ("user_replies", None), ("user_faults", []), ("replaced_usage", [])):
             if data.get(name) == empty:
                 del data[name]
         return data

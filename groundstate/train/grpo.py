@@ -105,9 +105,9 @@ def _rollout(task_id: str, agent: EpisodeAgent, out: Outcome, shared: int = 0, p
     v, traj = out.verdict, out.trajectory
     mask = [0] * min(shared, len(agent.env_mask)) + agent.env_mask[shared:]
     tokens = (agent.completion_ids, mask, agent.logprobs)
-    spent = {
-        "input_tokens": traj.usage.input_tokens - (prefix.input_tokens if prefix else 0) if traj is not None else 0,
-        "output_tokens": traj.usage.output_tokens - (prefix.output_tokens if prefix else 0) if traj is not None else 0,
+    spent = {  # a system error's tokens too (`Outcome.usage`: it has no trajectory)
+        "input_tokens": out.usage.input_tokens - (prefix.input_tokens if prefix else 0),
+        "output_tokens": out.usage.output_tokens - (prefix.output_tokens if prefix else 0),
         "seconds": out.timings.get("total_s", 0.0) if seconds is None else seconds,
     }
     if v.system_error is not None or traj is None:  # infrastructure failure: a system error, never a 0

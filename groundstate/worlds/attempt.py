@@ -261,6 +261,7 @@ async def play_tree(
         raise ValueError(f"need width >= 1 and branch_turn >= 1, got {width} and {branch_turn}")
     started = time.perf_counter()
     envs: list[Environment] = []
+    episode: Episode | None = None
     try:
         try:
             env = await domain.open_environment(task, backend, limits)
@@ -270,7 +271,7 @@ async def play_tree(
             if reason is not None:  # over before the branch point: one whole attempt
                 traj = episode.finish(reason)
                 verdict = await grade_bounded(env, traj, limits, judge)
-                return Tree([Outcome(traj, _user_notes(verdict, user), {"total_s": time.perf_counter() - started})])
+                return Tree([Outcome(traj, _user_notes(verdict, user), {"total_s": time.perf_counter() - started}, usage=traj.usage)])
             prefix = episode.traj.fork()
             for _ in range(width - 1):  # every fork is taken before any branch moves on; the last branch keeps `env`
                 envs.append(await env.fork())
@@ -278,7 +279,9 @@ async def play_tree(
             raise
         except Exception as e:  # noqa: BLE001 - before the branch point: every branch's system error
             verdict = _user_notes(failed(e), user)
-            return Tree([Outcome(None, verdict.model_copy(deep=True), {"total_s": time.perf_counter() - started}) for _ in range(width)])
+            spent = [episode.traj.usage if episode is not None else Usage()] + [Usage()] * (width - 1)  # the prefix's, once
+            timing = {"total_s": time.perf_counter() - started}
+            return Tree([Outcome(None, verdict.model_copy(deep=True), dict(timing), usage=u) for u in spent])
         prefix_s = time.perf_counter() - started
         outcomes = await asyncio.gather(*(_branch(episode, e, branches, agent, user, limits, judge) for e in [*envs[1:], envs[0]]))
         return Tree(list(outcomes), prefix, prefix_s)

@@ -224,7 +224,9 @@ def test_a_user_fault_is_a_system_error_that_repair_reruns_and_metrics_counts(sh
     m = json.loads(cli.invoke(app, ["metrics", str(out), "--json"]).stdout)
     # the faulty tries' tokens are kept with the records that replaced them, and counted (before: dropped with the tries)
     before = {r.key: r.usage for r in records}
-    assert all(r.replaced_usage == [before[r.key]] and before[r.key].input_tokens > 0 for r in read_records(out)), [(r.replaced_usage, before[r.key]) for r in read_records(out)]
+    assert all(r.replaced_usage == [before[r.key]] and before[r.key].input_tokens > 0 for r in read_records(out)), [
+        (r.replaced_usage, before[r.key]) for r in read_records(out)
+    ]
     spent = sum(r.usage.input_tokens for r in records) + sum(r.usage.input_tokens for r in read_records(out))
     assert m["tokens"]["input"] == spent
     assert m["user_simulator_faults"] == {

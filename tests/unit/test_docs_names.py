@@ -15,7 +15,7 @@ from typer.core import TyperGroup
 from groundstate.cli import app
 
 REPO = Path(__file__).resolve().parents[2]
-DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "benchmarks").glob("*.md"))]
 PATH = re.compile(r"(?<![\w./-])((?:groundstate|tests|benchmarks|scripts|docs)/[\w./-]*\w)")
 PLACEHOLDER = re.compile(r"[<>{}*…]|NAME|name/|/\.\.\.|^groundstate/[A-Z]")  # `groundstate/Text-v0` is a Gymnasium id
 ELSEWHERE = {"scripts/install_typesense.sh"}  # a path in microsoft/thinkingbox, named as such
@@ -27,13 +27,15 @@ def _texts() -> list[tuple[str, str]]:
 
 def _command_lines(text: str, commands: list[str]) -> list[str]:
     """`groundstate …` command lines: whole lines of code blocks (continuations joined) and inline code spans, a span
-    such as `run --repair` read as `groundstate run --repair`."""
+    such as `run --repair` read as `groundstate run --repair`; a prompt (`$ `), variables set before the command and
+    the folder of its interpreter (`.venv-tau2/bin/`) are taken off."""
     lines = []
     for block in re.findall(r"```[a-z]*\n(.*?)```", text, flags=re.S):
         lines += [line.strip() for line in block.replace("\\\n", " ").splitlines()]
     spans = re.findall(r"`([^`\n]+)`", text)
     lines += [f"groundstate {span}" if span.split()[0] in commands and " --" in span else span for span in spans]
-    return [line[line.index("groundstate ") :] for line in lines if re.match(r"(\S+=\S+\s+)*groundstate\s", line.strip())]
+    shown = [re.sub(r"^(\$ )?(\S+=\S+\s+)*(\S*/bin/)?(?=groundstate\s)", "", line.strip()) for line in lines]
+    return [line for line in shown if line.startswith("groundstate ")]
 
 
 @pytest.mark.parametrize("doc,text", _texts(), ids=[d.name for d in DOCS])

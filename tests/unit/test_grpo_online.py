@@ -149,3 +149,19 @@ def test_an_unjudged_rollout_drops_its_group_and_a_kept_one_is_never_trained_on(
     assert (stats.unjudged_groups, stats.kept_uninformative, stats.informative) == (1, 1, 1)
     assert (stats.wasted, stats.wasted_unjudged, stats.wasted_all_fail) == (G, G, 0)
     assert grpo.trained_rewards(groups) == [None] * G + [1.0, 0.0, 1.0, 0.0]
+
+
+def test_a_system_error_rollout_counts_the_tokens_its_policy_sampled():
+    """A rollout a system error ended (a user fault after the policy's turns) has no trajectory, but its tokens were
+    sampled: the ledger's training spend and its waste by reason count them (`Outcome.usage`; before: 0)."""
+    from types import SimpleNamespace
+
+    from groundstate.types import Usage, system_error
+    from groundstate.worlds.attempt import Outcome
+
+    agent = SimpleNamespace(completion_ids=[1, 2, 3], env_mask=[1, 1, 1], logprobs=[0.0] * 3, prompt_ids=[9], truncated=False)
+    out = Outcome(None, system_error("user-simulator fault", "user_fault"), {"total_s": 1.0}, usage=Usage(1000, 200))
+    rollout = grpo._rollout("t", agent, out)
+    assert rollout.reward is None and (rollout.input_tokens, rollout.output_tokens) == (1000, 200)
+    branch = grpo._rollout("t", agent, out, prefix=Usage(400, 50))  # a later branch: the shared prefix is counted once
+    assert (branch.input_tokens, branch.output_tokens) == (600, 150)

@@ -436,3 +436,14 @@ def test_compare_allow_incomplete_says_what_it_compared_anyway(tmp_path):
         assert r.exit_code == 0 and "candidate run incomplete, compared anyway: 1 system errors" in flat(r.output), r.output
     html = render(base, "with baseline", baseline=cand)  # the report's comparison says it too, of the baseline here
     assert "the baseline is incomplete, compared anyway: 1 system errors" in html
+
+
+def test_a_line_holds_the_optional_fields_only_where_they_say_something(gold_run):
+    """`source_id`, `user_replies`, `user_faults` and `replaced_usage` are written only where set, so a run of our own
+    tasks writes the lines it always wrote (before: every line had `"source_id": null`, a second serializer of the
+    class having replaced the first)."""
+    lines = [json.loads(line) for line in gold_run.read_text().splitlines()]
+    assert lines and all(not {"source_id", "user_replies", "user_faults", "replaced_usage"} & line.keys() for line in lines)
+    record = read_records(gold_run)[0]
+    tagged = json.loads(record.model_copy(update={"source_id": "7", "replaced_usage": [{"input_tokens": 5}]}).model_dump_json())
+    assert tagged["source_id"] == "7" and tagged["replaced_usage"] == [{"input_tokens": 5, "output_tokens": 0, "cached_input_tokens": 0}]
