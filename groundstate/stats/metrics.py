@@ -101,6 +101,7 @@ def compute(
     b = basis(counts, n_run, k)
     judged = list(b.covered.values())
     prices = prices if prices is not None else load_prices()
+    spent = [r.spent for r in records]  # every try's tokens, once per record (`AttemptRecord.spent`)
     costs = [record_cost(r, prices) for r in records]
     priced = [x for x in costs if x is not None]
     unpriced = unpriced_models(records, prices)
@@ -145,11 +146,7 @@ def compute(
         "observed_k_of_k_note": f"tasks solved in all n={n_run} attempts (Observed n/n: measured, so only for k = n)",
         "observed_k_of_k_rate": kk / len(judged) if judged else None,
         "intervals": bootstrap(judged, k, reps=bootstrap_reps, n_run=n_run) if bootstrap_reps else {},
-        "tokens": {
-            "input": sum(r.spent.input_tokens for r in records),
-            "cached_input": sum(r.spent.cached_input_tokens for r in records),
-            "output": sum(r.spent.output_tokens for r in records),
-        },
+        "tokens": {name: sum(getattr(u, f"{name}_tokens") for u in spent) for name in ("input", "cached_input", "output")},
         "cost_usd": cost,
         "cost_priced_attempts": len(priced),
         "unpriced_models": unpriced,
